@@ -1,0 +1,22 @@
+//! A model of a Redis server, shared by the Redis-based lock protocols.
+//!
+//! How real Redis behaves, and what this model keeps:
+//! - Commands run one at a time (Redis is single-threaded), so a Lua script such as the
+//!   compare-and-delete release is atomic ([`store`]).
+//! - Keys with a TTL expire by the server's **wall clock**: lazily when a command touches an
+//!   expired key, and actively by a periodic sweep (Redis' `hz`, 10 per second by default).
+//!   A key set with `PX ttl` is stored with an absolute deadline, as the AOF and replicas
+//!   store it, so a wall-clock jump forward expires it early and a jump backwards keeps it
+//!   alive longer (the Redis docs, "Expires"; Kleppmann 2016).
+//! - Persistence ([`Persistence`]): with none, a restarted server is empty; with AOF
+//!   `everysec` it loses up to a second of writes; with `always` it loses nothing
+//!   (redis.io, "Redis persistence"). antirez's answer to Kleppmann requires either
+//!   `always` or a restart delay longer than the longest TTL ("delayed restarts").
+//!
+//! Not modelled: memory limits and eviction, cluster slots, client-side connection pools.
+
+pub mod server;
+pub mod store;
+
+pub use server::{start_server, Persistence, RedisNet, ServerConfig};
+pub use store::{Cmd, Reply, Store};

@@ -1,0 +1,194 @@
+//! The fenced resource: the storage a lock protects (Kleppmann 2016's "storage service").
+//!
+//! It holds a counter and the highest fencing token it has accepted. Clients read the
+//! counter and write `value` with their token. With fencing `off` it accepts every write,
+//! like most storage; with fencing `on` it rejects a write whose token is lower than the
+//! highest it has seen, which is what makes a lock safe even when a paused client wakes up
+//! and writes after its lease expired. Every decision goes into the history.
+//!
+//! The resource is durable (its state survives a crash of its node): it stands for a
+//! database, and its own durability is not what locksim tests.
+
+use futures::StreamExt;
+use locksim_sim::history::{Event, Kind, Op};
+use locksim_sim::rpc::{endpoint, Caller, RpcError, Wire};
+use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The resource's node name.
+pub const RESOURCE: &str = "resource";
+
+/// Whether the resource checks tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fencing {
+    /// Accept every write (most storage).
+    #[default]
+    Off,
+    /// Reject writes whose token is below the highest accepted so far.
+    On,
+}
+
+/// A request to the resource.
+#[derive(Clone, Debug)]
+pub enum ResourceReq {
+    /// Read the counter.
+    Read,
+    /// Write the counter.
+    Write {
+        /// The new value.
+        value: i64,
+        /// The writer's fencing token, if it has one.
+        token: Option<u64>,
+        /// The writer's grant, for the history.
+        grant: String,
+    },
+}
+
+/// The resource's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResourceResp {
+    /// The counter's value.
+    Value(i64),
+    /// The write was applied.
+    Accepted,
+    /// The write carried a stale token and was refused.
+    Rejected {
+        /// The highest token seen so far.
+        highest: u64,
+    },
+}
+
+type ResourceNet = Net<Wire<ResourceReq, ResourceResp>>;
+
+#[derive(Default)]
+struct State {
+    value: i64,
+    highest_token: Option<u64>,
+}
+
+/// Adds the resource node to the world; returns a handle for clients.
+pub fn start(world: &World, fencing: Fencing) -> ResourceHandle {
+    let net: ResourceNet = Net::new(world);
+    let state = Arc::new(Mutex::new(State::default()));
+    let server_net = net.clone();
+    let node = world.add_node(RESOURCE, Role::Resource, move |ctx| {
+        serve(ctx, server_net.clone(), state.clone(), fencing)
+    });
+    ResourceHandle { net, node }
+}
+
+async fn serve(ctx: NodeCtx, net: ResourceNet, state: Arc<Mutex<State>>, fencing: Fencing) {
+    let (caller, mut requests) = endpoint(&net, &ctx);
+    while let Some(req) = requests.next().await {
+        let resp = match req.body {
+            ResourceReq::Read => ResourceResp::Value(state.lock().unwrap().value),
+            ResourceReq::Write {
+                value,
+                token,
+                grant,
+            } => {
+                let mut s = state.lock().unwrap();
+                let stale = match (fencing, token, s.highest_token) {
+                    (Fencing::On, Some(t), Some(h)) => t < h,
+                    _ => false,
+                };
+                let event = Event::new(ctx.name(), Kind::Info, Op::ResourceAccept)
+                    .grant(grant)
+                    .token(token)
+                    .value(value);
+                if stale {
+                    let highest = s.highest_token.unwrap_or(0);
+                    drop(s);
+                    ctx.record_event(Event {
+                        op: Op::ResourceReject,
+                        detail: Some(format!("token below highest seen ({highest})")),
+                        ..event
+                    });
+                    ResourceResp::Rejected { highest }
+                } else {
+                    s.value = value;
+                    if let Some(t) = token {
+                        s.highest_token = Some(s.highest_token.map_or(t, |h| h.max(t)));
+                    }
+                    drop(s);
+                    ctx.record_event(event);
+                    ResourceResp::Accepted
+                }
+            }
+        };
+        caller.reply(req.from, req.id, resp);
+    }
+}
+
+/// Where clients find the resource.
+#[derive(Clone)]
+pub struct ResourceHandle {
+    net: ResourceNet,
+    node: NodeIdx,
+}
+
+impl ResourceHandle {
+    /// A client for the node `ctx` (call at every start of the node).
+    pub fn connect(&self, ctx: &NodeCtx) -> ResourceClient {
+        let (caller, _requests) = endpoint(&self.net, ctx);
+        ResourceClient {
+            caller,
+            node: self.node,
+        }
+    }
+}
+
+/// A client of the resource.
+pub struct ResourceClient {
+    caller: Caller<ResourceReq, ResourceResp>,
+    node: NodeIdx,
+}
+
+/// The outcome of a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Applied.
+    Accepted,
+    /// Refused: stale token.
+    Rejected,
+    /// No answer in time: it may or may not have been applied.
+    Unknown,
+}
+
+impl ResourceClient {
+    /// Reads the counter.
+    pub async fn read(&self, timeout: Duration) -> Result<i64, RpcError> {
+        match self
+            .caller
+            .call(self.node, ResourceReq::Read, timeout)
+            .await?
+        {
+            ResourceResp::Value(v) => Ok(v),
+            other => unreachable!("the resource answers a read with a value, not {other:?}"),
+        }
+    }
+
+    /// Writes the counter.
+    pub async fn write(
+        &self,
+        value: i64,
+        token: Option<u64>,
+        grant: &str,
+        timeout: Duration,
+    ) -> WriteOutcome {
+        let req = ResourceReq::Write {
+            value,
+            token,
+            grant: grant.into(),
+        };
+        match self.caller.call(self.node, req, timeout).await {
+            Ok(ResourceResp::Accepted) => WriteOutcome::Accepted,
+            Ok(ResourceResp::Rejected { .. }) => WriteOutcome::Rejected,
+            Ok(ResourceResp::Value(_)) => unreachable!("a write is not answered with a value"),
+            Err(RpcError::Timeout) => WriteOutcome::Unknown,
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! `single-redis`: one Redis server, `SET key value NX PX ttl` to acquire, a compare-and-
+//! delete Lua script to release (the Redis distributed-locks page, "Correct implementation
+//! with a single instance").
+//!
+//! How it breaks (all reproducible here):
+//! - **Process pauses** (Kleppmann 2016, "How to do distributed locking"): a client pauses
+//!   (GC, page fault) after its validity check and past the TTL; the key expires, another
+//!   client acquires, the first wakes and writes anyway. A TTL lock cannot prevent this;
+//!   fencing tokens checked by the resource can. Tokens here come from `INCR` in the same
+//!   script as the `SET`.
+//! - **Wall-clock jumps on the server**: Redis expires keys by its wall clock, so a clock
+//!   stepped forward expires a held lock early.
+//! - **Crashes** with persistence `none`: a restarted server has forgotten every lock.
+//! - **Bugs** (selectable as `variant`): `unconditional-release` (plain `DEL`: a late
+//!   release deletes another client's lock), `get-then-set` (check and set in two steps:
+//!   two clients both see the key free), `no-ttl` (no expiry: a crashed holder blocks
+//!   everyone forever).
+
+use crate::redis::{start_server, Cmd, Persistence, RedisNet, Reply, ServerConfig};
+use crate::{
+    parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
+};
+use async_trait::async_trait;
+use locksim_sim::history::{Event, Kind, Op};
+use locksim_sim::rpc::{endpoint, Caller, RpcError};
+use locksim_sim::{NodeCtx, NodeIdx, World};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The lock key.
+pub const KEY: &str = "lock";
+/// The fencing-token counter key.
+pub const TOKEN_KEY: &str = "lock:token";
+
+/// Correct client, or one of the known bugs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    /// As the Redis docs specify.
+    #[default]
+    Correct,
+    /// Release with a plain `DEL`, whoever holds the lock.
+    UnconditionalRelease,
+    /// Acquire with `GET`, then `SET` if it was free: not atomic.
+    GetThenSet,
+    /// `SET NX` without `PX`: the lock never expires.
+    NoTtl,
+}
+
+/// The `[protocol]` parameters of `single-redis`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Lock time to live, in ms.
+    #[serde(default = "d_ttl")]
+    pub ttl_ms: u64,
+    /// Correct client or a bug.
+    #[serde(default)]
+    pub variant: Variant,
+    /// What the server keeps over a crash.
+    #[serde(default)]
+    pub persistence: Persistence,
+    /// Take a fencing token with `INCR` in the acquire script.
+    #[serde(default)]
+    pub tokens: bool,
+    /// Shortest random delay between acquire attempts, in ms.
+    #[serde(default = "d_retry_min")]
+    pub retry_delay_ms_min: u64,
+    /// Longest random delay between acquire attempts, in ms.
+    #[serde(default = "d_retry_max")]
+    pub retry_delay_ms_max: u64,
+    /// Give up acquiring after this long, in ms.
+    #[serde(default = "d_acquire_timeout")]
+    pub acquire_timeout_ms: u64,
+    /// Timeout of one request to Redis, in ms.
+    #[serde(default = "d_request_timeout")]
+    pub request_timeout_ms: u64,
+    /// Clock drift allowance: validity = ttl − elapsed − (ttl × factor + 2 ms).
+    #[serde(default = "d_drift_factor")]
+    pub clock_drift_factor: f64,
+    /// Period of the server's active expiry, in ms (0 = lazy expiry only).
+    #[serde(default = "d_active_expire")]
+    pub active_expire_interval_ms: u64,
+    /// After a crash the server refuses commands for this long, in ms.
+    #[serde(default)]
+    pub restart_delay_ms: u64,
+}
+
+fn d_ttl() -> u64 {
+    2_000
+}
+fn d_retry_min() -> u64 {
+    10
+}
+fn d_retry_max() -> u64 {
+    50
+}
+fn d_acquire_timeout() -> u64 {
+    10_000
+}
+fn d_request_timeout() -> u64 {
+    100
+}
+fn d_drift_factor() -> f64 {
+    0.01
+}
+fn d_active_expire() -> u64 {
+    100
+}
+
+impl Params {
+    fn validate(&self) -> Result<(), ParamError> {
+        if self.ttl_ms == 0 {
+            return Err(ParamError::field("ttl_ms", "must be positive"));
+        }
+        if self.retry_delay_ms_min > self.retry_delay_ms_max {
+            return Err(ParamError::field(
+                "retry_delay_ms_min",
+                "must not exceed retry_delay_ms_max",
+            ));
+        }
+        if self.request_timeout_ms == 0 {
+            return Err(ParamError::field("request_timeout_ms", "must be positive"));
+        }
+        if !(0.0..1.0).contains(&self.clock_drift_factor) {
+            return Err(ParamError::field("clock_drift_factor", "must be in [0, 1)"));
+        }
+        Ok(())
+    }
+
+    /// The validity a grant gets: ttl − drift allowance (Redis docs: ttl × factor + 2 ms).
+    pub fn validity(&self) -> Duration {
+        let drift_ms = self.ttl_ms as f64 * self.clock_drift_factor + 2.0;
+        Duration::from_micros(((self.ttl_ms as f64 - drift_ms).max(0.0) * 1000.0) as u64)
+    }
+}
+
+/// The `single-redis` protocol.
+pub struct SingleRedis;
+
+impl Protocol for SingleRedis {
+    fn id(&self) -> &'static str {
+        "single-redis"
+    }
+
+    fn summary(&self) -> &'static str {
+        "one Redis server: SET NX PX to acquire, compare-and-delete to release"
+    }
+
+    fn configure(&self, params: &toml::Table) -> Result<Box<dyn Deployment>, ParamError> {
+        let params: Params = parse_params(params)?;
+        params.validate()?;
+        Ok(Box::new(SingleRedisDeployment { params }))
+    }
+}
+
+struct SingleRedisDeployment {
+    params: Params,
+}
+
+/// The server node's name.
+pub const SERVER: &str = "redis";
+
+impl Deployment for SingleRedisDeployment {
+    fn servers(&self) -> Vec<String> {
+        vec![SERVER.into()]
+    }
+
+    fn points(&self) -> Vec<(String, &'static str)> {
+        let mut points = vec![(SERVER.into(), "before_reply")];
+        if self.params.variant == Variant::GetThenSet {
+            points.push(("client".into(), "between_get_and_set"));
+        }
+        points
+    }
+
+    fn start(&self, world: &World) -> Arc<dyn Connector> {
+        let net = RedisNet::new(world);
+        let config = ServerConfig {
+            persistence: self.params.persistence,
+            active_expire_interval_ms: self.params.active_expire_interval_ms,
+            restart_delay_ms: self.params.restart_delay_ms,
+            ..ServerConfig::default()
+        };
+        let server = start_server(world, SERVER, &net, config);
+        Arc::new(SingleRedisConnector {
+            net,
+            server,
+            params: self.params.clone(),
+        })
+    }
+}
+
+struct SingleRedisConnector {
+    net: RedisNet,
+    server: NodeIdx,
+    params: Params,
+}
+
+impl Connector for SingleRedisConnector {
+    fn connect(&self, ctx: &NodeCtx) -> Box<dyn LockClient> {
+        let (caller, _requests) = endpoint(&self.net, ctx);
+        Box::new(SingleRedisClient {
+            ctx: ctx.clone(),
+            caller,
+            server: self.server,
+            params: self.params.clone(),
+        })
+    }
+}
+
+/// The client library.
+pub struct SingleRedisClient {
+    ctx: NodeCtx,
+    caller: Caller<Cmd, Reply>,
+    server: NodeIdx,
+    params: Params,
+}
+
+enum Attempt {
+    Granted(Grant),
+    Busy,
+    Unknown,
+}
+
+impl SingleRedisClient {
+    async fn call(&self, cmd: Cmd) -> Result<Reply, RpcError> {
+        let timeout = Duration::from_millis(self.params.request_timeout_ms);
+        self.caller.call(self.server, cmd, timeout).await
+    }
+
+    fn fresh_value(&self) -> String {
+        // Real clients use 20 random bytes; unique per attempt is what matters.
+        let n: u64 = madsim::rand::thread_rng().gen();
+        format!("{}:{n:016x}", self.ctx.name())
+    }
+
+    async fn attempt(&self) -> Attempt {
+        let p = &self.params;
+        let value = self.fresh_value();
+        let start = self.ctx.mono_now();
+        let px_ms = (p.variant != Variant::NoTtl).then_some(p.ttl_ms);
+        let reply = match p.variant {
+            Variant::GetThenSet => {
+                match self.call(Cmd::Get { key: KEY.into() }).await {
+                    Ok(Reply::Nil) => {}
+                    Ok(_) => return Attempt::Busy,
+                    Err(_) => return Attempt::Unknown,
+                }
+                self.ctx.point("between_get_and_set").await;
+                let set = Cmd::Set {
+                    key: KEY.into(),
+                    value: value.clone(),
+                    nx: false,
+                    px_ms,
+                };
+                self.call(set).await
+            }
+            _ if p.tokens => {
+                let cmd = Cmd::SetNxIncr {
+                    key: KEY.into(),
+                    value: value.clone(),
+                    px_ms,
+                    counter: TOKEN_KEY.into(),
+                };
+                self.call(cmd).await
+            }
+            _ => {
+                let cmd = Cmd::Set {
+                    key: KEY.into(),
+                    value: value.clone(),
+                    nx: true,
+                    px_ms,
+                };
+                self.call(cmd).await
+            }
+        };
+        let token = match reply {
+            Ok(Reply::Ok) => None,
+            Ok(Reply::Int(t)) => Some(t as u64),
+            Ok(_) => return Attempt::Busy,
+            Err(_) => {
+                // The SET may have succeeded: free it (if it did) so it does not block others
+                // until its TTL; our value is unique, so this cannot delete anyone else's.
+                self.caller.notify(
+                    self.server,
+                    Cmd::DelIfEq {
+                        key: KEY.into(),
+                        value,
+                    },
+                );
+                return Attempt::Unknown;
+            }
+        };
+        let valid_until = px_ms.map(|_| start + p.validity());
+        if valid_until.is_some_and(|v| self.ctx.mono_now() >= v) {
+            // The reply came too late to be of use: the key may already have expired.
+            self.ctx.record_event(
+                Event::new(self.ctx.name(), Kind::Info, Op::Note)
+                    .detail("grant arrived after its validity: released"),
+            );
+            let _ = self.release_value(&value).await;
+            return Attempt::Busy;
+        }
+        Attempt::Granted(Grant {
+            token,
+            valid_until,
+            handle: value,
+        })
+    }
+
+    async fn release_value(&self, value: &str) -> Outcome {
+        let cmd = match self.params.variant {
+            Variant::UnconditionalRelease => Cmd::Del { key: KEY.into() },
+            _ => Cmd::DelIfEq {
+                key: KEY.into(),
+                value: value.into(),
+            },
+        };
+        match self.call(cmd).await {
+            Ok(Reply::Int(1)) => Outcome::Ok,
+            Ok(Reply::Int(_)) => Outcome::Failed("the lock was no longer ours".into()),
+            Ok(other) => Outcome::Failed(format!("unexpected reply {other:?}")),
+            Err(_) => Outcome::Unknown("request timed out".into()),
+        }
+    }
+}
+
+#[async_trait(?Send)]
+impl LockClient for SingleRedisClient {
+    async fn acquire(&mut self) -> Acquired {
+        let deadline = self.ctx.mono_now() + Duration::from_millis(self.params.acquire_timeout_ms);
+        loop {
+            let last = self.attempt().await;
+            if let Attempt::Granted(grant) = last {
+                return Acquired::Granted(grant);
+            }
+            let delay_ms = madsim::rand::thread_rng()
+                .gen_range(self.params.retry_delay_ms_min..=self.params.retry_delay_ms_max);
+            let delay = Duration::from_millis(delay_ms);
+            if self.ctx.mono_now() + delay >= deadline {
+                return match last {
+                    Attempt::Unknown => Acquired::Unknown("last request timed out".into()),
+                    _ => Acquired::Failed("acquire timeout".into()),
+                };
+            }
+            self.ctx.sleep_local(delay).await;
+        }
+    }
+
+    async fn release(&mut self, grant: &Grant) -> Outcome {
+        self.release_value(&grant.handle).await
+    }
+
+    async fn extend(&mut self, grant: &mut Grant) -> Outcome {
+        if self.params.variant == Variant::NoTtl {
+            return Outcome::Ok;
+        }
+        let start = self.ctx.mono_now();
+        let cmd = Cmd::PexpireIfEq {
+            key: KEY.into(),
+            value: grant.handle.clone(),
+            px_ms: self.params.ttl_ms,
+        };
+        match self.call(cmd).await {
+            Ok(Reply::Int(1)) => {
+                grant.valid_until = Some(start + self.params.validity());
+                Outcome::Ok
+            }
+            Ok(_) => Outcome::Failed("the lock was no longer ours".into()),
+            Err(_) => Outcome::Unknown("request timed out".into()),
+        }
+    }
+}

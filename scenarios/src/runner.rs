@@ -1,0 +1,204 @@
+//! Turns (scenario, seed) into a [`RunResult`]: builds the world, runs it, checks the
+//! history.
+
+use crate::scenario::{Prepared, Scenario};
+use crate::workload::client_loop;
+use locksim_protocols::resource;
+use locksim_sim::checker::{Liveness, Violation};
+use locksim_sim::history::{format_hash, trace_hash, History};
+use locksim_sim::nemesis::Targets;
+use locksim_sim::{check, simulate, Fault, Role, SimSpec, Verdict};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+/// At most this many violations are kept per kind in a result (the counts are complete).
+pub const WITNESSES_KEPT: usize = 10;
+
+/// Everything one run says, as `locksim run --json` prints it and sweeps store it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The protocol id.
+    pub protocol: String,
+    /// The seed.
+    pub seed: u64,
+    /// valid / invalid / unknown (worst of the properties).
+    pub verdict: Verdict,
+    /// Per-property verdicts.
+    pub properties: BTreeMap<String, Verdict>,
+    /// Violations with witness event indexes (at most [`WITNESSES_KEPT`] per kind).
+    pub violations: Vec<Violation>,
+    /// Number of violations per kind, all of them.
+    pub violation_counts: BTreeMap<String, u64>,
+    /// Stable hash of the history: same (scenario, seed), same hash.
+    pub trace_hash: String,
+    /// Figures of the run.
+    pub stats: Stats,
+    /// Whether the scenario's `[expect]` was met.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<ExpectResult>,
+    /// The command that replays this run.
+    pub replay: String,
+    /// Set if the run did not complete (a panic in a model: a bug to report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RunResult {
+    /// Whether a safety property was violated.
+    pub fn violated(&self) -> bool {
+        self.verdict == Verdict::Invalid
+    }
+}
+
+/// Whether the expectations held.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpectResult {
+    /// All expectations met.
+    pub met: bool,
+    /// Those that were not, in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mismatches: Vec<String>,
+}
+
+/// Figures of one run (all deterministic: no wall-clock time in here).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Events in the history.
+    pub events: u64,
+    /// Simulated time, in ms.
+    pub sim_ms: u64,
+    /// Faults in the schedule (scripted + drawn from the profile).
+    pub faults: u64,
+    /// Messages sent.
+    pub messages: u64,
+    /// Messages lost, cut by partitions, or sent to dead nodes.
+    pub messages_dropped: u64,
+    /// Liveness figures from the checker.
+    pub liveness: Liveness,
+}
+
+impl Prepared {
+    /// The full fault schedule of a seed: the scripted faults plus those the random
+    /// profile draws for it.
+    pub fn faults_for(&self, seed: u64) -> Vec<Fault> {
+        let s = &self.scenario;
+        let mut faults = s.faults.clone();
+        if s.faults_random.is_active() {
+            let targets = Targets {
+                servers: self.deployment.servers(),
+                clients: s.workload.client_names(),
+            };
+            faults.extend(s.faults_random.generate(seed, s.duration_ms, &targets));
+        }
+        faults
+    }
+
+    /// The command that replays a seed of this scenario.
+    pub fn replay_command(&self, seed: u64) -> String {
+        format!("locksim run {} --seed {seed}", self.path)
+    }
+
+    /// Runs one seed.
+    pub fn run(&self, seed: u64) -> RunResult {
+        self.run_with_history(seed).0
+    }
+
+    /// Runs one seed and also returns its history.
+    pub fn run_with_history(&self, seed: u64) -> (RunResult, History) {
+        let s = &self.scenario;
+        let faults = self.faults_for(seed);
+        let spec = SimSpec {
+            seed,
+            duration_ms: s.duration_ms,
+            heal_ms: s.heal_ms,
+            network: s.network.clone(),
+            clocks: s.clocks.clone(),
+            faults,
+        };
+        let outcome = simulate(&spec, |world| {
+            let connector = self.deployment.start(world);
+            let resource = resource::start(world, s.resource.fencing);
+            for name in s.workload.client_names() {
+                let (connector, resource) = (connector.clone(), resource.clone());
+                let workload = s.workload.clone();
+                let grants = Arc::new(AtomicU64::new(0));
+                world.add_node(&name, Role::Client, move |ctx| {
+                    client_loop(
+                        ctx,
+                        connector.clone(),
+                        resource.clone(),
+                        workload.clone(),
+                        grants.clone(),
+                    )
+                });
+            }
+        });
+        let mut result = RunResult {
+            scenario: s.name.clone(),
+            protocol: s.protocol.name.clone(),
+            seed,
+            verdict: Verdict::Unknown,
+            properties: BTreeMap::new(),
+            violations: vec![],
+            violation_counts: BTreeMap::new(),
+            trace_hash: String::new(),
+            stats: Stats {
+                faults: spec.faults.len() as u64,
+                ..Stats::default()
+            },
+            expect: None,
+            replay: self.replay_command(seed),
+            error: None,
+        };
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                result.error = Some(e.to_string());
+                return (result, vec![]);
+            }
+        };
+        let report = check(&outcome.history);
+        result.verdict = report.verdict;
+        for p in &report.properties {
+            result
+                .properties
+                .insert(p.property.name().into(), p.verdict);
+        }
+        for v in &report.violations {
+            let count = result
+                .violation_counts
+                .entry(v.kind.name().into())
+                .or_insert(0);
+            *count += 1;
+            if *count as usize <= WITNESSES_KEPT {
+                result.violations.push(v.clone());
+            }
+        }
+        result.trace_hash = format_hash(trace_hash(&outcome.history));
+        result.stats.events = outcome.history.len() as u64;
+        result.stats.sim_ms = outcome.sim_ms;
+        result.stats.messages = outcome.net.sent;
+        result.stats.messages_dropped = outcome.net.lost + outcome.net.cut + outcome.net.to_dead;
+        result.stats.liveness = report.liveness.clone();
+        if let Some(expect) = &s.expect {
+            let mismatches = expect.mismatches(|p| report.property(p));
+            result.expect = Some(ExpectResult {
+                met: mismatches.is_empty(),
+                mismatches,
+            });
+        }
+        (result, outcome.history)
+    }
+}
+
+/// Loads and prepares a scenario file with the given protocols.
+pub fn load(
+    path: &str,
+    registry: &locksim_protocols::Registry,
+) -> Result<Prepared, crate::ScenarioError> {
+    Scenario::load(path)?.prepare(path, registry)
+}

@@ -1,0 +1,495 @@
+//! The scenario file format (TOML): one protocol with its parameters, the cluster's clients
+//! and workload, the network, node clocks, the resource, the fault schedule (scripted and a
+//! seeded random profile), the duration, and what the run is expected to show.
+//!
+//! Bad input gets a clear error: [`ScenarioError`] names the file, the line and the field.
+
+use locksim_protocols::resource::Fencing;
+use locksim_protocols::{Deployment, Registry};
+use locksim_sim::{ClockConfig, Fault, FaultProfile, NetConfig, Property, Verdict};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A scenario, as written in its file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name (default: the file name without `.toml`).
+    #[serde(default)]
+    pub name: String,
+    /// What the scenario shows, for people (sources welcome).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// The seed `locksim run` uses when none is given.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// How long the run lasts, in simulated ms.
+    pub duration_ms: u64,
+    /// A liveness phase after `duration_ms` in which every fault is undone, in ms.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub heal_ms: u64,
+    /// The protocol and its parameters.
+    pub protocol: ProtocolSection,
+    /// The clients and what they do.
+    #[serde(default)]
+    pub workload: Workload,
+    /// The network.
+    #[serde(default)]
+    pub network: NetConfig,
+    /// Node clocks.
+    #[serde(default)]
+    pub clocks: ClockConfig,
+    /// The fenced resource.
+    #[serde(default)]
+    pub resource: ResourceConfig,
+    /// Scripted faults.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<Fault>,
+    /// Random faults drawn from the seed.
+    #[serde(default, skip_serializing_if = "is_default_profile")]
+    pub faults_random: FaultProfile,
+    /// What the run must show, per property.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_default_profile(p: &FaultProfile) -> bool {
+    !p.is_active()
+}
+
+/// `[protocol]`: `name` picks the protocol; every other key is its parameter.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProtocolSection {
+    /// The protocol id, e.g. `single-redis`.
+    pub name: String,
+    /// The protocol's parameters.
+    #[serde(flatten)]
+    pub params: toml::Table,
+}
+
+/// `[workload]`: clients loop think → acquire → read → work → validity check → write →
+/// release, incrementing the resource's counter under the lock.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Number of clients, named c1, c2, ...
+    #[serde(default = "d_clients")]
+    pub clients: u32,
+    /// Shortest work inside the critical section (between read and write), in ms.
+    #[serde(default = "d_cs_min")]
+    pub cs_ms_min: u64,
+    /// Longest work inside the critical section, in ms.
+    #[serde(default = "d_cs_max")]
+    pub cs_ms_max: u64,
+    /// Shortest pause between a release and the next acquire, in ms.
+    #[serde(default = "d_think_min")]
+    pub think_ms_min: u64,
+    /// Longest pause between a release and the next acquire, in ms.
+    #[serde(default = "d_think_max")]
+    pub think_ms_max: u64,
+    /// Check the lock's validity on the client's clock just before writing (and skip the
+    /// write if it expired), as a careful client does.
+    #[serde(default = "yes")]
+    pub check_validity: bool,
+    /// Timeout of a request to the resource, in ms.
+    #[serde(default = "d_resource_timeout")]
+    pub resource_timeout_ms: u64,
+}
+
+fn d_clients() -> u32 {
+    2
+}
+fn d_cs_min() -> u64 {
+    20
+}
+fn d_cs_max() -> u64 {
+    100
+}
+fn d_think_min() -> u64 {
+    10
+}
+fn d_think_max() -> u64 {
+    100
+}
+fn yes() -> bool {
+    true
+}
+fn d_resource_timeout() -> u64 {
+    200
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            clients: d_clients(),
+            cs_ms_min: d_cs_min(),
+            cs_ms_max: d_cs_max(),
+            think_ms_min: d_think_min(),
+            think_ms_max: d_think_max(),
+            check_validity: true,
+            resource_timeout_ms: d_resource_timeout(),
+        }
+    }
+}
+
+impl Workload {
+    /// The client node names.
+    pub fn client_names(&self) -> Vec<String> {
+        (1..=self.clients).map(|i| format!("c{i}")).collect()
+    }
+}
+
+/// `[resource]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceConfig {
+    /// `on`: reject writes with a token below the highest seen.
+    #[serde(default)]
+    pub fencing: Fencing,
+}
+
+/// What a property must show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expectation {
+    /// No violation.
+    Holds,
+    /// At least one violation.
+    Violated,
+}
+
+/// `[expect]`: per property, `holds` or `violated`; unlisted properties are not checked.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Mutual exclusion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mutual_exclusion: Option<Expectation>,
+    /// Fencing safety.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fencing: Option<Expectation>,
+    /// Lost update.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_update: Option<Expectation>,
+}
+
+impl Expect {
+    /// The expectations that are set.
+    pub fn entries(&self) -> Vec<(Property, Expectation)> {
+        [
+            (Property::MutualExclusion, self.mutual_exclusion),
+            (Property::Fencing, self.fencing),
+            (Property::LostUpdate, self.lost_update),
+        ]
+        .into_iter()
+        .filter_map(|(p, e)| e.map(|e| (p, e)))
+        .collect()
+    }
+
+    /// Which expectations a set of per-property verdicts does not meet, in words.
+    pub fn mismatches(&self, verdict_of: impl Fn(Property) -> Verdict) -> Vec<String> {
+        self.entries()
+            .into_iter()
+            .filter_map(|(p, e)| {
+                let v = verdict_of(p);
+                let met = match e {
+                    Expectation::Holds => v == Verdict::Valid,
+                    Expectation::Violated => v == Verdict::Invalid,
+                };
+                (!met).then(|| format!("{}: expected {e:?}, got {v}", p.name()).to_lowercase())
+            })
+            .collect()
+    }
+}
+
+/// A scenario file that cannot be used: where and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.render())]
+pub struct ScenarioError {
+    /// The file.
+    pub path: String,
+    /// 1-based line, where known.
+    pub line: Option<usize>,
+    /// The field (dotted path), where known.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ScenarioError {
+    fn render(&self) -> String {
+        let place = match self.line {
+            Some(l) => format!("{}:{l}", self.path),
+            None => self.path.clone(),
+        };
+        match &self.field {
+            Some(f) if !self.message.contains(f.as_str()) => {
+                format!("{place}: {f}: {}", self.message)
+            }
+            _ => format!("{place}: {}", self.message),
+        }
+    }
+}
+
+/// A scenario checked against the protocol registry, ready to run.
+pub struct Prepared {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Where it came from (for replay commands).
+    pub path: String,
+    /// The configured protocol.
+    pub deployment: Box<dyn Deployment>,
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Scenario, ScenarioError> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            path: shown.clone(),
+            line: None,
+            field: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        let mut scenario = Scenario::parse(&text, &shown)?;
+        if scenario.name.is_empty() {
+            scenario.name = path
+                .file_stem()
+                .map_or_else(|| "scenario".into(), |s| s.to_string_lossy().into_owned());
+        }
+        Ok(scenario)
+    }
+
+    /// Parses scenario text; `path` is only used in errors.
+    pub fn parse(text: &str, path: &str) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start));
+            let message = e.message().trim().to_owned();
+            ScenarioError {
+                path: path.into(),
+                line,
+                field: None,
+                message,
+            }
+        })?;
+        scenario
+            .validate()
+            .map_err(|(field, message)| ScenarioError {
+                path: path.into(),
+                line: locate(text, &field),
+                field: Some(field),
+                message,
+            })?;
+        Ok(scenario)
+    }
+
+    /// Checks what the types cannot: ranges, and that fault targets exist. Returns the
+    /// field's dotted path and the message. (Protocol parameters are checked by
+    /// [`Scenario::prepare`].)
+    fn validate(&self) -> Result<(), (String, String)> {
+        let err = |f: &str, m: String| Err((f.to_owned(), m));
+        if self.duration_ms == 0 {
+            return err("duration_ms", "must be positive".into());
+        }
+        let w = &self.workload;
+        if w.clients == 0 {
+            return err("workload.clients", "needs at least one client".into());
+        }
+        if w.cs_ms_min > w.cs_ms_max {
+            return err("workload.cs_ms_min", "must not exceed cs_ms_max".into());
+        }
+        if w.think_ms_min > w.think_ms_max {
+            return err(
+                "workload.think_ms_min",
+                "must not exceed think_ms_max".into(),
+            );
+        }
+        if w.resource_timeout_ms == 0 {
+            return err("workload.resource_timeout_ms", "must be positive".into());
+        }
+        self.network
+            .validate()
+            .or_else(|m| err(&field_of(&m, "network"), m))?;
+        self.clocks
+            .validate()
+            .or_else(|m| err(&field_of(&m, "clocks"), m))?;
+        self.faults_random
+            .validate()
+            .or_else(|m| err(&field_of(&m, "faults_random"), m))?;
+        Ok(())
+    }
+
+    /// Configures the protocol and checks fault targets against the node names.
+    pub fn prepare(self, path: &str, registry: &Registry) -> Result<Prepared, ScenarioError> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let fail = |field: String, message: String| ScenarioError {
+            path: path.into(),
+            line: locate(&text, &field),
+            field: Some(field),
+            message,
+        };
+        let protocol = registry.get(&self.protocol.name).ok_or_else(|| {
+            fail(
+                "protocol.name".into(),
+                format!(
+                    "unknown protocol `{}` (known: {})",
+                    self.protocol.name,
+                    registry.ids().join(", ")
+                ),
+            )
+        })?;
+        let deployment = protocol.configure(&self.protocol.params).map_err(|e| {
+            let field = e
+                .field
+                .as_ref()
+                .map_or("protocol".to_owned(), |f| format!("protocol.{f}"));
+            fail(field, e.message.clone())
+        })?;
+        let nodes = node_names(&self, deployment.as_ref());
+        for (i, fault) in self.faults.iter().enumerate() {
+            fault
+                .validate(&nodes)
+                .map_err(|m| fail(format!("faults[{i}]"), m))?;
+        }
+        for (field, list) in [
+            ("faults_random.pause_nodes", &self.faults_random.pause_nodes),
+            ("faults_random.crash_nodes", &self.faults_random.crash_nodes),
+            (
+                "faults_random.partition_nodes",
+                &self.faults_random.partition_nodes,
+            ),
+            ("faults_random.clock_nodes", &self.faults_random.clock_nodes),
+        ] {
+            if let Some(bad) = list.iter().find(|n| !nodes.contains(n)) {
+                return Err(fail(field.into(), format!("unknown node `{bad}`")));
+            }
+        }
+        if let Some(bad) = self.clocks.nodes.keys().find(|n| !nodes.contains(n)) {
+            return Err(fail(
+                format!("clocks.nodes.{bad}"),
+                format!("unknown node `{bad}`"),
+            ));
+        }
+        Ok(Prepared {
+            scenario: self,
+            path: path.into(),
+            deployment,
+        })
+    }
+}
+
+/// Every node name of a scenario: servers, then clients, then the resource.
+pub fn node_names(scenario: &Scenario, deployment: &dyn Deployment) -> Vec<String> {
+    let mut names = deployment.servers();
+    names.extend(scenario.workload.client_names());
+    names.push(locksim_protocols::resource::RESOURCE.into());
+    names
+}
+
+/// The dotted field a validation message starts with (`network.loss_probability must...`).
+fn field_of(message: &str, section: &str) -> String {
+    message
+        .split_whitespace()
+        .next()
+        .filter(|w| w.starts_with(section))
+        .map_or_else(
+            || section.to_owned(),
+            |w| w.trim_end_matches(':').to_owned(),
+        )
+}
+
+/// 1-based line of a byte offset.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The line where a dotted field (`network.loss_probability`, `faults[2].node`,
+/// `protocol.ttl_ms`) is written, or its nearest written parent.
+pub fn locate(text: &str, field: &str) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let line = |span: Option<std::ops::Range<usize>>| span.map(|s| line_of(text, s.start));
+    let mut best = None;
+    let mut table: &dyn toml_edit::TableLike = doc.as_table();
+    for part in field.split('.') {
+        let (name, index) = match part.split_once('[') {
+            Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        let Some((key, item)) = table.get_key_value(name) else {
+            return best;
+        };
+        best = line(key.span()).or(best);
+        let next: Option<&dyn toml_edit::TableLike> = match index {
+            Some(i) => {
+                let element = item.as_array_of_tables().and_then(|a| a.get(i));
+                best = line(element.and_then(|t| t.span())).or(best);
+                element.map(|t| t as &dyn toml_edit::TableLike)
+            }
+            None => item.as_table_like(),
+        };
+        match next {
+            Some(t) => table = t,
+            None => return best,
+        }
+    }
+    best
+}
+
+/// A tally of per-property verdicts (for reports).
+pub type PropertyCounts = BTreeMap<String, u64>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+duration_ms = 1000
+
+[protocol]
+name = "single-redis"
+ttl_ms = 500
+"#;
+
+    #[test]
+    fn minimal_scenario_parses_with_defaults() {
+        let s = Scenario::parse(MINIMAL, "m.toml").unwrap();
+        assert_eq!(s.workload.clients, 2);
+        assert_eq!(s.protocol.params["ttl_ms"].as_integer(), Some(500));
+        assert_eq!(s.seed, 1);
+    }
+
+    #[test]
+    fn unknown_field_names_line_and_field() {
+        let text = format!("{MINIMAL}\n[workload]\nclients = 2\ncs_ms_mux = 3\n");
+        let e = Scenario::parse(&text, "bad.toml").unwrap_err();
+        assert_eq!(e.line, Some(10), "{e}");
+        assert!(e.to_string().contains("cs_ms_mux"), "{e}");
+        assert!(e.to_string().starts_with("bad.toml:10:"), "{e}");
+    }
+
+    #[test]
+    fn semantic_error_names_field_and_line() {
+        let text = format!("{MINIMAL}\n[network]\nlatency_ms_min = 5\nlatency_ms_max = 1\n");
+        let e = Scenario::parse(&text, "bad.toml").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("network.latency_ms_min"), "{e}");
+        assert_eq!(e.line, Some(9), "{e}");
+    }
+
+    #[test]
+    fn locate_finds_array_of_tables_entries() {
+        let text = "duration_ms = 1\n[[faults]]\nkind = \"pause\"\n\n[[faults]]\nkind = \"crash\"\nnode = \"x\"\n";
+        assert_eq!(locate(text, "faults[1]"), Some(5));
+        assert_eq!(locate(text, "faults[1].node"), Some(7));
+        assert_eq!(locate(text, "duration_ms"), Some(1));
+    }
+}

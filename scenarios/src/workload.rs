@@ -1,0 +1,110 @@
+//! The workload every client runs, whatever the protocol: think, acquire, read the counter,
+//! work, check the lease on its own clock, write the counter + 1 with its token, release.
+//! Each step is an event in the history, and the named points between steps
+//! (`after_acquire`, `after_read`, `after_validity_check`, `before_write`,
+//! `before_release`) are where scripted pauses and crashes can strike.
+
+use crate::scenario::Workload;
+use locksim_protocols::resource::{ResourceHandle, WriteOutcome};
+use locksim_protocols::{Acquired, Connector, Outcome};
+use locksim_sim::history::{Event, Kind, Op};
+use locksim_sim::NodeCtx;
+use rand::Rng;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The named points of the workload, in the order a client passes them.
+pub const POINTS: [&str; 5] = [
+    "after_acquire",
+    "after_read",
+    "after_validity_check",
+    "before_write",
+    "before_release",
+];
+
+fn between(lo: u64, hi: u64) -> Duration {
+    Duration::from_millis(madsim::rand::thread_rng().gen_range(lo..=hi))
+}
+
+/// One client's main loop. `grants` numbers this client's grants across restarts.
+pub async fn client_loop(
+    ctx: NodeCtx,
+    connector: Arc<dyn Connector>,
+    resource: ResourceHandle,
+    workload: Workload,
+    grants: Arc<AtomicU64>,
+) {
+    let mut lock = connector.connect(&ctx);
+    let resource = resource.connect(&ctx);
+    let io_timeout = Duration::from_millis(workload.resource_timeout_ms);
+    let ev = |kind, op| Event::new(ctx.name(), kind, op);
+    loop {
+        ctx.sleep_local(between(workload.think_ms_min, workload.think_ms_max))
+            .await;
+        ctx.record(Kind::Invoke, Op::Acquire);
+        let grant = match lock.acquire().await {
+            Acquired::Granted(grant) => grant,
+            Acquired::Failed(why) => {
+                ctx.record_event(ev(Kind::Fail, Op::Acquire).detail(why));
+                continue;
+            }
+            Acquired::Unknown(why) => {
+                ctx.record_event(ev(Kind::Info, Op::Acquire).detail(why));
+                continue;
+            }
+        };
+        let n = grants.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("{}#{n}", ctx.name());
+        let token = grant.token;
+        ctx.record_event(ev(Kind::Ok, Op::Acquire).grant(&id).token(token));
+        ctx.record_event(ev(Kind::Ok, Op::CsEnter).grant(&id).token(token));
+        ctx.point("after_acquire").await;
+
+        ctx.record_event(ev(Kind::Invoke, Op::Read).grant(&id));
+        let read = resource.read(io_timeout).await;
+        match read {
+            Ok(v) => ctx.record_event(ev(Kind::Ok, Op::Read).grant(&id).value(v)),
+            Err(_) => ctx.record_event(ev(Kind::Info, Op::Read).grant(&id).detail("timed out")),
+        };
+        if let Ok(value) = read {
+            ctx.point("after_read").await;
+            ctx.sleep_local(between(workload.cs_ms_min, workload.cs_ms_max))
+                .await;
+            let expired = grant.valid_until.is_some_and(|u| ctx.mono_now() >= u);
+            if workload.check_validity && expired {
+                ctx.record_event(
+                    ev(Kind::Info, Op::Note)
+                        .grant(&id)
+                        .detail("lease expired on the client's clock: write skipped"),
+                );
+            } else {
+                ctx.point("after_validity_check").await;
+                ctx.point("before_write").await;
+                let new = value + 1;
+                ctx.record_event(
+                    ev(Kind::Invoke, Op::Write)
+                        .grant(&id)
+                        .token(token)
+                        .value(new),
+                );
+                let kind = match resource.write(new, token, &id, io_timeout).await {
+                    WriteOutcome::Accepted => Kind::Ok,
+                    WriteOutcome::Rejected => Kind::Fail,
+                    WriteOutcome::Unknown => Kind::Info,
+                };
+                ctx.record_event(ev(kind, Op::Write).grant(&id).token(token).value(new));
+            }
+        }
+
+        ctx.record_event(ev(Kind::Ok, Op::CsExit).grant(&id));
+        ctx.point("before_release").await;
+        ctx.record_event(ev(Kind::Invoke, Op::Release).grant(&id));
+        let done = match lock.release(&grant).await {
+            Outcome::Ok => ev(Kind::Ok, Op::Release),
+            Outcome::Failed(why) => ev(Kind::Fail, Op::Release).detail(why),
+            Outcome::Unknown(why) => ev(Kind::Info, Op::Release).detail(why),
+        };
+        ctx.record_event(done.grant(&id));
+    }
+}

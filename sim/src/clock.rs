@@ -1,0 +1,169 @@
+//! Per-node clocks.
+//!
+//! madsim has one global clock (true time). Real machines do not: each node here has a
+//! **monotonic** clock that runs at `1 + drift_ppm·1e-6` times true speed (re-anchored
+//! whenever the drift changes, so it never goes backwards) and a **wall** clock that is the
+//! monotonic clock plus an offset, which an operator or NTP can step forwards or backwards.
+//! Redis expires keys by its wall clock; clients time their leases by their monotonic clock.
+//! Protocol code reads only these clocks, never true time.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// One node's clocks, as a pure function of true time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeClock {
+    /// True time (ns) at the last re-anchoring.
+    anchor_true_ns: u64,
+    /// Monotonic reading (ns) at the last re-anchoring.
+    anchor_mono_ns: u64,
+    /// Rate error in parts per million (positive = runs fast).
+    drift_ppm: i64,
+    /// Wall clock minus monotonic clock, in ns.
+    offset_ns: i64,
+}
+
+/// A drift at or beyond -1e6 ppm would stop or reverse the clock.
+const DRIFT_PPM_LIMIT: i64 = 500_000;
+
+impl NodeClock {
+    /// A clock that reads 0 (monotonic) and `offset_ns` (wall) at true time 0.
+    pub fn new(drift_ppm: i64, offset_ns: i64) -> Self {
+        assert!(
+            drift_ppm.abs() < DRIFT_PPM_LIMIT,
+            "drift of {drift_ppm} ppm is not a clock"
+        );
+        NodeClock {
+            anchor_true_ns: 0,
+            anchor_mono_ns: 0,
+            drift_ppm,
+            offset_ns,
+        }
+    }
+
+    /// The monotonic reading at true time `true_ns`.
+    pub fn mono_ns(&self, true_ns: u64) -> u64 {
+        let elapsed = true_ns.saturating_sub(self.anchor_true_ns) as i128;
+        let scaled = elapsed * (1_000_000 + self.drift_ppm as i128) / 1_000_000;
+        self.anchor_mono_ns + scaled as u64
+    }
+
+    /// The wall reading (ns, may be negative) at true time `true_ns`.
+    pub fn wall_ns(&self, true_ns: u64) -> i64 {
+        self.mono_ns(true_ns) as i64 + self.offset_ns
+    }
+
+    /// Steps the wall clock by `delta_ns` (negative = backwards). The monotonic clock is
+    /// untouched, as on a real machine.
+    pub fn jump(&mut self, delta_ns: i64) {
+        self.offset_ns += delta_ns;
+    }
+
+    /// Changes the drift from true time `true_ns` on; readings stay continuous.
+    pub fn set_drift(&mut self, true_ns: u64, drift_ppm: i64) {
+        assert!(
+            drift_ppm.abs() < DRIFT_PPM_LIMIT,
+            "drift of {drift_ppm} ppm is not a clock"
+        );
+        self.anchor_mono_ns = self.mono_ns(true_ns);
+        self.anchor_true_ns = true_ns;
+        self.drift_ppm = drift_ppm;
+    }
+
+    /// The current drift in ppm.
+    pub fn drift_ppm(&self) -> i64 {
+        self.drift_ppm
+    }
+
+    /// The current wall offset in ns.
+    pub fn offset_ns(&self) -> i64 {
+        self.offset_ns
+    }
+
+    /// How much true time passes while this clock advances by `local` (rounded up, so a
+    /// local sleep never ends early).
+    pub fn true_duration(&self, local: Duration) -> Duration {
+        let local_ns = local.as_nanos();
+        let rate = (1_000_000 + self.drift_ppm) as u128;
+        Duration::from_nanos((local_ns * 1_000_000).div_ceil(rate) as u64)
+    }
+
+    /// The true time at which the monotonic clock reads `mono_ns` (given the current drift),
+    /// or `true_ns_now` if it already does.
+    pub fn true_ns_at_mono(&self, true_ns_now: u64, mono_ns: u64) -> u64 {
+        let now = self.mono_ns(true_ns_now);
+        if mono_ns <= now {
+            return true_ns_now;
+        }
+        true_ns_now
+            + self
+                .true_duration(Duration::from_nanos(mono_ns - now))
+                .as_nanos() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_drift_tracks_true_time() {
+        let c = NodeClock::new(0, 5_000);
+        assert_eq!(c.mono_ns(1_000_000), 1_000_000);
+        assert_eq!(c.wall_ns(1_000_000), 1_005_000);
+    }
+
+    #[test]
+    fn drift_scales_elapsed_time() {
+        let fast = NodeClock::new(1_000, 0); // 0.1% fast
+        assert_eq!(fast.mono_ns(1_000_000_000), 1_001_000_000);
+        let slow = NodeClock::new(-1_000, 0);
+        assert_eq!(slow.mono_ns(1_000_000_000), 999_000_000);
+    }
+
+    #[test]
+    fn changing_drift_keeps_readings_continuous() {
+        let mut c = NodeClock::new(0, 0);
+        c.set_drift(1_000_000_000, 100_000); // 10% fast from t = 1 s
+        assert_eq!(c.mono_ns(1_000_000_000), 1_000_000_000);
+        assert_eq!(c.mono_ns(2_000_000_000), 2_100_000_000);
+    }
+
+    #[test]
+    fn backward_jump_moves_wall_not_monotonic() {
+        let mut c = NodeClock::new(0, 0);
+        let before_wall = c.wall_ns(10_000_000);
+        let before_mono = c.mono_ns(10_000_000);
+        c.jump(-5_000_000);
+        assert_eq!(c.wall_ns(10_000_000), before_wall - 5_000_000);
+        assert_eq!(c.mono_ns(10_000_000), before_mono);
+        // The wall clock now reads less than it did: time went backwards for Redis.
+        assert!(c.wall_ns(12_000_000) < before_wall);
+    }
+
+    #[test]
+    fn local_sleep_honours_drift() {
+        // A clock running 10% fast reaches +110 ms local after 100 ms true.
+        let c = NodeClock::new(100_000, 0);
+        assert_eq!(
+            c.true_duration(Duration::from_millis(110)),
+            Duration::from_millis(100)
+        );
+        let slow = NodeClock::new(-100_000, 0);
+        assert_eq!(
+            slow.true_duration(Duration::from_millis(90)),
+            Duration::from_millis(100)
+        );
+        // Rounded up: never early.
+        let d = c.true_duration(Duration::from_nanos(1));
+        assert!(c.mono_ns(d.as_nanos() as u64) >= 1);
+    }
+
+    #[test]
+    fn true_time_at_a_monotonic_reading() {
+        let c = NodeClock::new(-500_000 + 1, 0);
+        let t = c.true_ns_at_mono(0, 1_000_000);
+        assert!(c.mono_ns(t) >= 1_000_000);
+        assert!(c.mono_ns(t - 1) < 1_000_000);
+    }
+}

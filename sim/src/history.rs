@@ -1,0 +1,296 @@
+//! The history: a flat, append-only list of [`Event`]s stamped with true time.
+//!
+//! Every step a client, server, the resource or the nemesis takes is one event, faults
+//! included, so a checker or a timeline needs nothing else. The format follows Jepsen's
+//! `{:index :time :process :type :f :value}`: `kind` is `invoke` / `ok` / `fail` / `info`
+//! (`info` = the outcome is unknown, or the event is an instantaneous fact such as a fault).
+//! On disk a history is JSON Lines, one event per line.
+
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, Write};
+
+/// The type of an event, as in Jepsen: an invocation, its success, its definite failure, or
+/// `info` for an outcome nobody learned (and for instantaneous facts such as faults).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// An operation started.
+    Invoke,
+    /// The operation completed and succeeded.
+    Ok,
+    /// The operation completed and definitely did not take effect.
+    Fail,
+    /// The outcome is unknown, or the event is a fact (a fault, an expiry).
+    Info,
+}
+
+/// What an event is about.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// A client asks for the lock.
+    Acquire,
+    /// A client gives the lock back.
+    Release,
+    /// A client extends its lease.
+    Extend,
+    /// A client entered its critical section (its acquire returned success).
+    CsEnter,
+    /// A client left its critical section (it starts its release, or gives the lock up).
+    CsExit,
+    /// A client reads the resource.
+    Read,
+    /// A client writes the resource (with `value` and, where it has one, `token`).
+    Write,
+    /// The resource accepted a write (`value` = the new value).
+    ResourceAccept,
+    /// The resource rejected a write carrying a stale token.
+    ResourceReject,
+    /// A node was paused (stop-the-world).
+    Pause,
+    /// A paused node runs again.
+    Resume,
+    /// A node crashed: it loses everything it had not persisted.
+    Crash,
+    /// A crashed node starts again.
+    Restart,
+    /// Links were cut (`detail` says which).
+    Partition,
+    /// Cut links were restored.
+    Heal,
+    /// A node's wall clock jumped by `value` milliseconds (negative = backwards).
+    ClockJump,
+    /// A node's clock drift changed to `value` ppm.
+    ClockDrift,
+    /// Message loss changed to `detail`.
+    Loss,
+    /// A server-side key or lease expired (a fact, for timelines).
+    Expire,
+    /// The simulated run ended.
+    RunEnd,
+    /// Anything else a protocol wants on the timeline (`detail` says what).
+    Note,
+}
+
+impl Op {
+    /// Whether this op is a fault the nemesis applied.
+    pub fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            Op::Pause
+                | Op::Resume
+                | Op::Crash
+                | Op::Restart
+                | Op::Partition
+                | Op::Heal
+                | Op::ClockJump
+                | Op::ClockDrift
+                | Op::Loss
+        )
+    }
+}
+
+/// One step of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Position in the history, from 0.
+    pub index: u64,
+    /// True (simulated, global) time in nanoseconds since the run started.
+    pub time_ns: u64,
+    /// The node that took the step (`nemesis` for faults applied from outside).
+    pub node: String,
+    /// invoke / ok / fail / info.
+    pub kind: Kind,
+    /// What the step is.
+    pub op: Op,
+    /// The lock grant this step belongs to, where known (e.g. `c1#3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
+    /// The fencing token carried, where there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<u64>,
+    /// A value: read or written counter value, clock jump in ms, drift in ppm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<i64>,
+    /// The node a fault or step targets, where it is not `node` itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Free text for people: why an acquire failed, which links a partition cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Event {
+    /// A new event with the given basics; `index` and `time_ns` are set when recorded.
+    pub fn new(node: impl Into<String>, kind: Kind, op: Op) -> Self {
+        Event {
+            index: 0,
+            time_ns: 0,
+            node: node.into(),
+            kind,
+            op,
+            grant: None,
+            token: None,
+            value: None,
+            target: None,
+            detail: None,
+        }
+    }
+
+    /// Sets the grant.
+    pub fn grant(mut self, grant: impl Into<String>) -> Self {
+        self.grant = Some(grant.into());
+        self
+    }
+
+    /// Sets the token, if any.
+    pub fn token(mut self, token: Option<u64>) -> Self {
+        self.token = token;
+        self
+    }
+
+    /// Sets the value.
+    pub fn value(mut self, value: i64) -> Self {
+        self.value = Some(value);
+        self
+    }
+
+    /// Sets the target node.
+    pub fn target(mut self, target: impl Into<String>) -> Self {
+        self.target = Some(target.into());
+        self
+    }
+
+    /// Sets the detail text.
+    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    /// True time in milliseconds, for people.
+    pub fn time_ms(&self) -> f64 {
+        self.time_ns as f64 / 1e6
+    }
+
+    /// A one-line description for people, e.g. `1203.000ms c1 ok write value=4 token=7 grant=c1#2`.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "#{} {:.3}ms {} {:?} {}",
+            self.index,
+            self.time_ms(),
+            self.node,
+            self.kind,
+            serde_json::to_value(&self.op)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        )
+        .to_lowercase();
+        if let Some(t) = &self.target {
+            s.push_str(&format!(" target={t}"));
+        }
+        if let Some(g) = &self.grant {
+            s.push_str(&format!(" grant={g}"));
+        }
+        if let Some(t) = self.token {
+            s.push_str(&format!(" token={t}"));
+        }
+        if let Some(v) = self.value {
+            s.push_str(&format!(" value={v}"));
+        }
+        if let Some(d) = &self.detail {
+            s.push_str(&format!(" ({d})"));
+        }
+        s
+    }
+}
+
+/// A whole history.
+pub type History = Vec<Event>;
+
+/// A stable 64-bit hash of a history: xxh3 over its JSON Lines form. The same
+/// (scenario, seed) gives the same hash in any process, thread or machine.
+pub fn trace_hash(history: &[Event]) -> u64 {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = Vec::with_capacity(256);
+    for event in history {
+        buf.clear();
+        serde_json::to_writer(&mut buf, event).expect("events always serialise");
+        buf.push(b'\n');
+        hasher.update(&buf);
+    }
+    hasher.digest()
+}
+
+/// Formats a trace hash the way results print it (16 hex digits).
+pub fn format_hash(hash: u64) -> String {
+    format!("{hash:016x}")
+}
+
+/// Writes a history as JSON Lines.
+pub fn write_jsonl(history: &[Event], mut out: impl Write) -> std::io::Result<()> {
+    for event in history {
+        serde_json::to_writer(&mut out, event)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}
+
+/// A malformed history file: which line and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// A line is not a valid event.
+    #[error("{path}:{line}: not a valid event: {message}")]
+    Line {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Reads a JSON Lines history. Blank lines are skipped; indexes and times must not go down.
+pub fn read_jsonl(path: &str, input: impl BufRead) -> Result<History, ReadError> {
+    let mut history = History::new();
+    for (n, line) in input.lines().enumerate() {
+        let line = line.map_err(|source| ReadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = |message: String| ReadError::Line {
+            path: path.to_owned(),
+            line: n + 1,
+            message,
+        };
+        let event: Event = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
+        if let Some(prev) = history.last() {
+            if event.time_ns < prev.time_ns {
+                return Err(bad(format!(
+                    "time_ns {} is earlier than the previous event's {}",
+                    event.time_ns, prev.time_ns
+                )));
+            }
+            if event.index <= prev.index {
+                return Err(bad(format!(
+                    "index {} does not follow the previous index {}",
+                    event.index, prev.index
+                )));
+            }
+        }
+        history.push(event);
+    }
+    Ok(history)
+}

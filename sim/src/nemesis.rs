@@ -1,0 +1,577 @@
+//! Faults as data: a scripted list, or a seeded random profile that expands to one.
+//!
+//! Every fault is a plain value (`at_ms`, `kind`, `node`, `duration_ms`, ...), so a fault
+//! schedule can be written by hand, generated from a seed, printed, saved as a scenario and
+//! shrunk by proptest. Paired verbs undo each other: a `pause` resumes after `duration_ms`,
+//! a `crash` restarts after `restart_after_ms` (or never), a `partition` heals after
+//! `duration_ms`, a `loss` period ends after `duration_ms`.
+
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+fn first() -> u32 {
+    1
+}
+
+/// One fault. Time-triggered faults carry `at_ms` (true time since the start of the run);
+/// `pause` and `crash` can instead fire at a named point in a node's code (`point`) on its
+/// `occurrence`-th passage (from 1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Fault {
+    /// Stop-the-world pause of a node (a GC pause, a VM migration, SIGSTOP).
+    Pause {
+        /// The node to pause.
+        node: String,
+        /// When, in true ms since the start (or use `point`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_ms: Option<u64>,
+        /// A named point in the node's code, e.g. `before_write`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        point: Option<String>,
+        /// Which passage through `point` triggers the pause, from 1.
+        #[serde(default = "first", skip_serializing_if = "is_first")]
+        occurrence: u32,
+        /// How long the node stays paused, in true ms.
+        duration_ms: u64,
+    },
+    /// A crash: the node loses everything it had not persisted.
+    Crash {
+        /// The node to crash.
+        node: String,
+        /// When, in true ms since the start (or use `point`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_ms: Option<u64>,
+        /// A named point in the node's code, e.g. `after_grant`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        point: Option<String>,
+        /// Which passage through `point` triggers the crash, from 1.
+        #[serde(default = "first", skip_serializing_if = "is_first")]
+        occurrence: u32,
+        /// Restart after this many true ms; never if absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        restart_after_ms: Option<u64>,
+    },
+    /// Cut links for a while. Give `isolate` (these nodes from all others) or `groups`
+    /// (no links between different groups); `one_way` cuts only from earlier groups (or the
+    /// isolated nodes) towards later ones (or everyone else).
+    Partition {
+        /// When, in true ms since the start.
+        at_ms: u64,
+        /// How long until the links heal, in true ms.
+        duration_ms: u64,
+        /// Nodes cut off from everyone else.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        isolate: Vec<String>,
+        /// Groups that cannot reach each other.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        groups: Vec<Vec<String>>,
+        /// Cut only one direction.
+        #[serde(default, skip_serializing_if = "is_false")]
+        one_way: bool,
+    },
+    /// Steps a node's wall clock (an operator, or NTP stepping it).
+    ClockJump {
+        /// The node whose clock jumps.
+        node: String,
+        /// When, in true ms since the start.
+        at_ms: u64,
+        /// By how much, in ms (negative = backwards).
+        delta_ms: i64,
+    },
+    /// Changes a node's clock drift.
+    ClockDrift {
+        /// The node whose clock drifts.
+        node: String,
+        /// When, in true ms since the start.
+        at_ms: u64,
+        /// New rate error in ppm (positive = runs fast).
+        drift_ppm: i64,
+    },
+    /// A period of message loss on every link.
+    Loss {
+        /// When, in true ms since the start.
+        at_ms: u64,
+        /// How long, in true ms.
+        duration_ms: u64,
+        /// Loss probability during the period.
+        probability: f64,
+    },
+}
+
+fn is_first(n: &u32) -> bool {
+    *n == 1
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Fault {
+    /// The fault's kind, as written in files.
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            Fault::Pause { .. } => FaultKind::Pause,
+            Fault::Crash { .. } => FaultKind::Crash,
+            Fault::Partition { .. } => FaultKind::Partition,
+            Fault::ClockJump { .. } => FaultKind::ClockJump,
+            Fault::ClockDrift { .. } => FaultKind::ClockDrift,
+            Fault::Loss { .. } => FaultKind::Loss,
+        }
+    }
+
+    /// When a time-triggered fault fires (None for point-triggered ones).
+    pub fn at_ms(&self) -> Option<u64> {
+        match self {
+            Fault::Pause { at_ms, point, .. } | Fault::Crash { at_ms, point, .. } => {
+                if point.is_some() {
+                    None
+                } else {
+                    *at_ms
+                }
+            }
+            Fault::Partition { at_ms, .. }
+            | Fault::ClockJump { at_ms, .. }
+            | Fault::ClockDrift { at_ms, .. }
+            | Fault::Loss { at_ms, .. } => Some(*at_ms),
+        }
+    }
+
+    /// Every node name the fault mentions.
+    pub fn nodes(&self) -> Vec<&str> {
+        match self {
+            Fault::Pause { node, .. }
+            | Fault::Crash { node, .. }
+            | Fault::ClockJump { node, .. }
+            | Fault::ClockDrift { node, .. } => vec![node.as_str()],
+            Fault::Partition {
+                isolate, groups, ..
+            } => isolate
+                .iter()
+                .chain(groups.iter().flatten())
+                .map(String::as_str)
+                .collect(),
+            Fault::Loss { .. } => vec![],
+        }
+    }
+
+    /// Checks the fault against the run's node names; the error says what is wrong.
+    pub fn validate(&self, known_nodes: &[String]) -> Result<(), String> {
+        for n in self.nodes() {
+            if !known_nodes.iter().any(|k| k == n) {
+                return Err(format!(
+                    "unknown node `{n}` (nodes in this scenario: {})",
+                    known_nodes.join(", ")
+                ));
+            }
+        }
+        match self {
+            Fault::Pause {
+                at_ms,
+                point,
+                occurrence,
+                ..
+            }
+            | Fault::Crash {
+                at_ms,
+                point,
+                occurrence,
+                ..
+            } => {
+                if at_ms.is_some() == point.is_some() {
+                    return Err("give exactly one of `at_ms` and `point`".into());
+                }
+                if *occurrence == 0 {
+                    return Err("`occurrence` counts from 1".into());
+                }
+            }
+            Fault::Partition {
+                isolate, groups, ..
+            } => {
+                if isolate.is_empty() == groups.is_empty() {
+                    return Err("give exactly one of `isolate` and `groups`".into());
+                }
+                if !groups.is_empty() && groups.len() < 2 {
+                    return Err("`groups` needs at least two groups".into());
+                }
+            }
+            Fault::ClockDrift { drift_ppm, .. } => {
+                if drift_ppm.abs() >= 500_000 {
+                    return Err(format!(
+                        "drift_ppm {drift_ppm} is not a clock (|ppm| < 500000)"
+                    ));
+                }
+            }
+            Fault::Loss { probability, .. } => {
+                if !(0.0..=1.0).contains(probability) {
+                    return Err(format!(
+                        "probability must be between 0 and 1, not {probability}"
+                    ));
+                }
+            }
+            Fault::ClockJump { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+/// The kinds of fault, for profiles, swarm testing and reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// See [`Fault::Pause`].
+    Pause,
+    /// See [`Fault::Crash`].
+    Crash,
+    /// See [`Fault::Partition`].
+    Partition,
+    /// See [`Fault::ClockJump`].
+    ClockJump,
+    /// See [`Fault::ClockDrift`].
+    ClockDrift,
+    /// See [`Fault::Loss`].
+    Loss,
+}
+
+impl FaultKind {
+    /// Every kind.
+    pub const ALL: [FaultKind; 6] = [
+        FaultKind::Pause,
+        FaultKind::Crash,
+        FaultKind::Partition,
+        FaultKind::ClockJump,
+        FaultKind::ClockDrift,
+        FaultKind::Loss,
+    ];
+}
+
+/// A seeded random fault profile: for each second of the run and each kind, a fault starts
+/// with the kind's probability, at a uniform instant in that second, on a uniform target.
+/// Expanded to a plain fault list before the run ([`FaultProfile::generate`]), so random
+/// faults are as replayable and printable as scripted ones.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultProfile {
+    /// Chance per second that some node is paused.
+    #[serde(default)]
+    pub pause_probability: f64,
+    /// Shortest pause, in ms.
+    #[serde(default = "d_pause_min")]
+    pub pause_ms_min: u64,
+    /// Longest pause, in ms.
+    #[serde(default = "d_pause_max")]
+    pub pause_ms_max: u64,
+    /// Nodes that may be paused (default: the clients).
+    #[serde(default)]
+    pub pause_nodes: Vec<String>,
+    /// Chance per second that some node crashes.
+    #[serde(default)]
+    pub crash_probability: f64,
+    /// Shortest downtime before the restart, in ms.
+    #[serde(default = "d_down_min")]
+    pub crash_down_ms_min: u64,
+    /// Longest downtime before the restart, in ms.
+    #[serde(default = "d_down_max")]
+    pub crash_down_ms_max: u64,
+    /// Nodes that may crash (default: the servers).
+    #[serde(default)]
+    pub crash_nodes: Vec<String>,
+    /// Chance per second that a node is isolated.
+    #[serde(default)]
+    pub partition_probability: f64,
+    /// Shortest partition, in ms.
+    #[serde(default = "d_part_min")]
+    pub partition_ms_min: u64,
+    /// Longest partition, in ms.
+    #[serde(default = "d_part_max")]
+    pub partition_ms_max: u64,
+    /// Nodes that may be isolated (default: servers and clients).
+    #[serde(default)]
+    pub partition_nodes: Vec<String>,
+    /// Chance per second that a node's wall clock jumps.
+    #[serde(default)]
+    pub clock_jump_probability: f64,
+    /// Largest jump, in ms, either way.
+    #[serde(default = "d_jump_max")]
+    pub clock_jump_ms_max: u64,
+    /// Whether jumps may go backwards too.
+    #[serde(default = "yes")]
+    pub clock_jump_backward: bool,
+    /// Chance per second that a node's drift changes.
+    #[serde(default)]
+    pub clock_drift_probability: f64,
+    /// Largest drift, in ppm, either way.
+    #[serde(default = "d_drift_max")]
+    pub clock_drift_ppm_max: i64,
+    /// Nodes whose clocks may misbehave (default: servers and clients).
+    #[serde(default)]
+    pub clock_nodes: Vec<String>,
+    /// Chance per second of a period of message loss.
+    #[serde(default)]
+    pub loss_probability: f64,
+    /// Loss probability during such a period.
+    #[serde(default = "d_loss_rate")]
+    pub loss_rate: f64,
+    /// Length of a loss period, in ms.
+    #[serde(default = "d_part_max")]
+    pub loss_ms_max: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+fn d_pause_min() -> u64 {
+    50
+}
+fn d_pause_max() -> u64 {
+    2_000
+}
+fn d_down_min() -> u64 {
+    0
+}
+fn d_down_max() -> u64 {
+    2_000
+}
+fn d_part_min() -> u64 {
+    100
+}
+fn d_part_max() -> u64 {
+    2_000
+}
+fn d_jump_max() -> u64 {
+    2_000
+}
+fn d_drift_max() -> i64 {
+    200
+}
+fn d_loss_rate() -> f64 {
+    0.5
+}
+
+/// The nodes of a run by role, for choosing fault targets.
+#[derive(Clone, Debug, Default)]
+pub struct Targets {
+    /// Lock servers.
+    pub servers: Vec<String>,
+    /// Clients.
+    pub clients: Vec<String>,
+}
+
+impl FaultProfile {
+    /// Whether the profile can produce any fault at all.
+    pub fn is_active(&self) -> bool {
+        [
+            self.pause_probability,
+            self.crash_probability,
+            self.partition_probability,
+            self.clock_jump_probability,
+            self.clock_drift_probability,
+            self.loss_probability,
+        ]
+        .iter()
+        .any(|p| *p > 0.0)
+    }
+
+    /// Checks ranges; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, p) in [
+            ("pause_probability", self.pause_probability),
+            ("crash_probability", self.crash_probability),
+            ("partition_probability", self.partition_probability),
+            ("clock_jump_probability", self.clock_jump_probability),
+            ("clock_drift_probability", self.clock_drift_probability),
+            ("loss_probability", self.loss_probability),
+            ("loss_rate", self.loss_rate),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!(
+                    "faults_random.{name} must be between 0 and 1, not {p}"
+                ));
+            }
+        }
+        for (name, min, max) in [
+            ("pause_ms", self.pause_ms_min, self.pause_ms_max),
+            (
+                "crash_down_ms",
+                self.crash_down_ms_min,
+                self.crash_down_ms_max,
+            ),
+            ("partition_ms", self.partition_ms_min, self.partition_ms_max),
+        ] {
+            if min > max {
+                return Err(format!(
+                    "faults_random.{name}_min ({min}) exceeds {name}_max ({max})"
+                ));
+            }
+        }
+        if !(0..500_000).contains(&self.clock_drift_ppm_max) {
+            return Err("faults_random.clock_drift_ppm_max must be in 0..500000".into());
+        }
+        Ok(())
+    }
+
+    /// Expands the profile into a concrete fault list for a run of `duration_ms`. Depends
+    /// only on (profile, targets, seed, duration).
+    pub fn generate(&self, seed: u64, duration_ms: u64, targets: &Targets) -> Vec<Fault> {
+        // A stream of its own (not madsim's), so the schedule does not shift when the
+        // simulation draws a different number of random values.
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6c6f_636b_7369_6d21);
+        let or = |list: &Vec<String>, default: Vec<String>| {
+            if list.is_empty() {
+                default
+            } else {
+                list.clone()
+            }
+        };
+        let everyone: Vec<String> = targets
+            .servers
+            .iter()
+            .chain(&targets.clients)
+            .cloned()
+            .collect();
+        let pause_nodes = or(&self.pause_nodes, targets.clients.clone());
+        let crash_nodes = or(&self.crash_nodes, targets.servers.clone());
+        let partition_nodes = or(&self.partition_nodes, everyone.clone());
+        let clock_nodes = or(&self.clock_nodes, everyone);
+        let mut faults = Vec::new();
+        for second in 0..duration_ms.div_ceil(1000) {
+            let start = second * 1000;
+            let end = (start + 1000).min(duration_ms);
+            let at = |rng: &mut rand_chacha::ChaCha8Rng| rng.gen_range(start..end.max(start + 1));
+            if hit(&mut rng, self.pause_probability, &pause_nodes) {
+                faults.push(Fault::Pause {
+                    node: pick(&mut rng, &pause_nodes),
+                    at_ms: Some(at(&mut rng)),
+                    point: None,
+                    occurrence: 1,
+                    duration_ms: rng.gen_range(self.pause_ms_min..=self.pause_ms_max),
+                });
+            }
+            if hit(&mut rng, self.crash_probability, &crash_nodes) {
+                faults.push(Fault::Crash {
+                    node: pick(&mut rng, &crash_nodes),
+                    at_ms: Some(at(&mut rng)),
+                    point: None,
+                    occurrence: 1,
+                    restart_after_ms: Some(
+                        rng.gen_range(self.crash_down_ms_min..=self.crash_down_ms_max),
+                    ),
+                });
+            }
+            if hit(&mut rng, self.partition_probability, &partition_nodes) {
+                faults.push(Fault::Partition {
+                    at_ms: at(&mut rng),
+                    duration_ms: rng.gen_range(self.partition_ms_min..=self.partition_ms_max),
+                    isolate: vec![pick(&mut rng, &partition_nodes)],
+                    groups: vec![],
+                    one_way: rng.gen_bool(0.25),
+                });
+            }
+            if hit(&mut rng, self.clock_jump_probability, &clock_nodes) {
+                let max = self.clock_jump_ms_max as i64;
+                let low = if self.clock_jump_backward { -max } else { 1 };
+                faults.push(Fault::ClockJump {
+                    node: pick(&mut rng, &clock_nodes),
+                    at_ms: at(&mut rng),
+                    delta_ms: rng.gen_range(low..=max.max(1)),
+                });
+            }
+            if hit(&mut rng, self.clock_drift_probability, &clock_nodes) {
+                let max = self.clock_drift_ppm_max;
+                faults.push(Fault::ClockDrift {
+                    node: pick(&mut rng, &clock_nodes),
+                    at_ms: at(&mut rng),
+                    drift_ppm: rng.gen_range(-max..=max),
+                });
+            }
+            if self.loss_probability > 0.0 && rng.gen_bool(self.loss_probability) {
+                faults.push(Fault::Loss {
+                    at_ms: at(&mut rng),
+                    duration_ms: rng.gen_range(1..=self.loss_ms_max.max(1)),
+                    probability: self.loss_rate,
+                });
+            }
+        }
+        faults.sort_by_key(|f| f.at_ms());
+        faults
+    }
+}
+
+fn hit(rng: &mut rand_chacha::ChaCha8Rng, p: f64, nodes: &[String]) -> bool {
+    p > 0.0 && !nodes.is_empty() && rng.gen_bool(p)
+}
+
+fn pick(rng: &mut rand_chacha::ChaCha8Rng, nodes: &[String]) -> String {
+    nodes[rng.gen_range(0..nodes.len())].clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn targets() -> Targets {
+        Targets {
+            servers: vec!["redis".into()],
+            clients: vec!["c1".into(), "c2".into()],
+        }
+    }
+
+    #[test]
+    fn generation_is_a_function_of_the_seed() {
+        let p = FaultProfile {
+            pause_probability: 0.5,
+            crash_probability: 0.3,
+            clock_jump_probability: 0.2,
+            ..FaultProfile::default()
+        };
+        let a = p.generate(7, 10_000, &targets());
+        assert_eq!(a, p.generate(7, 10_000, &targets()));
+        assert_ne!(a, p.generate(8, 10_000, &targets()));
+        assert!(!a.is_empty());
+        for f in &a {
+            f.validate(&["redis".into(), "c1".into(), "c2".into()])
+                .unwrap();
+            assert!(f.at_ms().unwrap() < 10_000);
+        }
+    }
+
+    #[test]
+    fn default_targets_follow_roles() {
+        let p = FaultProfile {
+            pause_probability: 1.0,
+            crash_probability: 1.0,
+            ..FaultProfile::default()
+        };
+        for f in p.generate(1, 5_000, &targets()) {
+            match f {
+                Fault::Pause { node, .. } => assert!(node.starts_with('c')),
+                Fault::Crash { node, .. } => assert_eq!(node, "redis"),
+                _ => unreachable!("only pauses and crashes were enabled"),
+            }
+        }
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        let nodes = vec!["c1".to_string()];
+        let f = Fault::Pause {
+            node: "c9".into(),
+            at_ms: Some(1),
+            point: None,
+            occurrence: 1,
+            duration_ms: 1,
+        };
+        assert!(f
+            .validate(&nodes)
+            .unwrap_err()
+            .contains("unknown node `c9`"));
+        let f = Fault::Pause {
+            node: "c1".into(),
+            at_ms: Some(1),
+            point: Some("before_write".into()),
+            occurrence: 1,
+            duration_ms: 1,
+        };
+        assert!(f.validate(&nodes).unwrap_err().contains("exactly one"));
+    }
+}

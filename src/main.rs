@@ -1,0 +1,106 @@
+//! The `locksim` command line. Exit codes: 0 = no safety violation, 1 = violation found,
+//! 2 = bad input or usage.
+
+mod text;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use locksim_protocols::Registry;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Deterministic simulation and verification testbed for distributed locks.
+#[derive(Parser)]
+#[command(name = "locksim", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one scenario with one seed and check the history.
+    Run {
+        /// The scenario file (TOML).
+        scenario: PathBuf,
+        /// The seed (default: the scenario's `seed`).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Print the result as JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Write the history to this file (JSON Lines).
+        #[arg(long, value_name = "FILE")]
+        history: Option<PathBuf>,
+    },
+}
+
+/// Bad input: exit code 2.
+#[derive(Debug)]
+struct InputError(String);
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("locksim: {e:#}");
+            if e.downcast_ref::<InputError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(3)
+            }
+        }
+    }
+}
+
+fn input(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(InputError(e.to_string()))
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    let registry = Registry::builtin();
+    match cli.command {
+        Command::Run {
+            scenario,
+            seed,
+            json,
+            history,
+        } => {
+            let path = scenario.display().to_string();
+            let prepared = locksim_scenarios::load(&path, &registry).map_err(input)?;
+            let seed = seed.unwrap_or(prepared.scenario.seed);
+            let (result, events) = prepared.run_with_history(seed);
+            if let Some(file) = history {
+                let out = std::fs::File::create(&file)
+                    .with_context(|| format!("cannot write {}", file.display()))?;
+                locksim_sim::history::write_jsonl(&events, std::io::BufWriter::new(out))?;
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&result)?);
+            } else {
+                print!("{}", text::run_summary(&result, &events));
+            }
+            if let Some(e) = &result.error {
+                anyhow::bail!("{e}\nreplay: {}", result.replay);
+            }
+            Ok(if result.violated() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+    }
+}

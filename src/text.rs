@@ -1,0 +1,76 @@
+//! Text output for people.
+
+use locksim_scenarios::RunResult;
+use locksim_sim::{Event, Verdict};
+use std::fmt::Write;
+
+fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Valid => "holds",
+        Verdict::Invalid => "VIOLATED",
+        Verdict::Unknown => "unknown",
+    }
+}
+
+/// The summary `locksim run` prints.
+pub fn run_summary(r: &RunResult, history: &[Event]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "scenario  {} ({}), seed {}",
+        r.scenario, r.protocol, r.seed
+    );
+    let _ = writeln!(s, "verdict   {}", r.verdict.to_string().to_uppercase());
+    for (name, v) in &r.properties {
+        let count = r.violation_counts.get(name).copied().unwrap_or(0);
+        let extra = if count > 0 {
+            format!(" ({count} violation{})", if count == 1 { "" } else { "s" })
+        } else {
+            String::new()
+        };
+        let _ = writeln!(s, "  {name:<17} {}{extra}", verdict_word(*v));
+    }
+    if !r.violations.is_empty() {
+        let _ = writeln!(s, "witnesses:");
+        for v in &r.violations {
+            let _ = writeln!(s, "  [{}] {}", v.kind.name(), v.description);
+            for idx in &v.events {
+                if let Some(e) = history.get(*idx as usize) {
+                    let _ = writeln!(s, "      {}", e.describe());
+                }
+            }
+        }
+    }
+    let l = &r.stats.liveness;
+    let _ = writeln!(
+        s,
+        "liveness  {} of {} acquires granted; latency p50 {:.1} ms, p99 {:.1} ms; held {:.0} ms; \
+         wanted but free {:.0} ms (longest {:.0} ms)",
+        l.acquisitions,
+        l.acquire_attempts,
+        l.acquire_latency_ms_p50,
+        l.acquire_latency_ms_p99,
+        l.held_ms,
+        l.wanted_free_ms,
+        l.wanted_free_ms_max
+    );
+    let _ = writeln!(
+        s,
+        "resource  {} writes accepted, {} rejected by fencing",
+        l.writes_accepted, l.writes_rejected
+    );
+    if let Some(e) = &r.expect {
+        if e.met {
+            let _ = writeln!(s, "expect    met");
+        } else {
+            let _ = writeln!(s, "expect    NOT MET: {}", e.mismatches.join("; "));
+        }
+    }
+    let _ = writeln!(
+        s,
+        "trace     {} ({} events, {} ms simulated, {} faults, {} messages)",
+        r.trace_hash, r.stats.events, r.stats.sim_ms, r.stats.faults, r.stats.messages
+    );
+    let _ = writeln!(s, "replay    {}", r.replay);
+    s
+}
