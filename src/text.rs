@@ -4,6 +4,9 @@ use locksim_scenarios::RunResult;
 use locksim_sim::{Event, Verdict};
 use std::fmt::Write;
 
+/// Witnesses printed per kind of violation; `--json` has more.
+const WITNESSES_SHOWN: usize = 3;
+
 fn verdict_word(v: Verdict) -> &'static str {
     match v {
         Verdict::Valid => "holds",
@@ -32,13 +35,25 @@ pub fn run_summary(r: &RunResult, history: &[Event]) -> String {
     }
     if !r.violations.is_empty() {
         let _ = writeln!(s, "witnesses:");
+        let mut shown: std::collections::BTreeMap<&str, usize> = Default::default();
         for v in &r.violations {
+            let n = shown.entry(v.kind.name()).or_insert(0);
+            *n += 1;
+            if *n > WITNESSES_SHOWN {
+                continue;
+            }
             let _ = writeln!(s, "  [{}] {}", v.kind.name(), v.description);
             for idx in &v.events {
                 if let Some(e) = history.get(*idx as usize) {
                     let _ = writeln!(s, "      {}", e.describe());
                 }
             }
+        }
+    }
+    for (kind, count) in &r.violation_counts {
+        if *count as usize > WITNESSES_SHOWN {
+            let more = *count as usize - WITNESSES_SHOWN;
+            let _ = writeln!(s, "  ... and {more} more {kind} violations (see --json)");
         }
     }
     let l = &r.stats.liveness;

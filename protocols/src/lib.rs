@@ -126,9 +126,11 @@ impl ParamError {
 /// Deserialises a `[protocol]` table into `T` (use `#[serde(deny_unknown_fields)]` on it),
 /// naming the offending field on error.
 pub fn parse_params<T: DeserializeOwned>(params: &toml::Table) -> Result<T, ParamError> {
-    T::deserialize(toml::Value::Table(params.clone())).map_err(|e| {
-        let message = e.message().trim().to_owned();
-        let field = field_in(&message);
+    serde_path_to_error::deserialize(toml::Value::Table(params.clone())).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.inner().message().trim().to_owned();
+        // An unknown or missing field is named in the message; otherwise the path names it.
+        let field = quoted_field(&message).or_else(|| (path != ".").then_some(path));
         ParamError {
             message: match &field {
                 Some(f) => format!("protocol.{f}: {message}"),
@@ -139,13 +141,14 @@ pub fn parse_params<T: DeserializeOwned>(params: &toml::Table) -> Result<T, Para
     })
 }
 
-/// Finds the field a serde message is about (`unknown field `x``, `missing field `x``), or
-/// the first parameter whose value appears in an `invalid type/value` message.
-fn field_in(message: &str) -> Option<String> {
+/// The field an `unknown field `x`` / `missing field `x`` message is about.
+fn quoted_field(message: &str) -> Option<String> {
+    if !message.contains("field `") {
+        return None;
+    }
     let start = message.find('`')? + 1;
     let end = start + message[start..].find('`')?;
-    let quoted = &message[start..end];
-    (message.contains("field")).then(|| quoted.to_owned())
+    Some(message[start..end].to_owned())
 }
 
 /// The protocols a run can use, by id.

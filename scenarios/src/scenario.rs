@@ -356,9 +356,11 @@ impl Scenario {
             fail(field, e.message.clone())
         })?;
         let nodes = node_names(&self, deployment.as_ref());
+        let clients = self.workload.client_names();
         for (i, fault) in self.faults.iter().enumerate() {
             fault
                 .validate(&nodes)
+                .and_then(|()| check_point(fault, &clients, deployment.as_ref()))
                 .map_err(|m| fail(format!("faults[{i}]"), m))?;
         }
         for (field, list) in [
@@ -386,6 +388,53 @@ impl Scenario {
             deployment,
         })
     }
+}
+
+/// A fault at a named point must name a point that node's code passes (a typo would
+/// otherwise silently never fire).
+fn check_point(
+    fault: &Fault,
+    clients: &[String],
+    deployment: &dyn Deployment,
+) -> Result<(), String> {
+    let (node, point) = match fault {
+        Fault::Pause {
+            node,
+            point: Some(point),
+            ..
+        }
+        | Fault::Crash {
+            node,
+            point: Some(point),
+            ..
+        } => (node, point),
+        _ => return Ok(()),
+    };
+    let role = if clients.contains(node) {
+        "client"
+    } else {
+        node.as_str()
+    };
+    let mut known: Vec<&str> = deployment
+        .points()
+        .into_iter()
+        .filter(|(n, _)| n == role)
+        .map(|(_, p)| p)
+        .collect();
+    if role == "client" {
+        known.extend(crate::workload::POINTS);
+    }
+    if known.contains(&point.as_str()) {
+        return Ok(());
+    }
+    Err(format!(
+        "node `{node}` has no point `{point}` (its points: {})",
+        if known.is_empty() {
+            "none".to_owned()
+        } else {
+            known.join(", ")
+        }
+    ))
 }
 
 /// Every node name of a scenario: servers, then clients, then the resource.

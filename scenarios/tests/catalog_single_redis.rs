@@ -1,0 +1,132 @@
+//! Every single-Redis catalog scenario meets its `expect` on every one of 25 seeds, and the
+//! witnesses are the ones the scenario's story names.
+
+use locksim_protocols::Registry;
+use locksim_scenarios::{load, Prepared, RunResult};
+use locksim_sim::{Property, Verdict};
+
+const SEEDS: std::ops::RangeInclusive<u64> = 1..=25;
+
+fn catalog(name: &str) -> Prepared {
+    let path = format!("{}/catalog/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    load(&path, &Registry::builtin()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs every seed, asserts the expectation, and returns the results.
+fn meets_expect(name: &str) -> Vec<RunResult> {
+    let prepared = catalog(name);
+    assert!(prepared.scenario.expect.is_some(), "{name} has no [expect]");
+    SEEDS
+        .map(|seed| {
+            let r = prepared.run(seed);
+            assert!(r.error.is_none(), "{name} seed {seed}: {:?}", r.error);
+            let e = r.expect.as_ref().unwrap();
+            assert!(
+                e.met,
+                "{name} seed {seed}: {:?}\nreplay: {}",
+                e.mismatches, r.replay
+            );
+            r
+        })
+        .collect()
+}
+
+fn verdict(r: &RunResult, p: Property) -> Verdict {
+    r.properties[p.name()]
+}
+
+#[test]
+fn healthy() {
+    for r in meets_expect("redis-single-healthy") {
+        assert_eq!(r.verdict, Verdict::Valid);
+        assert!(
+            r.stats.liveness.acquisitions > 30,
+            "seed {}: the lock barely worked",
+            r.seed
+        );
+    }
+}
+
+#[test]
+fn gc_pause() {
+    for r in meets_expect("redis-single-gc-pause") {
+        // The paused holder is c1, and it overlaps with c2.
+        let me = r
+            .violations
+            .iter()
+            .find(|v| v.kind == Property::MutualExclusion)
+            .unwrap();
+        assert!(me.description.contains("c1#1") && me.description.contains("c2#"));
+    }
+}
+
+#[test]
+fn gc_pause_fenced() {
+    for r in meets_expect("redis-single-gc-pause-fenced") {
+        assert!(
+            r.stats.liveness.writes_rejected >= 1,
+            "seed {}: nothing fenced",
+            r.seed
+        );
+        assert_eq!(verdict(&r, Property::LostUpdate), Verdict::Valid);
+    }
+}
+
+#[test]
+fn clock_jump() {
+    meets_expect("redis-single-clock-jump");
+}
+
+#[test]
+fn unconditional_release() {
+    meets_expect("redis-single-unconditional-release");
+}
+
+#[test]
+fn get_then_set() {
+    meets_expect("redis-single-get-then-set");
+}
+
+#[test]
+fn crash_without_persistence_forgets_the_lock() {
+    meets_expect("redis-single-crash-no-persistence");
+}
+
+#[test]
+fn crash_with_aof_always_keeps_the_lock() {
+    meets_expect("redis-single-crash-aof-always");
+}
+
+/// The correct client under the same pause as `unconditional-release` is safe: the
+/// violation there comes from the bug, not from the timeline.
+#[test]
+fn compare_and_delete_release_is_safe_under_the_same_pause() {
+    let mut p = catalog("redis-single-unconditional-release");
+    p.scenario.protocol.params.remove("variant");
+    let p = p.scenario.prepare(&p.path, &Registry::builtin()).unwrap();
+    for seed in SEEDS {
+        let r = p.run(seed);
+        assert_eq!(r.verdict, Verdict::Valid, "seed {seed}: {:?}", r.violations);
+    }
+}
+
+/// Same workload as `get-then-set` with the correct client (whose acquire is one atomic
+/// SET NX, so it has no point between a check and a set to pause at): safe.
+#[test]
+fn atomic_set_nx_is_safe_under_the_same_pause() {
+    let mut p = catalog("redis-single-get-then-set");
+    p.scenario.protocol.params.remove("variant");
+    p.scenario.faults.clear();
+    let p = p.scenario.prepare(&p.path, &Registry::builtin()).unwrap();
+    for seed in SEEDS {
+        assert_eq!(p.run(seed).verdict, Verdict::Valid, "seed {seed}");
+    }
+}
+
+#[test]
+fn same_seed_same_trace_in_process() {
+    let p = catalog("redis-single-gc-pause");
+    let a = p.run(7);
+    assert_eq!(a, p.run(7));
+    assert_ne!(a.trace_hash, p.run(8).trace_hash);
+}

@@ -1,0 +1,330 @@
+//! The checker on hand-built histories: each case could fail, and the safe ones must never
+//! be flagged.
+
+use locksim_sim::checker::{check, Property, Verdict};
+use locksim_sim::history::{Event, Kind, Op};
+
+/// Builds a history from (time_ms, node, kind, op, grant, token, value) rows.
+struct H(Vec<Event>);
+
+impl H {
+    fn new() -> Self {
+        H(vec![])
+    }
+
+    fn at(mut self, ms: u64, node: &str, kind: Kind, op: Op) -> Self {
+        let mut e = Event::new(node, kind, op);
+        e.index = self.0.len() as u64;
+        e.time_ns = ms * 1_000_000;
+        self.0.push(e);
+        self
+    }
+
+    fn grant(mut self, g: &str) -> Self {
+        self.0.last_mut().unwrap().grant = Some(g.into());
+        self
+    }
+
+    fn token(mut self, t: u64) -> Self {
+        self.0.last_mut().unwrap().token = Some(t);
+        self
+    }
+
+    fn value(mut self, v: i64) -> Self {
+        self.0.last_mut().unwrap().value = Some(v);
+        self
+    }
+
+    fn target(mut self, t: &str) -> Self {
+        self.0.last_mut().unwrap().target = Some(t.into());
+        self
+    }
+
+    fn cs(self, node: &str, grant: &str, from: u64, to: u64) -> Self {
+        self.at(from, node, Kind::Ok, Op::CsEnter)
+            .grant(grant)
+            .at(to, node, Kind::Ok, Op::CsExit)
+            .grant(grant)
+    }
+
+    fn accept(self, ms: u64, grant: &str, token: Option<u64>, value: i64) -> Self {
+        let h = self
+            .at(ms, "resource", Kind::Info, Op::ResourceAccept)
+            .grant(grant)
+            .value(value);
+        match token {
+            Some(t) => h.token(t),
+            None => h,
+        }
+    }
+
+    fn acked_write(self, ms: u64, node: &str, grant: &str, value: i64) -> Self {
+        self.at(ms, node, Kind::Ok, Op::Write)
+            .grant(grant)
+            .value(value)
+    }
+
+    fn sorted(mut self) -> Vec<Event> {
+        self.0.sort_by_key(|e| e.time_ns);
+        for (i, e) in self.0.iter_mut().enumerate() {
+            e.index = i as u64;
+        }
+        self.0
+    }
+}
+
+#[test]
+fn empty_history_is_valid() {
+    let r = check(&[]);
+    assert_eq!(r.verdict, Verdict::Valid);
+    assert!(r.violations.is_empty());
+}
+
+#[test]
+fn sequential_critical_sections_are_valid() {
+    let h = H::new()
+        .cs("c1", "c1#1", 0, 10)
+        .cs("c2", "c2#1", 20, 30)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.verdict, Verdict::Valid, "{r:?}");
+    assert_eq!(r.liveness.held_ms, 20.0);
+}
+
+#[test]
+fn overlapping_critical_sections_violate_mutual_exclusion() {
+    let h = H::new()
+        .cs("c1", "c1#1", 0, 10)
+        .cs("c2", "c2#1", 9, 30)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.property(Property::MutualExclusion), Verdict::Invalid);
+    assert_eq!(r.verdict, Verdict::Invalid);
+    let v = &r.violations[0];
+    assert_eq!(v.kind, Property::MutualExclusion);
+    // Witness: both enters and both exits.
+    assert_eq!(v.events, vec![0, 1, 2, 3]);
+    assert_eq!(h[v.events[1] as usize].node, "c2");
+}
+
+#[test]
+fn touching_critical_sections_do_not_overlap() {
+    let h = H::new()
+        .cs("c1", "c1#1", 0, 10)
+        .cs("c2", "c2#1", 10, 20)
+        .sorted();
+    assert_eq!(check(&h).verdict, Verdict::Valid);
+}
+
+#[test]
+fn same_grant_twice_is_not_a_violation() {
+    let h = H::new()
+        .cs("c1", "c1#1", 0, 10)
+        .cs("c1b", "c1#1", 5, 15)
+        .sorted();
+    assert_eq!(
+        check(&h).property(Property::MutualExclusion),
+        Verdict::Valid
+    );
+}
+
+#[test]
+fn an_open_critical_section_lasts_to_the_end() {
+    let h = H::new()
+        .at(0, "c1", Kind::Ok, Op::CsEnter)
+        .grant("c1#1")
+        .cs("c2", "c2#1", 50, 60)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.property(Property::MutualExclusion), Verdict::Invalid);
+    assert!(r.violations[0].description.contains("still inside"));
+}
+
+#[test]
+fn a_crash_ends_the_critical_section() {
+    let h = H::new()
+        .at(0, "c1", Kind::Ok, Op::CsEnter)
+        .grant("c1#1")
+        .at(10, "nemesis", Kind::Info, Op::Crash)
+        .target("c1")
+        .cs("c2", "c2#1", 20, 30)
+        .sorted();
+    assert_eq!(
+        check(&h).property(Property::MutualExclusion),
+        Verdict::Valid
+    );
+}
+
+#[test]
+fn a_crash_of_another_node_does_not_end_it() {
+    let h = H::new()
+        .at(0, "c1", Kind::Ok, Op::CsEnter)
+        .grant("c1#1")
+        .at(10, "nemesis", Kind::Info, Op::Crash)
+        .target("redis")
+        .cs("c2", "c2#1", 20, 30)
+        .sorted();
+    assert_eq!(
+        check(&h).property(Property::MutualExclusion),
+        Verdict::Invalid
+    );
+}
+
+#[test]
+fn stale_token_accepted_violates_fencing() {
+    let h = H::new()
+        .accept(10, "c2#1", Some(2), 1)
+        .accept(20, "c1#1", Some(1), 2)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.property(Property::Fencing), Verdict::Invalid);
+    assert_eq!(r.violations[0].events, vec![0, 1]);
+    assert!(r.violations[0].description.contains("stale token"));
+}
+
+#[test]
+fn stale_token_rejected_keeps_fencing() {
+    let h = H::new()
+        .accept(10, "c2#1", Some(2), 1)
+        .at(20, "resource", Kind::Info, Op::ResourceReject)
+        .grant("c1#1")
+        .token(1)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.property(Property::Fencing), Verdict::Valid);
+    assert_eq!(r.liveness.writes_rejected, 1);
+}
+
+#[test]
+fn increasing_tokens_and_repeats_within_a_grant_are_fine() {
+    let h = H::new()
+        .accept(10, "c1#1", Some(1), 1)
+        .accept(11, "c1#1", Some(1), 2)
+        .accept(20, "c2#1", Some(5), 3)
+        .sorted();
+    assert_eq!(check(&h).verdict, Verdict::Valid);
+}
+
+#[test]
+fn token_reused_by_two_grants_violates_fencing() {
+    // E.g. a counter that repeats after a failover.
+    let h = H::new()
+        .accept(10, "c1#1", Some(3), 1)
+        .accept(20, "c2#1", Some(3), 2)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.property(Property::Fencing), Verdict::Invalid);
+    assert!(r.violations[0].description.contains("reused"));
+}
+
+#[test]
+fn writes_without_tokens_are_not_judged_by_fencing() {
+    let h = H::new()
+        .accept(10, "c1#1", None, 1)
+        .accept(20, "c2#1", None, 2)
+        .sorted();
+    assert_eq!(check(&h).property(Property::Fencing), Verdict::Valid);
+}
+
+#[test]
+fn lost_update_is_detected_with_the_overwriting_pair() {
+    // Both read 0 and wrote 1: two acknowledged increments, final value 1.
+    let h = H::new()
+        .accept(10, "c2#1", None, 1)
+        .acked_write(11, "c2", "c2#1", 1)
+        .accept(20, "c1#1", None, 1)
+        .acked_write(21, "c1", "c1#1", 1)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.property(Property::LostUpdate), Verdict::Invalid);
+    let v = r
+        .violations
+        .iter()
+        .find(|v| v.kind == Property::LostUpdate)
+        .unwrap();
+    assert_eq!(v.events, vec![0, 2]);
+    assert!(v.description.contains("1 lost"));
+}
+
+#[test]
+fn no_lost_update_when_every_increment_counts() {
+    let h = H::new()
+        .accept(10, "c1#1", None, 1)
+        .acked_write(11, "c1", "c1#1", 1)
+        .accept(20, "c2#1", None, 2)
+        .acked_write(21, "c2", "c2#1", 2)
+        .sorted();
+    assert_eq!(check(&h).property(Property::LostUpdate), Verdict::Valid);
+}
+
+#[test]
+fn an_unacknowledged_accepted_write_is_not_a_lost_update() {
+    // The second write was applied but its ack was lost (outcome info): final 2 >= 1 acked.
+    let h = H::new()
+        .accept(10, "c1#1", None, 1)
+        .acked_write(11, "c1", "c1#1", 1)
+        .accept(20, "c2#1", None, 2)
+        .at(30, "c2", Kind::Info, Op::Write)
+        .grant("c2#1")
+        .value(2)
+        .sorted();
+    assert_eq!(check(&h).property(Property::LostUpdate), Verdict::Valid);
+}
+
+#[test]
+fn acknowledged_writes_without_resource_records_are_unknown() {
+    let h = H::new().acked_write(11, "c1", "c1#1", 1).sorted();
+    let r = check(&h);
+    assert_eq!(r.property(Property::LostUpdate), Verdict::Unknown);
+    assert_eq!(r.verdict, Verdict::Unknown);
+    let reason = r.properties[2].reason.as_deref().unwrap();
+    assert!(reason.contains("final value is unknown"), "{reason}");
+}
+
+#[test]
+fn invalid_beats_unknown_when_combining() {
+    let h = H::new()
+        .cs("c1", "c1#1", 0, 10)
+        .cs("c2", "c2#1", 5, 30)
+        .acked_write(11, "c1", "c1#1", 1)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.property(Property::LostUpdate), Verdict::Unknown);
+    assert_eq!(r.verdict, Verdict::Invalid);
+}
+
+#[test]
+fn liveness_figures() {
+    let h = H::new()
+        .at(0, "c1", Kind::Invoke, Op::Acquire)
+        .at(10, "c1", Kind::Ok, Op::Acquire)
+        .cs("c1", "c1#1", 10, 20)
+        .at(5, "c2", Kind::Invoke, Op::Acquire)
+        .at(50, "c2", Kind::Ok, Op::Acquire)
+        .cs("c2", "c2#1", 50, 60)
+        .at(70, "c1", Kind::Invoke, Op::Acquire)
+        .at(80, "c1", Kind::Fail, Op::Acquire)
+        .sorted();
+    let l = check(&h).liveness;
+    assert_eq!(
+        (l.acquire_attempts, l.acquisitions, l.acquire_failures),
+        (3, 2, 1)
+    );
+    assert_eq!(l.held_ms, 20.0);
+    // Wanted but free: 0-10 (c1 waiting), 20-50 (c2 waiting), 70-80 (c1 waiting).
+    assert_eq!(l.wanted_free_ms, 50.0);
+    assert_eq!(l.wanted_free_ms_max, 30.0);
+    assert_eq!(l.acquire_latency_ms_p50, 10.0);
+    assert_eq!(l.acquire_latency_ms_p99, 45.0);
+}
+
+#[test]
+fn checking_is_pure() {
+    let h = H::new()
+        .cs("c1", "c1#1", 0, 10)
+        .cs("c2", "c2#1", 9, 30)
+        .accept(10, "c2#1", Some(2), 1)
+        .accept(20, "c1#1", Some(1), 1)
+        .sorted();
+    assert_eq!(check(&h), check(&h));
+}

@@ -1,0 +1,197 @@
+//! The command line as users run it: exit codes, bad input, history files, and determinism
+//! across separate processes.
+
+use locksim_protocols::Registry;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn locksim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_locksim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("locksim runs")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("locksim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+const GC_PAUSE: &str = "scenarios/catalog/redis-single-gc-pause.toml";
+const HEALTHY: &str = "scenarios/catalog/redis-single-healthy.toml";
+
+#[test]
+fn trace_hash_is_the_same_in_separate_processes() {
+    for scenario in [GC_PAUSE, HEALTHY] {
+        let a = json(&locksim(&["run", scenario, "--seed", "5", "--json"]));
+        let b = json(&locksim(&["run", scenario, "--seed", "5", "--json"]));
+        let c = json(&locksim(&["run", scenario, "--seed", "6", "--json"]));
+        assert_eq!(a["trace_hash"], b["trace_hash"], "{scenario}");
+        assert_eq!(a, b, "{scenario}: the whole result must match");
+        assert_ne!(
+            a["trace_hash"], c["trace_hash"],
+            "{scenario}: seeds must differ"
+        );
+        // And the same as this process computes.
+        let here = locksim_scenarios::load(scenario, &Registry::builtin())
+            .unwrap()
+            .run(5);
+        assert_eq!(a["trace_hash"].as_str(), Some(here.trace_hash.as_str()));
+    }
+}
+
+#[test]
+fn json_output_has_the_documented_fields() {
+    let out = locksim(&["run", GC_PAUSE, "--seed", "3", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "a violation exits 1");
+    let v = json(&out);
+    for field in [
+        "protocol",
+        "seed",
+        "verdict",
+        "violations",
+        "trace_hash",
+        "stats",
+    ] {
+        assert!(v.get(field).is_some(), "missing {field}");
+    }
+    assert_eq!(v["protocol"], "single-redis");
+    assert_eq!(v["seed"], 3);
+    assert_eq!(v["verdict"], "invalid");
+    let kinds: Vec<&str> = v["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"mutual_exclusion") && kinds.contains(&"lost_update"));
+    assert!(v["violations"][0]["events"].as_array().unwrap().len() >= 2);
+}
+
+#[test]
+fn text_output_explains_and_gives_the_replay_command() {
+    let out = locksim(&["run", GC_PAUSE, "--seed", "4"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("VIOLATED"), "{text}");
+    assert!(
+        text.contains("cs_enter grant=c1#1"),
+        "witness events in words: {text}"
+    );
+    assert!(
+        text.contains(&format!("locksim run {GC_PAUSE} --seed 4")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_safe_run_exits_zero_and_the_default_seed_is_the_scenarios() {
+    let out = locksim(&["run", HEALTHY]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("seed 1"));
+}
+
+#[test]
+fn the_history_file_checks_to_the_same_verdict() {
+    let file = tmp("gc.jsonl");
+    let out = locksim(&["run", GC_PAUSE, "--seed", "2", "--json", "--history"]);
+    assert_eq!(out.status.code(), Some(2), "--history needs a file");
+    let out = locksim(&[
+        "run",
+        GC_PAUSE,
+        "--seed",
+        "2",
+        "--json",
+        "--history",
+        file.to_str().unwrap(),
+    ]);
+    let result = json(&out);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let history = locksim_sim::history::read_jsonl("gc.jsonl", text.as_bytes()).unwrap();
+    assert_eq!(
+        history.len() as u64,
+        result["stats"]["events"].as_u64().unwrap()
+    );
+    let report = locksim_sim::check(&history);
+    assert_eq!(
+        report.verdict.to_string(),
+        result["verdict"].as_str().unwrap()
+    );
+    let hash = locksim_sim::history::format_hash(locksim_sim::history::trace_hash(&history));
+    assert_eq!(result["trace_hash"].as_str(), Some(hash.as_str()));
+}
+
+fn bad_scenario(name: &str, text: &str) -> (Option<i32>, String) {
+    let path = tmp(name);
+    std::fs::write(&path, text).unwrap();
+    let out = locksim(&["run", path.to_str().unwrap()]);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_malformed_scenario_exits_2_naming_file_line_and_field() {
+    let base = "duration_ms = 1000\n\n[protocol]\nname = \"single-redis\"\n";
+    let cases = [
+        // (file text, what the message must contain)
+        (format!("{base}tll_ms = 5\n"), ":5:", "tll_ms"),
+        (format!("{base}ttl_ms = \"long\"\n"), ":5:", "ttl_ms"),
+        (format!("{base}ttl_ms = 0\n"), ":5:", "protocol.ttl_ms"),
+        (format!("{base}\n[workload]\nclients = 0\n"), ":7:", "workload.clients"),
+        ("duration_ms = 1000\n[protocol]\nname = \"zookeepr\"\n".into(), ":3:", "unknown protocol"),
+        (
+            format!("{base}\n[[faults]]\nkind = \"pause\"\nnode = \"c7\"\nat_ms = 1\nduration_ms = 1\n"),
+            ":6:",
+            "unknown node `c7`",
+        ),
+        (
+            format!("{base}\n[[faults]]\nkind = \"pause\"\nnode = \"c1\"\npoint = \"befor_write\"\nduration_ms = 1\n"),
+            ":6:",
+            "no point `befor_write`",
+        ),
+        (format!("{base}\n[network]\nloss_probability = 2.0\n"), ":7:", "network.loss_probability"),
+        ("duration_ms = [\n".into(), ":2:", "invalid array"),
+    ];
+    for (i, (text, place, words)) in cases.iter().enumerate() {
+        let name = format!("bad{i}.toml");
+        let (code, err) = bad_scenario(&name, text);
+        assert_eq!(code, Some(2), "case {i}: {err}");
+        assert!(
+            err.contains(&format!("{name}{place}")),
+            "case {i} names file and line: {err}"
+        );
+        assert!(err.contains(words), "case {i} names the field: {err}");
+    }
+}
+
+#[test]
+fn a_missing_file_and_bad_usage_exit_2() {
+    let out = locksim(&["run", "no/such/file.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no/such/file.toml"));
+    assert_eq!(locksim(&["run"]).status.code(), Some(2));
+    assert_eq!(locksim(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(
+        locksim(&["run", HEALTHY, "--seed", "x"]).status.code(),
+        Some(2)
+    );
+}
