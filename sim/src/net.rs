@@ -167,10 +167,18 @@ impl<M: Clone + Send + 'static> Net<M> {
         let Some(route) = self.world.route(from, to) else {
             return;
         };
-        for latency in route.latencies {
+        let copies = route.latencies.len();
+        let mut msg = Some(msg);
+        for (i, latency) in route.latencies.into_iter().enumerate() {
+            // The last copy takes the message itself; duplicates are clones.
+            let msg = if i + 1 == copies {
+                msg.take()
+            } else {
+                msg.clone()
+            };
             let envelope = Envelope {
                 from,
-                msg: msg.clone(),
+                msg: msg.expect("one message per copy"),
             };
             let world = self.world.clone();
             let inboxes = self.inboxes.clone();
