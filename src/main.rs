@@ -1,6 +1,7 @@
 //! The `locksim` command line. Exit codes: 0 = no safety violation, 1 = violation found,
 //! 2 = bad input or usage.
 
+mod compare_cmd;
 mod text;
 
 use anyhow::Context;
@@ -33,11 +34,30 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         history: Option<PathBuf>,
     },
+    /// Run the standard matrix (protocols × fault profiles × seeds) and write report.md,
+    /// report.json and report.html.
+    Compare {
+        /// The matrix file.
+        #[arg(long, default_value = "scenarios/compare/matrix.toml")]
+        matrix: PathBuf,
+        /// Seeds per cell, 1..=N (default: the matrix's `seeds`).
+        #[arg(long)]
+        seeds: Option<u64>,
+        /// Worker threads (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Where to write the reports (and each cell's scenario file).
+        #[arg(long, default_value = "report")]
+        out: PathBuf,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
 }
 
 /// Bad input: exit code 2.
 #[derive(Debug)]
-struct InputError(String);
+pub(crate) struct InputError(pub(crate) String);
 
 impl std::fmt::Display for InputError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -64,6 +84,10 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn input(e: impl std::fmt::Display) -> anyhow::Error {
@@ -101,6 +125,41 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::SUCCESS
             })
+        }
+        Command::Compare {
+            matrix,
+            seeds,
+            jobs,
+            out,
+            quiet,
+        } => {
+            let jobs = jobs.unwrap_or_else(default_jobs);
+            let opts = compare_cmd::Options {
+                matrix: &matrix,
+                out: &out,
+                seeds,
+                jobs,
+                quiet,
+            };
+            let c = compare_cmd::run(&opts, &registry)?;
+            println!(
+                "{}
+",
+                c.title
+            );
+            println!("Share of runs violating mutual exclusion / fencing / lost update ({} runs, seeds {}):\n", c.runs(), c.seeds);
+            print!("{}", locksim_reports::markdown::table(&c));
+            for x in &c.counterexamples {
+                println!(
+                    "\n{} under {}, seed {}: {}\n  replay: {}",
+                    x.protocol, x.profile, x.seed, x.kind, x.replay
+                );
+            }
+            println!(
+                "\nreports: {0}/report.md, {0}/report.json, {0}/report.html",
+                out.display()
+            );
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

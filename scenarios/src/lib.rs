@@ -1,6 +1,7 @@
 //! Scenarios for locksim: the scenario file format, the client workload, and the runner
 //! that turns (scenario, seed) into a [`RunResult`].
 
+pub mod matrix;
 pub mod runner;
 pub mod scenario;
 pub mod workload;

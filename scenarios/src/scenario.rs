@@ -372,7 +372,12 @@ impl Scenario {
             ),
             ("faults_random.clock_nodes", &self.faults_random.clock_nodes),
         ] {
-            if let Some(bad) = list.iter().find(|n| !nodes.contains(n)) {
+            let known = |n: &String| {
+                nodes.contains(n)
+                    || n == locksim_sim::nemesis::ROLE_SERVERS
+                    || n == locksim_sim::nemesis::ROLE_CLIENTS
+            };
+            if let Some(bad) = list.iter().find(|n| !known(n)) {
                 return Err(fail(field.into(), format!("unknown node `{bad}`")));
             }
         }

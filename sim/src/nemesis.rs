@@ -261,7 +261,8 @@ pub struct FaultProfile {
     /// Longest pause, in ms.
     #[serde(default = "d_pause_max")]
     pub pause_ms_max: u64,
-    /// Nodes that may be paused (default: the clients).
+    /// Nodes that may be paused (default: the clients). In every node list, `@servers`
+    /// and `@clients` stand for all nodes of that role.
     #[serde(default)]
     pub pause_nodes: Vec<String>,
     /// Chance per second that some node crashes.
@@ -348,6 +349,11 @@ fn d_loss_rate() -> f64 {
     0.5
 }
 
+/// In a profile's node lists: every server.
+pub const ROLE_SERVERS: &str = "@servers";
+/// In a profile's node lists: every client.
+pub const ROLE_CLIENTS: &str = "@clients";
+
 /// The nodes of a run by role, for choosing fault targets.
 #[derive(Clone, Debug, Default)]
 pub struct Targets {
@@ -416,19 +422,28 @@ impl FaultProfile {
         // A stream of its own (not madsim's), so the schedule does not shift when the
         // simulation draws a different number of random values.
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6c6f_636b_7369_6d21);
-        let or = |list: &Vec<String>, default: Vec<String>| {
-            if list.is_empty() {
-                default
-            } else {
-                list.clone()
-            }
-        };
         let everyone: Vec<String> = targets
             .servers
             .iter()
             .chain(&targets.clients)
             .cloned()
             .collect();
+        // `@servers` and `@clients` stand for the nodes of that role, so one profile fits
+        // every protocol whatever its servers are called.
+        let or = |list: &Vec<String>, default: Vec<String>| {
+            if list.is_empty() {
+                return default;
+            }
+            let mut nodes = Vec::new();
+            for name in list {
+                match name.as_str() {
+                    ROLE_SERVERS => nodes.extend(targets.servers.iter().cloned()),
+                    ROLE_CLIENTS => nodes.extend(targets.clients.iter().cloned()),
+                    _ => nodes.push(name.clone()),
+                }
+            }
+            nodes
+        };
         let pause_nodes = or(&self.pause_nodes, targets.clients.clone());
         let crash_nodes = or(&self.crash_nodes, targets.servers.clone());
         let partition_nodes = or(&self.partition_nodes, everyone.clone());
@@ -549,6 +564,29 @@ mod tests {
                 _ => unreachable!("only pauses and crashes were enabled"),
             }
         }
+    }
+
+    #[test]
+    fn role_names_expand_to_the_nodes_of_that_role() {
+        let p = FaultProfile {
+            clock_jump_probability: 1.0,
+            clock_nodes: vec![ROLE_SERVERS.into()],
+            pause_probability: 1.0,
+            pause_nodes: vec![ROLE_CLIENTS.into(), "redis".into()],
+            ..FaultProfile::default()
+        };
+        let faults = p.generate(3, 20_000, &targets());
+        let mut paused = std::collections::BTreeSet::new();
+        for f in faults {
+            match f {
+                Fault::ClockJump { node, .. } => assert_eq!(node, "redis"),
+                Fault::Pause { node, .. } => {
+                    paused.insert(node);
+                }
+                _ => unreachable!(),
+            }
+        }
+        assert_eq!(paused.len(), 3, "c1, c2 and redis all drawn: {paused:?}");
     }
 
     #[test]
