@@ -1,6 +1,9 @@
 //! The `locksim` command line. Exit codes: 0 = no safety violation, 1 = violation found,
 //! 2 = bad input or usage.
 
+mod check_cmd;
+mod search_cmd;
+mod sweep_cmd;
 mod text;
 
 use anyhow::Context;
@@ -33,6 +36,12 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         history: Option<PathBuf>,
     },
+    /// Run every seed of a range (or of one shard of it) in parallel; one JSON line per seed.
+    Sweep(sweep_cmd::SweepArgs),
+    /// Search for a fault schedule that breaks a safety property; save it shrunk.
+    Search(search_cmd::SearchArgs),
+    /// Check a recorded history (JSON Lines, as `run --history` writes it).
+    Check(check_cmd::CheckArgs),
 }
 
 /// Bad input: exit code 2.
@@ -102,5 +111,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
+        Command::Sweep(args) => sweep_cmd::run(args, &registry),
+        Command::Search(args) => search_cmd::run(args, &registry),
+        Command::Check(args) => check_cmd::run(args),
     }
 }
