@@ -2,10 +2,11 @@
 //! line per seed appended to the results file as each run finishes.
 
 use crate::input;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use locksim_protocols::Registry;
 use locksim_scenarios::sweep::{run_seeds, ResultsFile, SeedRange, SeedResult, Shard, Summary};
 use locksim_scenarios::Prepared;
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -48,21 +49,22 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     if jobs == 0 {
         return Err(input("--jobs must be at least 1"));
     }
-    let (mut file, earlier) =
-        ResultsFile::open(&args.out, &prepared.scenario.name, args.resume).map_err(input)?;
     let mut summary = Summary::default();
-    for r in earlier
-        .iter()
-        .filter(|r| args.seeds.contains(r.seed) && shard.contains(r.seed))
-    {
-        summary.add(r);
-    }
+    let mut done = BTreeSet::new();
+    let mut file = ResultsFile::open(&args.out, &prepared.scenario.name, args.resume, |r| {
+        if args.seeds.contains(r.seed) && shard.contains(r.seed) {
+            done.insert(r.seed);
+            summary.add(&r);
+        }
+    })
+    .map_err(input)?;
     let from_earlier = summary.runs;
     let todo: Vec<u64> = args
         .seeds
         .seeds(shard)
-        .filter(|s| !earlier.iter().any(|r| r.seed == *s))
+        .filter(|s| !done.contains(s))
         .collect();
+    drop(done);
     let bar = progress_bar(todo.len() as u64, args.quiet);
     bar.set_message(format!("{} violations", summary.violated()));
     // Wall time is for people (runs/s); it never reaches a result line.
@@ -108,9 +110,15 @@ fn progress_bar(len: u64, quiet: bool) -> ProgressBar {
     }
     let bar = ProgressBar::new(len);
     let style = ProgressStyle::with_template(
-        "{elapsed_precise} [{bar:30}] {pos}/{len} runs, {per_sec}, {msg}, eta {eta}",
+        "{elapsed_precise} [{bar:30}] {pos}/{len} runs, {rate}, {msg}, eta {eta}",
     )
     .expect("the template is valid")
+    .with_key(
+        "rate",
+        |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = write!(w, "{:.0} runs/s", state.per_sec());
+        },
+    )
     .progress_chars("=> ");
     bar.set_style(style);
     bar

@@ -17,7 +17,7 @@ use locksim_sim::Verdict;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -198,16 +198,11 @@ pub enum SweepError {
         /// The scenario the line is about.
         found: String,
     },
-    /// The file has results and `resume` was not asked for.
-    #[error(
-        "{path} already holds {lines} results: add --resume to continue that sweep, or \
-         remove the file"
-    )]
+    /// The file has content and `resume` was not asked for.
+    #[error("{path} is not empty: add --resume to continue that sweep, or remove the file")]
     NotEmpty {
         /// The file.
         path: String,
-        /// How many complete lines it has.
-        lines: usize,
     },
 }
 
@@ -219,58 +214,59 @@ pub struct ResultsFile {
 
 impl ResultsFile {
     /// Opens (or creates) the results file of a sweep of `scenario`. Without `resume` the
-    /// file must be empty or absent. With it, a torn last line (a run killed mid-write) is
-    /// cut off, and the results already there are returned so their seeds can be skipped;
-    /// a line about another scenario is an error.
+    /// file must be empty or absent. With it, the results already there are handed to
+    /// `earlier` one by one (so their seeds can be skipped; a file of millions of lines is
+    /// never held in memory), a line about another scenario is an error, and a torn last
+    /// line (a run killed mid-write) is cut off.
     pub fn open(
         path: &Path,
         scenario: &str,
         resume: bool,
-    ) -> Result<(ResultsFile, Vec<SeedResult>), SweepError> {
+        mut earlier: impl FnMut(SeedResult),
+    ) -> Result<ResultsFile, SweepError> {
         let shown = path.display().to_string();
         let io = |source| SweepError::Io {
             path: shown.clone(),
             source,
         };
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
             .open(path)
             .map_err(io)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(io)?;
-        if !resume && !bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(SweepError::NotEmpty {
-                path: shown,
-                lines: bytes
-                    .split(|b| *b == b'\n')
-                    .filter(|l| !l.is_empty())
-                    .count(),
-            });
+        let mut reader = BufReader::new(&file);
+        if !resume {
+            let mut text = String::new();
+            // Reading up to the first non-blank line is enough to refuse the file.
+            while reader.read_line(&mut text).map_err(io)? > 0 {
+                if !text.trim().is_empty() {
+                    return Err(SweepError::NotEmpty { path: shown });
+                }
+                text.clear();
+            }
         }
-        let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        let done = parse_results(&shown, &bytes[..complete])?;
-        if let Some((line, other)) = (1..).zip(&done).find(|(_, r)| r.scenario != scenario) {
-            return Err(SweepError::OtherScenario {
-                path: shown,
-                line,
-                expected: scenario.into(),
-                found: other.scenario.clone(),
-            });
-        }
-        if complete < bytes.len() {
+        let complete = scan(&shown, reader, |line, r| {
+            if r.scenario != scenario {
+                return Err(SweepError::OtherScenario {
+                    path: shown.clone(),
+                    line,
+                    expected: scenario.into(),
+                    found: r.scenario,
+                });
+            }
+            earlier(r);
+            Ok(())
+        })?;
+        if complete < file.metadata().map_err(io)?.len() {
             // Torn by a kill mid-write: that seed runs again (same result, it is
             // deterministic), and its half line must not glue onto the next one.
-            file.set_len(complete as u64).map_err(io)?;
+            file.set_len(complete).map_err(io)?;
         }
-        Ok((
-            ResultsFile {
-                file,
-                path: path.to_owned(),
-            },
-            done,
-        ))
+        Ok(ResultsFile {
+            file,
+            path: path.to_owned(),
+        })
     }
 
     /// Appends one result as one line and flushes it: a kill loses at most the line being
@@ -290,32 +286,55 @@ impl ResultsFile {
     }
 }
 
-/// Reads a results file (or several concatenated shards). A last line without its newline
-/// is a write torn by a kill and is ignored; any other malformed line is an error naming it.
+/// Reads a results file (or several shards concatenated) into memory. A last line without
+/// its newline is a write torn by a kill and is ignored; any other malformed line is an
+/// error naming it.
 pub fn read_results(path: &Path) -> Result<Vec<SeedResult>, SweepError> {
     let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| SweepError::Io {
+    let file = File::open(path).map_err(|source| SweepError::Io {
         path: shown.clone(),
         source,
     })?;
-    let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    parse_results(&shown, &bytes[..complete])
+    let mut results = Vec::new();
+    scan(&shown, BufReader::new(file), |_, r| {
+        results.push(r);
+        Ok(())
+    })?;
+    Ok(results)
 }
 
-fn parse_results(path: &str, bytes: &[u8]) -> Result<Vec<SeedResult>, SweepError> {
-    let mut results = Vec::new();
-    for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {
+/// Hands each complete line's result (with its 1-based line number) to `each`; stops at a
+/// last line without a newline. Returns the length in bytes of the complete lines.
+fn scan(
+    path: &str,
+    mut reader: impl BufRead,
+    mut each: impl FnMut(usize, SeedResult) -> Result<(), SweepError>,
+) -> Result<u64, SweepError> {
+    let mut line = Vec::new();
+    let mut complete = 0;
+    for n in 1.. {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|source| SweepError::Io {
+                path: path.into(),
+                source,
+            })?;
+        if read == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        complete += read as u64;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let result = serde_json::from_slice(line).map_err(|e| SweepError::Line {
+        let result = serde_json::from_slice(&line).map_err(|e| SweepError::Line {
             path: path.into(),
-            line: n + 1,
+            line: n,
             message: e.to_string(),
         })?;
-        results.push(result);
+        each(n, result)?;
     }
-    Ok(results)
+    Ok(complete)
 }
 
 /// Runs every seed of `seeds` on `jobs` worker threads, each run on a fresh thread (see
@@ -486,7 +505,8 @@ mod tests {
     #[test]
     fn resume_cuts_a_torn_line_and_returns_what_was_done() {
         let path = temp_file("torn.jsonl");
-        let (mut file, done) = ResultsFile::open(&path, "s", false).unwrap();
+        let mut done = vec![];
+        let mut file = ResultsFile::open(&path, "s", false, |r| done.push(r)).unwrap();
         assert!(done.is_empty());
         file.append(&result(1, &[])).unwrap();
         file.append(&result(2, &["fencing"])).unwrap();
@@ -495,14 +515,15 @@ mod tests {
         raw.write_all(br#"{"seed":3,"scena"#).unwrap();
         drop(raw);
         assert!(matches!(
-            ResultsFile::open(&path, "s", false),
-            Err(SweepError::NotEmpty { lines: 3, .. })
+            ResultsFile::open(&path, "s", false, drop),
+            Err(SweepError::NotEmpty { .. })
         ));
         assert!(matches!(
-            ResultsFile::open(&path, "other", true),
+            ResultsFile::open(&path, "other", true, drop),
             Err(SweepError::OtherScenario { line: 1, .. })
         ));
-        let (mut file, done) = ResultsFile::open(&path, "s", true).unwrap();
+        let mut done = vec![];
+        let mut file = ResultsFile::open(&path, "s", true, |r| done.push(r)).unwrap();
         assert_eq!(done, vec![result(1, &[]), result(2, &["fencing"])]);
         file.append(&result(3, &[])).unwrap();
         let seeds: Vec<u64> = read_results(&path)
