@@ -34,6 +34,9 @@ fn search_finds_the_gc_pause_shrinks_it_to_one_pause_and_the_file_replays() {
     let faults = f["faults"].as_array().unwrap();
     assert_eq!(faults.len(), 1, "shrunk to a single fault: {found:#}");
     assert_eq!(faults[0]["kind"], "pause");
+    // The TTL is 1 s: the pause comes down to about that, whatever length it was drawn with.
+    let pause_ms = faults[0]["duration_ms"].as_u64().unwrap();
+    assert!((500..1500).contains(&pause_ms), "{found:#}");
 
     let replay = run(&["run", &file.display().to_string(), "--json"]);
     assert_eq!(code(&replay), 1, "{}", stderr(&replay));
