@@ -98,7 +98,7 @@ impl FaultSpace {
     /// The space a scenario allows, with at most `faults_max` faults per schedule.
     pub fn of(prepared: &Prepared, faults_max: usize) -> FaultSpace {
         let s = &prepared.scenario;
-        let p = &s.faults_random;
+        let p = &profile_or_defaults(&s.faults_random);
         let servers = prepared.deployment.servers();
         let clients = s.workload.client_names();
         let everyone: Vec<String> = servers.iter().chain(&clients).cloned().collect();
@@ -359,6 +359,17 @@ impl FaultSpace {
                 ),
             })
             .collect()
+    }
+}
+
+/// The profile, or when the scenario has no `[faults_random]` at all, the ranges a written
+/// but empty one has. (`FaultProfile::default()` is all zeros, not the file format's
+/// defaults: `pause_ms_max` 0 instead of 2000.)
+fn profile_or_defaults(p: &FaultProfile) -> FaultProfile {
+    if *p == FaultProfile::default() {
+        toml::from_str("").expect("every profile field has a default")
+    } else {
+        p.clone()
     }
 }
 
@@ -803,6 +814,13 @@ mod tests {
         assert_eq!(space.points["redis"], vec!["before_reply"]);
         let all = FaultSpace::of(&prepared(""), 3);
         assert_eq!(all.kinds, FaultKind::ALL.to_vec());
+        assert_eq!(
+            all.pause_ms,
+            (50, 2_000),
+            "the file format's default ranges"
+        );
+        assert_eq!(all.clock_jump_ms_max, 2_000);
+        assert!(all.clock_jump_backward);
     }
 
     #[test]
