@@ -59,18 +59,13 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     })
     .map_err(input)?;
     let from_earlier = summary.runs;
-    let todo: Vec<u64> = args
-        .seeds
-        .seeds(shard)
-        .filter(|s| !done.contains(s))
-        .collect();
-    drop(done);
-    let bar = progress_bar(todo.len() as u64, args.quiet);
+    let todo = args.seeds.seeds(shard).filter(|s| !done.contains(s));
+    let bar = progress_bar(args.seeds.count(shard) - from_earlier, args.quiet);
     bar.set_message(format!("{} violations", summary.violated()));
     // Wall time is for people (runs/s); it never reaches a result line.
     #[allow(clippy::disallowed_methods)]
     let started = std::time::Instant::now();
-    run_seeds(&prepared, &todo, jobs, |run| {
+    run_seeds(&prepared, todo, jobs, |run| {
         let line = SeedResult::of(&run);
         file.append(&line)?;
         summary.add(&line);
