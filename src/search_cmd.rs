@@ -167,7 +167,7 @@ fn save(
         "# Found by: {command}\n# Replay:   {replay}\n\n{}",
         toml::to_string(&scenario)?
     );
-    std::fs::write(out, text).map_err(|e| anyhow::anyhow!("cannot write {shown}: {e}"))?;
+    std::fs::write(out, text).map_err(|e| input(format!("cannot write {shown}: {e}")))?;
     let replayed = Scenario::load(out)
         .and_then(|s| s.prepare(&shown, registry))
         .map_err(|e| anyhow::anyhow!("the saved counterexample does not load: {e}"))?
