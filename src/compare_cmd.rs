@@ -1,35 +1,68 @@
 //! `locksim compare`: the standard matrix of protocols × fault profiles × seeds, written as
 //! report.md, report.json and report.html.
 
-use crate::InputError;
+use crate::input;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use locksim_protocols::Registry;
 use locksim_reports::{CellAccumulator, Comparison, Counterexample};
 use locksim_scenarios::matrix::Matrix;
+use locksim_scenarios::runner::isolated;
 use locksim_scenarios::Prepared;
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Options of `locksim compare`.
-pub struct Options<'a> {
-    pub matrix: &'a Path,
-    pub out: &'a Path,
-    pub seeds: Option<u64>,
-    pub jobs: usize,
-    pub quiet: bool,
+/// The arguments of `locksim compare`.
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// The matrix file.
+    #[arg(long, default_value = "scenarios/compare/matrix.toml")]
+    matrix: PathBuf,
+    /// Seeds per cell, 1..=N (default: the matrix's `seeds`).
+    #[arg(long, value_name = "N")]
+    seeds: Option<u64>,
+    /// Worker threads (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// Where to write the reports (and each cell's scenario file).
+    #[arg(long, default_value = "report")]
+    out: PathBuf,
+    /// No progress bar (there is none when stderr is not a terminal either).
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Runs the matrix, writes the reports, prints the table. Violations are findings, not
+/// errors: the exit code is 0 unless the input is bad.
+pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
+    let c = compare(&args, registry)?;
+    println!("{}\n", c.title);
+    println!(
+        "Share of runs violating mutual exclusion / fencing / lost update ({} runs, seeds {}):\n",
+        c.runs(),
+        c.seeds
+    );
+    print!("{}", locksim_reports::markdown::table(&c));
+    for x in &c.counterexamples {
+        println!(
+            "\n{} under {}, seed {}: {}\n  replay: {}",
+            x.protocol, x.profile, x.seed, x.kind, x.replay
+        );
+    }
+    println!(
+        "\nreports: {0}/report.md, {0}/report.json, {0}/report.html",
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 struct Cell {
     protocol: String,
     profile: String,
     prepared: Prepared,
-}
-
-fn input(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::Error::new(InputError(e.to_string()))
 }
 
 /// Writes each cell's scenario next to the report and prepares it.
@@ -72,10 +105,14 @@ fn progress(total: u64, quiet: bool) -> ProgressBar {
 }
 
 /// Runs the matrix and writes the reports; returns the comparison.
-pub fn run(opts: &Options, registry: &Registry) -> anyhow::Result<Comparison> {
-    let matrix = Matrix::load(opts.matrix).map_err(input)?;
+fn compare(opts: &CompareArgs, registry: &Registry) -> anyhow::Result<Comparison> {
+    let matrix = Matrix::load(&opts.matrix).map_err(input)?;
     let seeds = opts.seeds.unwrap_or(matrix.seeds).max(1);
-    let cells = prepare_cells(&matrix, opts.out, registry)?;
+    let jobs = opts.jobs.unwrap_or_else(crate::default_jobs);
+    if jobs == 0 {
+        return Err(input("--jobs must be at least 1"));
+    }
+    let cells = prepare_cells(&matrix, &opts.out, registry)?;
     let accumulators: Vec<Mutex<CellAccumulator>> = cells
         .iter()
         .map(|c| Mutex::new(CellAccumulator::new(&c.protocol, &c.profile)))
@@ -84,7 +121,7 @@ pub fn run(opts: &Options, registry: &Registry) -> anyhow::Result<Comparison> {
     let bar = progress(total, opts.quiet);
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
-        for _ in 0..opts.jobs.max(1) {
+        for _ in 0..jobs {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed) as u64;
                 if i >= total {
@@ -95,7 +132,8 @@ pub fn run(opts: &Options, registry: &Registry) -> anyhow::Result<Comparison> {
                     (i % cells.len() as u64) as usize,
                     i / cells.len() as u64 + 1,
                 );
-                let result = cells[cell].prepared.run(seed);
+                // A fresh thread per run: see `runner::isolated`.
+                let result = isolated(|| cells[cell].prepared.run(seed));
                 accumulators[cell].lock().unwrap().add(&result);
                 bar.inc(1);
             });
@@ -129,7 +167,7 @@ pub fn run(opts: &Options, registry: &Registry) -> anyhow::Result<Comparison> {
     // One timeline per failing cell: its smallest failing seed, run again for its history.
     for (cell, summary) in cells.iter().zip(&comparison.cells) {
         if let Some(first) = summary.failing.first() {
-            let (result, history) = cell.prepared.run_with_history(first.seed);
+            let (result, history) = isolated(|| cell.prepared.run_with_history(first.seed));
             comparison.counterexamples.extend(Counterexample::from_run(
                 &cell.protocol,
                 &cell.profile,
@@ -138,7 +176,7 @@ pub fn run(opts: &Options, registry: &Registry) -> anyhow::Result<Comparison> {
             ));
         }
     }
-    write_reports(&comparison, opts.out)?;
+    write_reports(&comparison, &opts.out)?;
     Ok(comparison)
 }
 

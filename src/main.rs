@@ -1,7 +1,10 @@
 //! The `locksim` command line. Exit codes: 0 = no safety violation, 1 = violation found,
 //! 2 = bad input or usage.
 
+mod check_cmd;
 mod compare_cmd;
+mod search_cmd;
+mod sweep_cmd;
 mod text;
 
 use anyhow::Context;
@@ -34,25 +37,15 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         history: Option<PathBuf>,
     },
+    /// Run every seed of a range (or of one shard of it) in parallel; one JSON line per seed.
+    Sweep(sweep_cmd::SweepArgs),
+    /// Search for a fault schedule that breaks a safety property; save it shrunk.
+    Search(search_cmd::SearchArgs),
+    /// Check a recorded history (JSON Lines, as `run --history` writes it).
+    Check(check_cmd::CheckArgs),
     /// Run the standard matrix (protocols × fault profiles × seeds) and write report.md,
     /// report.json and report.html.
-    Compare {
-        /// The matrix file.
-        #[arg(long, default_value = "scenarios/compare/matrix.toml")]
-        matrix: PathBuf,
-        /// Seeds per cell, 1..=N (default: the matrix's `seeds`).
-        #[arg(long)]
-        seeds: Option<u64>,
-        /// Worker threads (default: the number of cores).
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Where to write the reports (and each cell's scenario file).
-        #[arg(long, default_value = "report")]
-        out: PathBuf,
-        /// No progress bar.
-        #[arg(long)]
-        quiet: bool,
-    },
+    Compare(compare_cmd::CompareArgs),
 }
 
 /// Bad input: exit code 2.
@@ -126,40 +119,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
-        Command::Compare {
-            matrix,
-            seeds,
-            jobs,
-            out,
-            quiet,
-        } => {
-            let jobs = jobs.unwrap_or_else(default_jobs);
-            let opts = compare_cmd::Options {
-                matrix: &matrix,
-                out: &out,
-                seeds,
-                jobs,
-                quiet,
-            };
-            let c = compare_cmd::run(&opts, &registry)?;
-            println!(
-                "{}
-",
-                c.title
-            );
-            println!("Share of runs violating mutual exclusion / fencing / lost update ({} runs, seeds {}):\n", c.runs(), c.seeds);
-            print!("{}", locksim_reports::markdown::table(&c));
-            for x in &c.counterexamples {
-                println!(
-                    "\n{} under {}, seed {}: {}\n  replay: {}",
-                    x.protocol, x.profile, x.seed, x.kind, x.replay
-                );
-            }
-            println!(
-                "\nreports: {0}/report.md, {0}/report.json, {0}/report.html",
-                out.display()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Sweep(args) => sweep_cmd::run(args, &registry),
+        Command::Search(args) => search_cmd::run(args, &registry),
+        Command::Check(args) => check_cmd::run(args),
+        Command::Compare(args) => compare_cmd::run(args, &registry),
     }
 }

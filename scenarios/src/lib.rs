@@ -1,9 +1,12 @@
-//! Scenarios for locksim: the scenario file format, the client workload, and the runner
-//! that turns (scenario, seed) into a [`RunResult`].
+//! Scenarios for locksim: the scenario file format, the client workload, the runner
+//! that turns (scenario, seed) into a [`RunResult`], seed sweeps ([`sweep`]) and the
+//! property-based fault search ([`search`]).
 
 pub mod matrix;
 pub mod runner;
 pub mod scenario;
+pub mod search;
+pub mod sweep;
 pub mod workload;
 
 pub use runner::{load, RunResult, Stats};

@@ -109,8 +109,18 @@ impl Prepared {
 
     /// Runs one seed and also returns its history.
     pub fn run_with_history(&self, seed: u64) -> (RunResult, History) {
+        self.run_faults_with_history(seed, self.faults_for(seed))
+    }
+
+    /// Runs one seed with this exact fault schedule instead of the scenario's own (scripted
+    /// faults and random profile), as a fault search does.
+    pub fn run_faults(&self, seed: u64, faults: Vec<Fault>) -> RunResult {
+        self.run_faults_with_history(seed, faults).0
+    }
+
+    /// Runs one seed with this exact fault schedule and also returns its history.
+    pub fn run_faults_with_history(&self, seed: u64, faults: Vec<Fault>) -> (RunResult, History) {
         let s = &self.scenario;
-        let faults = self.faults_for(seed);
         let spec = SimSpec {
             seed,
             duration_ms: s.duration_ms,
@@ -193,6 +203,20 @@ impl Prepared {
         }
         (result, outcome.history)
     }
+}
+
+/// Runs `f` on a thread of its own and waits for it; wrap each run in it when one thread
+/// runs many. Runs that share a thread are not independent: std seeds a thread's `HashMap`
+/// keys once, from inside the first simulation that asks (madsim issue #240), so a fresh
+/// thread per run keeps a result a function of (scenario, seed) alone, the same as
+/// `locksim run` sees it in a new process. A thread costs microseconds; a run milliseconds.
+pub fn isolated<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(f)
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
 
 /// Loads and prepares a scenario file with the given protocols.

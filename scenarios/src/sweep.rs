@@ -1,0 +1,586 @@
+//! Seed sweeps: one scenario, many seeds, each with the faults its random profile draws.
+//!
+//! A sweep is embarrassingly parallel: a run depends only on (scenario, seed), so seeds are
+//! handed to worker threads in any order and results come back in any order. What makes a
+//! sweep trustworthy is what stays fixed whatever the order or the machine:
+//! - each seed's [`SeedResult`] (verdict, violation kinds, trace hash, stats) holds nothing
+//!   from the wall clock, so the same seed gives the same line in any thread or process;
+//! - a [`Shard`] is a pure function of the seed (`seed % count == index`), so shards run on
+//!   different machines and concatenated hold exactly the lines of one unsharded sweep;
+//! - the results file is JSON Lines, appended and flushed one line per finished run, and
+//!   [`ResultsFile::open`] with `resume` repairs a line torn by a kill and reports the seeds
+//!   already done, so an interrupted sweep loses nothing and runs no seed twice.
+
+use crate::runner::{isolated, RunResult, Stats};
+use crate::scenario::Prepared;
+use locksim_sim::Verdict;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+/// A range of seeds: `A..B` (B excluded, as in Rust) or `A..=B` (B included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeedRange {
+    /// The first seed.
+    pub start: u64,
+    /// One past the last seed.
+    pub end: u64,
+}
+
+impl SeedRange {
+    /// The seeds of the range that belong to `shard`, in increasing order.
+    pub fn seeds(&self, shard: Shard) -> impl Iterator<Item = u64> + Send {
+        let first = self.first(shard);
+        // Stepping, not filtering: shard 7/1000 of a huge range costs only its own seeds.
+        (first..self.end.max(first)).step_by(shard.count.try_into().unwrap_or(usize::MAX))
+    }
+
+    /// How many seeds of the range belong to `shard`.
+    pub fn count(&self, shard: Shard) -> u64 {
+        let first = self.first(shard);
+        if first >= self.end {
+            0
+        } else {
+            (self.end - 1 - first) / shard.count + 1
+        }
+    }
+
+    /// The first seed at or after `start` that belongs to `shard` (may be past `end`).
+    fn first(&self, shard: Shard) -> u64 {
+        let offset = (shard.index + shard.count - self.start % shard.count) % shard.count;
+        self.start.saturating_add(offset)
+    }
+
+    /// Whether `seed` is in the range.
+    pub fn contains(&self, seed: u64) -> bool {
+        (self.start..self.end).contains(&seed)
+    }
+}
+
+impl FromStr for SeedRange {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = || format!("`{text}` is not a seed range: write A..B (B excluded) or A..=B");
+        let (start, end, inclusive) = match text.split_once("..=") {
+            Some((a, b)) => (a, b, true),
+            None => {
+                let (a, b) = text.split_once("..").ok_or_else(bad)?;
+                (a, b, false)
+            }
+        };
+        let number = |s: &str| s.trim().replace('_', "").parse::<u64>().map_err(|_| bad());
+        let (start, mut end) = (number(start)?, number(end)?);
+        if inclusive {
+            end = end.checked_add(1).ok_or_else(bad)?;
+        }
+        if start >= end {
+            return Err(format!("the seed range `{text}` is empty"));
+        }
+        Ok(SeedRange { start, end })
+    }
+}
+
+impl std::fmt::Display for SeedRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}..{}", self.start, self.end)
+    }
+}
+
+/// Shard `index` of `count` (written `K/N`, K from 0): the seeds with `seed % N == K`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// Which shard, from 0.
+    pub index: u64,
+    /// How many shards.
+    pub count: u64,
+}
+
+impl Shard {
+    /// The whole sweep as one shard.
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
+    /// Whether `seed` belongs to this shard.
+    pub fn contains(&self, seed: u64) -> bool {
+        seed % self.count == self.index
+    }
+}
+
+impl FromStr for Shard {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = || format!("`{text}` is not a shard: write K/N with 0 <= K < N, e.g. 0/3");
+        let (k, n) = text.split_once('/').ok_or_else(bad)?;
+        let index = k.trim().parse::<u64>().map_err(|_| bad())?;
+        let count = n.trim().parse::<u64>().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// One line of a sweep's results file: what a seed showed. Deterministic: two sweeps (or
+/// shards) that ran the same seed have equal lines.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SeedResult {
+    /// The seed.
+    pub seed: u64,
+    /// The scenario's name.
+    pub scenario: String,
+    /// The protocol id.
+    pub protocol: String,
+    /// valid / invalid / unknown (worst of the properties).
+    pub verdict: Verdict,
+    /// Number of violations per violated property (`mutual_exclusion`, `fencing`,
+    /// `lost_update`); empty when none was violated.
+    pub violations: BTreeMap<String, u64>,
+    /// Stable hash of the history.
+    pub trace_hash: String,
+    /// Figures of the run.
+    pub stats: Stats,
+    /// Whether the scenario's `[expect]` was met, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_met: Option<bool>,
+    /// Set if the run did not complete (a panic in a model: a bug to report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl SeedResult {
+    /// The line for a finished run.
+    pub fn of(run: &RunResult) -> Self {
+        SeedResult {
+            seed: run.seed,
+            scenario: run.scenario.clone(),
+            protocol: run.protocol.clone(),
+            verdict: run.verdict,
+            violations: run.violation_counts.clone(),
+            trace_hash: run.trace_hash.clone(),
+            stats: run.stats.clone(),
+            expect_met: run.expect.as_ref().map(|e| e.met),
+            error: run.error.clone(),
+        }
+    }
+
+    /// Whether a safety property was violated.
+    pub fn violated(&self) -> bool {
+        self.verdict == Verdict::Invalid
+    }
+}
+
+/// A results file that cannot be used: which file, which line, why.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    /// The file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// A complete line is not a sweep result.
+    #[error("{path}:{line}: not a sweep result: {message}")]
+    Line {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The file holds results of another scenario.
+    #[error(
+        "{path}:{line}: results of scenario `{found}`, not `{expected}`: write this sweep to \
+         another file"
+    )]
+    OtherScenario {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// The scenario this sweep runs.
+        expected: String,
+        /// The scenario the line is about.
+        found: String,
+    },
+    /// The file has content and `resume` was not asked for.
+    #[error("{path} is not empty: add --resume to continue that sweep, or remove the file")]
+    NotEmpty {
+        /// The file.
+        path: String,
+    },
+}
+
+/// The results file of a sweep, open for appending.
+pub struct ResultsFile {
+    file: File,
+    path: PathBuf,
+}
+
+impl ResultsFile {
+    /// Opens (or creates) the results file of a sweep of `scenario`. Without `resume` the
+    /// file must be empty or absent. With it, the results already there are handed to
+    /// `earlier` one by one (so their seeds can be skipped; a file of millions of lines is
+    /// never held in memory), a line about another scenario is an error, and a torn last
+    /// line (a run killed mid-write) is cut off.
+    pub fn open(
+        path: &Path,
+        scenario: &str,
+        resume: bool,
+        mut earlier: impl FnMut(SeedResult),
+    ) -> Result<ResultsFile, SweepError> {
+        let shown = path.display().to_string();
+        let io = |source| SweepError::Io {
+            path: shown.clone(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(io)?;
+        let mut reader = BufReader::new(&file);
+        if !resume {
+            let mut text = String::new();
+            // Reading up to the first non-blank line is enough to refuse the file.
+            while reader.read_line(&mut text).map_err(io)? > 0 {
+                if !text.trim().is_empty() {
+                    return Err(SweepError::NotEmpty { path: shown });
+                }
+                text.clear();
+            }
+        }
+        let complete = scan(&shown, reader, |line, r| {
+            if r.scenario != scenario {
+                return Err(SweepError::OtherScenario {
+                    path: shown.clone(),
+                    line,
+                    expected: scenario.into(),
+                    found: r.scenario,
+                });
+            }
+            earlier(r);
+            Ok(())
+        })?;
+        if complete < file.metadata().map_err(io)?.len() {
+            // Torn by a kill mid-write: that seed runs again (same result, it is
+            // deterministic), and its half line must not glue onto the next one.
+            file.set_len(complete).map_err(io)?;
+        }
+        Ok(ResultsFile {
+            file,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Appends one result as one line and flushes it: a kill loses at most the line being
+    /// written, which [`ResultsFile::open`] then repairs.
+    pub fn append(&mut self, result: &SeedResult) -> Result<(), SweepError> {
+        let mut line = serde_json::to_vec(result).expect("results always serialise");
+        line.push(b'\n');
+        // One write of the whole line: the file is opened in append mode, so lines from
+        // this process never interleave, and a torn write can only be the last line.
+        self.file
+            .write_all(&line)
+            .and_then(|()| self.file.flush())
+            .map_err(|source| SweepError::Io {
+                path: self.path.display().to_string(),
+                source,
+            })
+    }
+}
+
+/// Reads a results file (or several shards concatenated) into memory. A last line without
+/// its newline is a write torn by a kill and is ignored; any other malformed line is an
+/// error naming it.
+pub fn read_results(path: &Path) -> Result<Vec<SeedResult>, SweepError> {
+    let shown = path.display().to_string();
+    let file = File::open(path).map_err(|source| SweepError::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    let mut results = Vec::new();
+    scan(&shown, BufReader::new(file), |_, r| {
+        results.push(r);
+        Ok(())
+    })?;
+    Ok(results)
+}
+
+/// Hands each complete line's result (with its 1-based line number) to `each`; stops at a
+/// last line without a newline. Returns the length in bytes of the complete lines.
+fn scan(
+    path: &str,
+    mut reader: impl BufRead,
+    mut each: impl FnMut(usize, SeedResult) -> Result<(), SweepError>,
+) -> Result<u64, SweepError> {
+    let mut line = Vec::new();
+    let mut complete = 0;
+    for n in 1.. {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|source| SweepError::Io {
+                path: path.into(),
+                source,
+            })?;
+        if read == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        complete += read as u64;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let result = serde_json::from_slice(&line).map_err(|e| SweepError::Line {
+            path: path.into(),
+            line: n,
+            message: e.to_string(),
+        })?;
+        each(n, result)?;
+    }
+    Ok(complete)
+}
+
+/// Runs every seed of `seeds` on `jobs` worker threads, each run on a fresh thread (see
+/// [`isolated`]), and hands each result to `on_result` on the calling thread as soon as it
+/// is done, in completion order. Returns when every seed has run, or with the first error
+/// `on_result` returns (runs in progress finish, no new one starts).
+pub fn run_seeds<E>(
+    prepared: &Prepared,
+    seeds: impl Iterator<Item = u64> + Send,
+    jobs: usize,
+    mut on_result: impl FnMut(RunResult) -> Result<(), E>,
+) -> Result<(), E> {
+    // Seeds are handed out one at a time: a billion-seed range is never a list in memory.
+    let seeds = Mutex::new(seeds.fuse());
+    let stop = AtomicBool::new(false);
+    let next = || {
+        let mut seeds = seeds.lock().unwrap_or_else(PoisonError::into_inner);
+        (!stop.load(Ordering::Relaxed))
+            .then(|| seeds.next())
+            .flatten()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            let (tx, next) = (tx.clone(), &next);
+            scope.spawn(move || {
+                while let Some(seed) = next() {
+                    if tx.send(isolated(|| prepared.run(seed))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for result in rx.iter() {
+            if let Err(e) = on_result(result) {
+                stop.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// How many failing seeds a [`Summary`] names.
+pub const FAILING_SEEDS_KEPT: usize = 10;
+
+/// The tally of a sweep's results, whatever order they came in.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// Distinct seeds.
+    pub runs: u64,
+    /// Runs per verdict.
+    pub verdicts: BTreeMap<Verdict, u64>,
+    /// Runs that violated each property (a run can count under several).
+    pub violations_by_kind: BTreeMap<String, u64>,
+    /// The lowest failing seeds (at most [`FAILING_SEEDS_KEPT`]) with their violated
+    /// properties.
+    pub failing: BTreeMap<u64, Vec<String>>,
+    /// Runs that did not complete (a panic in a model).
+    pub errors: BTreeMap<u64, String>,
+    /// Runs whose `[expect]` was not met.
+    pub expect_not_met: u64,
+    #[serde(skip)]
+    seen: BTreeSet<u64>,
+}
+
+impl Summary {
+    /// Counts one result; a seed already counted is ignored.
+    pub fn add(&mut self, r: &SeedResult) {
+        if !self.seen.insert(r.seed) {
+            return;
+        }
+        self.runs += 1;
+        *self.verdicts.entry(r.verdict).or_default() += 1;
+        for kind in r.violations.keys() {
+            *self.violations_by_kind.entry(kind.clone()).or_default() += 1;
+        }
+        if r.violated() {
+            self.failing
+                .insert(r.seed, r.violations.keys().cloned().collect());
+            if self.failing.len() > FAILING_SEEDS_KEPT {
+                self.failing.pop_last();
+            }
+        }
+        if let Some(e) = &r.error {
+            self.errors.insert(r.seed, e.clone());
+        }
+        if r.expect_met == Some(false) {
+            self.expect_not_met += 1;
+        }
+    }
+
+    /// Runs that violated a safety property.
+    pub fn violated(&self) -> u64 {
+        self.verdicts.get(&Verdict::Invalid).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_ranges_parse_both_ways() {
+        let r: SeedRange = "0..10".parse().unwrap();
+        assert_eq!((r.start, r.end), (0, 10));
+        let r: SeedRange = "5..=7".parse().unwrap();
+        assert_eq!((r.start, r.end), (5, 8));
+        let r: SeedRange = "1_000..2_000".parse().unwrap();
+        assert_eq!((r.start, r.end), (1000, 2000));
+        assert!("7..7".parse::<SeedRange>().unwrap_err().contains("empty"));
+        assert!("7".parse::<SeedRange>().is_err());
+        assert!("a..b".parse::<SeedRange>().is_err());
+    }
+
+    #[test]
+    fn shards_partition_the_range() {
+        let range: SeedRange = "3..40".parse().unwrap();
+        let mut all: Vec<u64> = (0..3)
+            .flat_map(|k| range.seeds(Shard { index: k, count: 3 }))
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, range.seeds(Shard::ALL).collect::<Vec<_>>());
+        for (start, end) in [(0, 1), (3, 40), (5, 6), (7, 100), (10, 13)] {
+            let range = SeedRange { start, end };
+            for count in 1..6 {
+                for index in 0..count {
+                    let shard = Shard { index, count };
+                    let naive: Vec<u64> = (start..end).filter(|s| shard.contains(*s)).collect();
+                    assert_eq!(
+                        range.seeds(shard).collect::<Vec<_>>(),
+                        naive,
+                        "{range} {shard}"
+                    );
+                    assert_eq!(range.count(shard), naive.len() as u64, "{range} {shard}");
+                }
+            }
+        }
+        assert_eq!("2/3".parse::<Shard>(), Ok(Shard { index: 2, count: 3 }));
+        assert!("3/3".parse::<Shard>().is_err());
+        assert!("0/0".parse::<Shard>().is_err());
+    }
+
+    fn result(seed: u64, kinds: &[&str]) -> SeedResult {
+        SeedResult {
+            seed,
+            scenario: "s".into(),
+            protocol: "p".into(),
+            verdict: if kinds.is_empty() {
+                Verdict::Valid
+            } else {
+                Verdict::Invalid
+            },
+            violations: kinds.iter().map(|k| (k.to_string(), 1)).collect(),
+            trace_hash: format!("{seed:016x}"),
+            stats: Stats::default(),
+            expect_met: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn summary_counts_each_seed_once_and_keeps_the_lowest_failures() {
+        let mut s = Summary::default();
+        for seed in (0..30).rev() {
+            let kinds: &[&str] = if seed % 2 == 0 {
+                &["mutual_exclusion"]
+            } else {
+                &[]
+            };
+            s.add(&result(seed, kinds));
+            s.add(&result(seed, kinds));
+        }
+        assert_eq!(s.runs, 30);
+        assert_eq!(s.violated(), 15);
+        assert_eq!(s.violations_by_kind["mutual_exclusion"], 15);
+        let failing: Vec<u64> = s.failing.keys().copied().collect();
+        assert_eq!(failing, vec![0, 2, 4, 6, 8, 10, 12, 14, 16, 18]);
+    }
+
+    fn temp_file(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("locksim-sweep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        let _ = std::fs::remove_file(&path);
+        path
+    }
+
+    #[test]
+    fn resume_cuts_a_torn_line_and_returns_what_was_done() {
+        let path = temp_file("torn.jsonl");
+        let mut done = vec![];
+        let mut file = ResultsFile::open(&path, "s", false, |r| done.push(r)).unwrap();
+        assert!(done.is_empty());
+        file.append(&result(1, &[])).unwrap();
+        file.append(&result(2, &["fencing"])).unwrap();
+        drop(file);
+        let mut raw = OpenOptions::new().append(true).open(&path).unwrap();
+        raw.write_all(br#"{"seed":3,"scena"#).unwrap();
+        drop(raw);
+        assert!(matches!(
+            ResultsFile::open(&path, "s", false, drop),
+            Err(SweepError::NotEmpty { .. })
+        ));
+        assert!(matches!(
+            ResultsFile::open(&path, "other", true, drop),
+            Err(SweepError::OtherScenario { line: 1, .. })
+        ));
+        let mut done = vec![];
+        let mut file = ResultsFile::open(&path, "s", true, |r| done.push(r)).unwrap();
+        assert_eq!(done, vec![result(1, &[]), result(2, &["fencing"])]);
+        file.append(&result(3, &[])).unwrap();
+        let seeds: Vec<u64> = read_results(&path)
+            .unwrap()
+            .iter()
+            .map(|r| r.seed)
+            .collect();
+        assert_eq!(seeds, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_malformed_complete_line_is_named() {
+        let path = temp_file("bad.jsonl");
+        let good = serde_json::to_string(&result(1, &[])).unwrap();
+        std::fs::write(&path, format!("{good}\nnot json\n")).unwrap();
+        let e = read_results(&path).unwrap_err();
+        assert!(matches!(e, SweepError::Line { line: 2, .. }), "{e}");
+    }
+}

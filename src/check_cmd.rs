@@ -1,0 +1,135 @@
+//! `locksim check`: the checker on a history recorded elsewhere (or by `locksim run
+//! --history`), in the simulator's JSON Lines format.
+
+use crate::input;
+use locksim_scenarios::runner::WITNESSES_KEPT;
+use locksim_sim::checker::{Liveness, Violation};
+use locksim_sim::history::{format_hash, read_jsonl, trace_hash};
+use locksim_sim::{check, Event, Verdict};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The arguments of `locksim check`.
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// The history file (JSON Lines, one event per line).
+    history: PathBuf,
+    /// Print the result as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `locksim check --json` prints.
+#[derive(Serialize)]
+struct CheckOutput {
+    history: String,
+    events: u64,
+    verdict: Verdict,
+    properties: BTreeMap<String, Verdict>,
+    /// Why a property is `unknown`, where one is.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    reasons: BTreeMap<String, String>,
+    violations: Vec<Violation>,
+    violation_counts: BTreeMap<String, u64>,
+    trace_hash: String,
+    liveness: Liveness,
+}
+
+/// Checks the history. Exit 1 if a safety property is violated; 2 if the file is missing or
+/// a line is not an event (the error names the line).
+pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let path = args.history.display().to_string();
+    let file = std::fs::File::open(&args.history)
+        .map_err(|e| input(format!("{path}: cannot read: {e}")))?;
+    let history = read_jsonl(&path, std::io::BufReader::new(file)).map_err(input)?;
+    let report = check(&history);
+    let mut out = CheckOutput {
+        history: path,
+        events: history.len() as u64,
+        verdict: report.verdict,
+        properties: BTreeMap::new(),
+        reasons: BTreeMap::new(),
+        violations: vec![],
+        violation_counts: BTreeMap::new(),
+        trace_hash: format_hash(trace_hash(&history)),
+        liveness: report.liveness.clone(),
+    };
+    for p in &report.properties {
+        out.properties.insert(p.property.name().into(), p.verdict);
+        if let Some(reason) = &p.reason {
+            out.reasons.insert(p.property.name().into(), reason.clone());
+        }
+    }
+    for v in &report.violations {
+        let count = out
+            .violation_counts
+            .entry(v.kind.name().into())
+            .or_insert(0);
+        *count += 1;
+        if *count as usize <= WITNESSES_KEPT {
+            out.violations.push(v.clone());
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", text(&out, &history));
+    }
+    Ok(if report.verdict == Verdict::Invalid {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn text(out: &CheckOutput, history: &[Event]) -> String {
+    let mut s = String::new();
+    let end_ms = history.last().map_or(0.0, Event::time_ms);
+    let _ = writeln!(
+        s,
+        "history   {} ({} events, {end_ms:.0} ms)",
+        out.history, out.events
+    );
+    let _ = writeln!(s, "verdict   {}", out.verdict.to_string().to_uppercase());
+    for (name, v) in &out.properties {
+        let word = match v {
+            Verdict::Valid => "holds".to_owned(),
+            Verdict::Invalid => {
+                let n = out.violation_counts.get(name).copied().unwrap_or(0);
+                format!("VIOLATED ({n} violation{})", if n == 1 { "" } else { "s" })
+            }
+            Verdict::Unknown => match out.reasons.get(name) {
+                Some(reason) => format!("unknown: {reason}"),
+                None => "unknown".to_owned(),
+            },
+        };
+        let _ = writeln!(s, "  {name:<17} {word}");
+    }
+    if !out.violations.is_empty() {
+        let _ = writeln!(s, "witnesses:");
+        for v in &out.violations {
+            let _ = writeln!(s, "  [{}] {}", v.kind.name(), v.description);
+            // Histories from elsewhere may number events from any start: find by index.
+            for idx in &v.events {
+                if let Some(e) = history.iter().find(|e| e.index == *idx) {
+                    let _ = writeln!(s, "      {}", e.describe());
+                }
+            }
+        }
+    }
+    let l = &out.liveness;
+    let _ = writeln!(
+        s,
+        "liveness  {} of {} acquires granted; latency p50 {:.1} ms, p99 {:.1} ms; held {:.0} ms",
+        l.acquisitions,
+        l.acquire_attempts,
+        l.acquire_latency_ms_p50,
+        l.acquire_latency_ms_p99,
+        l.held_ms
+    );
+    let _ = writeln!(s, "trace     {}", out.trace_hash);
+    s
+}

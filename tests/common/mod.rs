@@ -1,0 +1,47 @@
+//! Helpers for the command-line tests: the built binary, repository paths, scratch dirs.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A `locksim` command.
+pub fn locksim() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_locksim"))
+}
+
+/// Runs `locksim` with these arguments.
+pub fn run(args: &[&str]) -> Output {
+    locksim().args(args).output().expect("locksim runs")
+}
+
+/// The exit code of a finished command.
+pub fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited normally")
+}
+
+/// A path in the repository.
+pub fn repo(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(path)
+        .display()
+        .to_string()
+}
+
+/// An empty scratch directory of this test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("locksim-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// stdout as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stderr as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

@@ -1,0 +1,87 @@
+//! `locksim search`: finds the GC-pause violation from a scenario with no scripted fault,
+//! shrinks it to one pause, saves a counterexample that replays to the same violation and
+//! trace hash, and does all that the same way twice for the same `--seed`.
+
+mod common;
+
+use common::{code, repo, run, scratch, stderr};
+use serde_json::Value;
+
+const SCENARIO: &str = "scenarios/search/redis-single-pause-search.toml";
+
+fn search(out: &std::path::Path, extra: &[&str]) -> Value {
+    let out = out.display().to_string();
+    let scenario = repo(SCENARIO);
+    let mut args = vec!["search", &scenario, "--seed", "1", "--out", &out, "--json"];
+    args.extend_from_slice(extra);
+    let result = run(&args);
+    assert_eq!(
+        code(&result),
+        1,
+        "a violation is found: {}",
+        stderr(&result)
+    );
+    serde_json::from_slice(&result.stdout).unwrap()
+}
+
+#[test]
+fn search_finds_the_gc_pause_shrinks_it_to_one_pause_and_the_file_replays() {
+    let dir = scratch("search");
+    let file = dir.join("cex.toml");
+    let found = search(&file, &[]);
+    let f = &found["found"];
+    assert_eq!(f["failure"], "mutual_exclusion", "{found:#}");
+    let faults = f["faults"].as_array().unwrap();
+    assert_eq!(faults.len(), 1, "shrunk to a single fault: {found:#}");
+    assert_eq!(faults[0]["kind"], "pause");
+    // The TTL is 1 s: the pause comes down to about that, whatever length it was drawn with.
+    let pause_ms = faults[0]["duration_ms"].as_u64().unwrap();
+    assert!((500..1500).contains(&pause_ms), "{found:#}");
+
+    let replay = run(&["run", &file.display().to_string(), "--json"]);
+    assert_eq!(code(&replay), 1, "{}", stderr(&replay));
+    let replay: Value = serde_json::from_slice(&replay.stdout).unwrap();
+    assert_eq!(replay["trace_hash"], f["trace_hash"]);
+    assert_eq!(replay["properties"]["mutual_exclusion"], "invalid");
+    assert_eq!(
+        replay["expect"]["met"], true,
+        "the file expects its violation"
+    );
+
+    // Same --seed, same cases, same shrinking, same counterexample.
+    let again = search(&dir.join("again.toml"), &[]);
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        let o = v.as_object_mut().unwrap();
+        o.remove("wall_s");
+        let found = o["found"].as_object_mut().unwrap();
+        found.remove("counterexample");
+        found.remove("replay");
+        v
+    };
+    assert_eq!(strip(&again), strip(&found));
+}
+
+#[test]
+fn search_without_swarm_also_finds_it() {
+    let dir = scratch("search-no-swarm");
+    let found = search(&dir.join("cex.toml"), &["--no-swarm", "--faults-max", "2"]);
+    assert_eq!(found["swarm"], false);
+    assert_eq!(found["found"]["failure"], "mutual_exclusion");
+}
+
+#[test]
+fn a_search_that_finds_nothing_exits_0() {
+    let dir = scratch("search-none");
+    let out = dir.join("never.toml");
+    let result = run(&[
+        "search",
+        &repo("scenarios/catalog/redis-single-healthy.toml"),
+        "--cases",
+        "0",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(code(&result), 0, "{}", stderr(&result));
+    assert!(!out.exists(), "nothing found, nothing saved");
+}
