@@ -30,6 +30,7 @@
 use crate::runner::{isolated, RunResult};
 use crate::scenario::{Expect, Expectation, Prepared, Scenario};
 use crate::workload::POINTS;
+use locksim_sim::nemesis::Targets;
 use locksim_sim::{Fault, FaultKind, FaultProfile, Property};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -98,13 +99,13 @@ impl FaultSpace {
     /// The space a scenario allows, with at most `faults_max` faults per schedule.
     pub fn of(prepared: &Prepared, faults_max: usize) -> FaultSpace {
         let s = &prepared.scenario;
-        let p = &profile_or_defaults(&s.faults_random);
+        let p = &s.faults_random;
         let servers = prepared.deployment.servers();
         let clients = s.workload.client_names();
-        let everyone: Vec<String> = servers.iter().chain(&clients).cloned().collect();
-        let or = |list: &Vec<String>, default: &Vec<String>| {
-            if list.is_empty() { default } else { list }.clone()
-        };
+        let nodes = p.node_choices(&Targets {
+            servers: servers.clone(),
+            clients: clients.clone(),
+        });
         let mut points: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let protocol_points = prepared.deployment.points();
         for client in &clients {
@@ -121,13 +122,13 @@ impl FaultSpace {
         let mut space = FaultSpace {
             duration_ms: s.duration_ms,
             kinds: vec![],
-            pause_nodes: or(&p.pause_nodes, &clients),
+            pause_nodes: nodes.pause,
             pause_ms: (p.pause_ms_min, p.pause_ms_max),
-            crash_nodes: or(&p.crash_nodes, &servers),
+            crash_nodes: nodes.crash,
             crash_down_ms: (p.crash_down_ms_min, p.crash_down_ms_max),
-            partition_nodes: or(&p.partition_nodes, &everyone),
+            partition_nodes: nodes.partition,
             partition_ms: (p.partition_ms_min, p.partition_ms_max),
-            clock_nodes: or(&p.clock_nodes, &everyone),
+            clock_nodes: nodes.clock,
             clock_jump_ms_max: p.clock_jump_ms_max.max(1),
             clock_jump_backward: p.clock_jump_backward,
             clock_drift_ppm_max: p.clock_drift_ppm_max.max(1),
@@ -365,14 +366,6 @@ impl FaultSpace {
 /// The profile, or when the scenario has no `[faults_random]` at all, the ranges a written
 /// but empty one has. (`FaultProfile::default()` is all zeros, not the file format's
 /// defaults: `pause_ms_max` 0 instead of 2000.)
-fn profile_or_defaults(p: &FaultProfile) -> FaultProfile {
-    if *p == FaultProfile::default() {
-        toml::from_str("").expect("every profile field has a default")
-    } else {
-        p.clone()
-    }
-}
-
 /// The kinds a profile allows: those with a probability, or every kind if it has none.
 fn allowed_kinds(p: &FaultProfile) -> Vec<FaultKind> {
     if !p.is_active() {

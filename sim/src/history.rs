@@ -275,7 +275,14 @@ pub fn read_jsonl(path: &str, input: impl BufRead) -> Result<History, ReadError>
             line: n + 1,
             message,
         };
-        let event: Event = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
+        let event: Event = serde_json::from_str(&line).map_err(|e| {
+            // serde's own "at line 1 column N" counts within this line: keep the column only.
+            let text = e.to_string();
+            let what = text
+                .rfind(" at line ")
+                .map_or(text.as_str(), |i| &text[..i]);
+            bad(format!("{what} (column {})", e.column()))
+        })?;
         if let Some(prev) = history.last() {
             if event.time_ns < prev.time_ns {
                 return Err(bad(format!(

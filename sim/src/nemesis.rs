@@ -249,7 +249,7 @@ impl FaultKind {
 /// with the kind's probability, at a uniform instant in that second, on a uniform target.
 /// Expanded to a plain fault list before the run ([`FaultProfile::generate`]), so random
 /// faults are as replayable and printable as scripted ones.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultProfile {
     /// Chance per second that some node is paused.
@@ -318,6 +318,36 @@ pub struct FaultProfile {
     pub loss_ms_max: u64,
 }
 
+/// The same as an empty `[faults_random]` table: no faults, and the ranges a profile gets
+/// when it only sets probabilities.
+impl Default for FaultProfile {
+    fn default() -> Self {
+        FaultProfile {
+            pause_probability: 0.0,
+            pause_ms_min: d_pause_min(),
+            pause_ms_max: d_pause_max(),
+            pause_nodes: vec![],
+            crash_probability: 0.0,
+            crash_down_ms_min: d_down_min(),
+            crash_down_ms_max: d_down_max(),
+            crash_nodes: vec![],
+            partition_probability: 0.0,
+            partition_ms_min: d_part_min(),
+            partition_ms_max: d_part_max(),
+            partition_nodes: vec![],
+            clock_jump_probability: 0.0,
+            clock_jump_ms_max: d_jump_max(),
+            clock_jump_backward: true,
+            clock_drift_probability: 0.0,
+            clock_drift_ppm_max: d_drift_max(),
+            clock_nodes: vec![],
+            loss_probability: 0.0,
+            loss_rate: d_loss_rate(),
+            loss_ms_max: d_part_max(),
+        }
+    }
+}
+
 fn yes() -> bool {
     true
 }
@@ -353,6 +383,19 @@ fn d_loss_rate() -> f64 {
 pub const ROLE_SERVERS: &str = "@servers";
 /// In a profile's node lists: every client.
 pub const ROLE_CLIENTS: &str = "@clients";
+
+/// The nodes each kind of fault may hit (see [`FaultProfile::node_choices`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeChoices {
+    /// Nodes that may be paused.
+    pub pause: Vec<String>,
+    /// Nodes that may crash.
+    pub crash: Vec<String>,
+    /// Nodes that may be isolated.
+    pub partition: Vec<String>,
+    /// Nodes whose clocks may jump or drift.
+    pub clock: Vec<String>,
+}
 
 /// The nodes of a run by role, for choosing fault targets.
 #[derive(Clone, Debug, Default)]
@@ -416,23 +459,19 @@ impl FaultProfile {
         Ok(())
     }
 
-    /// Expands the profile into a concrete fault list for a run of `duration_ms`. Depends
-    /// only on (profile, targets, seed, duration).
-    pub fn generate(&self, seed: u64, duration_ms: u64, targets: &Targets) -> Vec<Fault> {
-        // A stream of its own (not madsim's), so the schedule does not shift when the
-        // simulation draws a different number of random values.
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6c6f_636b_7369_6d21);
+    /// The nodes each kind of fault may hit: the profile's lists with `@servers` and
+    /// `@clients` expanded, or by default pauses on clients, crashes on servers, partitions
+    /// and clock faults on both.
+    pub fn node_choices(&self, targets: &Targets) -> NodeChoices {
         let everyone: Vec<String> = targets
             .servers
             .iter()
             .chain(&targets.clients)
             .cloned()
             .collect();
-        // `@servers` and `@clients` stand for the nodes of that role, so one profile fits
-        // every protocol whatever its servers are called.
-        let or = |list: &Vec<String>, default: Vec<String>| {
+        let expand = |list: &Vec<String>, default: &Vec<String>| {
             if list.is_empty() {
-                return default;
+                return default.clone();
             }
             let mut nodes = Vec::new();
             for name in list {
@@ -444,10 +483,26 @@ impl FaultProfile {
             }
             nodes
         };
-        let pause_nodes = or(&self.pause_nodes, targets.clients.clone());
-        let crash_nodes = or(&self.crash_nodes, targets.servers.clone());
-        let partition_nodes = or(&self.partition_nodes, everyone.clone());
-        let clock_nodes = or(&self.clock_nodes, everyone);
+        NodeChoices {
+            pause: expand(&self.pause_nodes, &targets.clients),
+            crash: expand(&self.crash_nodes, &targets.servers),
+            partition: expand(&self.partition_nodes, &everyone),
+            clock: expand(&self.clock_nodes, &everyone),
+        }
+    }
+
+    /// Expands the profile into a concrete fault list for a run of `duration_ms`. Depends
+    /// only on (profile, targets, seed, duration).
+    pub fn generate(&self, seed: u64, duration_ms: u64, targets: &Targets) -> Vec<Fault> {
+        // A stream of its own (not madsim's), so the schedule does not shift when the
+        // simulation draws a different number of random values.
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6c6f_636b_7369_6d21);
+        let NodeChoices {
+            pause: pause_nodes,
+            crash: crash_nodes,
+            partition: partition_nodes,
+            clock: clock_nodes,
+        } = self.node_choices(targets);
         let mut faults = Vec::new();
         for second in 0..duration_ms.div_ceil(1000) {
             let start = second * 1000;
@@ -564,6 +619,13 @@ mod tests {
                 _ => unreachable!("only pauses and crashes were enabled"),
             }
         }
+    }
+
+    #[test]
+    fn default_is_an_empty_table() {
+        let empty: FaultProfile = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty, FaultProfile::default());
+        assert!(!FaultProfile::default().is_active());
     }
 
     #[test]
