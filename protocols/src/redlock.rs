@@ -641,4 +641,73 @@ mod tests {
         };
         assert!(Redlock.configure(&each).is_ok());
     }
+
+    /// The variant name of an outcome, for a readable log.
+    fn kind(outcome: &impl std::fmt::Debug) -> String {
+        let text = format!("{outcome:?}");
+        text.split('(').next().unwrap_or_default().to_owned()
+    }
+
+    /// In a simulated world: an extended lock outlives its first TTL; an extend after the
+    /// lock expired and was taken by another client fails.
+    #[test]
+    fn extend_keeps_the_lock_on_a_quorum() {
+        use locksim_sim::{simulate, Role, SimSpec};
+        use std::sync::Mutex;
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let spec = SimSpec {
+            seed: 7,
+            duration_ms: 2_000,
+            ..SimSpec::default()
+        };
+        let log2 = log.clone();
+        simulate(&spec, move |world| {
+            let table = toml::toml! {
+                ttl_ms = 500
+                retry_count = 1
+            };
+            let connector = Redlock.configure(&table).unwrap().start(world);
+            // At these times (ms), each client acquires if it holds nothing, else extends.
+            for (name, script) in [("c1", vec![1, 300, 600, 1_400]), ("c2", vec![900, 1_300])] {
+                let (connector, log) = (connector.clone(), log2.clone());
+                world.add_node(name, Role::Client, move |ctx| {
+                    let (connector, log, script) = (connector.clone(), log.clone(), script.clone());
+                    async move {
+                        let mut client = connector.connect(&ctx);
+                        let mut grant = None;
+                        for at_ms in script {
+                            let now = ctx.mono_now();
+                            ctx.sleep_local(Duration::from_millis(at_ms).saturating_sub(now))
+                                .await;
+                            let what = match grant.as_mut() {
+                                None => match client.acquire().await {
+                                    Acquired::Granted(g) => {
+                                        grant = Some(g);
+                                        "acquired".to_owned()
+                                    }
+                                    other => kind(&other),
+                                },
+                                Some(g) => format!("extend {}", kind(&client.extend(g).await)),
+                            };
+                            log.lock()
+                                .unwrap()
+                                .push(format!("{} {at_ms} {what}", ctx.name()));
+                        }
+                    }
+                });
+            }
+        })
+        .unwrap();
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                "c1 1 acquired",
+                "c1 300 extend Ok",
+                "c1 600 extend Ok",
+                "c2 900 Failed",
+                "c2 1300 acquired",
+                "c1 1400 extend Failed",
+            ]
+        );
+    }
 }
