@@ -17,15 +17,19 @@
 //!
 //! How it breaks (all reproducible here):
 //! - **Failover loses the lock** (the Redis distributed-locks page, "Why failover-based
-//!   implementations are not enough"; aphyr, "Call me maybe: Redis", 2013, and "Redis-raft",
-//!   2020): the primary grants the lock and dies before the replica has it; Sentinel
-//!   promotes the replica, and a second client acquires the same lock. Tokens repeat too:
-//!   both clients can hold token 1.
+//!   implementations are not enough"; aphyr, "Call me maybe: Redis", 2013): the primary
+//!   grants the lock and dies before the replica has it; Sentinel promotes the replica, and
+//!   a second client acquires the same lock. Tokens repeat too: both clients can hold
+//!   token 1.
 //! - **`WAIT` narrows this, it does not close it**: Redis docs on `WAIT`: "WAIT does not make
 //!   Redis a strongly consistent store". A replica that acknowledged can be the one that is
 //!   not promoted (it is down or cut off when the failover happens), and everything that
 //!   breaks a single Redis (process pauses past the TTL, wall-clock jumps on the new primary)
 //!   still does.
+//! - **A primary without persistence that restarts before the failover** comes back empty and
+//!   still primary; its replicas resync from it and lose the lock (and the token counter) too
+//!   (redis.io, "Redis replication", on masters with persistence turned off). The random
+//!   sweep finds the token reuse this causes.
 //! - Every weakness of [`crate::single_redis`] applies as well.
 
 use crate::redis::{

@@ -1,6 +1,6 @@
 //! A Redis server node: the [`Store`] behind the simulated network, with its wall clock,
 //! active expiry, persistence and restart delay; optionally a primary or replica
-//! ([`replication`](super::replication)).
+//! ([`replication`]).
 
 use super::replication::{self, ReplRole, Replicated, Replication};
 use super::store::{Cmd, Effect, ReplInfo, Reply, Store};
