@@ -192,7 +192,7 @@ async fn serve(
     }
     let mut expired = Vec::new();
     while let Some(req) = requests.next().await {
-        if !req.body.is_write() && !matches!(req.body, Cmd::Get { .. }) {
+        if req.body.is_server_command() {
             let reply = match &replicated {
                 None => Some(standalone_command(&req.body)),
                 Some(r) => {

@@ -111,6 +111,12 @@ impl Cmd {
         )
     }
 
+    /// Whether the server handles the command itself (`INFO`, `REPLICAOF`, `WAIT`) rather
+    /// than the data set.
+    pub fn is_server_command(&self) -> bool {
+        matches!(self, Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. })
+    }
+
     /// The keys a data command may read or change.
     fn keys(&self) -> Vec<&str> {
         match self {
