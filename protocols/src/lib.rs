@@ -15,6 +15,8 @@
 //! scenarios with it; `examples/custom_protocol.rs` in the repository is a complete example.
 
 pub mod redis;
+pub mod redlock;
+pub mod replicated_redis;
 pub mod resource;
 pub mod single_redis;
 
@@ -167,6 +169,8 @@ impl Registry {
     pub fn builtin() -> Self {
         let mut r = Self::new();
         r.add(Arc::new(single_redis::SingleRedis));
+        r.add(Arc::new(replicated_redis::ReplicatedRedis));
+        r.add(Arc::new(redlock::Redlock));
         r
     }
 

@@ -12,11 +12,19 @@
 //!   `everysec` it loses up to a second of writes; with `always` it loses nothing
 //!   (redis.io, "Redis persistence"). antirez's answer to Kleppmann requires either
 //!   `always` or a restart delay longer than the longest TTL ("delayed restarts").
+//! - Replication ([`replication`]) is asynchronous: a primary answers first and streams the
+//!   write's effects to its replicas afterwards; `WAIT` counts their acknowledgements.
+//! - Sentinel ([`sentinel`]) detects a dead primary, agrees by quorum, elects a leader and
+//!   promotes the most up-to-date replica; an old primary that comes back is demoted.
 //!
 //! Not modelled: memory limits and eviction, cluster slots, client-side connection pools.
 
+pub mod replication;
+pub mod sentinel;
 pub mod server;
 pub mod store;
 
-pub use server::{start_server, Persistence, RedisNet, ServerConfig};
-pub use store::{Cmd, Reply, Store};
+pub use replication::{ReplNet, ReplRole, Replicated, ReplicationConfig};
+pub use sentinel::{start_sentinel, SentinelConfig, SentinelNet, SentinelReq, SentinelResp};
+pub use server::{start_replicated_server, start_server, Persistence, RedisNet, ServerConfig};
+pub use store::{Cmd, Effect, ReplInfo, Reply, Store};

@@ -1,7 +1,9 @@
 //! A Redis server node: the [`Store`] behind the simulated network, with its wall clock,
-//! active expiry, persistence and restart delay.
+//! active expiry, persistence and restart delay; optionally a primary or replica
+//! ([`replication`]).
 
-use super::store::{Cmd, Reply, Store};
+use super::replication::{self, ReplRole, Replicated, Replication};
+use super::store::{Cmd, Effect, ReplInfo, Reply, Store};
 use futures::StreamExt;
 use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Wire};
@@ -56,18 +58,90 @@ impl Default for ServerConfig {
 /// Adds a Redis server node called `name`. Its durable image lives outside the node, so it
 /// survives the node's crash exactly as far as `config.persistence` says.
 pub fn start_server(world: &World, name: &str, net: &RedisNet, config: ServerConfig) -> NodeIdx {
+    start(world, name, net, config, None)
+}
+
+/// Adds a Redis node that takes part in replication, in the role `replicated.role` says.
+pub fn start_replicated_server(
+    world: &World,
+    name: &str,
+    net: &RedisNet,
+    config: ServerConfig,
+    replicated: Replicated,
+) -> NodeIdx {
+    start(world, name, net, config, Some(replicated))
+}
+
+fn start(
+    world: &World,
+    name: &str,
+    net: &RedisNet,
+    config: ServerConfig,
+    replicated: Option<Replicated>,
+) -> NodeIdx {
     let disk: Arc<Mutex<Store>> = Arc::default();
     let starts = Arc::new(AtomicU64::new(0));
     let net = net.clone();
     world.add_node(name, Role::Server, move |ctx| {
         let restarted = starts.fetch_add(1, Ordering::Relaxed) > 0;
-        serve(ctx, net.clone(), disk.clone(), config.clone(), restarted)
+        serve(
+            ctx,
+            net.clone(),
+            disk.clone(),
+            config.clone(),
+            restarted,
+            replicated.clone(),
+        )
     })
+}
+
+/// A Redis node's state: its data set and, if it replicates, its replication state.
+pub(super) struct Node {
+    /// The data set.
+    pub store: Store,
+    /// `None` on a standalone server.
+    pub repl: Option<Replication>,
+}
+
+impl Node {
+    fn is_primary(&self) -> bool {
+        self.repl
+            .as_ref()
+            .is_none_or(|r| r.role() == ReplRole::Primary)
+    }
+
+    /// Runs a data command: on a replica, reads only; on a primary (or a standalone server),
+    /// anything. Returns the reply and the effects to propagate.
+    fn exec(&mut self, cmd: &Cmd, now_ms: i64, expired: &mut Vec<String>) -> (Reply, Vec<Effect>) {
+        if self.repl.is_none() {
+            return (self.store.exec(cmd, now_ms, expired), vec![]);
+        }
+        match cmd {
+            _ if self.is_primary() => self.store.exec_with_effects(cmd, now_ms, expired),
+            Cmd::Get { key } => (self.store.get_readonly(key, now_ms), vec![]),
+            _ => (
+                Reply::Error("READONLY You can't write against a read only replica.".into()),
+                vec![],
+            ),
+        }
+    }
 }
 
 fn record_expired(ctx: &NodeCtx, keys: &[String]) {
     for key in keys {
         ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Expire).detail(key.clone()));
+    }
+}
+
+/// The answer of a standalone server to a server command.
+fn standalone_command(cmd: &Cmd) -> Reply {
+    match cmd {
+        Cmd::Info => Reply::Info(ReplInfo {
+            following: None,
+            link_up: true,
+            offset: 0,
+        }),
+        _ => Reply::Error("ERR this server does not replicate".into()),
     }
 }
 
@@ -77,11 +151,12 @@ async fn serve(
     disk: Arc<Mutex<Store>>,
     config: ServerConfig,
     restarted: bool,
+    replicated: Option<Replicated>,
 ) {
-    let store = Rc::new(RefCell::new(match config.persistence {
+    let store = match config.persistence {
         Persistence::None => Store::new(),
         Persistence::Everysec | Persistence::Always => disk.lock().unwrap().clone(),
-    }));
+    };
     if restarted && config.restart_delay_ms > 0 {
         // Not listening yet: requests sent meanwhile are refused (dropped).
         ctx.sleep_local(Duration::from_millis(config.restart_delay_ms))
@@ -91,42 +166,99 @@ async fn serve(
         );
     }
     let (caller, mut requests) = endpoint(&net, &ctx);
-    spawn_active_expiry(&ctx, &store, config.active_expire_interval_ms);
+    let repl = replicated.as_ref().map(|r| {
+        let role = *r.role.lock().unwrap();
+        Replication::new(role, ctx.mono_now())
+    });
+    let node = Rc::new(RefCell::new(Node { store, repl }));
+    if let Some(r) = &replicated {
+        replication::spawn(&ctx, &node, &caller, r);
+    }
+    spawn_active_expiry(
+        &ctx,
+        &node,
+        replicated.as_ref(),
+        config.active_expire_interval_ms,
+    );
     if config.persistence == Persistence::Everysec {
-        let (ctx2, store2, period) = (ctx.clone(), store.clone(), config.fsync_interval_ms);
+        let (ctx2, node2, period) = (ctx.clone(), node.clone(), config.fsync_interval_ms);
         let disk2 = disk.clone();
         ctx.spawn(async move {
             loop {
                 ctx2.sleep_local(Duration::from_millis(period)).await;
-                *disk2.lock().unwrap() = store2.borrow().clone();
+                *disk2.lock().unwrap() = node2.borrow().store.clone();
             }
         });
     }
     let mut expired = Vec::new();
     while let Some(req) = requests.next().await {
+        if req.body.is_server_command() {
+            let reply = match &replicated {
+                None => Some(standalone_command(&req.body)),
+                Some(r) => {
+                    replication::command(&ctx, &node, &caller, r, req.from, req.id, &req.body)
+                }
+            };
+            if let Some(reply) = reply {
+                caller.reply(req.from, req.id, reply);
+            }
+            continue;
+        }
         expired.clear();
-        let reply = store
+        let (reply, effects) = node
             .borrow_mut()
             .exec(&req.body, ctx.wall_ms(), &mut expired);
         record_expired(&ctx, &expired);
         if config.persistence == Persistence::Always && req.body.is_write() {
-            *disk.lock().unwrap() = store.borrow().clone();
+            *disk.lock().unwrap() = node.borrow().store.clone();
         }
         ctx.point("before_reply").await;
         caller.reply(req.from, req.id, reply);
+        if let (Some(r), false) = (&replicated, effects.is_empty()) {
+            let start = {
+                let mut n = node.borrow_mut();
+                let repl = n.repl.as_mut().expect("a replicated node");
+                let start = repl.info().offset;
+                repl.wrote(req.from, &effects);
+                start
+            };
+            // The client has its answer; the replicas do not have the write yet.
+            ctx.point("before_replicate").await;
+            replication::feed(&ctx, &node, r, start, effects);
+        }
     }
 }
 
-fn spawn_active_expiry(ctx: &NodeCtx, store: &Rc<RefCell<Store>>, period_ms: u64) {
+fn spawn_active_expiry(
+    ctx: &NodeCtx,
+    node: &Rc<RefCell<Node>>,
+    replicated: Option<&Replicated>,
+    period_ms: u64,
+) {
     if period_ms == 0 {
         return;
     }
-    let (ctx2, store) = (ctx.clone(), store.clone());
+    let (ctx2, node, replicated) = (ctx.clone(), node.clone(), replicated.cloned());
     ctx.spawn(async move {
         loop {
             ctx2.sleep_local(Duration::from_millis(period_ms)).await;
-            let due = store.borrow_mut().expire_due(ctx2.wall_ms());
+            // Replicas never expire keys: they wait for their primary's DEL.
+            if !node.borrow().is_primary() {
+                continue;
+            }
+            let due = node.borrow_mut().store.expire_due(ctx2.wall_ms());
             record_expired(&ctx2, &due);
+            if let (Some(r), false) = (&replicated, due.is_empty()) {
+                let dels: Vec<Effect> = due.into_iter().map(|key| Effect::Del { key }).collect();
+                let start = {
+                    let mut n = node.borrow_mut();
+                    let repl = n.repl.as_mut().expect("a replicated node");
+                    let start = repl.info().offset;
+                    repl.expired(&dels);
+                    start
+                };
+                replication::feed(&ctx2, &node, r, start, dels);
+            }
         }
     });
 }

@@ -1,5 +1,6 @@
 //! The command semantics of a Redis server: a pure function of (state, command, wall time).
 
+use locksim_sim::NodeIdx;
 use std::collections::BTreeMap;
 
 /// A stored value.
@@ -77,13 +78,88 @@ pub enum Cmd {
         /// New time to live in ms.
         px_ms: u64,
     },
+    /// `INFO replication` (what Sentinel asks every node): the node's role and offset.
+    /// Handled by the server, not the data set.
+    Info,
+    /// `REPLICAOF host port` (`Some`), or `REPLICAOF NO ONE` (`None`: become a primary).
+    /// Handled by the server.
+    ReplicaOf {
+        /// The primary to follow; `None` to stop following and accept writes.
+        primary: Option<NodeIdx>,
+    },
+    /// `WAIT numreplicas timeout`: block until `replicas` replicas acknowledged this client's
+    /// last write, or `timeout_ms` passed; the reply is how many did. Handled by the server.
+    Wait {
+        /// How many replicas to wait for.
+        replicas: u32,
+        /// How long to wait at most, in ms of the server's clock.
+        timeout_ms: u64,
+    },
 }
 
 impl Cmd {
     /// Whether the command may change the data set (and so must be persisted/replicated).
     pub fn is_write(&self) -> bool {
-        !matches!(self, Cmd::Get { .. })
+        matches!(
+            self,
+            Cmd::Set { .. }
+                | Cmd::Del { .. }
+                | Cmd::Incr { .. }
+                | Cmd::SetNxIncr { .. }
+                | Cmd::DelIfEq { .. }
+                | Cmd::PexpireIfEq { .. }
+        )
     }
+
+    /// Whether the server handles the command itself (`INFO`, `REPLICAOF`, `WAIT`) rather
+    /// than the data set.
+    pub fn is_server_command(&self) -> bool {
+        matches!(self, Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. })
+    }
+
+    /// The keys a data command may read or change.
+    fn keys(&self) -> Vec<&str> {
+        match self {
+            Cmd::Set { key, .. }
+            | Cmd::Get { key }
+            | Cmd::Del { key }
+            | Cmd::Incr { key }
+            | Cmd::DelIfEq { key, .. }
+            | Cmd::PexpireIfEq { key, .. } => vec![key],
+            Cmd::SetNxIncr { key, counter, .. } => vec![key, counter],
+            Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } => vec![],
+        }
+    }
+}
+
+/// A change to the data set as Redis propagates it to replicas and the AOF: the key's new
+/// value with its **absolute** expiry (`SET key value PXAT when`), or its deletion (`DEL key`,
+/// also sent when a key expires on the primary).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// The key now holds this entry.
+    Put {
+        /// The key.
+        key: String,
+        /// Its value and absolute expiry.
+        entry: Entry,
+    },
+    /// The key is gone.
+    Del {
+        /// The key.
+        key: String,
+    },
+}
+
+/// A node's replication state as `INFO replication` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplInfo {
+    /// `None` for a primary, the primary it follows for a replica.
+    pub following: Option<NodeIdx>,
+    /// Whether a replica's link to its primary is up (always true for a primary).
+    pub link_up: bool,
+    /// How much of the replication stream the node has (Redis' `master_repl_offset`).
+    pub offset: u64,
 }
 
 /// A reply.
@@ -99,6 +175,8 @@ pub enum Reply {
     Bulk(String),
     /// An error.
     Error(String),
+    /// The answer to `INFO replication`.
+    Info(ReplInfo),
 }
 
 /// A Redis data set.
@@ -177,6 +255,60 @@ impl Store {
         Reply::Int(next)
     }
 
+    /// Executes one command and also returns its effects, as a primary propagates them (a key
+    /// found expired on the way is deleted: its `DEL` is among the effects).
+    pub fn exec_with_effects(
+        &mut self,
+        cmd: &Cmd,
+        now_ms: i64,
+        expired: &mut Vec<String>,
+    ) -> (Reply, Vec<Effect>) {
+        let keys = cmd.keys();
+        let before: Vec<Option<Entry>> =
+            keys.iter().map(|k| self.entries.get(*k).cloned()).collect();
+        let reply = self.exec(cmd, now_ms, expired);
+        let effects = keys
+            .into_iter()
+            .zip(before)
+            .filter_map(|(key, before)| match (before, self.entries.get(key)) {
+                (before, Some(after)) if before.as_ref() != Some(after) => Some(Effect::Put {
+                    key: key.to_owned(),
+                    entry: after.clone(),
+                }),
+                (Some(_), None) => Some(Effect::Del {
+                    key: key.to_owned(),
+                }),
+                _ => None,
+            })
+            .collect();
+        (reply, effects)
+    }
+
+    /// Applies an effect received from a primary (a replica never expires keys itself: it
+    /// waits for the primary's `DEL`).
+    pub fn apply(&mut self, effect: &Effect) {
+        match effect {
+            Effect::Put { key, entry } => {
+                self.entries.insert(key.clone(), entry.clone());
+            }
+            Effect::Del { key } => {
+                self.entries.remove(key);
+            }
+        }
+    }
+
+    /// `GET` on a replica: a key past its deadline reads as missing, but stays until the
+    /// primary's `DEL` arrives (Redis 3.2 and later).
+    pub fn get_readonly(&self, key: &str, now_ms: i64) -> Reply {
+        match self.entries.get(key) {
+            Some(e) if e.expire_at_ms.is_none_or(|when| now_ms <= when) => match &e.value {
+                Value::Str(s) => Reply::Bulk(s.clone()),
+                Value::Int(i) => Reply::Bulk(i.to_string()),
+            },
+            _ => Reply::Nil,
+        }
+    }
+
     /// Executes one command at wall time `now_ms`; keys found expired on the way are
     /// appended to `expired`.
     pub fn exec(&mut self, cmd: &Cmd, now_ms: i64, expired: &mut Vec<String>) -> Reply {
@@ -230,6 +362,9 @@ impl Store {
                 } else {
                     Reply::Int(0)
                 }
+            }
+            Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } => {
+                Reply::Error("ERR not a data-set command: the server handles it".into())
             }
         }
     }
@@ -342,5 +477,63 @@ mod tests {
             s.exec(&Cmd::Del { key: "k".into() }, 2, &mut ex),
             Reply::Int(1)
         );
+    }
+
+    #[test]
+    fn effects_carry_absolute_expiry_and_deletions() {
+        let mut s = Store::new();
+        let mut ex = vec![];
+        let (reply, effects) = s.exec_with_effects(&set_nx("k", "a", 100), 1_000, &mut ex);
+        assert_eq!(reply, Reply::Ok);
+        let put = Effect::Put {
+            key: "k".into(),
+            entry: Entry {
+                value: Value::Str("a".into()),
+                expire_at_ms: Some(1_100),
+            },
+        };
+        assert_eq!(effects, vec![put.clone()]);
+        // A failed SET NX changes nothing and propagates nothing.
+        let (reply, effects) = s.exec_with_effects(&set_nx("k", "b", 100), 1_050, &mut ex);
+        assert_eq!((reply, effects), (Reply::Nil, vec![]));
+        // The key found expired is replaced: the effect is the new value.
+        let (_, effects) = s.exec_with_effects(&set_nx("k", "b", 100), 1_101, &mut ex);
+        assert!(
+            matches!(&effects[..], [Effect::Put { entry, .. }] if entry.expire_at_ms == Some(1_201))
+        );
+        // A replica applying the effects ends with the same data set.
+        let mut replica = Store::new();
+        replica.apply(&put);
+        replica.apply(&effects[0]);
+        assert_eq!(replica, s);
+        let del = Cmd::DelIfEq {
+            key: "k".into(),
+            value: "b".into(),
+        };
+        let (_, effects) = s.exec_with_effects(&del, 1_102, &mut ex);
+        assert_eq!(effects, vec![Effect::Del { key: "k".into() }]);
+    }
+
+    #[test]
+    fn token_script_propagates_both_keys() {
+        let mut s = Store::new();
+        let acquire = Cmd::SetNxIncr {
+            key: "k".into(),
+            value: "a".into(),
+            px_ms: Some(10),
+            counter: "k:token".into(),
+        };
+        let (reply, effects) = s.exec_with_effects(&acquire, 0, &mut vec![]);
+        assert_eq!(reply, Reply::Int(1));
+        assert_eq!(effects.len(), 2);
+    }
+
+    #[test]
+    fn replica_reads_expired_keys_as_missing_without_deleting_them() {
+        let mut s = Store::new();
+        s.exec(&set_nx("k", "a", 10), 0, &mut vec![]);
+        assert_eq!(s.get_readonly("k", 10), Reply::Bulk("a".into()));
+        assert_eq!(s.get_readonly("k", 11), Reply::Nil);
+        assert_eq!(s.len(), 1, "only the primary's DEL removes it");
     }
 }

@@ -1,0 +1,713 @@
+//! `redlock`: N independent Redis masters and the client algorithm of the Redis
+//! distributed-locks page ("The Redlock algorithm"), step by step:
+//! 1. take the current time on the local monotonic clock;
+//! 2. send `SET key value NX PX ttl` to all N at once (the page recommends multiplexing),
+//!    with a per-instance timeout small against the TTL (`request_timeout_ms`);
+//! 3. count the instances that answered OK; elapsed = now − start;
+//!    drift = ttl × `clock_drift_factor` + 2 ms; validity = ttl − elapsed − drift;
+//! 4. the lock is acquired iff at least N/2 + 1 instances said OK and validity > 0;
+//! 5. otherwise unlock **all** instances (even those that did not answer: the SET may have
+//!    landed) and retry after a random delay, up to `retry_count` tries.
+//!
+//! Release is the compare-and-delete script on all instances; extend is compare-and-`PEXPIRE`
+//! on all, successful on a quorum with validity left.
+//!
+//! How it breaks (all reproducible here; Kleppmann 2016, "How to do distributed locking",
+//! and antirez 2016, "Is Redlock safe?"):
+//! - **Process pauses after acquiring** (Kleppmann's first timeline): validity is checked
+//!   once, at acquisition; a client paused past the TTL afterwards writes with an expired
+//!   lock. Redlock has no fencing tokens to stop the write.
+//! - **Pauses while acquiring** (Kleppmann's second timeline): the replies wait in the
+//!   client's buffers while it is paused and the keys expire. Here antirez is right: step 3
+//!   measures the pause in `elapsed`, and the client rejects the lock. The bug variant
+//!   `no-validity-check` accepts it.
+//! - **Clock jumps** (Kleppmann's third timeline): Redis expires keys by its wall clock; a
+//!   jump forward on one of the three instances a client holds frees it, and another client
+//!   gets a majority with it. Redlock assumes bounded clock error, which a wall clock
+//!   stepped by NTP or an operator violates.
+//! - **Crashes without fsync** (the Redis page, "Performance, crash recovery and fsync"): an
+//!   instance that restarts empty can give the lock to a second client. `persistence =
+//!   "always"` or a restart delay at least the TTL (`restart_delay_ms`, antirez's "delayed
+//!   restarts") prevent it.
+//!
+//! Fencing: Redlock has no monotonic tokens (`tokens = "none"`, the default). The
+//! experimental `tokens = "max-incr"` takes the largest of the per-instance `INCR`
+//! counters of the instances that granted the lock. It is not enough: the counters are
+//! independent, a majority of them need not include the instance that issued the last
+//! maximum, and an instance that restarts without persistence starts counting again, so
+//! two grants can carry the same token or a later grant a smaller one.
+//!
+//! Bugs (selectable as `variant`): `no-validity-check` (acquired on a quorum alone, the
+//! TTL counted from the replies), `no-drift-allowance` (validity = ttl − elapsed, trusting
+//! the servers' clocks to run exactly as fast as the client's), `release-quorum-only`
+//! (unlock only the instances that answered OK: a SET that landed but whose answer was lost
+//! keeps its instance locked until the TTL, so the lock stays unavailable though nobody
+//! holds it).
+
+use crate::redis::{start_server, Cmd, Persistence, RedisNet, Reply, ServerConfig};
+use crate::{
+    parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
+};
+use async_trait::async_trait;
+use futures::StreamExt;
+use locksim_sim::history::{Event, Kind, Op};
+use locksim_sim::net::Inbox;
+use locksim_sim::rpc::Wire;
+use locksim_sim::{NodeCtx, NodeIdx, World};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The lock key.
+pub const KEY: &str = "lock";
+/// The per-instance counter of the experimental `max-incr` tokens.
+pub const TOKEN_KEY: &str = "lock:token";
+
+/// Correct client, or one of the known bugs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    /// As the Redis docs specify.
+    #[default]
+    Correct,
+    /// Acquired on a quorum alone, however long it took; the TTL counted from the replies.
+    NoValidityCheck,
+    /// validity = ttl − elapsed, without the clock drift allowance.
+    NoDriftAllowance,
+    /// Unlock only the instances that answered OK to the SET.
+    ReleaseQuorumOnly,
+}
+
+/// Where fencing tokens come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tokens {
+    /// No tokens: Redlock has none.
+    #[default]
+    None,
+    /// Experimental: the largest per-instance `INCR` among the instances that granted.
+    MaxIncr,
+}
+
+/// One value for every instance, or one per instance.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PerInstance<T> {
+    /// The same for all.
+    All(T),
+    /// Instance by instance, in order.
+    Each(Vec<T>),
+}
+
+impl<T: Copy + Default> Default for PerInstance<T> {
+    fn default() -> Self {
+        PerInstance::All(T::default())
+    }
+}
+
+impl<T: Copy> PerInstance<T> {
+    /// The value for instance `i` (from 0).
+    pub fn get(&self, i: usize) -> T {
+        match self {
+            PerInstance::All(v) => *v,
+            PerInstance::Each(vs) => vs[i],
+        }
+    }
+}
+
+/// The `[protocol]` parameters of `redlock`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Number of independent Redis masters (odd).
+    #[serde(default = "d_instances")]
+    pub instances: usize,
+    /// Lock time to live, in ms.
+    #[serde(default = "d_ttl")]
+    pub ttl_ms: u64,
+    /// Correct client or a bug.
+    #[serde(default)]
+    pub variant: Variant,
+    /// Drift allowance: drift = ttl × factor + 2 ms.
+    #[serde(default = "d_drift_factor")]
+    pub clock_drift_factor: f64,
+    /// Per-instance timeout of a request, in ms.
+    #[serde(default = "d_request_timeout")]
+    pub request_timeout_ms: u64,
+    /// Acquire attempts before giving up.
+    #[serde(default = "d_retry_count")]
+    pub retry_count: u32,
+    /// Shortest random delay between attempts, in ms.
+    #[serde(default)]
+    pub retry_delay_ms_min: u64,
+    /// Longest random delay between attempts, in ms.
+    #[serde(default = "d_retry_max")]
+    pub retry_delay_ms_max: u64,
+    /// What each instance keeps over a crash: one value, or a list with one per instance.
+    #[serde(default)]
+    pub persistence: PerInstance<Persistence>,
+    /// After a crash an instance refuses commands for this long, in ms.
+    #[serde(default)]
+    pub restart_delay_ms: u64,
+    /// Period of each instance's active expiry, in ms (0 = lazy expiry only).
+    #[serde(default = "d_active_expire")]
+    pub active_expire_interval_ms: u64,
+    /// Fencing tokens: `none` or the experimental `max-incr`.
+    #[serde(default)]
+    pub tokens: Tokens,
+}
+
+fn d_instances() -> usize {
+    5
+}
+fn d_ttl() -> u64 {
+    2_000
+}
+fn d_drift_factor() -> f64 {
+    0.01
+}
+fn d_request_timeout() -> u64 {
+    50
+}
+fn d_retry_count() -> u32 {
+    3
+}
+fn d_retry_max() -> u64 {
+    200
+}
+fn d_active_expire() -> u64 {
+    100
+}
+
+/// The number of instances that make a majority of `n`.
+pub fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+impl Params {
+    fn validate(&self) -> Result<(), ParamError> {
+        if self.instances % 2 != 1 {
+            return Err(ParamError::field("instances", "must be odd (1, 3, 5, ...)"));
+        }
+        if self.ttl_ms == 0 {
+            return Err(ParamError::field("ttl_ms", "must be positive"));
+        }
+        if self.request_timeout_ms == 0 {
+            return Err(ParamError::field("request_timeout_ms", "must be positive"));
+        }
+        if self.retry_count == 0 {
+            return Err(ParamError::field("retry_count", "must be at least 1"));
+        }
+        if self.retry_delay_ms_min > self.retry_delay_ms_max {
+            return Err(ParamError::field(
+                "retry_delay_ms_min",
+                "must not exceed retry_delay_ms_max",
+            ));
+        }
+        if !(0.0..1.0).contains(&self.clock_drift_factor) {
+            return Err(ParamError::field("clock_drift_factor", "must be in [0, 1)"));
+        }
+        if let PerInstance::Each(list) = &self.persistence {
+            if list.len() != self.instances {
+                return Err(ParamError::field(
+                    "persistence",
+                    format!(
+                        "lists {} values for {} instances",
+                        list.len(),
+                        self.instances
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The instance names.
+    pub fn names(&self) -> Vec<String> {
+        (1..=self.instances).map(|i| format!("redis{i}")).collect()
+    }
+
+    /// The drift allowance: ttl × factor + 2 ms (none in the `no-drift-allowance` bug).
+    pub fn drift(&self) -> Duration {
+        if self.variant == Variant::NoDriftAllowance {
+            return Duration::ZERO;
+        }
+        let ms = self.ttl_ms as f64 * self.clock_drift_factor + 2.0;
+        Duration::from_micros((ms * 1000.0) as u64)
+    }
+
+    /// Step 4: with `successes` OKs after `elapsed`, the lock's remaining validity (from now),
+    /// or why it is not acquired.
+    pub fn decide(&self, successes: usize, elapsed: Duration) -> Result<Duration, String> {
+        let needed = quorum(self.instances);
+        if successes < needed {
+            return Err(format!(
+                "{successes} of {} instances, {needed} needed",
+                self.instances
+            ));
+        }
+        let ttl = Duration::from_millis(self.ttl_ms);
+        if self.variant == Variant::NoValidityCheck {
+            return Ok(ttl.saturating_sub(self.drift()));
+        }
+        match ttl.checked_sub(elapsed + self.drift()) {
+            Some(validity) if !validity.is_zero() => Ok(validity),
+            _ => Err(format!(
+                "quorum after {:.1} ms leaves no validity (ttl {} ms, drift {:.1} ms)",
+                elapsed.as_secs_f64() * 1e3,
+                self.ttl_ms,
+                self.drift().as_secs_f64() * 1e3
+            )),
+        }
+    }
+}
+
+/// The `redlock` protocol.
+pub struct Redlock;
+
+impl Protocol for Redlock {
+    fn id(&self) -> &'static str {
+        "redlock"
+    }
+
+    fn summary(&self) -> &'static str {
+        "Redlock: SET NX PX on a majority of N independent Redis masters within the validity"
+    }
+
+    fn configure(&self, params: &toml::Table) -> Result<Box<dyn Deployment>, ParamError> {
+        let params: Params = parse_params(params)?;
+        params.validate()?;
+        Ok(Box::new(RedlockDeployment { params }))
+    }
+}
+
+struct RedlockDeployment {
+    params: Params,
+}
+
+impl Deployment for RedlockDeployment {
+    fn servers(&self) -> Vec<String> {
+        self.params.names()
+    }
+
+    fn points(&self) -> Vec<(String, &'static str)> {
+        let mut points = vec![("client".into(), "after_acquire_send")];
+        for name in self.params.names() {
+            points.push((name, "before_reply"));
+        }
+        points
+    }
+
+    fn start(&self, world: &World) -> Arc<dyn Connector> {
+        let p = &self.params;
+        let net = RedisNet::new(world);
+        let instances = p
+            .names()
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let config = ServerConfig {
+                    persistence: p.persistence.get(i),
+                    active_expire_interval_ms: p.active_expire_interval_ms,
+                    restart_delay_ms: p.restart_delay_ms,
+                    ..ServerConfig::default()
+                };
+                start_server(world, name, &net, config)
+            })
+            .collect();
+        Arc::new(RedlockConnector {
+            net,
+            instances,
+            params: p.clone(),
+        })
+    }
+}
+
+struct RedlockConnector {
+    net: RedisNet,
+    instances: Vec<NodeIdx>,
+    params: Params,
+}
+
+impl Connector for RedlockConnector {
+    fn connect(&self, ctx: &NodeCtx) -> Box<dyn LockClient> {
+        Box::new(RedlockClient {
+            ctx: ctx.clone(),
+            net: self.net.clone(),
+            inbox: self.net.bind(ctx),
+            next_id: 0,
+            instances: self.instances.clone(),
+            locked: BTreeMap::new(),
+            params: self.params.clone(),
+        })
+    }
+}
+
+/// The client library. It multiplexes its requests over one inbox and reads every reply
+/// already received before it looks at the per-instance timeout, as a client reading its
+/// sockets does: replies that arrived while it was paused are seen, not timed out.
+pub struct RedlockClient {
+    ctx: NodeCtx,
+    net: RedisNet,
+    inbox: Inbox<Wire<Cmd, Reply>>,
+    next_id: u64,
+    instances: Vec<NodeIdx>,
+    /// Per grant handle, the instances that answered OK (for `release-quorum-only`).
+    locked: BTreeMap<String, Vec<usize>>,
+    params: Params,
+}
+
+impl RedlockClient {
+    fn note(&self, detail: String) {
+        self.ctx
+            .record_event(Event::new(self.ctx.name(), Kind::Info, Op::Note).detail(detail));
+    }
+
+    /// Sends `cmd(i)` to each instance `i` in `which`; returns request id → instance.
+    fn send_all(&mut self, which: &[usize], cmd: impl Fn() -> Cmd) -> BTreeMap<u64, usize> {
+        let mut asked = BTreeMap::new();
+        for &i in which {
+            let id = self.next_id;
+            self.next_id += 1;
+            let body = cmd();
+            self.net.send(
+                self.ctx.idx(),
+                self.instances[i],
+                Wire::Request { id, body },
+            );
+            asked.insert(id, i);
+        }
+        asked
+    }
+
+    /// Collects the replies to `asked` until all came or the per-instance timeout (counted
+    /// from `sent`) passed; replies already received always count.
+    async fn collect(
+        &mut self,
+        asked: &BTreeMap<u64, usize>,
+        sent: Duration,
+    ) -> Vec<Option<Reply>> {
+        let mut replies = vec![None; self.instances.len()];
+        let deadline = sent + Duration::from_millis(self.params.request_timeout_ms);
+        let take = |msg: Wire<Cmd, Reply>, replies: &mut Vec<Option<Reply>>| {
+            if let Wire::Response { id, body } = msg {
+                if let Some(&i) = asked.get(&id) {
+                    replies[i] = Some(body);
+                }
+            }
+        };
+        loop {
+            while let Ok(envelope) = self.inbox.try_recv() {
+                take(envelope.msg, &mut replies);
+            }
+            let answered = replies.iter().flatten().count();
+            let now = self.ctx.mono_now();
+            if answered == asked.len() || now >= deadline {
+                return replies;
+            }
+            match self
+                .ctx
+                .timeout_local(deadline - now, self.inbox.next())
+                .await
+            {
+                Some(Some(envelope)) => take(envelope.msg, &mut replies),
+                Some(None) | None => return replies,
+            }
+        }
+    }
+
+    fn all(&self) -> Vec<usize> {
+        (0..self.instances.len()).collect()
+    }
+
+    /// Compare-and-delete on `which`; returns how many deleted and how many answered.
+    async fn unlock(&mut self, which: &[usize], value: &str) -> (usize, usize) {
+        let asked = self.send_all(which, || Cmd::DelIfEq {
+            key: KEY.into(),
+            value: value.into(),
+        });
+        let sent = self.ctx.mono_now();
+        let replies = self.collect(&asked, sent).await;
+        let deleted = replies
+            .iter()
+            .filter(|r| **r == Some(Reply::Int(1)))
+            .count();
+        (deleted, replies.iter().flatten().count())
+    }
+
+    /// One try: steps 1 to 5.
+    async fn attempt(&mut self) -> Result<Grant, String> {
+        let p = self.params.clone();
+        let value = {
+            let n: u64 = madsim::rand::thread_rng().gen();
+            format!("{}:{n:016x}", self.ctx.name())
+        };
+        let start = self.ctx.mono_now();
+        let asked = self.send_all(&self.all(), || match p.tokens {
+            Tokens::None => Cmd::Set {
+                key: KEY.into(),
+                value: value.clone(),
+                nx: true,
+                px_ms: Some(p.ttl_ms),
+            },
+            Tokens::MaxIncr => Cmd::SetNxIncr {
+                key: KEY.into(),
+                value: value.clone(),
+                px_ms: Some(p.ttl_ms),
+                counter: TOKEN_KEY.into(),
+            },
+        });
+        // The requests are out; the replies may wait in our buffers while we are paused here.
+        self.ctx.point("after_acquire_send").await;
+        let replies = self.collect(&asked, start).await;
+        let granted: Vec<usize> = (0..replies.len())
+            .filter(|i| matches!(replies[*i], Some(Reply::Ok | Reply::Int(_))))
+            .collect();
+        let token = replies
+            .iter()
+            .filter_map(|r| match r {
+                Some(Reply::Int(t)) => Some(*t as u64),
+                _ => None,
+            })
+            .max();
+        let elapsed = self.ctx.mono_now() - start;
+        match p.decide(granted.len(), elapsed) {
+            Ok(validity) => {
+                self.locked.insert(value.clone(), granted);
+                Ok(Grant {
+                    token,
+                    valid_until: Some(self.ctx.mono_now() + validity),
+                    handle: value,
+                })
+            }
+            Err(why) => {
+                if granted.len() >= quorum(p.instances) {
+                    self.note(format!("lock rejected: {why}"));
+                }
+                let which = match p.variant {
+                    Variant::ReleaseQuorumOnly => granted,
+                    _ => self.all(),
+                };
+                self.unlock(&which, &value).await;
+                Err(why)
+            }
+        }
+    }
+}
+
+#[async_trait(?Send)]
+impl LockClient for RedlockClient {
+    async fn acquire(&mut self) -> Acquired {
+        let mut why = String::new();
+        for attempt in 1..=self.params.retry_count {
+            match self.attempt().await {
+                Ok(grant) => return Acquired::Granted(grant),
+                Err(e) => why = e,
+            }
+            if attempt < self.params.retry_count {
+                let delay_ms = madsim::rand::thread_rng()
+                    .gen_range(self.params.retry_delay_ms_min..=self.params.retry_delay_ms_max);
+                self.ctx.sleep_local(Duration::from_millis(delay_ms)).await;
+            }
+        }
+        Acquired::Failed(format!("{} tries: {why}", self.params.retry_count))
+    }
+
+    async fn release(&mut self, grant: &Grant) -> Outcome {
+        let locked = self.locked.remove(&grant.handle).unwrap_or_default();
+        let which = match self.params.variant {
+            Variant::ReleaseQuorumOnly => locked,
+            _ => self.all(),
+        };
+        let (deleted, answered) = self.unlock(&which, &grant.handle).await;
+        if deleted >= quorum(self.params.instances) {
+            Outcome::Ok
+        } else if answered == which.len() {
+            Outcome::Failed(format!("deleted on {deleted} instances only"))
+        } else {
+            Outcome::Unknown(format!(
+                "deleted on {deleted}, {} did not answer",
+                which.len() - answered
+            ))
+        }
+    }
+
+    async fn extend(&mut self, grant: &mut Grant) -> Outcome {
+        let start = self.ctx.mono_now();
+        let (ttl_ms, handle) = (self.params.ttl_ms, grant.handle.clone());
+        let asked = self.send_all(&self.all(), || Cmd::PexpireIfEq {
+            key: KEY.into(),
+            value: handle.clone(),
+            px_ms: ttl_ms,
+        });
+        let replies = self.collect(&asked, start).await;
+        let extended = replies
+            .iter()
+            .filter(|r| **r == Some(Reply::Int(1)))
+            .count();
+        let elapsed = self.ctx.mono_now() - start;
+        match self.params.decide(extended, elapsed) {
+            Ok(validity) => {
+                grant.valid_until = Some(self.ctx.mono_now() + validity);
+                Outcome::Ok
+            }
+            Err(why) => Outcome::Failed(why),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(variant: Variant) -> Params {
+        let table = toml::toml! { ttl_ms = 10_000 };
+        Params {
+            variant,
+            ..parse_params(&table).unwrap()
+        }
+    }
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn quorum_is_a_strict_majority() {
+        assert_eq!(quorum(1), 1);
+        assert_eq!(quorum(3), 2);
+        assert_eq!(quorum(5), 3);
+        assert_eq!(quorum(7), 4);
+    }
+
+    #[test]
+    fn validity_is_ttl_minus_elapsed_minus_drift() {
+        let p = params(Variant::Correct);
+        // drift = 10 000 × 0.01 + 2 = 102 ms.
+        assert_eq!(p.drift(), MS(102));
+        assert_eq!(p.decide(3, MS(100)), Ok(MS(9_798)));
+        assert_eq!(p.decide(5, MS(9_897)), Ok(MS(1)));
+        assert!(
+            p.decide(5, MS(9_898)).is_err(),
+            "zero validity is not a lock"
+        );
+        assert!(p.decide(5, MS(20_000)).is_err());
+    }
+
+    #[test]
+    fn acquired_only_on_a_majority() {
+        let p = params(Variant::Correct);
+        assert!(p.decide(2, MS(1)).unwrap_err().contains("3 needed"));
+        assert!(p.decide(3, MS(1)).is_ok());
+        let one = Params {
+            instances: 1,
+            ..params(Variant::Correct)
+        };
+        assert!(one.decide(1, MS(1)).is_ok());
+        assert!(one.decide(0, MS(1)).is_err());
+    }
+
+    #[test]
+    fn bug_variants_change_the_arithmetic() {
+        let no_drift = params(Variant::NoDriftAllowance);
+        assert_eq!(no_drift.decide(3, MS(100)), Ok(MS(9_900)));
+        assert_eq!(no_drift.decide(3, MS(9_950)), Ok(MS(50)));
+        assert!(params(Variant::Correct).decide(3, MS(9_950)).is_err());
+        // Without the check, a lock acquired after twice its TTL still gets a full lease.
+        let unchecked = params(Variant::NoValidityCheck);
+        assert_eq!(unchecked.decide(3, MS(20_000)), Ok(MS(9_898)));
+        assert!(unchecked.decide(2, MS(1)).is_err());
+    }
+
+    #[test]
+    fn parameters_are_validated() {
+        let bad = |t: toml::Table| Redlock.configure(&t).err().unwrap();
+        assert_eq!(
+            bad(toml::toml! { instances = 4 }).field.as_deref(),
+            Some("instances")
+        );
+        assert_eq!(
+            bad(toml::toml! { persistence = ["none", "always"] })
+                .field
+                .as_deref(),
+            Some("persistence")
+        );
+        assert!(Redlock
+            .configure(&toml::toml! { variant = "no-such-bug" })
+            .is_err());
+        let each = toml::toml! {
+            instances = 3
+            persistence = ["none", "always", "everysec"]
+        };
+        assert!(Redlock.configure(&each).is_ok());
+    }
+
+    /// The variant name of an outcome, for a readable log.
+    fn kind(outcome: &impl std::fmt::Debug) -> String {
+        let text = format!("{outcome:?}");
+        text.split('(').next().unwrap_or_default().to_owned()
+    }
+
+    /// In a simulated world: an extended lock outlives its first TTL; an extend after the
+    /// lock expired and was taken by another client fails.
+    #[test]
+    fn extend_keeps_the_lock_on_a_quorum() {
+        use locksim_sim::{simulate, Role, SimSpec};
+        use std::sync::Mutex;
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let spec = SimSpec {
+            seed: 7,
+            duration_ms: 2_000,
+            ..SimSpec::default()
+        };
+        let log2 = log.clone();
+        simulate(&spec, move |world| {
+            let table = toml::toml! {
+                ttl_ms = 500
+                retry_count = 1
+            };
+            let connector = Redlock.configure(&table).unwrap().start(world);
+            // At these times (ms), each client acquires if it holds nothing, else extends.
+            for (name, script) in [("c1", vec![1, 300, 600, 1_400]), ("c2", vec![900, 1_300])] {
+                let (connector, log) = (connector.clone(), log2.clone());
+                world.add_node(name, Role::Client, move |ctx| {
+                    let (connector, log, script) = (connector.clone(), log.clone(), script.clone());
+                    async move {
+                        let mut client = connector.connect(&ctx);
+                        let mut grant = None;
+                        for at_ms in script {
+                            let now = ctx.mono_now();
+                            ctx.sleep_local(Duration::from_millis(at_ms).saturating_sub(now))
+                                .await;
+                            let what = match grant.as_mut() {
+                                None => match client.acquire().await {
+                                    Acquired::Granted(g) => {
+                                        grant = Some(g);
+                                        "acquired".to_owned()
+                                    }
+                                    other => kind(&other),
+                                },
+                                Some(g) => format!("extend {}", kind(&client.extend(g).await)),
+                            };
+                            log.lock()
+                                .unwrap()
+                                .push(format!("{} {at_ms} {what}", ctx.name()));
+                        }
+                    }
+                });
+            }
+        })
+        .unwrap();
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                "c1 1 acquired",
+                "c1 300 extend Ok",
+                "c1 600 extend Ok",
+                "c2 900 Failed",
+                "c2 1300 acquired",
+                "c1 1400 extend Failed",
+            ]
+        );
+    }
+}

@@ -1,0 +1,241 @@
+//! The replicated-Redis and Redlock catalog and sweeps.
+//!
+//! - Every catalog scenario meets its `[expect]` on every one of [`SEEDS`] seeds (seeds
+//!   change latencies, retry delays and which client goes first).
+//! - Every Redlock bug variant is caught by a scenario, and the correct client survives the
+//!   same timeline.
+//! - A seeded random-fault sweep of [`SWEEP_SEEDS`] seeds per protocol runs twice (in a
+//!   different order and on other threads) and gives the same verdict, violation counts and
+//!   trace hash for every seed.
+
+use locksim_protocols::Registry;
+use locksim_scenarios::{load, Prepared, RunResult, Scenario};
+use locksim_sim::history::Op;
+use locksim_sim::Verdict;
+use std::collections::BTreeMap;
+
+/// Seeds per catalog scenario.
+const SEEDS: u64 = 20;
+/// Seeds per random-fault sweep.
+const SWEEP_SEEDS: u64 = 500;
+
+fn path(relative: &str) -> String {
+    format!("{}/{relative}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn prepared(relative: &str) -> Prepared {
+    load(&path(relative), &Registry::builtin()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The scenario file with its `variant` line replaced.
+fn with_variant(relative: &str, variant: &str) -> Prepared {
+    let file = path(relative);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let changed: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("variant = ") {
+                format!("variant = \"{variant}\"")
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    assert_ne!(
+        changed.join("\n"),
+        text.trim_end(),
+        "{relative} sets no variant"
+    );
+    Scenario::parse(&changed.join("\n"), &file)
+        .and_then(|s| s.prepare(&file, &Registry::builtin()))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn describe(r: &RunResult) -> String {
+    let why = match (&r.error, &r.expect) {
+        (Some(e), _) => e.clone(),
+        (None, Some(e)) => e.mismatches.join("; "),
+        (None, None) => "no [expect] section".into(),
+    };
+    format!("  {}: {why}", r.replay)
+}
+
+fn assert_expect_met(file: &str) {
+    let p = prepared(&format!("catalog/{file}"));
+    let failed: Vec<String> = (1..=SEEDS)
+        .map(|seed| p.run(seed))
+        .filter(|r| !r.expect.as_ref().is_some_and(|e| e.met))
+        .map(|r| describe(&r))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{file}: expectations not met on {} of {SEEDS} seeds:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
+
+#[test]
+fn redis_replicated_failover_loses_the_lock() {
+    assert_expect_met("redis-replicated-failover.toml");
+}
+
+#[test]
+fn redis_replicated_failover_with_wait_keeps_it() {
+    assert_expect_met("redis-replicated-failover-wait.toml");
+}
+
+#[test]
+fn redlock_healthy() {
+    assert_expect_met("redlock-healthy.toml");
+}
+
+#[test]
+fn redlock_gc_pause() {
+    assert_expect_met("redlock-gc-pause.toml");
+}
+
+#[test]
+fn redlock_pause_while_acquiring() {
+    assert_expect_met("redlock-pause-while-acquiring.toml");
+}
+
+#[test]
+fn redlock_pause_while_acquiring_no_validity_check() {
+    assert_expect_met("redlock-pause-while-acquiring-no-validity-check.toml");
+}
+
+#[test]
+fn redlock_clock_jump() {
+    assert_expect_met("redlock-clock-jump.toml");
+}
+
+#[test]
+fn redlock_crash_no_fsync() {
+    assert_expect_met("redlock-crash-no-fsync.toml");
+}
+
+#[test]
+fn redlock_crash_delayed_restart() {
+    assert_expect_met("redlock-crash-delayed-restart.toml");
+}
+
+#[test]
+fn redlock_max_incr_tokens_are_not_fencing_tokens() {
+    assert_expect_met("redlock-max-incr-tokens.toml");
+}
+
+#[test]
+fn redlock_no_drift_allowance_is_caught_and_the_correct_client_is_not() {
+    let file = "catalog/redlock-no-drift-allowance.toml";
+    assert_expect_met("redlock-no-drift-allowance.toml");
+    let correct = with_variant(file, "correct");
+    for seed in 1..=SEEDS {
+        let r = correct.run(seed);
+        assert_eq!(
+            r.properties["mutual_exclusion"],
+            Verdict::Valid,
+            "the correct client must reject the late lock:\n{}",
+            describe(&r)
+        );
+    }
+}
+
+/// `release-quorum-only` is an availability bug: the lock stays taken for a TTL after a
+/// failed attempt. Caught by when the first grant comes.
+#[test]
+fn redlock_release_quorum_only_blocks_the_lock_for_a_ttl() {
+    let file = "catalog/redlock-release-quorum-only.toml";
+    assert_expect_met("redlock-release-quorum-only.toml");
+    let first_grant_ms = |p: &Prepared, seed: u64| {
+        let (_, history) = p.run_with_history(seed);
+        history
+            .iter()
+            .find(|e| e.op == Op::CsEnter)
+            .map_or(f64::INFINITY, |e| e.time_ms())
+    };
+    let buggy = prepared(file);
+    let correct = with_variant(file, "correct");
+    for seed in 1..=SEEDS {
+        let late = first_grant_ms(&buggy, seed);
+        assert!(
+            late >= 2_000.0,
+            "seed {seed}: with the bug the first grant came at {late} ms"
+        );
+        let early = first_grant_ms(&correct, seed);
+        assert!(
+            early < 1_000.0,
+            "seed {seed}: the correct client's first grant came at {early} ms"
+        );
+    }
+}
+
+/// What must be the same when a seed runs again.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    verdict: Verdict,
+    counts: BTreeMap<String, u64>,
+    trace_hash: String,
+}
+
+fn outcome(r: RunResult) -> Outcome {
+    assert!(r.error.is_none(), "{}", describe(&r));
+    Outcome {
+        verdict: r.verdict,
+        counts: r.violation_counts,
+        trace_hash: r.trace_hash,
+    }
+}
+
+/// Runs every seed twice: in order on this thread, then backwards on two other threads.
+fn assert_sweep_reproducible(file: &str) -> BTreeMap<String, u64> {
+    let p = prepared(&format!("sweeps/{file}"));
+    let first: BTreeMap<u64, Outcome> = (0..SWEEP_SEEDS).map(|s| (s, outcome(p.run(s)))).collect();
+    let second: BTreeMap<u64, Outcome> = std::thread::scope(|scope| {
+        let halves: Vec<_> = [0, 1]
+            .map(|half| {
+                let p = &p;
+                scope.spawn(move || {
+                    (0..SWEEP_SEEDS)
+                        .rev()
+                        .filter(|s| s % 2 == half)
+                        .map(|s| (s, outcome(p.run(s))))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .into_iter()
+            .collect();
+        halves.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    for seed in 0..SWEEP_SEEDS {
+        assert_eq!(
+            first[&seed],
+            second[&seed],
+            "{file}: seed {seed} is not reproducible ({})",
+            p.replay_command(seed)
+        );
+    }
+    let mut tally = BTreeMap::new();
+    for o in first.values() {
+        *tally.entry(o.verdict.to_string()).or_insert(0) += 1;
+        for (kind, n) in &o.counts {
+            *tally.entry(kind.clone()).or_insert(0) += n;
+        }
+    }
+    tally
+}
+
+#[test]
+fn redlock_random_sweep_is_reproducible() {
+    let tally = assert_sweep_reproducible("redlock-random.toml");
+    println!("redlock-random over {SWEEP_SEEDS} seeds: {tally:?}");
+    // The faults must bite, or the sweep tests nothing.
+    assert!(tally.get("invalid").is_some_and(|n| *n > 0), "{tally:?}");
+}
+
+#[test]
+fn redis_replicated_random_sweep_is_reproducible() {
+    let tally = assert_sweep_reproducible("redis-replicated-random.toml");
+    println!("redis-replicated-random over {SWEEP_SEEDS} seeds: {tally:?}");
+    assert!(tally.get("invalid").is_some_and(|n| *n > 0), "{tally:?}");
+}
