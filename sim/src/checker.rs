@@ -10,15 +10,18 @@
 //! - **Fencing** is violated when the resource *accepted* a token lower than one it had
 //!   accepted before (a stale write), or accepted the same token from two different grants
 //!   (token reuse).
-//! - **Lost update**: each acknowledged write is one increment of the counter; the counter's
-//!   final value (the last value the resource accepted) must be at least their number.
+//! - **Lost update**: each write the resource applied is one increment of the counter (a
+//!   client writes the value it read + 1); the counter's final value (the last value the
+//!   resource accepted) must be at least the number of distinct applied writes, and so at
+//!   least the number of acknowledged ones. Counting applied writes, not only acknowledged
+//!   ones, keeps a write whose acknowledgement was lost from hiding another's lost increment.
 //!
 //! A verdict is `valid`, `invalid` (with witnesses) or `unknown` (the history cannot decide);
 //! combining verdicts, the worst wins.
 
 use crate::history::{Event, Kind, Op};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The outcome of a check, Jepsen style: worst wins when combining.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -359,15 +362,21 @@ fn check_fencing(history: &[Event]) -> (Verdict, Vec<Violation>) {
 }
 
 fn check_lost_update(history: &[Event]) -> (Verdict, Vec<Violation>, Option<String>) {
-    let acked: Vec<&Event> = history
+    let acked = history
         .iter()
         .filter(|e| e.op == Op::Write && e.kind == Kind::Ok)
-        .collect();
+        .count();
     let accepts: Vec<&Event> = history
         .iter()
         .filter(|e| e.op == Op::ResourceAccept)
         .collect();
-    if acked.is_empty() {
+    // Each distinct applied write is one increment (a duplicated message applied twice
+    // writes the same value for the same grant: it counts once).
+    let applied: BTreeSet<(&str, Option<i64>)> = accepts
+        .iter()
+        .map(|e| (e.grant.as_deref().unwrap_or(&e.node), e.value))
+        .collect();
+    if acked == 0 && accepts.is_empty() {
         return (Verdict::Valid, vec![], None);
     }
     let Some(last) = accepts.last() else {
@@ -375,9 +384,8 @@ fn check_lost_update(history: &[Event]) -> (Verdict, Vec<Violation>, Option<Stri
             Verdict::Unknown,
             vec![],
             Some(format!(
-                "{} writes were acknowledged but the history has no resource_accept event, so \
-                 the counter's final value is unknown",
-                acked.len()
+                "{acked} writes were acknowledged but the history has no resource_accept \
+                 event, so the counter's final value is unknown"
             )),
         );
     };
@@ -391,20 +399,26 @@ fn check_lost_update(history: &[Event]) -> (Verdict, Vec<Violation>, Option<Stri
             )),
         );
     };
-    if final_value >= acked.len() as i64 {
+    let increments = applied.len().max(acked) as i64;
+    if final_value >= increments {
         return (Verdict::Valid, vec![], None);
     }
-    // Witness: the first two accepted writes that wrote the same value, i.e. the second
-    // overwrote the first's increment (both read the same old value).
+    // Witness: the first two accepted writes of different grants that wrote the same value,
+    // i.e. the second overwrote the first's increment (both read the same old value).
     let mut by_value: BTreeMap<i64, &Event> = BTreeMap::new();
     let mut events = vec![];
     for a in &accepts {
         let Some(v) = a.value else { continue };
-        if let Some(first) = by_value.get(&v) {
-            events = vec![first.index, a.index];
-            break;
+        match by_value.get(&v) {
+            Some(first) if first.grant != a.grant => {
+                events = vec![first.index, a.index];
+                break;
+            }
+            Some(_) => {}
+            None => {
+                by_value.insert(v, a);
+            }
         }
-        by_value.insert(v, a);
     }
     if events.is_empty() {
         events.push(last.index);
@@ -412,10 +426,10 @@ fn check_lost_update(history: &[Event]) -> (Verdict, Vec<Violation>, Option<Stri
     let violation = Violation {
         kind: Property::LostUpdate,
         description: format!(
-            "{} increments were acknowledged but the counter ends at {}: {} lost",
-            acked.len(),
-            final_value,
-            acked.len() as i64 - final_value
+            "the resource applied {} increments ({acked} acknowledged) but the counter ends \
+             at {final_value}: {} lost",
+            applied.len(),
+            increments - final_value
         ),
         events,
     };

@@ -272,6 +272,34 @@ fn an_unacknowledged_accepted_write_is_not_a_lost_update() {
 }
 
 #[test]
+fn an_unacknowledged_stale_write_cannot_hide_a_lost_increment() {
+    // c2 reads 0 and writes 1 (acknowledged); c1 read 0 before its pause and writes 1 too
+    // (applied, acknowledgement lost); c3 reads 1 and writes 2 (acknowledged). Two
+    // acknowledged writes and a final value of 2 look fine, but three increments were
+    // applied: c2's was overwritten.
+    let h = H::new()
+        .accept(10, "c2#1", None, 1)
+        .acked_write(11, "c2", "c2#1", 1)
+        .accept(20, "c1#1", None, 1)
+        .accept(30, "c3#1", None, 2)
+        .acked_write(31, "c3", "c3#1", 2)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.property(Property::LostUpdate), Verdict::Invalid);
+    assert_eq!(r.violations[0].events, vec![0, 2]);
+}
+
+#[test]
+fn a_duplicated_write_applied_twice_counts_once() {
+    let h = H::new()
+        .accept(10, "c1#1", None, 1)
+        .accept(12, "c1#1", None, 1)
+        .acked_write(13, "c1", "c1#1", 1)
+        .sorted();
+    assert_eq!(check(&h).property(Property::LostUpdate), Verdict::Valid);
+}
+
+#[test]
 fn acknowledged_writes_without_resource_records_are_unknown() {
     let h = H::new().acked_write(11, "c1", "c1#1", 1).sorted();
     let r = check(&h);
