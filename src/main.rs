@@ -3,6 +3,7 @@
 
 mod check_cmd;
 mod compare_cmd;
+mod report_cmd;
 mod search_cmd;
 mod sweep_cmd;
 mod text;
@@ -46,6 +47,8 @@ enum Command {
     /// Run the standard matrix (protocols × fault profiles × seeds) and write report.md,
     /// report.json and report.html.
     Compare(compare_cmd::CompareArgs),
+    /// Write report.md, report.json and report.html from the results files of earlier sweeps.
+    Report(report_cmd::ReportArgs),
 }
 
 /// Bad input: exit code 2.
@@ -127,5 +130,6 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Search(args) => search_cmd::run(args, &registry),
         Command::Check(args) => check_cmd::run(args),
         Command::Compare(args) => compare_cmd::run(args, &registry),
+        Command::Report(args) => report_cmd::run(args),
     }
 }

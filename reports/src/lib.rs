@@ -9,7 +9,8 @@ pub mod html;
 pub mod markdown;
 pub mod timeline;
 
-use locksim_scenarios::RunResult;
+use locksim_scenarios::sweep::SeedResult;
+use locksim_scenarios::{RunResult, Stats};
 use locksim_sim::{History, Property, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -80,6 +81,16 @@ impl CellSummary {
     }
 }
 
+/// What the accumulator needs of a run, whether from a [`RunResult`] or a sweep line.
+struct Outcome<'a> {
+    seed: u64,
+    verdict: Verdict,
+    violation_counts: &'a BTreeMap<String, u64>,
+    stats: &'a Stats,
+    error: Option<&'a str>,
+    replay: &'a str,
+}
+
 /// Folds run results into a [`CellSummary`] in constant memory.
 #[derive(Clone, Debug, Default)]
 pub struct CellAccumulator {
@@ -105,6 +116,29 @@ impl CellAccumulator {
 
     /// Adds one run.
     pub fn add(&mut self, r: &RunResult) {
+        self.add_outcome(&Outcome {
+            seed: r.seed,
+            verdict: r.verdict,
+            violation_counts: &r.violation_counts,
+            stats: &r.stats,
+            error: r.error.as_deref(),
+            replay: &r.replay,
+        });
+    }
+
+    /// Adds one line of a sweep's results file; `replay` is the command that replays it.
+    pub fn add_seed(&mut self, r: &SeedResult, replay: &str) {
+        self.add_outcome(&Outcome {
+            seed: r.seed,
+            verdict: r.verdict,
+            violation_counts: &r.violations,
+            stats: &r.stats,
+            error: r.error.as_deref(),
+            replay,
+        });
+    }
+
+    fn add_outcome(&mut self, r: &Outcome) {
         let s = &mut self.summary;
         s.runs += 1;
         if r.error.is_some() {
@@ -136,7 +170,7 @@ impl CellAccumulator {
                     FailingSeed {
                         seed: r.seed,
                         kinds,
-                        replay: r.replay.clone(),
+                        replay: r.replay.to_owned(),
                     },
                 );
                 s.failing.truncate(FAILING_SEEDS_KEPT);

@@ -322,6 +322,22 @@ pub fn read_results(path: &Path) -> Result<Vec<SeedResult>, SweepError> {
     Ok(results)
 }
 
+/// Streams a results file (or several shards concatenated): hands each result to `each`,
+/// without keeping them, so memory stays flat however long the file. Torn last lines are
+/// skipped and other malformed lines are errors, as in [`read_results`].
+pub fn for_each_result(path: &Path, mut each: impl FnMut(SeedResult)) -> Result<(), SweepError> {
+    let shown = path.display().to_string();
+    let file = File::open(path).map_err(|source| SweepError::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    scan(&shown, BufReader::new(file), |_, r| {
+        each(r);
+        Ok(())
+    })?;
+    Ok(())
+}
+
 /// Hands each complete line's result (with its 1-based line number) to `each`; stops at a
 /// last line without a newline. Returns the length in bytes of the complete lines.
 fn scan(
