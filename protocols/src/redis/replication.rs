@@ -690,21 +690,19 @@ mod tests {
     fn sync(primary: &mut Replication, store: &Store, replica: &mut Replication) -> Store {
         let now = Duration::ZERO;
         let msg = primary.answer_psync(9, replica.replid, replica.offset, store, now);
-        let mut copy = Store::new();
         match msg {
             ReplMsg::FullResync {
                 replid,
                 offset,
                 snapshot,
             } => {
-                copy = snapshot;
                 replica.replid = Some(replid);
                 replica.offset = offset;
                 replica.backlog_start = offset;
+                snapshot
             }
             other => panic!("expected a full resync, got {other:?}"),
         }
-        copy
     }
 
     #[test]
