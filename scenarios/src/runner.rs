@@ -195,7 +195,8 @@ impl Prepared {
         result.stats.messages_dropped = outcome.net.lost + outcome.net.cut + outcome.net.to_dead;
         result.stats.liveness = report.liveness.clone();
         if let Some(expect) = &s.expect {
-            let mismatches = expect.mismatches(|p| report.property(p));
+            let mut mismatches = expect.mismatches(|p| report.property(p));
+            mismatches.extend(expect.liveness_mismatches(&report.liveness));
             result.expect = Some(ExpectResult {
                 met: mismatches.is_empty(),
                 mismatches,

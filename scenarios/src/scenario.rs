@@ -6,6 +6,7 @@
 
 use locksim_protocols::resource::Fencing;
 use locksim_protocols::{Deployment, Registry};
+use locksim_sim::checker::Liveness;
 use locksim_sim::{ClockConfig, Fault, FaultProfile, NetConfig, Property, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -167,7 +168,8 @@ pub enum Expectation {
     Violated,
 }
 
-/// `[expect]`: per property, `holds` or `violated`; unlisted properties are not checked.
+/// `[expect]`: per property, `holds` or `violated` (unlisted properties are not checked), and
+/// optional liveness bounds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
@@ -180,6 +182,18 @@ pub struct Expect {
     /// Lost update.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_update: Option<Expectation>,
+    /// At least this many acquisitions in the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquisitions_min: Option<u64>,
+    /// At most this many acquisitions in the run (a stuck lock grants few).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquisitions_max: Option<u64>,
+    /// The first grant comes no earlier than this, in ms (a lock left unavailable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_grant_ms_min: Option<f64>,
+    /// The first grant comes no later than this, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_grant_ms_max: Option<f64>,
 }
 
 impl Expect {
@@ -193,6 +207,38 @@ impl Expect {
         .into_iter()
         .filter_map(|(p, e)| e.map(|e| (p, e)))
         .collect()
+    }
+
+    /// Which liveness expectations the run's figures do not meet, in words.
+    pub fn liveness_mismatches(&self, l: &Liveness) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(min) = self.acquisitions_min.filter(|m| l.acquisitions < *m) {
+            out.push(format!(
+                "acquisitions: expected at least {min}, got {}",
+                l.acquisitions
+            ));
+        }
+        if let Some(max) = self.acquisitions_max.filter(|m| l.acquisitions > *m) {
+            out.push(format!(
+                "acquisitions: expected at most {max}, got {}",
+                l.acquisitions
+            ));
+        }
+        let first = l.first_grant_ms;
+        let shown = first.map_or("none".to_owned(), |t| format!("{t:.1} ms"));
+        if let Some(min) = self.first_grant_ms_min {
+            if first.is_some_and(|t| t < min) {
+                out.push(format!(
+                    "first grant: expected at {min} ms or later, got {shown}"
+                ));
+            }
+        }
+        if let Some(max) = self.first_grant_ms_max {
+            if first.is_none_or(|t| t > max) {
+                out.push(format!("first grant: expected by {max} ms, got {shown}"));
+            }
+        }
+        out
     }
 
     /// Which expectations a set of per-property verdicts does not meet, in words.
@@ -537,6 +583,27 @@ ttl_ms = 500
         let e = Scenario::parse(&text, "bad.toml").unwrap_err();
         assert_eq!(e.field.as_deref(), Some("network.latency_ms_min"), "{e}");
         assert_eq!(e.line, Some(9), "{e}");
+    }
+
+    #[test]
+    fn liveness_expectations() {
+        let text =
+            format!("{MINIMAL}\n[expect]\nacquisitions_min = 5\nfirst_grant_ms_max = 100.0\n");
+        let e = Scenario::parse(&text, "m.toml").unwrap().expect.unwrap();
+        let mut l = Liveness {
+            acquisitions: 7,
+            first_grant_ms: Some(40.0),
+            ..Liveness::default()
+        };
+        assert!(e.liveness_mismatches(&l).is_empty());
+        l.acquisitions = 4;
+        l.first_grant_ms = None;
+        let m = e.liveness_mismatches(&l);
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert!(
+            m[0].contains("at least 5") && m[1].contains("got none"),
+            "{m:?}"
+        );
     }
 
     #[test]

@@ -93,6 +93,18 @@ fn crash_without_persistence_forgets_the_lock() {
 }
 
 #[test]
+fn a_lock_without_ttl_is_stuck_once_its_holder_dies() {
+    for r in meets_expect("redis-single-no-ttl-crash") {
+        assert_eq!(r.stats.liveness.acquisitions, 1);
+        assert!(
+            r.stats.liveness.wanted_free_ms_max > 5_000.0,
+            "{:?}",
+            r.stats.liveness
+        );
+    }
+}
+
+#[test]
 fn crash_with_aof_always_keeps_the_lock() {
     meets_expect("redis-single-crash-aof-always");
 }

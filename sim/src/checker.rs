@@ -126,6 +126,10 @@ pub struct Liveness {
     pub wanted_free_ms: f64,
     /// The longest such stretch, in ms: a long one is a stuck lock.
     pub wanted_free_ms_max: f64,
+    /// When the first acquire of the run returned a grant, in ms of true time (absent if
+    /// none did): a late first grant is a lock left unavailable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_grant_ms: Option<f64>,
     /// Writes the resource accepted.
     pub writes_accepted: u64,
     /// Writes the resource rejected as fenced.
@@ -461,7 +465,10 @@ fn liveness(history: &[Event], intervals: &[Interval]) -> Liveness {
             }
             (Op::Acquire, kind) => {
                 match kind {
-                    Kind::Ok => l.acquisitions += 1,
+                    Kind::Ok => {
+                        l.acquisitions += 1;
+                        l.first_grant_ms.get_or_insert(e.time_ms());
+                    }
                     Kind::Fail => l.acquire_failures += 1,
                     _ => l.acquire_unknown += 1,
                 }

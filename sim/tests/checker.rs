@@ -343,6 +343,7 @@ fn liveness_figures() {
     assert_eq!(l.wanted_free_ms, 50.0);
     assert_eq!(l.wanted_free_ms_max, 30.0);
     assert_eq!(l.acquire_latency_ms_p50, 10.0);
+    assert_eq!(l.first_grant_ms, Some(10.0));
     assert_eq!(l.acquire_latency_ms_p99, 45.0);
 }
 
