@@ -5,8 +5,8 @@ use crate::{percent, Comparison};
 use locksim_sim::Property;
 use std::fmt::Write;
 
-const STYLE: &str = "body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}\
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;\
+const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}\
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;white-space:nowrap;\
 text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
 code{background:#f4f4f4;padding:1px 3px}.cx{margin:2em 0;border-top:1px solid #ddd}\
 .legend span{margin-right:1.5em}";
@@ -112,9 +112,10 @@ pub fn render(c: &Comparison) -> String {
     }
     s.push_str("</ul>");
     s.push_str(
-        "<h2>Liveness</h2><table><tr><th>protocol</th><th>profile</th><th>runs</th>\
-         <th>acquisitions/run</th><th>acquire p50 (ms, mean)</th>\
-         <th>longest wait with the lock free (ms)</th><th>unknown</th><th>errors</th></tr>",
+        "<h2 id=\"liveness\">Liveness</h2><table><tr><th>protocol</th><th>profile</th><th>runs</th>\
+         <th title=\"mean acquisitions per run\">grants/run</th>\
+         <th title=\"mean of each run's median acquire latency\">acquire p50 ms</th>\
+         <th title=\"longest time anyone waited while no live client held the lock\">longest wait ms</th><th>unknown</th><th>errors</th></tr>",
     );
     for cell in &c.cells {
         let _ = write!(
@@ -152,7 +153,7 @@ pub fn render(c: &Comparison) -> String {
     }
     if !c.counterexamples.is_empty() {
         s.push_str(
-            "<h2>Counterexamples</h2><p class=\"legend\"><span>▮ critical section \
+            "<h2 id=\"counterexamples\">Counterexamples</h2><p class=\"legend\"><span>▮ critical section \
                     (red outline: witness)</span><span>▨ paused</span><span>✖ crash</span>\
                     <span>↻ restart</span><span>▲ clock jump</span><span>◆ key expired</span>\
                     <span>● write accepted (=value)</span><span>✕ write rejected</span>\

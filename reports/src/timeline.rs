@@ -77,12 +77,17 @@ pub fn svg(history: &[Event], witness: &[u64]) -> String {
     s.push_str(
         r##"<defs><pattern id="hatch" width="6" height="6" patternTransform="rotate(45)" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="#eee"/><line x1="0" y1="0" x2="0" y2="6" stroke="#999" stroke-width="2"/></pattern></defs>"##,
     );
-    // Axis.
-    for k in 0..=5 {
+    // Axis: the end labels are anchored inwards so they are not cut off.
+    for k in 0..=5u64 {
         let t = t0 + (span as u64) * k / 5;
+        let anchor = match k {
+            0 => "start",
+            5 => "end",
+            _ => "middle",
+        };
         let _ = write!(
             s,
-            r##"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="#ddd"/><text x="{0:.1}" y="{3}" text-anchor="middle" fill="#666">{4:.0} ms</text>"##,
+            r##"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="#ddd"/><text x="{0:.1}" y="{3}" text-anchor="{anchor}" fill="#666">{4:.0} ms</text>"##,
             x(t),
             TOP - 6.0,
             height - 18.0,
