@@ -49,6 +49,8 @@ enum Command {
     Compare(compare_cmd::CompareArgs),
     /// Write report.md, report.json and report.html from the results files of earlier sweeps.
     Report(report_cmd::ReportArgs),
+    /// List the protocols a scenario can name, with one line about each.
+    Protocols,
 }
 
 /// Bad input: exit code 2.
@@ -131,5 +133,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check(args) => check_cmd::run(args),
         Command::Compare(args) => compare_cmd::run(args, &registry),
         Command::Report(args) => report_cmd::run(args),
+        Command::Protocols => {
+            for id in registry.ids() {
+                let protocol = registry.get(id).expect("listed ids are registered");
+                println!("{id:<18} {}", protocol.summary());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

@@ -184,6 +184,20 @@ fn a_malformed_scenario_exits_2_naming_file_line_and_field() {
 }
 
 #[test]
+fn protocols_are_listed_with_a_summary() {
+    let out = locksim(&["protocols"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for id in ["single-redis", "replicated-redis", "redlock"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(id))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(line.len() > id.len() + 10, "{line}");
+    }
+}
+
+#[test]
 fn a_missing_file_and_bad_usage_exit_2() {
     let out = locksim(&["run", "no/such/file.toml"]);
     assert_eq!(out.status.code(), Some(2));

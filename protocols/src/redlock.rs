@@ -273,7 +273,7 @@ impl Protocol for Redlock {
     }
 
     fn summary(&self) -> &'static str {
-        "Redlock: SET NX PX on a majority of N independent Redis masters within the validity"
+        "N independent Redis masters: SET NX PX on a majority within the validity time"
     }
 
     fn configure(&self, params: &toml::Table) -> Result<Box<dyn Deployment>, ParamError> {
