@@ -117,7 +117,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&result)?);
             } else {
-                print!("{}", text::run_summary(&result, &events));
+                let about = &prepared.scenario.description;
+                print!("{}", text::run_summary(&result, &events, about));
             }
             if let Some(e) = &result.error {
                 anyhow::bail!("{e}\nreplay: {}", result.replay);

@@ -4,6 +4,25 @@ use locksim_scenarios::RunResult;
 use locksim_sim::{Event, Verdict};
 use std::fmt::Write;
 
+/// Splits text into lines of at most `width` characters, at spaces.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// Witnesses printed per kind of violation; `--json` has more.
 const WITNESSES_SHOWN: usize = 3;
 
@@ -16,13 +35,16 @@ fn verdict_word(v: Verdict) -> &'static str {
 }
 
 /// The summary `locksim run` prints.
-pub fn run_summary(r: &RunResult, history: &[Event]) -> String {
+pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
         "scenario  {} ({}), seed {}",
         r.scenario, r.protocol, r.seed
     );
+    for line in wrap(description, 86) {
+        let _ = writeln!(s, "          {line}");
+    }
     let _ = writeln!(s, "verdict   {}", r.verdict.to_string().to_uppercase());
     for (name, v) in &r.properties {
         let count = r.violation_counts.get(name).copied().unwrap_or(0);
