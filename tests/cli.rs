@@ -1,17 +1,12 @@
 //! The command line as users run it: exit codes, bad input, history files, and determinism
 //! across separate processes.
 
+mod common;
+
+use common::in_repo as locksim;
 use locksim_protocols::Registry;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn locksim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_locksim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("locksim runs")
-}
+use std::process::Output;
 
 fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {

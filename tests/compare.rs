@@ -1,15 +1,9 @@
 //! `locksim compare`: the reports it writes, and that they do not depend on thread count.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn locksim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_locksim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("locksim runs")
-}
+use common::in_repo as locksim;
+use std::path::{Path, PathBuf};
 
 fn out_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("locksim-compare-{}-{name}", std::process::id()));

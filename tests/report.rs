@@ -1,26 +1,12 @@
 //! `locksim report`: reports from the results files of earlier sweeps.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn locksim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_locksim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("locksim runs")
-}
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("locksim-report-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::in_repo as locksim;
 
 #[test]
 fn shards_and_scenarios_merge_into_one_report_each_seed_once() {
-    let d = dir("merge");
+    let d = common::scratch("report-merge");
     let file = |name: &str| d.join(name).to_str().unwrap().to_owned();
     for (scenario, seeds, shard, out) in [
         ("redis-single-healthy", "0..12", "0/2", "h0.jsonl"),
@@ -85,7 +71,7 @@ fn shards_and_scenarios_merge_into_one_report_each_seed_once() {
 
 #[test]
 fn a_malformed_results_file_exits_2_naming_the_line() {
-    let d = dir("bad");
+    let d = common::scratch("report-bad");
     let bad = d.join("bad.jsonl");
     std::fs::write(&bad, "{\"seed\": 1}\nnot json\n").unwrap();
     let o = locksim(&[

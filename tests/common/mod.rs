@@ -15,6 +15,16 @@ pub fn run(args: &[&str]) -> Output {
     locksim().args(args).output().expect("locksim runs")
 }
 
+/// Runs `locksim` with these arguments from the repository's root, so relative paths work
+/// as in the README (and replay commands name them the same way).
+pub fn in_repo(args: &[&str]) -> Output {
+    locksim()
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("locksim runs")
+}
+
 /// The exit code of a finished command.
 pub fn code(out: &Output) -> i32 {
     out.status.code().expect("exited normally")
