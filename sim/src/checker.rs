@@ -122,7 +122,9 @@ pub struct Liveness {
     pub acquire_latency_ms_p99: f64,
     /// Total time some client was in its CS, in ms (overlaps counted once).
     pub held_ms: f64,
-    /// Total time some client wanted the lock while nobody held it, in ms.
+    /// Total time some client wanted the lock (from an acquire attempt until it got the lock,
+    /// failed attempts and the pauses between them included) while no live client was inside
+    /// its critical section, in ms.
     pub wanted_free_ms: f64,
     /// The longest such stretch, in ms: a long one is a stuck lock.
     pub wanted_free_ms_max: f64,
@@ -451,7 +453,10 @@ fn percentile_ms(sorted_ns: &[u64], pct: f64) -> f64 {
 
 fn liveness(history: &[Event], intervals: &[Interval]) -> Liveness {
     let mut l = Liveness::default();
-    let mut pending: BTreeMap<&str, u64> = BTreeMap::new();
+    // A client wants the lock from an acquire attempt until it gets it (a failed attempt and
+    // the pause before the next one do not end the wanting) or until it crashes.
+    let mut attempt_start: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut wanting: BTreeSet<&str> = BTreeSet::new();
     let mut latencies_ns = Vec::new();
     // Points where the number of waiting clients or holders changes: (time, d_wanting, d_holding).
     let mut steps: Vec<(u64, i64, i64)> = Vec::new();
@@ -459,7 +464,8 @@ fn liveness(history: &[Event], intervals: &[Interval]) -> Liveness {
         match (&e.op, e.kind) {
             (Op::Acquire, Kind::Invoke) => {
                 l.acquire_attempts += 1;
-                if pending.insert(&e.node, e.time_ns).is_none() {
+                attempt_start.insert(&e.node, e.time_ns);
+                if wanting.insert(&e.node) {
                     steps.push((e.time_ns, 1, 0));
                 }
             }
@@ -472,16 +478,18 @@ fn liveness(history: &[Event], intervals: &[Interval]) -> Liveness {
                     Kind::Fail => l.acquire_failures += 1,
                     _ => l.acquire_unknown += 1,
                 }
-                if let Some(start) = pending.remove(e.node.as_str()) {
-                    if kind == Kind::Ok {
-                        latencies_ns.push(e.time_ns - start);
+                let start = attempt_start.remove(e.node.as_str());
+                if kind == Kind::Ok {
+                    latencies_ns.extend(start.map(|t| e.time_ns - t));
+                    if wanting.remove(e.node.as_str()) {
+                        steps.push((e.time_ns, -1, 0));
                     }
-                    steps.push((e.time_ns, -1, 0));
                 }
             }
             (Op::Crash, _) => {
                 let crashed = e.target.as_deref().unwrap_or(&e.node);
-                if pending.remove(crashed).is_some() {
+                attempt_start.remove(crashed);
+                if wanting.remove(crashed) {
                     steps.push((e.time_ns, -1, 0));
                 }
             }

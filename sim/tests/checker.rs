@@ -348,6 +348,22 @@ fn liveness_figures() {
 }
 
 #[test]
+fn a_failed_attempt_does_not_end_the_wanting() {
+    // c1 gives up at 10 ms, pauses, tries again at 50 ms and gets the lock at 60 ms: it
+    // wanted the lock, free, for the whole 60 ms.
+    let h = H::new()
+        .at(0, "c1", Kind::Invoke, Op::Acquire)
+        .at(10, "c1", Kind::Fail, Op::Acquire)
+        .at(50, "c1", Kind::Invoke, Op::Acquire)
+        .at(60, "c1", Kind::Ok, Op::Acquire)
+        .cs("c1", "c1#1", 60, 70)
+        .sorted();
+    let l = check(&h).liveness;
+    assert_eq!(l.wanted_free_ms_max, 60.0);
+    assert_eq!(l.acquire_latency_ms_p50, 10.0, "latency is per attempt");
+}
+
+#[test]
 fn checking_is_pure() {
     let h = H::new()
         .cs("c1", "c1#1", 0, 10)
