@@ -37,6 +37,10 @@ enum Command {
         /// Write the history to this file (JSON Lines).
         #[arg(long, value_name = "FILE")]
         history: Option<PathBuf>,
+        /// Write a self-contained HTML page with the run's timeline (around its first
+        /// violation) to this file.
+        #[arg(long, value_name = "FILE.html")]
+        timeline: Option<PathBuf>,
     },
     /// Run every seed of a range (or of one shard of it) in parallel; one JSON line per seed.
     Sweep(sweep_cmd::SweepArgs),
@@ -104,6 +108,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             seed,
             json,
             history,
+            timeline,
         } => {
             let path = scenario.display().to_string();
             let prepared = locksim_scenarios::load(&path, &registry).map_err(input)?;
@@ -113,6 +118,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 let out = std::fs::File::create(&file)
                     .with_context(|| format!("cannot write {}", file.display()))?;
                 locksim_sim::history::write_jsonl(&events, std::io::BufWriter::new(out))?;
+            }
+            if let Some(file) = timeline {
+                let title = format!("{} — seed {seed}", result.scenario);
+                let page = locksim_reports::html::run_page(
+                    &title,
+                    &prepared.scenario.description,
+                    &result,
+                    &events,
+                );
+                std::fs::write(&file, page)
+                    .with_context(|| format!("cannot write {}", file.display()))?;
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&result)?);

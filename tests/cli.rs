@@ -179,6 +179,25 @@ fn a_malformed_scenario_exits_2_naming_file_line_and_field() {
 }
 
 #[test]
+fn the_timeline_page_draws_the_witnesses() {
+    let file = tmp("gc.html");
+    let out = locksim(&[
+        "run",
+        GC_PAUSE,
+        "--seed",
+        "2",
+        "--timeline",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let page = std::fs::read_to_string(&file).unwrap();
+    assert!(page.starts_with("<!doctype html>") && page.contains("<svg"));
+    assert!(page.contains("mutual_exclusion") && page.contains("--seed 2"));
+    // The four witness events of the first violation are marked.
+    assert_eq!(page.matches("stroke-dasharray").count(), 4, "{page}");
+}
+
+#[test]
 fn protocols_are_listed_with_a_summary() {
     let out = locksim(&["protocols"]);
     assert_eq!(out.status.code(), Some(0));

@@ -2,6 +2,8 @@
 
 use crate::timeline::{escape, svg};
 use crate::{percent, Comparison};
+use locksim_scenarios::RunResult;
+use locksim_sim::Event;
 use locksim_sim::Property;
 use std::fmt::Write;
 
@@ -10,6 +12,12 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
 code{background:#f4f4f4;padding:1px 3px}.cx{margin:2em 0;border-top:1px solid #ddd}\
 .legend span{margin-right:1.5em}";
+
+/// What the timeline's marks mean.
+const LEGEND: &str = "<p class=\"legend\"><span>▮ critical section (red outline: witness)</span>\
+    <span>▨ paused</span><span>✖ crash</span><span>↻ restart</span><span>▲ clock jump</span>\
+    <span>◆ key expired</span><span>● write accepted (=value)</span>\
+    <span>✕ write rejected</span><span>orange band: partition</span></p>";
 
 /// Background colour for a violation rate: white at 0, deepening red towards 1.
 fn heat(rate: f64) -> String {
@@ -152,13 +160,8 @@ pub fn render(c: &Comparison) -> String {
         s.push_str("</ul>");
     }
     if !c.counterexamples.is_empty() {
-        s.push_str(
-            "<h2 id=\"counterexamples\">Counterexamples</h2><p class=\"legend\"><span>▮ critical section \
-                    (red outline: witness)</span><span>▨ paused</span><span>✖ crash</span>\
-                    <span>↻ restart</span><span>▲ clock jump</span><span>◆ key expired</span>\
-                    <span>● write accepted (=value)</span><span>✕ write rejected</span>\
-                    <span>orange band: partition</span></p>",
-        );
+        s.push_str("<h2 id=\"counterexamples\">Counterexamples</h2>");
+        s.push_str(LEGEND);
         for x in &c.counterexamples {
             let _ = write!(
                 s,
@@ -177,4 +180,28 @@ pub fn render(c: &Comparison) -> String {
     }
     s.push_str("</body></html>");
     s
+}
+
+/// A page with the timeline of one run: around its first violation's witnesses, or the whole
+/// run if it has none. `title` names the run; `about` says what it shows.
+pub fn run_page(title: &str, about: &str, run: &RunResult, history: &[Event]) -> String {
+    let what = match run.violations.first() {
+        Some(v) => format!(
+            "<p><b>{}</b>: {}</p>",
+            escape(v.kind.name()),
+            escape(&v.description)
+        ),
+        None => format!("<p>No violation: the verdict is {}.</p>", run.verdict),
+    };
+    let witness = run.violations.first().map_or(vec![], |v| v.events.clone());
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t}</title>\
+         <style>{STYLE}</style></head><body><h1>{t}</h1><p>{a}</p>{what}\
+         <p>Replay: <code>{r}</code> (trace {h})</p>{LEGEND}{svg}</body></html>",
+        t = escape(title),
+        a = escape(about),
+        r = escape(&run.replay),
+        h = escape(&run.trace_hash),
+        svg = svg(history, &witness),
+    )
 }
