@@ -49,12 +49,19 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     }
     let mut summary = Summary::default();
     let mut done = BTreeSet::new();
-    let mut file = ResultsFile::open(&args.out, &prepared.scenario.name, args.resume, |r| {
-        if args.seeds.contains(r.seed) && shard.contains(r.seed) {
-            done.insert(r.seed);
-            summary.add(&r);
-        }
-    })
+    let fingerprint = prepared.scenario.fingerprint();
+    let mut file = ResultsFile::open(
+        &args.out,
+        &prepared.scenario.name,
+        &fingerprint,
+        args.resume,
+        |r| {
+            if args.seeds.contains(r.seed) && shard.contains(r.seed) {
+                done.insert(r.seed);
+                summary.add(&r);
+            }
+        },
+    )
     .map_err(input)?;
     let from_earlier = summary.runs;
     let todo = args.seeds.seeds(shard).filter(|s| !done.contains(s));
@@ -64,7 +71,10 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     #[allow(clippy::disallowed_methods)]
     let started = std::time::Instant::now();
     run_seeds(&prepared, todo, jobs, |run| {
-        let line = SeedResult::of(&run);
+        let line = SeedResult {
+            scenario_hash: fingerprint.clone(),
+            ..SeedResult::of(&run)
+        };
         file.append(&line)?;
         summary.add(&line);
         bar.set_message(format!("{} violations", summary.violated()));

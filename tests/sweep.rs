@@ -178,3 +178,33 @@ fn bad_input_exits_2_with_a_clear_message() {
         stderr(&out)
     );
 }
+
+#[test]
+fn resume_refuses_the_results_of_an_edited_scenario() {
+    let dir = scratch("sweep-edited");
+    let scenario = dir.join("s.toml");
+    let original = std::fs::read_to_string(repo("scenarios/catalog/redis-single-healthy.toml"))
+        .unwrap()
+        .replace("duration_ms = 10_000", "duration_ms = 500");
+    std::fs::write(&scenario, &original).unwrap();
+    let out = dir.join("r.jsonl");
+    let sweep_of = |extra: &[&str]| {
+        let mut args = vec!["sweep", scenario.to_str().unwrap(), "--seeds", "0..4"];
+        args.extend(["--quiet", "--out", out.to_str().unwrap()]);
+        args.extend(extra);
+        run(&args)
+    };
+    assert_eq!(code(&sweep_of(&[])), 0);
+    // Prose does not change results: resuming is fine.
+    std::fs::write(&scenario, original.replace("no faults", "no faults at all")).unwrap();
+    assert_eq!(code(&sweep_of(&["--resume"])), 0);
+    // A parameter does: resuming would mix two scenarios in one file.
+    std::fs::write(
+        &scenario,
+        original.replace("ttl_ms = 1_000", "ttl_ms = 1_500"),
+    )
+    .unwrap();
+    let refused = sweep_of(&["--resume"]);
+    assert_eq!(code(&refused), 2);
+    assert!(stderr(&refused).contains("edited"), "{}", stderr(&refused));
+}

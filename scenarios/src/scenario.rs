@@ -297,6 +297,17 @@ pub struct Prepared {
 }
 
 impl Scenario {
+    /// A stable hash of everything in the scenario that can change a run's result (its
+    /// `description` and default `seed` do not): a sweep refuses to resume into the results
+    /// of an edited scenario.
+    pub fn fingerprint(&self) -> String {
+        let mut canonical = self.clone();
+        canonical.description.clear();
+        canonical.seed = 0;
+        let text = toml::to_string(&canonical).expect("a scenario serialises");
+        locksim_sim::history::format_hash(locksim_sim::history::stable_hash(text.as_bytes()))
+    }
+
     /// Reads and checks a scenario file.
     pub fn load(path: impl AsRef<Path>) -> Result<Scenario, ScenarioError> {
         let path = path.as_ref();
@@ -583,6 +594,26 @@ ttl_ms = 500
         let e = Scenario::parse(&text, "bad.toml").unwrap_err();
         assert_eq!(e.field.as_deref(), Some("network.latency_ms_min"), "{e}");
         assert_eq!(e.line, Some(9), "{e}");
+    }
+
+    #[test]
+    fn fingerprint_follows_what_changes_results() {
+        let a = Scenario::parse(MINIMAL, "m.toml").unwrap();
+        let mut b = a.clone();
+        b.description = "prose".into();
+        b.seed = 99;
+        assert_eq!(
+            a.fingerprint(),
+            b.fingerprint(),
+            "prose and the default seed do not count"
+        );
+        b.workload.clients = 3;
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        let mut c = a.clone();
+        c.protocol
+            .params
+            .insert("ttl_ms".into(), toml::Value::Integer(501));
+        assert_ne!(a.fingerprint(), c.fingerprint());
     }
 
     #[test]

@@ -140,6 +140,10 @@ pub struct SeedResult {
     pub seed: u64,
     /// The scenario's name.
     pub scenario: String,
+    /// The scenario's [`Scenario::fingerprint`](crate::Scenario::fingerprint), where the sweep
+    /// recorded it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scenario_hash: String,
     /// The protocol id.
     pub protocol: String,
     /// valid / invalid / unknown (worst of the properties).
@@ -165,6 +169,7 @@ impl SeedResult {
         SeedResult {
             seed: run.seed,
             scenario: run.scenario.clone(),
+            scenario_hash: String::new(),
             protocol: run.protocol.clone(),
             verdict: run.verdict,
             violations: run.violation_counts.clone(),
@@ -217,6 +222,23 @@ pub enum SweepError {
         /// The scenario the line is about.
         found: String,
     },
+    /// The file holds results of the same scenario as it was before an edit.
+    #[error(
+        "{path}:{line}: results of scenario `{scenario}` as it was before it was edited \
+         (fingerprint {found}, now {expected}): write this sweep to another file"
+    )]
+    EditedScenario {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// The scenario's name.
+        scenario: String,
+        /// The fingerprint the scenario has now.
+        expected: String,
+        /// The fingerprint the line was written with.
+        found: String,
+    },
     /// The file has content and `resume` was not asked for.
     #[error("{path} is not empty: add --resume to continue that sweep, or remove the file")]
     NotEmpty {
@@ -240,6 +262,7 @@ impl ResultsFile {
     pub fn open(
         path: &Path,
         scenario: &str,
+        fingerprint: &str,
         resume: bool,
         mut earlier: impl FnMut(SeedResult),
     ) -> Result<ResultsFile, SweepError> {
@@ -272,6 +295,16 @@ impl ResultsFile {
                     line,
                     expected: scenario.into(),
                     found: r.scenario,
+                });
+            }
+            // Lines without a fingerprint (written by hand, or by older versions) pass.
+            if !r.scenario_hash.is_empty() && r.scenario_hash != fingerprint {
+                return Err(SweepError::EditedScenario {
+                    path: shown.clone(),
+                    line,
+                    scenario: r.scenario,
+                    expected: fingerprint.into(),
+                    found: r.scenario_hash,
                 });
             }
             earlier(r);
@@ -518,6 +551,7 @@ mod tests {
         SeedResult {
             seed,
             scenario: "s".into(),
+            scenario_hash: "f".into(),
             protocol: "p".into(),
             verdict: if kinds.is_empty() {
                 Verdict::Valid
@@ -563,7 +597,7 @@ mod tests {
     fn resume_cuts_a_torn_line_and_returns_what_was_done() {
         let path = temp_file("torn.jsonl");
         let mut done = vec![];
-        let mut file = ResultsFile::open(&path, "s", false, |r| done.push(r)).unwrap();
+        let mut file = ResultsFile::open(&path, "s", "f", false, |r| done.push(r)).unwrap();
         assert!(done.is_empty());
         file.append(&result(1, &[])).unwrap();
         file.append(&result(2, &["fencing"])).unwrap();
@@ -572,15 +606,19 @@ mod tests {
         raw.write_all(br#"{"seed":3,"scena"#).unwrap();
         drop(raw);
         assert!(matches!(
-            ResultsFile::open(&path, "s", false, drop),
+            ResultsFile::open(&path, "s", "f", false, drop),
             Err(SweepError::NotEmpty { .. })
         ));
         assert!(matches!(
-            ResultsFile::open(&path, "other", true, drop),
+            ResultsFile::open(&path, "other", "f", true, drop),
             Err(SweepError::OtherScenario { line: 1, .. })
         ));
+        assert!(matches!(
+            ResultsFile::open(&path, "s", "edited", true, drop),
+            Err(SweepError::EditedScenario { line: 1, .. })
+        ));
         let mut done = vec![];
-        let mut file = ResultsFile::open(&path, "s", true, |r| done.push(r)).unwrap();
+        let mut file = ResultsFile::open(&path, "s", "f", true, |r| done.push(r)).unwrap();
         assert_eq!(done, vec![result(1, &[]), result(2, &["fencing"])]);
         file.append(&result(3, &[])).unwrap();
         let seeds: Vec<u64> = read_results(&path)

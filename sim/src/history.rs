@@ -222,6 +222,12 @@ pub fn trace_hash(history: &[Event]) -> u64 {
     hasher.digest()
 }
 
+/// A stable 64-bit hash of bytes (xxh3), for fingerprints that must match across processes
+/// and machines.
+pub fn stable_hash(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes)
+}
+
 /// Formats a trace hash the way results print it (16 hex digits).
 pub fn format_hash(hash: u64) -> String {
     format!("{hash:016x}")
