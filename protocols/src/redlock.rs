@@ -44,6 +44,7 @@
 //! keeps its instance locked until the TTL, so the lock stays unavailable though nobody
 //! holds it).
 
+use crate::redis::client::{check_drift_factor, drift_allowance_ms, lock_value};
 use crate::redis::{start_server, Cmd, Persistence, RedisNet, Reply, ServerConfig};
 use crate::{
     parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
@@ -206,9 +207,7 @@ impl Params {
                 "must not exceed retry_delay_ms_max",
             ));
         }
-        if !(0.0..1.0).contains(&self.clock_drift_factor) {
-            return Err(ParamError::field("clock_drift_factor", "must be in [0, 1)"));
-        }
+        check_drift_factor(self.clock_drift_factor)?;
         if let PerInstance::Each(list) = &self.persistence {
             if list.len() != self.instances {
                 return Err(ParamError::field(
@@ -234,7 +233,7 @@ impl Params {
         if self.variant == Variant::NoDriftAllowance {
             return Duration::ZERO;
         }
-        let ms = self.ttl_ms as f64 * self.clock_drift_factor + 2.0;
+        let ms = drift_allowance_ms(self.ttl_ms, self.clock_drift_factor);
         Duration::from_micros((ms * 1000.0) as u64)
     }
 
@@ -440,10 +439,7 @@ impl RedlockClient {
     /// One try: steps 1 to 5.
     async fn attempt(&mut self) -> Result<Grant, String> {
         let p = self.params.clone();
-        let value = {
-            let n: u64 = madsim::rand::thread_rng().gen();
-            format!("{}:{n:016x}", self.ctx.name())
-        };
+        let value = lock_value(&self.ctx);
         let start = self.ctx.mono_now();
         let asked = self.send_all(&self.all(), || match p.tokens {
             Tokens::None => Cmd::Set {

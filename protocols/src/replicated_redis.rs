@@ -32,6 +32,7 @@
 //!   sweep finds the token reuse this causes.
 //! - Every weakness of [`crate::single_redis`] applies as well.
 
+use crate::redis::client::{check_drift_factor, lock_value, validity};
 use crate::redis::{
     start_replicated_server, start_sentinel, Cmd, Persistence, RedisNet, ReplNet, ReplRole,
     Replicated, ReplicationConfig, Reply, SentinelConfig, SentinelNet, SentinelReq, SentinelResp,
@@ -225,16 +226,13 @@ impl Params {
                 return Err(ParamError::field(field, "must not exceed its `_max`"));
             }
         }
-        if !(0.0..1.0).contains(&self.clock_drift_factor) {
-            return Err(ParamError::field("clock_drift_factor", "must be in [0, 1)"));
-        }
+        check_drift_factor(self.clock_drift_factor)?;
         Ok(())
     }
 
     /// The validity a grant gets: ttl − drift allowance (Redis docs: ttl × factor + 2 ms).
     pub fn validity(&self) -> Duration {
-        let drift_ms = self.ttl_ms as f64 * self.clock_drift_factor + 2.0;
-        Duration::from_micros(((self.ttl_ms as f64 - drift_ms).max(0.0) * 1000.0) as u64)
+        validity(self.ttl_ms, self.clock_drift_factor)
     }
 
     /// The Redis node names; the first starts as primary.
@@ -411,11 +409,6 @@ impl ReplicatedRedisClient {
             .record_event(Event::new(self.ctx.name(), Kind::Info, Op::Note).detail(detail));
     }
 
-    fn fresh_value(&self) -> String {
-        let n: u64 = madsim::rand::thread_rng().gen();
-        format!("{}:{n:016x}", self.ctx.name())
-    }
-
     /// After a timeout: the SET may have taken effect, so free it if it did (our value is
     /// unique), and ask the sentinels again next time.
     fn abandon(&self, primary: NodeIdx, value: String) {
@@ -434,7 +427,7 @@ impl ReplicatedRedisClient {
         let Some(primary) = self.primary().await else {
             return Attempt::Busy; // No sentinel answered: nothing was sent.
         };
-        let value = self.fresh_value();
+        let value = lock_value(&self.ctx);
         let start = self.ctx.mono_now();
         let cmd = if p.tokens {
             Cmd::SetNxIncr {

@@ -16,6 +16,7 @@
 //!   two clients both see the key free), `no-ttl` (no expiry: a crashed holder blocks
 //!   everyone forever).
 
+use crate::redis::client::{check_drift_factor, lock_value, validity};
 use crate::redis::{start_server, Cmd, Persistence, RedisNet, Reply, ServerConfig};
 use crate::{
     parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
@@ -124,16 +125,13 @@ impl Params {
         if self.request_timeout_ms == 0 {
             return Err(ParamError::field("request_timeout_ms", "must be positive"));
         }
-        if !(0.0..1.0).contains(&self.clock_drift_factor) {
-            return Err(ParamError::field("clock_drift_factor", "must be in [0, 1)"));
-        }
+        check_drift_factor(self.clock_drift_factor)?;
         Ok(())
     }
 
     /// The validity a grant gets: ttl − drift allowance (Redis docs: ttl × factor + 2 ms).
     pub fn validity(&self) -> Duration {
-        let drift_ms = self.ttl_ms as f64 * self.clock_drift_factor + 2.0;
-        Duration::from_micros(((self.ttl_ms as f64 - drift_ms).max(0.0) * 1000.0) as u64)
+        validity(self.ttl_ms, self.clock_drift_factor)
     }
 }
 
@@ -231,15 +229,9 @@ impl SingleRedisClient {
         self.caller.call(self.server, cmd, timeout).await
     }
 
-    fn fresh_value(&self) -> String {
-        // Real clients use 20 random bytes; unique per attempt is what matters.
-        let n: u64 = madsim::rand::thread_rng().gen();
-        format!("{}:{n:016x}", self.ctx.name())
-    }
-
     async fn attempt(&self) -> Attempt {
         let p = &self.params;
-        let value = self.fresh_value();
+        let value = lock_value(&self.ctx);
         let start = self.ctx.mono_now();
         let px_ms = (p.variant != Variant::NoTtl).then_some(p.ttl_ms);
         let reply = match p.variant {

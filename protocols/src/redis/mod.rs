@@ -19,6 +19,7 @@
 //!
 //! Not modelled: memory limits and eviction, cluster slots, client-side connection pools.
 
+pub mod client;
 pub mod replication;
 pub mod sentinel;
 pub mod server;
