@@ -2,7 +2,7 @@
 //! --history`), in the simulator's JSON Lines format.
 
 use crate::input;
-use locksim_scenarios::runner::WITNESSES_KEPT;
+use locksim_scenarios::runner::kept_violations;
 use locksim_sim::checker::{Liveness, Violation};
 use locksim_sim::history::{format_hash, read_jsonl, trace_hash};
 use locksim_sim::{check, Event, Verdict};
@@ -63,16 +63,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             out.reasons.insert(p.property.name().into(), reason.clone());
         }
     }
-    for v in &report.violations {
-        let count = out
-            .violation_counts
-            .entry(v.kind.name().into())
-            .or_insert(0);
-        *count += 1;
-        if *count as usize <= WITNESSES_KEPT {
-            out.violations.push(v.clone());
-        }
-    }
+    (out.violations, out.violation_counts) = kept_violations(&report);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {

@@ -4,7 +4,7 @@
 use crate::scenario::{Prepared, Scenario};
 use crate::workload::client_loop;
 use locksim_protocols::resource;
-use locksim_sim::checker::{Liveness, Violation};
+use locksim_sim::checker::{Liveness, Report, Violation};
 use locksim_sim::history::{format_hash, trace_hash, History};
 use locksim_sim::nemesis::Targets;
 use locksim_sim::{check, simulate, Fault, Role, SimSpec, Verdict};
@@ -15,6 +15,21 @@ use std::sync::Arc;
 
 /// At most this many violations are kept per kind in a result (the counts are complete).
 pub const WITNESSES_KEPT: usize = 10;
+
+/// A report's violations, at most [`WITNESSES_KEPT`] per kind, and how many there were of
+/// each kind in all.
+pub fn kept_violations(report: &Report) -> (Vec<Violation>, BTreeMap<String, u64>) {
+    let mut kept = Vec::new();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for v in &report.violations {
+        let count = counts.entry(v.kind.name().into()).or_insert(0);
+        *count += 1;
+        if *count as usize <= WITNESSES_KEPT {
+            kept.push(v.clone());
+        }
+    }
+    (kept, counts)
+}
 
 /// Everything one run says, as `locksim run --json` prints it and sweeps store it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -178,16 +193,7 @@ impl Prepared {
                 .properties
                 .insert(p.property.name().into(), p.verdict);
         }
-        for v in &report.violations {
-            let count = result
-                .violation_counts
-                .entry(v.kind.name().into())
-                .or_insert(0);
-            *count += 1;
-            if *count as usize <= WITNESSES_KEPT {
-                result.violations.push(v.clone());
-            }
-        }
+        (result.violations, result.violation_counts) = kept_violations(&report);
         result.trace_hash = format_hash(trace_hash(&outcome.history));
         result.stats.events = outcome.history.len() as u64;
         result.stats.sim_ms = outcome.sim_ms;
