@@ -388,10 +388,10 @@ impl Scenario {
 
     /// Configures the protocol and checks fault targets against the node names.
     pub fn prepare(self, path: &str, registry: &Registry) -> Result<Prepared, ScenarioError> {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
+        // The file is read again only to name the line of an error.
         let fail = |field: String, message: String| ScenarioError {
             path: path.into(),
-            line: locate(&text, &field),
+            line: locate(&std::fs::read_to_string(path).unwrap_or_default(), &field),
             field: Some(field),
             message,
         };
