@@ -182,10 +182,21 @@ fn summary_text(h: &Header, s: &Summary) -> String {
             let _ = writeln!(
                 t,
                 "  {seed:<8} {:<30} {}",
-                kinds.join(", "),
+                kinds
+                    .iter()
+                    .map(|k| k.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 h.prepared.replay_command(*seed)
             );
         }
+    }
+    for (property, u) in &s.unknown {
+        let _ = writeln!(
+            t,
+            "unknown    {property} in {} runs; seed {}: {}",
+            u.runs, u.seed, u.reason
+        );
     }
     if s.expect_not_met > 0 {
         let _ = writeln!(t, "expect     not met in {} runs", s.expect_not_met);

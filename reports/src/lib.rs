@@ -85,7 +85,7 @@ impl CellSummary {
 struct Outcome<'a> {
     seed: u64,
     verdict: Verdict,
-    violation_counts: &'a BTreeMap<String, u64>,
+    violation_counts: &'a BTreeMap<Property, u64>,
     stats: &'a Stats,
     error: Option<&'a str>,
     replay: &'a str,
@@ -155,7 +155,7 @@ impl CellAccumulator {
             .violation_counts
             .iter()
             .filter(|(_, n)| **n > 0)
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| k.name().to_owned())
             .collect();
         for k in &kinds {
             *s.runs_violating.entry(k.clone()).or_insert(0) += 1;

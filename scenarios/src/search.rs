@@ -423,12 +423,7 @@ impl std::fmt::Display for Failure {
 pub fn failures(result: &RunResult) -> Vec<Failure> {
     let mut found: Vec<Failure> = Property::ALL
         .into_iter()
-        .filter(|p| {
-            result
-                .violation_counts
-                .get(p.name())
-                .is_some_and(|n| *n > 0)
-        })
+        .filter(|p| result.violation_counts.get(p).is_some_and(|n| *n > 0))
         .map(Failure::Violation)
         .collect();
     if result.error.is_some() {

@@ -13,7 +13,7 @@
 
 use crate::runner::{isolated, RunResult, Stats};
 use crate::scenario::Prepared;
-use locksim_sim::Verdict;
+use locksim_sim::{Property, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
@@ -150,7 +150,10 @@ pub struct SeedResult {
     pub verdict: Verdict,
     /// Number of violations per violated property (`mutual_exclusion`, `fencing`,
     /// `lost_update`); empty when none was violated.
-    pub violations: BTreeMap<String, u64>,
+    pub violations: BTreeMap<Property, u64>,
+    /// Why a property is `unknown`, for each that is.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reasons: BTreeMap<Property, String>,
     /// Stable hash of the history.
     pub trace_hash: String,
     /// Figures of the run.
@@ -173,6 +176,7 @@ impl SeedResult {
             protocol: run.protocol.clone(),
             verdict: run.verdict,
             violations: run.violation_counts.clone(),
+            reasons: run.reasons.clone(),
             trace_hash: run.trace_hash.clone(),
             stats: run.stats.clone(),
             expect_met: run.expect.as_ref().map(|e| e.met),
@@ -450,6 +454,17 @@ pub fn run_seeds<E>(
 /// How many failing seeds a [`Summary`] names.
 pub const FAILING_SEEDS_KEPT: usize = 10;
 
+/// How often a property was `unknown` in a sweep, and why in its lowest such seed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnknownTally {
+    /// Runs in which the property was `unknown`.
+    pub runs: u64,
+    /// The lowest of those seeds.
+    pub seed: u64,
+    /// Why, in that seed.
+    pub reason: String,
+}
+
 /// The tally of a sweep's results, whatever order they came in.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Summary {
@@ -458,10 +473,13 @@ pub struct Summary {
     /// Runs per verdict.
     pub verdicts: BTreeMap<Verdict, u64>,
     /// Runs that violated each property (a run can count under several).
-    pub violations_by_kind: BTreeMap<String, u64>,
+    pub violations_by_kind: BTreeMap<Property, u64>,
     /// The lowest failing seeds (at most [`FAILING_SEEDS_KEPT`]) with their violated
     /// properties.
-    pub failing: BTreeMap<u64, Vec<String>>,
+    pub failing: BTreeMap<u64, Vec<Property>>,
+    /// Per property that was `unknown` in some run: how many runs, and the lowest such seed
+    /// with its reason.
+    pub unknown: BTreeMap<Property, UnknownTally>,
     /// Runs that did not complete (a panic in a model).
     pub errors: BTreeMap<u64, String>,
     /// Runs whose `[expect]` was not met.
@@ -479,7 +497,22 @@ impl Summary {
         self.runs += 1;
         *self.verdicts.entry(r.verdict).or_default() += 1;
         for kind in r.violations.keys() {
-            *self.violations_by_kind.entry(kind.clone()).or_default() += 1;
+            *self.violations_by_kind.entry(*kind).or_default() += 1;
+        }
+        for (property, reason) in &r.reasons {
+            let tally = self
+                .unknown
+                .entry(*property)
+                .or_insert_with(|| UnknownTally {
+                    runs: 0,
+                    seed: r.seed,
+                    reason: reason.clone(),
+                });
+            tally.runs += 1;
+            // The lowest seed's reason, so the summary does not depend on completion order.
+            if r.seed < tally.seed {
+                (tally.seed, tally.reason) = (r.seed, reason.clone());
+            }
         }
         if r.violated() {
             self.failing
@@ -547,7 +580,7 @@ mod tests {
         assert!("0/0".parse::<Shard>().is_err());
     }
 
-    fn result(seed: u64, kinds: &[&str]) -> SeedResult {
+    fn result(seed: u64, kinds: &[Property]) -> SeedResult {
         SeedResult {
             seed,
             scenario: "s".into(),
@@ -558,7 +591,8 @@ mod tests {
             } else {
                 Verdict::Invalid
             },
-            violations: kinds.iter().map(|k| (k.to_string(), 1)).collect(),
+            violations: kinds.iter().map(|k| (*k, 1)).collect(),
+            reasons: BTreeMap::new(),
             trace_hash: format!("{seed:016x}"),
             stats: Stats::default(),
             expect_met: None,
@@ -570,8 +604,8 @@ mod tests {
     fn summary_counts_each_seed_once_and_keeps_the_lowest_failures() {
         let mut s = Summary::default();
         for seed in (0..30).rev() {
-            let kinds: &[&str] = if seed % 2 == 0 {
-                &["mutual_exclusion"]
+            let kinds: &[Property] = if seed % 2 == 0 {
+                &[Property::MutualExclusion]
             } else {
                 &[]
             };
@@ -580,7 +614,7 @@ mod tests {
         }
         assert_eq!(s.runs, 30);
         assert_eq!(s.violated(), 15);
-        assert_eq!(s.violations_by_kind["mutual_exclusion"], 15);
+        assert_eq!(s.violations_by_kind[&Property::MutualExclusion], 15);
         let failing: Vec<u64> = s.failing.keys().copied().collect();
         assert_eq!(failing, vec![0, 2, 4, 6, 8, 10, 12, 14, 16, 18]);
     }
@@ -600,7 +634,7 @@ mod tests {
         let mut file = ResultsFile::open(&path, "s", "f", false, |r| done.push(r)).unwrap();
         assert!(done.is_empty());
         file.append(&result(1, &[])).unwrap();
-        file.append(&result(2, &["fencing"])).unwrap();
+        file.append(&result(2, &[Property::Fencing])).unwrap();
         drop(file);
         let mut raw = OpenOptions::new().append(true).open(&path).unwrap();
         raw.write_all(br#"{"seed":3,"scena"#).unwrap();
@@ -619,7 +653,7 @@ mod tests {
         ));
         let mut done = vec![];
         let mut file = ResultsFile::open(&path, "s", "f", true, |r| done.push(r)).unwrap();
-        assert_eq!(done, vec![result(1, &[]), result(2, &["fencing"])]);
+        assert_eq!(done, vec![result(1, &[]), result(2, &[Property::Fencing])]);
         file.append(&result(3, &[])).unwrap();
         let seeds: Vec<u64> = read_results(&path)
             .unwrap()
