@@ -312,20 +312,21 @@ pub fn read_jsonl(path: &str, input: impl BufRead) -> Result<History, ReadError>
     let mut history = History::new();
     // The time of each node's latest event, for events on local clocks.
     let mut node_time_ns: std::collections::BTreeMap<String, u64> = Default::default();
-    for (n, line) in input.lines().enumerate() {
+    for (n, line) in input.split(b'\n').enumerate() {
         let line = line.map_err(|source| ReadError::Io {
             path: path.to_owned(),
             source,
         })?;
-        if line.trim().is_empty() {
-            continue;
-        }
         let bad = |message: String| ReadError::Line {
             path: path.to_owned(),
             line: n + 1,
             message,
         };
-        let event = parse_event(&line).map_err(bad)?;
+        let line = std::str::from_utf8(&line).map_err(|e| bad(format!("not UTF-8: {e}")))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let event = parse_event(line).map_err(bad)?;
         if let Some(prev) = history.last() {
             order_error(prev, &event, node_time_ns.get(&event.node).copied()).map_err(bad)?;
         }

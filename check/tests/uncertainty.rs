@@ -184,7 +184,11 @@ fn brute_force(h: &[Event], sections: &[(u8, bool, Windows)]) -> (u64, u64) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig {
+        cases: 2000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn overlap_counts_match_a_brute_force_count(

@@ -23,42 +23,44 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-/// A range of seeds: `A..B` (B excluded, as in Rust) or `A..=B` (B included).
+/// A range of seeds: `A..B` (B excluded, as in Rust) or `A..=B` (B included). Held by its
+/// last seed, so a range can end at `u64::MAX`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SeedRange {
     /// The first seed.
     pub start: u64,
-    /// One past the last seed.
-    pub end: u64,
+    /// The last seed (included).
+    pub last: u64,
 }
 
 impl SeedRange {
     /// The seeds of the range that belong to `shard`, in increasing order.
     pub fn seeds(&self, shard: Shard) -> impl Iterator<Item = u64> + Send {
-        let first = self.first(shard);
+        let (first, last) = match self.first(shard) {
+            Some(first) => (first, self.last),
+            None => (1, 0),
+        };
         // Stepping, not filtering: shard 7/1000 of a huge range costs only its own seeds.
-        (first..self.end.max(first)).step_by(shard.count.try_into().unwrap_or(usize::MAX))
+        (first..=last).step_by(shard.count.try_into().unwrap_or(usize::MAX))
     }
 
     /// How many seeds of the range belong to `shard`.
     pub fn count(&self, shard: Shard) -> u64 {
-        let first = self.first(shard);
-        if first >= self.end {
-            0
-        } else {
-            (self.end - 1 - first) / shard.count + 1
-        }
+        self.first(shard)
+            .map_or(0, |first| (self.last - first) / shard.count + 1)
     }
 
-    /// The first seed at or after `start` that belongs to `shard` (may be past `end`).
-    fn first(&self, shard: Shard) -> u64 {
+    /// The first seed of the range that belongs to `shard`, if any.
+    fn first(&self, shard: Shard) -> Option<u64> {
         let offset = (shard.index + shard.count - self.start % shard.count) % shard.count;
-        self.start.saturating_add(offset)
+        self.start
+            .checked_add(offset)
+            .filter(|first| *first <= self.last)
     }
 
     /// Whether `seed` is in the range.
     pub fn contains(&self, seed: u64) -> bool {
-        (self.start..self.end).contains(&seed)
+        (self.start..=self.last).contains(&seed)
     }
 }
 
@@ -66,7 +68,13 @@ impl FromStr for SeedRange {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let bad = || format!("`{text}` is not a seed range: write A..B (B excluded) or A..=B");
+        let bad = || {
+            format!(
+                "`{text}` is not a seed range: write A..B (B excluded) or A..=B, seeds from 0 \
+                 to {}",
+                u64::MAX
+            )
+        };
         let (start, end, inclusive) = match text.split_once("..=") {
             Some((a, b)) => (a, b, true),
             None => {
@@ -75,20 +83,22 @@ impl FromStr for SeedRange {
             }
         };
         let number = |s: &str| s.trim().replace('_', "").parse::<u64>().map_err(|_| bad());
-        let (start, mut end) = (number(start)?, number(end)?);
-        if inclusive {
-            end = end.checked_add(1).ok_or_else(bad)?;
+        let (start, end) = (number(start)?, number(end)?);
+        let last = if inclusive {
+            Some(end)
+        } else {
+            end.checked_sub(1)
+        };
+        match last {
+            Some(last) if start <= last => Ok(SeedRange { start, last }),
+            _ => Err(format!("the seed range `{text}` is empty")),
         }
-        if start >= end {
-            return Err(format!("the seed range `{text}` is empty"));
-        }
-        Ok(SeedRange { start, end })
     }
 }
 
 impl std::fmt::Display for SeedRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}..{}", self.start, self.end)
+        write!(f, "{}..={}", self.start, self.last)
     }
 }
 
@@ -542,11 +552,12 @@ mod tests {
     #[test]
     fn seed_ranges_parse_both_ways() {
         let r: SeedRange = "0..10".parse().unwrap();
-        assert_eq!((r.start, r.end), (0, 10));
+        assert_eq!((r.start, r.last), (0, 9));
         let r: SeedRange = "5..=7".parse().unwrap();
-        assert_eq!((r.start, r.end), (5, 8));
+        assert_eq!((r.start, r.last), (5, 7));
         let r: SeedRange = "1_000..2_000".parse().unwrap();
-        assert_eq!((r.start, r.end), (1000, 2000));
+        assert_eq!((r.start, r.last), (1000, 1999));
+        assert!("0..0".parse::<SeedRange>().unwrap_err().contains("empty"));
         assert!("7..7".parse::<SeedRange>().unwrap_err().contains("empty"));
         assert!("7".parse::<SeedRange>().is_err());
         assert!("a..b".parse::<SeedRange>().is_err());
@@ -561,7 +572,10 @@ mod tests {
         all.sort_unstable();
         assert_eq!(all, range.seeds(Shard::ALL).collect::<Vec<_>>());
         for (start, end) in [(0, 1), (3, 40), (5, 6), (7, 100), (10, 13)] {
-            let range = SeedRange { start, end };
+            let range = SeedRange {
+                start,
+                last: end - 1,
+            };
             for count in 1..6 {
                 for index in 0..count {
                     let shard = Shard { index, count };
@@ -576,6 +590,22 @@ mod tests {
             }
         }
         assert_eq!("2/3".parse::<Shard>(), Ok(Shard { index: 2, count: 3 }));
+        let top: SeedRange = format!("{}..={}", u64::MAX - 4, u64::MAX).parse().unwrap();
+        let seeds: Vec<u64> = top.seeds(Shard { index: 1, count: 2 }).collect();
+        assert_eq!(seeds, vec![u64::MAX - 4, u64::MAX - 2, u64::MAX]);
+        assert_eq!(top.count(Shard::ALL), 5);
+        assert_eq!(top.count(Shard { index: 1, count: 2 }), 3);
+        assert!(top.contains(u64::MAX) && !top.contains(u64::MAX - 5));
+        let edge = SeedRange {
+            start: u64::MAX,
+            last: u64::MAX,
+        };
+        assert_eq!(
+            edge.count(Shard { index: 0, count: 7 }),
+            0,
+            "u64::MAX % 7 != 0"
+        );
+        assert_eq!(edge.seeds(Shard { index: 0, count: 7 }).count(), 0);
         assert!("3/3".parse::<Shard>().is_err());
         assert!("0/0".parse::<Shard>().is_err());
     }
