@@ -518,7 +518,7 @@ pub struct Progress {
 pub struct Found {
     /// The failure every shrink step kept.
     pub failure: Failure,
-    /// Which case (from 1) first failed.
+    /// Which case (from 1) first failed; 0 when the scenario fails with no added fault.
     pub case: u32,
     /// The failing schedule as generated.
     pub original: Schedule,
@@ -528,6 +528,14 @@ pub struct Found {
     pub result: RunResult,
     /// Shrink steps taken.
     pub shrink_steps: u32,
+}
+
+impl Found {
+    /// Whether the failure needs no added fault: the scenario's own scripted faults (or
+    /// none) already show it.
+    pub fn no_added_fault(&self) -> bool {
+        self.schedule.faults.is_empty()
+    }
 }
 
 /// What a search did.
@@ -597,6 +605,30 @@ pub fn search(
         runs: 0,
         found: None,
     };
+    // A scenario whose own scripted faults already violate a property needs no search: say
+    // so, rather than "shrink" to an added fault that plays no part in the failure.
+    let baseline = Schedule {
+        seed: prepared.scenario.seed,
+        faults: vec![],
+    };
+    let result = runs.run(&baseline);
+    progress(Progress {
+        cases: 0,
+        shrink_steps: 0,
+        runs: runs.count,
+    });
+    if let Some(&failure) = failures(&result).first() {
+        outcome.found = Some(Found {
+            failure,
+            case: 0,
+            original: baseline.clone(),
+            schedule: baseline,
+            result,
+            shrink_steps: 0,
+        });
+        outcome.runs = runs.count;
+        return Ok(outcome);
+    }
     for case in 1..=options.cases {
         let mut tree = strategy
             .new_tree(&mut runner)
@@ -690,7 +722,7 @@ fn drop_faults(
     while removed {
         removed = false;
         let mut i = 0;
-        while i < found.schedule.faults.len() && found.schedule.faults.len() > 1 {
+        while i < found.schedule.faults.len() {
             if found.shrink_steps >= options.shrink_steps_max {
                 return;
             }
