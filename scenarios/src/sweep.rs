@@ -427,6 +427,18 @@ pub fn run_seeds<E>(
     prepared: &Prepared,
     seeds: impl Iterator<Item = u64> + Send,
     jobs: usize,
+    on_result: impl FnMut(RunResult) -> Result<(), E>,
+) -> Result<(), E> {
+    run_seeds_until(prepared, seeds, jobs, &AtomicBool::new(false), on_result)
+}
+
+/// [`run_seeds`], stopping early once `interrupted` is set (e.g. by a signal handler): no
+/// new run starts, and the results of the runs in progress are still handed over.
+pub fn run_seeds_until<E>(
+    prepared: &Prepared,
+    seeds: impl Iterator<Item = u64> + Send,
+    jobs: usize,
+    interrupted: &AtomicBool,
     mut on_result: impl FnMut(RunResult) -> Result<(), E>,
 ) -> Result<(), E> {
     // Seeds are handed out one at a time: a billion-seed range is never a list in memory.
@@ -434,9 +446,8 @@ pub fn run_seeds<E>(
     let stop = AtomicBool::new(false);
     let next = || {
         let mut seeds = seeds.lock().unwrap_or_else(PoisonError::into_inner);
-        (!stop.load(Ordering::Relaxed))
-            .then(|| seeds.next())
-            .flatten()
+        let stopped = stop.load(Ordering::Relaxed) || interrupted.load(Ordering::Relaxed);
+        (!stopped).then(|| seeds.next()).flatten()
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::scope(|scope| {
