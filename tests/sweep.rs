@@ -270,7 +270,10 @@ fn sigterm_stops_a_sweep_the_same_way() {
     let text = stdout(&out);
     assert_eq!(code(&out), 143, "{text}{}", stderr(&out));
     let saved = read_results(Path::new(&file)).unwrap().len();
-    assert!(text.contains(&format!("interrupted by SIGTERM: {saved} of the 100000")), "{text}");
+    assert!(
+        text.contains(&format!("interrupted by SIGTERM: {saved} of the 100000")),
+        "{text}"
+    );
 }
 
 #[test]
