@@ -660,6 +660,26 @@ mod tests {
         assert_eq!(failing, vec![0, 2, 4, 6, 8, 10, 12, 14, 16, 18]);
     }
 
+    #[test]
+    fn unknown_reasons_reach_the_summary_whatever_the_order() {
+        let unknown = |seed: u64| SeedResult {
+            verdict: Verdict::Unknown,
+            reasons: [(Property::LostUpdate, format!("why {seed}"))].into(),
+            ..result(seed, &[])
+        };
+        let (mut up, mut down) = (Summary::default(), Summary::default());
+        for seed in 3..7 {
+            up.add(&unknown(seed));
+            down.add(&unknown(9 - seed));
+        }
+        assert_eq!(up, down);
+        let tally = &up.unknown[&Property::LostUpdate];
+        assert_eq!((tally.runs, tally.seed, tally.reason.as_str()), (4, 3, "why 3"));
+        let line = serde_json::to_string(&unknown(3)).unwrap();
+        assert!(line.contains(r#""reasons":{"lost_update":"why 3"}"#), "{line}");
+        assert_eq!(serde_json::from_str::<SeedResult>(&line).unwrap(), unknown(3));
+    }
+
     fn temp_file(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("locksim-sweep-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
