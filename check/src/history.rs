@@ -338,6 +338,10 @@ pub fn read_jsonl(path: &str, input: impl BufRead) -> Result<History, ReadError>
 
 /// One line as an event, or what is wrong with it, naming the field.
 fn parse_event(line: &str) -> Result<Event, String> {
+    // The fast path; a line that fails is parsed again, slowly, to name the field.
+    if let Ok(event) = serde_json::from_str(line) {
+        return Ok(event);
+    }
     let mut de = serde_json::Deserializer::from_str(line);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
