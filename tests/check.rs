@@ -92,7 +92,12 @@ fn malformed_lines_are_named_and_exit_2() {
 fn histories_from_real_systems_check_with_their_uncertainty() {
     let real = |name: &str| repo(&format!("check/tests/histories/{name}"));
     let out = run(&["check", &real("info-enter.jsonl"), "--json"]);
-    assert_eq!(code(&out), 0, "unknown is not a violation: {}", stderr(&out));
+    assert_eq!(
+        code(&out),
+        0,
+        "unknown is not a violation: {}",
+        stderr(&out)
+    );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["properties"]["mutual_exclusion"], "unknown");
     let reason = json["reasons"]["mutual_exclusion"].as_str().unwrap();
@@ -104,8 +109,14 @@ fn histories_from_real_systems_check_with_their_uncertainty() {
     let out = run(&["check", &real("local-clocks-overlap.jsonl")]);
     assert_eq!(code(&out), 1);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("mutual_exclusion  VIOLATED (1 violation)"), "{text}");
-    assert!(text.contains("#5 1400.000ms app2 ok cs_enter grant=app2#1 ±5.000ms"), "{text}");
+    assert!(
+        text.contains("mutual_exclusion  VIOLATED (1 violation)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("#5 1400.000ms app2 ok cs_enter grant=app2#1 ±5.000ms"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -129,7 +140,10 @@ fn counts_are_exact_and_text_shows_the_witnesses_json_holds() {
     let text = String::from_utf8_lossy(&run(&["check", &path]).stdout).into_owned();
     assert_eq!(text.matches("[mutual_exclusion]").count(), kept, "{text}");
     assert!(
-        text.contains(&format!("... and {} more mutual_exclusion violations", 780 - kept)),
+        text.contains(&format!(
+            "... and {} more mutual_exclusion violations",
+            780 - kept
+        )),
         "{text}"
     );
 }

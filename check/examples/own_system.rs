@@ -52,7 +52,9 @@ fn main() {
     let h = read_jsonl("recorded.jsonl", file.as_slice()).expect("a valid history");
 
     let report = check(&h);
-    let me = report.result(Property::MutualExclusion).expect("always decided");
+    let me = report
+        .result(Property::MutualExclusion)
+        .expect("always decided");
     println!("mutual_exclusion: {}", me.verdict);
     if let Some(reason) = &me.reason {
         println!("  {reason}");

@@ -674,10 +674,19 @@ mod tests {
         }
         assert_eq!(up, down);
         let tally = &up.unknown[&Property::LostUpdate];
-        assert_eq!((tally.runs, tally.seed, tally.reason.as_str()), (4, 3, "why 3"));
+        assert_eq!(
+            (tally.runs, tally.seed, tally.reason.as_str()),
+            (4, 3, "why 3")
+        );
         let line = serde_json::to_string(&unknown(3)).unwrap();
-        assert!(line.contains(r#""reasons":{"lost_update":"why 3"}"#), "{line}");
-        assert_eq!(serde_json::from_str::<SeedResult>(&line).unwrap(), unknown(3));
+        assert!(
+            line.contains(r#""reasons":{"lost_update":"why 3"}"#),
+            "{line}"
+        );
+        assert_eq!(
+            serde_json::from_str::<SeedResult>(&line).unwrap(),
+            unknown(3)
+        );
     }
 
     fn temp_file(name: &str) -> PathBuf {
