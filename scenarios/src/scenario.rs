@@ -598,7 +598,7 @@ pub fn locate(text: &str, field: &str) -> Option<usize> {
 }
 
 /// A tally of per-property verdicts (for reports).
-pub type PropertyCounts = BTreeMap<String, u64>;
+pub type PropertyCounts = BTreeMap<Property, u64>;
 
 #[cfg(test)]
 mod tests {
