@@ -28,4 +28,4 @@ pub mod store;
 pub use replication::{ReplNet, ReplRole, Replicated, ReplicationConfig};
 pub use sentinel::{start_sentinel, SentinelConfig, SentinelNet, SentinelReq, SentinelResp};
 pub use server::{start_replicated_server, start_server, Persistence, RedisNet, ServerConfig};
-pub use store::{Cmd, Effect, ReplInfo, Reply, Store};
+pub use store::{ActiveExpiry, Cmd, Effect, IntArg, ReplInfo, Reply, Store};

@@ -415,6 +415,11 @@ fn note(ctx: &NodeCtx, detail: String) {
     ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Note).detail(detail));
 }
 
+/// Redis 7.0's answer to `WAIT` on a replica.
+const ERR_WAIT_ON_REPLICA: &str = "ERR WAIT cannot be used with replica instances. Please also \
+    note that since Redis 4.0 if a replica is configured to be writable (which is not the \
+    default) writes to replicas are just local and are not propagated.";
+
 /// Handles `INFO`, `REPLICAOF` and `WAIT` on a replicated node; `None` if the reply comes
 /// later (a blocked `WAIT`).
 pub(super) fn command(
@@ -460,12 +465,12 @@ pub(super) fn command(
             timeout_ms,
         } => {
             if repl.role != ReplRole::Primary {
-                return Some(Reply::Error(
-                    "ERR WAIT cannot be used with replica instances".into(),
-                ));
+                return Some(Reply::Error(ERR_WAIT_ON_REPLICA.into()));
             }
             match repl.wait(client, id, *replicas) {
                 Ok(count) => Some(Reply::Int(count)),
+                // Timeout 0 blocks until enough replicas acknowledge, however long.
+                Err(_) if *timeout_ms == 0 => None,
                 Err(key) => {
                     let (ctx2, node2, caller2) = (ctx.clone(), node.clone(), caller.clone());
                     let timeout = Duration::from_millis(*timeout_ms);

@@ -3,10 +3,10 @@
 //! ([`replication`]).
 
 use super::replication::{self, ReplRole, Replicated, Replication};
-use super::store::{Cmd, Effect, ReplInfo, Reply, Store};
+use super::store::{ActiveExpiry, Cmd, Effect, ReplInfo, Reply, Store};
 use futures::StreamExt;
 use locksim_sim::history::{Event, Kind, Op};
-use locksim_sim::rpc::{endpoint, Wire};
+use locksim_sim::rpc::{endpoint, Caller, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -133,15 +133,34 @@ fn record_expired(ctx: &NodeCtx, keys: &[String]) {
     }
 }
 
-/// The answer of a standalone server to a server command.
-fn standalone_command(cmd: &Cmd) -> Reply {
+/// The answer of a standalone server to a server command; `None` if it comes later. `WAIT`
+/// finds no replicas: 0 at once when it asks for none, else 0 when its timeout ends (never
+/// for timeout 0), as Redis' `waitCommand` does.
+fn standalone_command(
+    ctx: &NodeCtx,
+    caller: &Caller<Cmd, Reply>,
+    (client, id): (NodeIdx, u64),
+    cmd: &Cmd,
+) -> Option<Reply> {
     match cmd {
-        Cmd::Info => Reply::Info(ReplInfo {
+        Cmd::Info => Some(Reply::Info(ReplInfo {
             following: None,
             link_up: true,
             offset: 0,
-        }),
-        _ => Reply::Error("ERR this server does not replicate".into()),
+        })),
+        Cmd::Wait { replicas: 0, .. } => Some(Reply::Int(0)),
+        Cmd::Wait { timeout_ms: 0, .. } => None,
+        Cmd::Wait { timeout_ms, .. } => {
+            let (ctx2, caller2) = (ctx.clone(), caller.clone());
+            let timeout = Duration::from_millis(*timeout_ms);
+            ctx.spawn(async move {
+                ctx2.sleep_local(timeout).await;
+                caller2.reply(client, id, Reply::Int(0));
+            });
+            None
+        }
+        Cmd::ReplicaOf { .. } => Some(Reply::Error("ERR this server does not replicate".into())),
+        _ => unreachable!("not a server command: {cmd:?}"),
     }
 }
 
@@ -194,7 +213,7 @@ async fn serve(
     while let Some(req) = requests.next().await {
         if req.body.is_server_command() {
             let reply = match &replicated {
-                None => Some(standalone_command(&req.body)),
+                None => standalone_command(&ctx, &caller, (req.from, req.id), &req.body),
                 Some(r) => {
                     replication::command(&ctx, &node, &caller, r, req.from, req.id, &req.body)
                 }
@@ -240,13 +259,14 @@ fn spawn_active_expiry(
     }
     let (ctx2, node, replicated) = (ctx.clone(), node.clone(), replicated.cloned());
     ctx.spawn(async move {
+        let mut active = ActiveExpiry::default();
         loop {
             ctx2.sleep_local(Duration::from_millis(period_ms)).await;
             // Replicas never expire keys: they wait for their primary's DEL.
             if !node.borrow().is_primary() {
                 continue;
             }
-            let due = node.borrow_mut().store.expire_due(ctx2.wall_ms());
+            let due = active.cycle(&mut node.borrow_mut().store, ctx2.wall_ms());
             record_expired(&ctx2, &due);
             if let (Some(r), false) = (&replicated, due.is_empty()) {
                 let dels: Vec<Effect> = due.into_iter().map(|key| Effect::Del { key }).collect();
