@@ -3,7 +3,7 @@
 //! ([`replication`]).
 
 use super::replication::{self, ReplRole, Replicated, Replication};
-use super::store::{ActiveExpiry, Cmd, Effect, ReplInfo, Reply, Store};
+use super::store::{standalone_wait, ActiveExpiry, Cmd, Deferred, Effect, ReplInfo, Reply, Store};
 use futures::StreamExt;
 use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Caller, Wire};
@@ -133,34 +133,36 @@ fn record_expired(ctx: &NodeCtx, keys: &[String]) {
     }
 }
 
-/// The answer of a standalone server to a server command; `None` if it comes later. `WAIT`
-/// finds no replicas: 0 at once when it asks for none, else 0 when its timeout ends (never
-/// for timeout 0), as Redis' `waitCommand` does.
+/// The answer of a standalone server to a server command; `None` if it comes later.
 fn standalone_command(
     ctx: &NodeCtx,
     caller: &Caller<Cmd, Reply>,
     (client, id): (NodeIdx, u64),
     cmd: &Cmd,
 ) -> Option<Reply> {
-    match cmd {
-        Cmd::Info => Some(Reply::Info(ReplInfo {
+    let deferred = match cmd {
+        Cmd::Info => Deferred::Now(Reply::Info(ReplInfo {
             following: None,
             link_up: true,
             offset: 0,
         })),
-        Cmd::Wait { replicas: 0, .. } => Some(Reply::Int(0)),
-        Cmd::Wait { timeout_ms: 0, .. } => None,
-        Cmd::Wait { timeout_ms, .. } => {
+        Cmd::Wait {
+            replicas,
+            timeout_ms,
+        } => standalone_wait(*replicas, *timeout_ms),
+        _ => Deferred::Now(Reply::Error("ERR this server does not replicate".into())),
+    };
+    match deferred {
+        Deferred::Now(reply) => Some(reply),
+        Deferred::Never => None,
+        Deferred::After { delay_ms, reply } => {
             let (ctx2, caller2) = (ctx.clone(), caller.clone());
-            let timeout = Duration::from_millis(*timeout_ms);
             ctx.spawn(async move {
-                ctx2.sleep_local(timeout).await;
-                caller2.reply(client, id, Reply::Int(0));
+                ctx2.sleep_local(Duration::from_millis(delay_ms)).await;
+                caller2.reply(client, id, reply);
             });
             None
         }
-        Cmd::ReplicaOf { .. } => Some(Reply::Error("ERR this server does not replicate".into())),
-        _ => unreachable!("not a server command: {cmd:?}"),
     }
 }
 

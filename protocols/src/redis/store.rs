@@ -294,6 +294,36 @@ impl Cmd {
     }
 }
 
+/// When the reply to a command that may block comes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Deferred {
+    /// At once.
+    Now(Reply),
+    /// After this many ms of the server's clock.
+    After {
+        /// The wait, in ms.
+        delay_ms: u64,
+        /// The reply then.
+        reply: Reply,
+    },
+    /// Never (until the client gives up).
+    Never,
+}
+
+/// `WAIT replicas timeout` on a standalone server (`waitCommand`): no replica ever
+/// acknowledges, so it replies 0 at once when it asks for none, and otherwise blocks until
+/// its timeout (forever for timeout 0) and then replies 0.
+pub fn standalone_wait(replicas: u32, timeout_ms: u64) -> Deferred {
+    match (replicas, timeout_ms) {
+        (0, _) => Deferred::Now(Reply::Int(0)),
+        (_, 0) => Deferred::Never,
+        (_, delay_ms) => Deferred::After {
+            delay_ms,
+            reply: Reply::Int(0),
+        },
+    }
+}
+
 /// Parses a stored string as Redis' `string2ll` does: an optional `-`, then digits without a
 /// leading zero (or exactly `0`), within `i64`. So `+5`, `05`, `-0`, ` 5` are not integers.
 pub fn parse_integer(s: &str) -> Option<i64> {
