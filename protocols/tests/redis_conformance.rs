@@ -779,16 +779,24 @@ fn scripts_are_the_ones_redis_names(conn: &mut Conn) -> Vec<String> {
 fn wait_on_a_standalone_server(server: &Server) -> Vec<String> {
     let mut failures = vec![];
     let mut conn = server.connect();
-    for (replicas, timeout_ms) in [(0u32, 0u64), (0, 100), (1, 100), (2, 50)] {
+    let out_of_range = 1 << 63;
+    for (replicas, timeout_ms) in [
+        (0u32, 0u64),
+        (0, 100),
+        (1, 100),
+        (2, 50),
+        (0, out_of_range),
+        (1, out_of_range),
+    ] {
         let start = Instant::now();
         let reply = conn.call(&["WAIT", &replicas.to_string(), &timeout_ms.to_string()]);
         let waited = start.elapsed();
         let ok = match standalone_wait(replicas, timeout_ms) {
             Deferred::Now(r) => reply.to_model() == r && waited < Duration::from_millis(50),
-            Deferred::After { delay_ms, reply: r } => {
+            Deferred::After { delay, reply: r } => {
                 reply.to_model() == r
-                    && waited >= Duration::from_millis(delay_ms)
-                    && waited < Duration::from_millis(delay_ms + 500)
+                    && waited >= delay
+                    && waited < delay + Duration::from_millis(500)
             }
             Deferred::Never => false,
         };

@@ -27,7 +27,7 @@
 //! whole run), chained replicas, `min-replicas-to-write`.
 
 use super::server::Node;
-use super::store::{Cmd, Effect, ReplInfo, Reply, Store};
+use super::store::{wait_timeout, Cmd, Effect, ReplInfo, Reply, Store};
 use futures::StreamExt;
 use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::Caller;
@@ -467,13 +467,16 @@ pub(super) fn command(
             if repl.role != ReplRole::Primary {
                 return Some(Reply::Error(ERR_WAIT_ON_REPLICA.into()));
             }
-            match repl.wait(client, id, *replicas) {
-                Ok(count) => Some(Reply::Int(count)),
-                // Timeout 0 blocks until enough replicas acknowledge, however long.
-                Err(_) if *timeout_ms == 0 => None,
-                Err(key) => {
+            let timeout = match wait_timeout(*timeout_ms) {
+                Ok(timeout) => timeout,
+                Err(error) => return Some(error),
+            };
+            match (repl.wait(client, id, *replicas), timeout) {
+                (Ok(count), _) => Some(Reply::Int(count)),
+                // No timeout: blocks until enough replicas acknowledge, however long.
+                (Err(_), None) => None,
+                (Err(key), Some(timeout)) => {
                     let (ctx2, node2, caller2) = (ctx.clone(), node.clone(), caller.clone());
-                    let timeout = Duration::from_millis(*timeout_ms);
                     ctx.spawn(async move {
                         ctx2.sleep_local(timeout).await;
                         let mut n = node2.borrow_mut();

@@ -155,10 +155,10 @@ fn standalone_command(
     match deferred {
         Deferred::Now(reply) => Some(reply),
         Deferred::Never => None,
-        Deferred::After { delay_ms, reply } => {
+        Deferred::After { delay, reply } => {
             let (ctx2, caller2) = (ctx.clone(), caller.clone());
             ctx.spawn(async move {
-                ctx2.sleep_local(Duration::from_millis(delay_ms)).await;
+                ctx2.sleep_local(delay).await;
                 caller2.reply(client, id, reply);
             });
             None

@@ -299,10 +299,10 @@ impl Cmd {
 pub enum Deferred {
     /// At once.
     Now(Reply),
-    /// After this many ms of the server's clock.
+    /// After this long on the server's clock.
     After {
-        /// The wait, in ms.
-        delay_ms: u64,
+        /// The wait.
+        delay: std::time::Duration,
         /// The reply then.
         reply: Reply,
     },
@@ -310,15 +310,34 @@ pub enum Deferred {
     Never,
 }
 
+/// Redis' error for a `WAIT` timeout outside `i64`.
+pub const ERR_TIMEOUT_NOT_INTEGER: &str = "ERR timeout is not an integer or out of range";
+
+/// `WAIT` timeouts longer than this (a year) block for good: no run lasts that long, and
+/// the node clock's nanosecond arithmetic stays far from its limits.
+pub const WAIT_TIMEOUT_MS_FOREVER: u64 = 365 * 24 * 3_600 * 1_000;
+
+/// A `WAIT` timeout as Redis parses it (`getTimeoutFromObjectOrReply`): `None` for no
+/// timeout (0, or beyond [`WAIT_TIMEOUT_MS_FOREVER`]), or the error for one outside `i64`.
+pub fn wait_timeout(timeout_ms: u64) -> Result<Option<std::time::Duration>, Reply> {
+    match timeout_ms {
+        t if i64::try_from(t).is_err() => Err(Reply::Error(ERR_TIMEOUT_NOT_INTEGER.into())),
+        0 => Ok(None),
+        t if t > WAIT_TIMEOUT_MS_FOREVER => Ok(None),
+        t => Ok(Some(std::time::Duration::from_millis(t))),
+    }
+}
+
 /// `WAIT replicas timeout` on a standalone server (`waitCommand`): no replica ever
 /// acknowledges, so it replies 0 at once when it asks for none, and otherwise blocks until
-/// its timeout (forever for timeout 0) and then replies 0.
+/// its timeout ([`wait_timeout`]) and then replies 0.
 pub fn standalone_wait(replicas: u32, timeout_ms: u64) -> Deferred {
-    match (replicas, timeout_ms) {
-        (0, _) => Deferred::Now(Reply::Int(0)),
-        (_, 0) => Deferred::Never,
-        (_, delay_ms) => Deferred::After {
-            delay_ms,
+    match (wait_timeout(timeout_ms), replicas) {
+        (Err(error), _) => Deferred::Now(error),
+        (Ok(_), 0) => Deferred::Now(Reply::Int(0)),
+        (Ok(None), _) => Deferred::Never,
+        (Ok(Some(delay)), _) => Deferred::After {
+            delay,
             reply: Reply::Int(0),
         },
     }
@@ -1063,5 +1082,24 @@ mod tests {
             set_nx("k", "a", -5).argv().unwrap(),
             ["SET", "k", "a", "NX", "PX", "-5"]
         );
+    }
+
+    #[test]
+    fn wait_on_a_standalone_server_replies_zero_after_its_timeout() {
+        use std::time::Duration;
+        assert_eq!(standalone_wait(0, 100), Deferred::Now(Reply::Int(0)));
+        let after = Deferred::After {
+            delay: Duration::from_millis(100),
+            reply: Reply::Int(0),
+        };
+        assert_eq!(standalone_wait(1, 100), after);
+        assert_eq!(standalone_wait(1, 0), Deferred::Never);
+        assert_eq!(
+            standalone_wait(1, WAIT_TIMEOUT_MS_FOREVER + 1),
+            Deferred::Never
+        );
+        let error = Deferred::Now(Reply::Error(ERR_TIMEOUT_NOT_INTEGER.into()));
+        assert_eq!(standalone_wait(0, 1 << 63), error);
+        assert_eq!(standalone_wait(1, u64::MAX), error);
     }
 }
