@@ -867,6 +867,98 @@ fn random_stream(server: &Server, seed: u64, s: u64) -> (Counts, Vec<String>) {
     (counts, mismatches)
 }
 
+/// Active expiry, which no reply shows: how late after its deadline each key went.
+#[derive(Clone, Debug)]
+struct Lateness {
+    late_ms: Vec<i64>,
+}
+
+impl Lateness {
+    fn summary(&self) -> String {
+        let over = self.late_ms.iter().filter(|&&l| l > 101).count();
+        format!(
+            "{} keys, {:.1} % more than 101 ms late, at most {} ms",
+            self.late_ms.len(),
+            100.0 * over as f64 / self.late_ms.len().max(1) as f64,
+            self.late_ms.iter().max().unwrap_or(&0)
+        )
+    }
+}
+
+/// Keys of the active-expiry comparison (in database 1, apart from the other parts).
+const EXPIRY_KEYS: usize = 1_000;
+
+/// The wall clock here, which the server on the same host reads too, in ms.
+fn local_wall_ms() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    i64::try_from(since.expect("after 1970").as_millis()).expect("in range")
+}
+
+/// Sets [`EXPIRY_KEYS`] keys with TTLs of 100–1,100 ms that nothing touches again and
+/// records when the server's `expired` notifications arrive; then runs the model's cycle
+/// every 100 ms on the same deadlines. Neither may delete a key before its deadline, and
+/// both must delete every one.
+fn active_expiry(server: &Server, seed: u64) -> (Lateness, Lateness) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (mut conn, mut events) = (server.connect(), server.connect());
+    let notify = conn.call(&["CONFIG", "SET", "notify-keyspace-events", "Ex"]);
+    assert_eq!(notify.to_model(), Reply::Ok);
+    events.call(&["SUBSCRIBE", "__keyevent@1__:expired"]);
+    assert_eq!(conn.call(&["SELECT", "1"]).to_model(), Reply::Ok);
+    let keys: Vec<String> = (0..EXPIRY_KEYS).map(|i| format!("expiry:{i:04}")).collect();
+    let argv = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+    let sets: Vec<_> = keys
+        .iter()
+        .map(|k| argv(&["SET", k, "v", "PX", &rng.gen_range(100..=1_100).to_string()]))
+        .collect();
+    let start_ms = Conn::time_ms(&conn.call(&["TIME"]));
+    conn.pipeline(&sets);
+    let reads: Vec<_> = keys.iter().map(|k| argv(&["PEXPIRETIME", k])).collect();
+    let deadlines: Vec<i64> = conn.pipeline(&reads).iter().map(Resp::int).collect();
+    let index = |key: &str| keys.iter().position(|k| k == key).expect("one of ours");
+    let mut real = Lateness { late_ms: vec![] };
+    while real.late_ms.len() < EXPIRY_KEYS {
+        let message = events.read_reply();
+        let Resp::Array(Some(parts)) = &message else {
+            panic!("not a pub/sub message: {message:?}");
+        };
+        let Some(Resp::Bulk(Some(key))) = parts.get(2) else {
+            panic!("not an expired-key event: {message:?}");
+        };
+        real.late_ms.push(local_wall_ms() - deadlines[index(key)]);
+    }
+    let mut store = Store::new();
+    for (key, when) in keys.iter().zip(&deadlines) {
+        let entry = Entry {
+            value: Value::Str("v".into()),
+            expire_at_ms: Some(*when),
+        };
+        store.apply(&Effect::Put {
+            key: key.clone(),
+            entry,
+        });
+    }
+    let mut active = store::ActiveExpiry::default();
+    let mut model = Lateness { late_ms: vec![] };
+    for tick_ms in (1..=30).map(|k| start_ms + 100 * k) {
+        for key in active.cycle(&mut store, tick_ms) {
+            model.late_ms.push(tick_ms - deadlines[index(&key)]);
+        }
+    }
+    assert_eq!(
+        model.late_ms.len(),
+        EXPIRY_KEYS,
+        "the model deletes every key"
+    );
+    for (who, l) in [("redis-server", &real), ("the model", &model)] {
+        assert!(
+            l.late_ms.iter().all(|&ms| ms >= 0),
+            "{who} deleted a key early"
+        );
+    }
+    (real, model)
+}
+
 #[test]
 fn the_redis_model_matches_a_real_redis_server() {
     let Some(server) = Server::start() else {
@@ -895,21 +987,20 @@ fn the_redis_model_matches_a_real_redis_server() {
     let seed: u64 = std::env::var("REDIS_CONFORMANCE_SEED")
         .map(|s| s.parse().expect("REDIS_CONFORMANCE_SEED is a number"))
         .unwrap_or(10);
-    let streams: Vec<_> = (0..STREAMS)
-        .map(|s| {
-            let server = &server;
-            (s, server)
-        })
-        .collect();
-    let results = std::thread::scope(|scope| {
-        let handles: Vec<_> = streams
-            .into_iter()
-            .map(|(s, server)| scope.spawn(move || random_stream(server, seed, s)))
+    let (results, (real, model)) = std::thread::scope(|scope| {
+        let server = &server;
+        let streams: Vec<_> = (0..STREAMS)
+            .map(|s| scope.spawn(move || random_stream(server, seed, s)))
             .collect();
-        handles
+        let expiry = scope.spawn(move || active_expiry(server, seed));
+        let results: Vec<_> = streams
             .into_iter()
             .map(|h| h.join().expect("a random stream panicked"))
-            .collect::<Vec<_>>()
+            .collect();
+        (
+            results,
+            expiry.join().expect("the active-expiry part panicked"),
+        )
     });
     let (mut counts, mut mismatches) = (Counts::default(), vec![]);
     for (c, m) in results {
@@ -927,6 +1018,11 @@ fn the_redis_model_matches_a_real_redis_server() {
         counts.near_deadline,
         mismatches.len(),
         cases().len(),
+    ));
+    report(&format!(
+        "redis_conformance: active expiry (not compared): redis-server {}; model {}",
+        real.summary(),
+        model.summary()
     ));
     assert!(
         mismatches.is_empty(),
