@@ -338,8 +338,9 @@ impl Harness {
         self.model.apply(&effect);
     }
 
-    /// Runs `cmd` on the server and in the model and compares them.
-    fn run(&mut self, cmd: &Cmd) -> Outcome {
+    /// Sends `cmd` bracketed by `TIME`s, with `GET` and `PEXPIRETIME` of its keys; returns
+    /// the two time readings (ms) and what the server did.
+    fn on_server(&mut self, cmd: &Cmd) -> (i64, i64, Observed) {
         let keys = cmd.keys();
         let mut pipeline = vec![
             vec!["TIME".to_owned()],
@@ -351,10 +352,6 @@ impl Harness {
         }
         pipeline.push(vec!["TIME".into()]);
         let replies = self.conn.pipeline(&pipeline);
-        let (before_ms, after_ms) = (
-            Conn::time_ms(&replies[0]),
-            Conn::time_ms(replies.last().unwrap()),
-        );
         let real = Observed {
             reply: replies[1].to_model(),
             keys: (0..keys.len())
@@ -364,28 +361,45 @@ impl Harness {
                 })
                 .collect(),
         };
-        let mut deadlines = self.model_deadlines(&keys);
+        let last = replies.last().expect("the closing TIME");
+        (Conn::time_ms(&replies[0]), Conn::time_ms(last), real)
+    }
+
+    /// Why a command that ran between the readings `before_ms` and `after_ms` cannot be
+    /// compared, if it cannot.
+    fn skip(
+        &self,
+        keys: &[&str],
+        (before_ms, after_ms): (i64, i64),
+        real: &Observed,
+    ) -> Option<Skip> {
+        let mut deadlines = self.model_deadlines(keys);
         deadlines.extend(real.keys.iter().map(|k| k.pexpiretime).filter(|&d| d >= 0));
-        self.last_ms = before_ms;
         let near = |d: &i64| {
             self.margin_ms
                 .is_some_and(|m| (before_ms - m..=after_ms + m).contains(d))
         };
-        let skip = if before_ms != after_ms {
+        if before_ms != after_ms {
             Some(Skip::Straddled)
         } else if deadlines.iter().any(near) {
             Some(Skip::NearDeadline)
         } else {
             None
-        };
-        let model = match skip {
-            Some(_) => None,
-            None => {
-                let reply = self.model.exec(cmd, before_ms, &mut vec![]);
-                let keys = keys.iter().map(|k| self.model_key(k, before_ms)).collect();
-                Some(Observed { reply, keys })
-            }
-        };
+        }
+    }
+
+    /// Runs `cmd` on the server and in the model and compares them; the model then holds
+    /// the server's state of the keys either way.
+    fn run(&mut self, cmd: &Cmd) -> Outcome {
+        let keys = cmd.keys();
+        let (before_ms, after_ms, real) = self.on_server(cmd);
+        self.last_ms = before_ms;
+        let skip = self.skip(&keys, (before_ms, after_ms), &real);
+        let model = skip.is_none().then(|| {
+            let reply = self.model.exec(cmd, before_ms, &mut vec![]);
+            let keys = keys.iter().map(|k| self.model_key(k, before_ms)).collect();
+            Observed { reply, keys }
+        });
         for (key, state) in keys.iter().zip(&real.keys) {
             self.adopt(key, state);
         }
@@ -517,6 +531,19 @@ const BIG_TTL: i128 = i64::MAX as i128;
 const TTL_2_63: i128 = 1 << 63;
 
 fn cases() -> Vec<Case> {
+    [
+        commands(),
+        scripts(),
+        integer_edges(),
+        ttl_edges(),
+        failing_scripts(),
+        clock_jumps(),
+    ]
+    .concat()
+}
+
+/// The plain commands the clients send.
+fn commands() -> Vec<Case> {
     vec![
         ("SET NX PX, then on an existing key", |k| {
             vec![
@@ -545,6 +572,12 @@ fn cases() -> Vec<Case> {
                 Run(del(k), Reply::Int(1)),
             ]
         }),
+    ]
+}
+
+/// The three scripts, each on its own.
+fn scripts() -> Vec<Case> {
+    vec![
         ("the acquire script returns increasing tokens", |k| {
             vec![
                 Run(acquire(k, "a", Some(TTL)), Reply::Int(1)),
@@ -572,6 +605,12 @@ fn cases() -> Vec<Case> {
                 Run(extend(k, "a", TTL), Reply::Int(1)),
             ]
         }),
+    ]
+}
+
+/// Strict integers and overflow.
+fn integer_edges() -> Vec<Case> {
+    vec![
         ("INCR parses strictly", |k| {
             let mut steps = vec![];
             for bad in ["x", "+5", "05", "-0", "00", " 5", "5 ", "", "1e3"] {
@@ -591,6 +630,12 @@ fn cases() -> Vec<Case> {
                 Run(incr(k), err(NOT_INT)),
             ]
         }),
+    ]
+}
+
+/// Refused TTLs, in `SET` and in the acquire script (which then writes nothing).
+fn ttl_edges() -> Vec<Case> {
+    vec![
         (
             "SET refuses PX 0, negative, overflowing and out-of-range TTLs",
             |k| {
@@ -620,6 +665,12 @@ fn cases() -> Vec<Case> {
                 ]
             },
         ),
+    ]
+}
+
+/// Scripts failing half-way keep what they wrote; `PEXPIRE` at or below 0 deletes.
+fn failing_scripts() -> Vec<Case> {
+    vec![
         (
             "the acquire script keeps the lock key when INCR fails",
             |k| {
@@ -659,6 +710,12 @@ fn cases() -> Vec<Case> {
                 ]
             },
         ),
+    ]
+}
+
+/// What a wall-clock jump does to an existing lock, as a deadline in the past or future.
+fn clock_jumps() -> Vec<Case> {
+    vec![
         ("a forward clock jump expires a held lock early", |k| {
             vec![
                 Pxat("a", -5_000),
