@@ -36,7 +36,8 @@ pub enum Persistence {
 pub struct ServerConfig {
     /// What survives a crash.
     pub persistence: Persistence,
-    /// Period of the active expiry sweep, in local ms (Redis `hz 10` = 100 ms).
+    /// Period of the active expiry cycle ([`ActiveExpiry`]), in local ms (Redis `hz 10` =
+    /// 100 ms).
     pub active_expire_interval_ms: u64,
     /// Period of the `everysec` fsync, in local ms.
     pub fsync_interval_ms: u64,
