@@ -481,3 +481,20 @@ fn extreme_values_do_not_overflow() {
     assert_eq!(r.property(Property::LostUpdate), Verdict::Invalid);
     assert_eq!(r.updates.updates_lost, (1u64 << 63) + 1);
 }
+
+#[test]
+fn names_are_those_files_and_reports_use() {
+    let names: Vec<String> = Property::ALL.iter().map(|p| format!("{p:<17}|")).collect();
+    assert_eq!(
+        names,
+        ["mutual_exclusion |", "fencing          |", "lost_update      |"]
+    );
+    for p in Property::ALL {
+        assert_eq!(serde_json::to_value(p).unwrap(), p.name());
+    }
+    let words: Vec<String> = [Verdict::Valid, Verdict::Unknown, Verdict::Invalid]
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+    assert_eq!(words, ["valid", "unknown", "invalid"]);
+}
