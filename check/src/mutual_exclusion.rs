@@ -145,29 +145,7 @@ pub(crate) fn cs_intervals(history: &[Event]) -> Vec<Interval> {
             (Op::CsEnter, Kind::Fail) => open.entry(&e.node).or_default().enter_invoke = None,
             (Op::CsEnter, kind) => {
                 let o = open.entry(&e.node).or_default();
-                let opened = o.enter_invoke.take();
-                let mut events: Vec<u64> = opened.iter().map(|i| i.index).collect();
-                events.push(e.index);
-                let interval = Interval {
-                    grant: e
-                        .grant
-                        .clone()
-                        .unwrap_or_else(|| format!("{}@{}", e.node, e.index)),
-                    node: e.node.clone(),
-                    enter: Window::bracketed(opened, e),
-                    exit: Window { lo: end, hi: end },
-                    certain: kind == Kind::Ok,
-                    events,
-                    open_at_end: true,
-                };
-                if let Some(mut prev) = o.inside.replace(interval) {
-                    // A second enter without an exit: the first CS ends where the next begins.
-                    prev.exit = Window::of(e);
-                    prev.open_at_end = false;
-                    prev.events.push(e.index);
-                    closed.push(prev);
-                }
-                o.exit_invoke = None;
+                enter(o, e, kind == Kind::Ok, end, &mut closed);
             }
             (Op::CsExit, Kind::Invoke) => {
                 open.entry(&e.node).or_default().exit_invoke = Some(e);
@@ -186,9 +164,12 @@ pub(crate) fn cs_intervals(history: &[Event]) -> Vec<Interval> {
             (Op::Crash, _) => {
                 let crashed = e.target.as_deref().unwrap_or(&e.node);
                 if let Some(o) = open.get_mut(crashed) {
+                    // A dead process acts on nothing: its section ended by the crash, or
+                    // earlier if its exit had started.
                     let opened = o.exit_invoke.take();
                     o.enter_invoke = None;
-                    close(o.inside.take(), Window::of(e), opened, e, &mut closed);
+                    let exit = Window::bracketed(opened, e);
+                    close(o.inside.take(), exit, opened, e, &mut closed);
                 }
             }
             _ => {}
@@ -207,6 +188,33 @@ pub(crate) fn cs_intervals(history: &[Event]) -> Vec<Interval> {
     }
     closed.sort_by_key(|i| (i.enter.lo, i.events[0]));
     closed
+}
+
+/// A client entered (or, `certain` false, may have entered) its critical section at `e`.
+fn enter(o: &mut Open, e: &Event, certain: bool, end: u64, closed: &mut Vec<Interval>) {
+    let opened = o.enter_invoke.take();
+    let mut events: Vec<u64> = opened.iter().map(|i| i.index).collect();
+    events.push(e.index);
+    let interval = Interval {
+        grant: e
+            .grant
+            .clone()
+            .unwrap_or_else(|| format!("{}@{}", e.node, e.index)),
+        node: e.node.clone(),
+        enter: Window::bracketed(opened, e),
+        exit: Window { lo: end, hi: end },
+        certain,
+        events,
+        open_at_end: true,
+    };
+    if let Some(mut prev) = o.inside.replace(interval) {
+        // A second enter without an exit: the first CS ends where the next begins.
+        prev.exit = Window::of(e);
+        prev.open_at_end = false;
+        prev.events.push(e.index);
+        closed.push(prev);
+    }
+    o.exit_invoke = None;
 }
 
 fn close(

@@ -487,7 +487,11 @@ fn names_are_those_files_and_reports_use() {
     let names: Vec<String> = Property::ALL.iter().map(|p| format!("{p:<17}|")).collect();
     assert_eq!(
         names,
-        ["mutual_exclusion |", "fencing          |", "lost_update      |"]
+        [
+            "mutual_exclusion |",
+            "fencing          |",
+            "lost_update      |"
+        ]
     );
     for p in Property::ALL {
         assert_eq!(serde_json::to_value(p).unwrap(), p.name());

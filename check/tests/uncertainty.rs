@@ -216,3 +216,19 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_crash_during_an_exit_ends_the_section_no_later_than_the_exit_began() {
+    // c1 starts leaving at 10 ms and crashes at 30 ms; c2 enters at 20 ms: c1 may have left.
+    let mut crash = ev("nemesis", Kind::Info, Op::Crash, "", 30_000_000, 0);
+    crash.grant = None;
+    crash.target = Some("c1".into());
+    let h = indexed(vec![
+        ev("c1", Kind::Ok, Op::CsEnter, "c1#1", 0, 0),
+        ev("c1", Kind::Invoke, Op::CsExit, "c1#1", 10_000_000, 0),
+        ev("c2", Kind::Ok, Op::CsEnter, "c2#1", 20_000_000, 0),
+        crash,
+        ev("c2", Kind::Ok, Op::CsExit, "c2#1", 40_000_000, 0),
+    ]);
+    assert_eq!(me(&h), (Verdict::Unknown, 0));
+}
