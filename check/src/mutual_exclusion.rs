@@ -263,14 +263,12 @@ pub(crate) fn check(intervals: &[Interval]) -> (PropertyResult, Vec<Violation>) 
         .iter()
         .map(|&(a, b)| violation(&intervals[a], &intervals[b]))
         .collect();
-    let uncertain = possible.pairs - certain.pairs;
     let (verdict, reason) = if certain.pairs > 0 {
         (Verdict::Invalid, None)
     } else if let Some(&(a, b)) = possible.first.first() {
-        (
-            Verdict::Unknown,
-            Some(unknown_reason(uncertain, &intervals[a], &intervals[b])),
-        )
+        // No pair certainly overlaps: every pair that may is uncertain.
+        let reason = unknown_reason(possible.pairs, &intervals[a], &intervals[b]);
+        (Verdict::Unknown, Some(reason))
     } else {
         (Verdict::Valid, None)
     };

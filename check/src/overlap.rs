@@ -112,6 +112,35 @@ mod tests {
         assert_eq!(found.first, vec![(0, 1), (0, 2), (1, 2)]);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 500,
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        #[test]
+        fn the_sweep_counts_what_comparing_every_pair_counts(
+            raw in proptest::collection::vec((0..20u64, 0..20u64, 0..4u32), 0..30)
+        ) {
+            let spans: Vec<Span> = raw.iter().map(|&(s, e, g)| span(s, e, g)).collect();
+            let mut pairs = vec![];
+            for (i, a) in spans.iter().enumerate() {
+                for (j, b) in spans.iter().enumerate().skip(i + 1) {
+                    if a.overlaps(b) {
+                        pairs.push((i, j));
+                    }
+                }
+            }
+            let found = overlapping_pairs(&spans, 1_000);
+            proptest::prop_assert_eq!(found.pairs, pairs.len() as u64);
+            let mut first: Vec<(usize, usize)> =
+                found.first.iter().map(|&(a, b)| (a.min(b), a.max(b))).collect();
+            first.sort_unstable();
+            proptest::prop_assert_eq!(first, pairs);
+        }
+    }
+
     #[test]
     fn touching_empty_and_same_group_spans_do_not_count() {
         let spans = [

@@ -398,6 +398,14 @@ fn an_info_enter_that_overlaps_is_unknown_with_the_reason() {
         "{reason}"
     );
     assert!(reason.contains("c2 may have held grant c2#1"), "{reason}");
+    assert!(
+        reason.contains("c2#1 from 5.000ms to 20.000ms (its cs_enter is `info`"),
+        "{reason}"
+    );
+    assert!(
+        !reason.contains("c1#1 from 0.000ms to 10.000ms (its"),
+        "{reason}"
+    );
     assert_eq!(r.reasons().len(), 1);
 }
 
@@ -501,4 +509,18 @@ fn names_are_those_files_and_reports_use() {
         .map(|v| v.to_string())
         .collect();
     assert_eq!(words, ["valid", "unknown", "invalid"]);
+}
+
+#[test]
+fn a_failed_enter_is_no_critical_section() {
+    let h = H::new()
+        .cs("c1", "c1#1", 0, 10)
+        .at(2, "c2", Kind::Invoke, Op::CsEnter)
+        .grant("c2#1")
+        .at(3, "c2", Kind::Fail, Op::CsEnter)
+        .grant("c2#1")
+        .at(5, "c2", Kind::Ok, Op::CsExit)
+        .grant("c2#1")
+        .sorted();
+    assert_eq!(check(&h).verdict, Verdict::Valid);
 }
