@@ -20,12 +20,10 @@ pub struct Span {
 }
 
 impl Span {
-    /// Whether two spans of different groups overlap: some instant lies in both.
+    /// Whether two spans of different groups overlap: some instant lies in both (which
+    /// also means neither is empty).
     pub fn overlaps(&self, other: &Span) -> bool {
-        self.group != other.group
-            && self.start.max(other.start) < self.end.min(other.end)
-            && self.start < self.end
-            && other.start < other.end
+        self.group != other.group && self.start.max(other.start) < self.end.min(other.end)
     }
 }
 
