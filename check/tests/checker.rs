@@ -524,3 +524,27 @@ fn a_failed_enter_is_no_critical_section() {
         .sorted();
     assert_eq!(check(&h).verdict, Verdict::Valid);
 }
+
+#[test]
+fn fencing_counts_every_stale_write_and_keeps_the_first_witnesses() {
+    let mut h = H::new().accept(10, "c9#1", Some(100), 1);
+    for i in 0..7 {
+        h = h.accept(20 + i, &format!("c{i}#1"), Some(1 + i), 2 + i as i64);
+    }
+    let r = check(&h.sorted());
+    let fencing = r.result(Property::Fencing).unwrap();
+    assert_eq!(fencing.violation_count, 7);
+    let kept = r.violations.iter().filter(|v| v.kind == Property::Fencing);
+    assert_eq!(kept.count(), locksim_check::checker::WITNESSES_MAX);
+}
+
+#[test]
+fn a_stale_write_is_witnessed_by_the_first_accept_of_the_highest_token() {
+    let h = H::new()
+        .accept(10, "c1#1", Some(5), 1)
+        .accept(11, "c1#1", Some(5), 2)
+        .accept(20, "c2#1", Some(3), 3)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.violations[0].events, vec![0, 2]);
+}
