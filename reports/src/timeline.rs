@@ -306,6 +306,8 @@ fn draw_bar(s: &mut String, labels: &mut Labels, b: &Bar, f: &Frame) {
 /// Open intervals while walking the history.
 #[derive(Default)]
 struct Open<'a> {
+    /// Per server: since when, and who holds the lock key there (from its `key K = V` notes).
+    keys: BTreeMap<&'a str, (u64, String)>,
     cs: BTreeMap<&'a str, &'a Event>,
     pause: BTreeMap<&'a str, &'a Event>,
     down: BTreeMap<&'a str, &'a Event>,
@@ -349,11 +351,77 @@ fn band(s: &mut String, f: &Frame, kind: BarKind, node: &str, from: u64, to: u64
     draw_bar(s, &mut none, &bar, f);
 }
 
+/// A server's note about its lock key: `Some(Some(holder))` when set (the holder is the
+/// lock value's client prefix, `c1:…` → `c1`), `Some(None)` when deleted.
+fn key_note(e: &Event) -> Option<Option<String>> {
+    let rest = e.detail.as_deref()?.strip_prefix("key ")?;
+    if rest.ends_with(" deleted") {
+        return Some(None);
+    }
+    let (_, value) = rest.split_once(" = ")?;
+    Some(Some(value.split(':').next().unwrap_or(value).to_string()))
+}
+
+/// A colour per client, so one holder reads the same on every server.
+fn holder_colour(holder: &str) -> &'static str {
+    const PALETTE: [&str; 6] = [
+        "#1d3557", "#e63946", "#2a9d8f", "#8338ec", "#fb8500", "#6a994e",
+    ];
+    PALETTE[client_no(holder).unwrap_or(0) as usize % PALETTE.len()]
+}
+
+/// The band of who holds the lock key on a server, from `from` to `to`.
+fn key_band(
+    s: &mut String,
+    labels: &mut Labels,
+    f: &Frame,
+    node: &str,
+    (from, to): (u64, u64),
+    holder: &str,
+) {
+    let Some(lane) = f.lane(node) else { return };
+    if to < f.t0 || from > f.t1 {
+        return;
+    }
+    let (x0, x1) = (f.x(from), f.x(to));
+    let y = Frame::y(lane);
+    let _ = write!(
+        s,
+        r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="5" fill="{}"><title>the lock key holds {} on {node} from {:.0} ms</title></rect>"#,
+        y + 3.0,
+        (x1 - x0).max(1.0),
+        holder_colour(holder),
+        escape(holder),
+        from as f64 / 1e6
+    );
+    if x1 - x0 > 24.0 {
+        labels.place(
+            holder,
+            &[(x0 + 2.0, y + 19.0)],
+            "start",
+            9.0,
+            holder_colour(holder),
+        );
+    }
+}
+
 fn draw_intervals(s: &mut String, labels: &mut Labels, history: &[Event], f: &Frame) {
     let mut open = Open::default();
     let mut bands = String::new();
     for e in history {
         let target = e.target.as_deref().unwrap_or(&e.node);
+        let key_ends = match (&e.op, key_note(e)) {
+            (Op::Note, Some(_)) | (Op::Expire, _) => Some(e.node.as_str()),
+            (Op::Crash, _) => Some(target),
+            _ => None,
+        };
+        if let Some((since, holder)) = key_ends.and_then(|n| open.keys.remove(n)) {
+            let node = key_ends.unwrap_or_default();
+            key_band(s, labels, f, node, (since, e.time_ns), &holder);
+        }
+        if let (Op::Note, Some(Some(holder))) = (&e.op, key_note(e)) {
+            open.keys.insert(&e.node, (e.time_ns, holder));
+        }
         match e.op {
             Op::CsEnter => {
                 open.cs.insert(&e.node, e);
@@ -412,6 +480,9 @@ fn draw_intervals(s: &mut String, labels: &mut Labels, history: &[Event], f: &Fr
             }
             _ => {}
         }
+    }
+    for (node, (since, holder)) in std::mem::take(&mut open.keys) {
+        key_band(s, labels, f, node, (since, f.t1), &holder);
     }
     for enter in std::mem::take(&mut open.cs).into_values() {
         close_cs(s, labels, f, enter, None);
@@ -477,22 +548,24 @@ fn point_text(e: &Event) -> Option<String> {
 /// Whether an event is something a protocol did inside (a note, or an event kind this
 /// drawing does not know, such as newer protocol events): drawn as a small mark.
 fn is_protocol_event(e: &Event) -> bool {
-    !matches!(
-        e.op,
-        Op::Acquire
-            | Op::Release
-            | Op::Extend
-            | Op::CsEnter
-            | Op::CsExit
-            | Op::Read
-            | Op::Write
-            | Op::RunEnd
-            | Op::Pause
-            | Op::Resume
-            | Op::Partition
-            | Op::Heal
-            | Op::Loss
-    ) && !e.op.is_fault()
+    key_note(e).is_none()
+        && !matches!(
+            e.op,
+            Op::Acquire
+                | Op::Release
+                | Op::Extend
+                | Op::CsEnter
+                | Op::CsExit
+                | Op::Read
+                | Op::Write
+                | Op::RunEnd
+                | Op::Pause
+                | Op::Resume
+                | Op::Partition
+                | Op::Heal
+                | Op::Loss
+        )
+        && !e.op.is_fault()
         && !matches!(e.op, Op::ResourceAccept | Op::ResourceReject | Op::Expire)
 }
 
@@ -642,6 +715,9 @@ fn cs_enter_before<'a>(history: &'a [Event], node: &str, before: usize) -> Optio
         .find(|e| e.node == node && e.op == Op::CsEnter)
 }
 
+/// How far before the first witness a caption looks for a cause, in ns.
+const LOOKBACK_NS: u64 = 3_000_000_000;
+
 /// One line saying what happened in a run, from its history and the drawn violation (kind
 /// and witness events): who was inside when, what the resource did, and the faults that
 /// struck in between.
@@ -713,7 +789,13 @@ pub fn caption(history: &[Event], kind: &str, witness: &[u64]) -> String {
         "" => return "No violation in this run.".into(),
         _ => return String::new(),
     };
-    let faults = faults_between(history, from, to);
+    let mut faults = faults_between(history, from, to);
+    if faults.is_empty() {
+        // Nothing struck in between: the cause may have come shortly before (a clock jump
+        // that made a key expire early, a crash that lost it).
+        let before = faults_between(history, from.saturating_sub(LOOKBACK_NS), from);
+        faults.extend(before.last());
+    }
     let mut line = what;
     if !faults.is_empty() {
         let shown: Vec<String> = faults.iter().take(3).map(|e| short(e)).collect();
@@ -790,6 +872,35 @@ mod tests {
             svg.contains(">redis2</text>"),
             "a silent server has its lane"
         );
+    }
+
+    #[test]
+    fn each_server_shows_who_holds_the_lock_key_there() {
+        let h = vec![
+            ev(0, 0, "redis1", Kind::Info, Op::Note).detail("key lock = c1:00ab"),
+            ev(1, 0, "redis2", Kind::Info, Op::Note).detail("key lock = c2:00cd"),
+            ev(2, 50, "c1", Kind::Ok, Op::CsEnter).grant("c1#1"),
+            ev(3, 100, "redis1", Kind::Info, Op::Note).detail("key lock deleted"),
+            ev(4, 150, "redis2", Kind::Info, Op::Expire).detail("lock"),
+            ev(5, 160, "redis2", Kind::Info, Op::Note).detail("key lock = c1:00ef"),
+            ev(6, 200, "c1", Kind::Ok, Op::CsExit).grant("c1#1"),
+        ];
+        let svg = svg(&h, &[]);
+        assert!(
+            svg.contains("the lock key holds c1 on redis1 from 0 ms"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("the lock key holds c2 on redis2 from 0 ms"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("the lock key holds c1 on redis2 from 160 ms"),
+            "{svg}"
+        );
+        assert_eq!(svg.matches("the lock key holds").count(), 3);
+        assert_eq!(key_note(&h[3]), Some(None));
+        assert_eq!(key_note(&h[0]), Some(Some("c1".into())));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! ([`replication`]).
 
 use super::replication::{self, ReplRole, Replicated, Replication};
-use super::store::{Cmd, Effect, ReplInfo, Reply, Store};
+use super::store::{Cmd, Effect, Entry, ReplInfo, Reply, Store, Value};
 use futures::StreamExt;
 use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Wire};
@@ -133,6 +133,17 @@ fn record_expired(ctx: &NodeCtx, keys: &[String]) {
     }
 }
 
+/// Records the server's own view of a lock key changing (`key K = VALUE` or `key K deleted`),
+/// so a timeline can show who holds the lock on each server from `SET` to delete or expiry.
+fn record_key(ctx: &NodeCtx, key: &str, entry: Option<&Entry>) {
+    let detail = match entry.map(|e| &e.value) {
+        Some(Value::Str(v)) => format!("key {key} = {v}"),
+        Some(Value::Int(v)) => format!("key {key} = {v}"),
+        None => format!("key {key} deleted"),
+    };
+    ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Note).detail(detail));
+}
+
 /// The answer of a standalone server to a server command.
 fn standalone_command(cmd: &Cmd) -> Reply {
     match cmd {
@@ -164,6 +175,12 @@ async fn serve(
         ctx.record_event(
             Event::new(ctx.name(), Kind::Info, Op::Note).detail("accepting commands again"),
         );
+    }
+    if restarted {
+        // What survived the crash: the lock keys this server holds again.
+        for (key, entry) in store.lock_entries() {
+            record_key(&ctx, key, Some(entry));
+        }
     }
     let (caller, mut requests) = endpoint(&net, &ctx);
     let repl = replicated.as_ref().map(|r| {
@@ -205,10 +222,18 @@ async fn serve(
             continue;
         }
         expired.clear();
+        let lock_key = req.body.lock_key();
+        let before = lock_key.and_then(|k| node.borrow().store.entry(k).cloned());
         let (reply, effects) = node
             .borrow_mut()
             .exec(&req.body, ctx.wall_ms(), &mut expired);
         record_expired(&ctx, &expired);
+        if let Some(key) = lock_key {
+            let after = node.borrow().store.entry(key).cloned();
+            if before.map(|e| e.value) != after.as_ref().map(|e| e.value.clone()) {
+                record_key(&ctx, key, after.as_ref());
+            }
+        }
         if config.persistence == Persistence::Always && req.body.is_write() {
             *disk.lock().unwrap() = node.borrow().store.clone();
         }
