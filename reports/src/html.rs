@@ -470,8 +470,8 @@ pub fn render(c: &Comparison) -> String {
     s
 }
 
-/// A page with the timeline of one run: around its first violation's witnesses, or the whole
-/// run if it has none. `title` names the run; `about` says what it shows; `servers` are the
+/// A page with the timeline of one run: around its first violation's witnesses (as `locksim
+/// run` lists them), or the whole run if it has none. `title` names the run; `about` says what it shows; `servers` are the
 /// deployment's server nodes (each gets a lane).
 pub fn run_page(
     title: &str,
@@ -480,7 +480,8 @@ pub fn run_page(
     history: &[Event],
     servers: &[String],
 ) -> String {
-    let x = Counterexample::from_run(("", ""), run, history.to_vec(), servers);
+    let first = run.violations.first();
+    let x = Counterexample::of_violation(("", ""), run, history.to_vec(), servers, first);
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\
          <style>{STYLE}</style></head><body><h1>{t}</h1><p>{a}</p>{LEGEND}{block}</body></html>",

@@ -296,7 +296,23 @@ impl Counterexample {
         servers: &[String],
     ) -> Self {
         let harm = r.violations.iter().find(|v| HARM.contains(&v.kind));
-        let v = harm.or(r.violations.first());
+        Self::of_violation(
+            (protocol, profile),
+            r,
+            history,
+            servers,
+            harm.or(r.violations.first()),
+        )
+    }
+
+    /// A timeline of a run around the violation `v` (the whole run if `None`).
+    pub fn of_violation(
+        (protocol, profile): (&str, &str),
+        r: &locksim_scenarios::RunResult,
+        history: History,
+        servers: &[String],
+        v: Option<&locksim_sim::checker::Violation>,
+    ) -> Self {
         let lanes = timeline::lanes(&history, servers);
         let mut x = Counterexample {
             protocol: protocol.into(),

@@ -189,12 +189,13 @@ fn catalog(s: &mut String, c: &Comparison) {
             .collect();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {}/{} |",
             e.name,
             e.protocol,
             e.outcome.seeds,
             cols.join(" | "),
-            format!("{}/{}", e.expect_met.k, e.expect_met.n)
+            e.expect_met.k,
+            e.expect_met.n
         );
     }
 }

@@ -105,9 +105,12 @@ impl ProtocolVerdict {
     }
 }
 
+/// Protocol rows of one rank: (rank, labels).
+pub type RankGroup = (usize, Vec<String>);
+
 /// Per profile, the protocol rows grouped by harm rank: rows in one group have overlapping
 /// intervals and are not ranked apart.
-pub fn ranking(c: &Comparison) -> Vec<(String, Vec<(usize, Vec<String>)>)> {
+pub fn ranking(c: &Comparison) -> Vec<(String, Vec<RankGroup>)> {
     c.profiles
         .iter()
         .map(|(profile, _)| {
@@ -115,7 +118,7 @@ pub fn ranking(c: &Comparison) -> Vec<(String, Vec<(usize, Vec<String>)>)> {
                 c.cells.iter().filter(|x| &x.profile == profile).collect();
             let shares: Vec<Share> = cells.iter().map(|x| x.harm).collect();
             let r = ranks(&shares);
-            let mut groups: Vec<(usize, Vec<String>)> = vec![];
+            let mut groups: Vec<RankGroup> = vec![];
             let mut order: Vec<usize> = (0..cells.len()).collect();
             order.sort_by(|a, b| r[*a].cmp(&r[*b]).then(shares[*a].k.cmp(&shares[*b].k)));
             for i in order {
