@@ -147,12 +147,13 @@ pub struct CellAccumulator {
     seed_max: u64,
 }
 
-/// The names of the properties a run violated (`violations` maps a name to a count).
-fn violated_kinds(violations: &BTreeMap<String, u64>) -> Vec<String> {
+/// The names of the properties a run violated (`violations` maps a property, by name or
+/// typed, to a count).
+fn violated_kinds<K: ToString>(violations: &BTreeMap<K, u64>) -> Vec<String> {
     violations
         .iter()
         .filter(|(_, n)| **n > 0)
-        .map(|(k, _)| k.clone())
+        .map(|(k, _)| k.to_string())
         .collect()
 }
 

@@ -522,11 +522,18 @@ fn partition_band(s: &mut String, f: &Frame, p: &Event, end: u64) {
     );
 }
 
-/// The last clock change of each node before the window: it still acts inside it.
-fn clock_before_window<'a>(history: &'a [Event], f: &Frame) -> BTreeMap<&'a str, &'a Event> {
+/// Per node, the last fault before the window that still acts inside it: a clock change
+/// (clocks stay off), or a crash shortly before (what the node lost shapes what follows).
+fn faults_before_window<'a>(history: &'a [Event], f: &Frame) -> BTreeMap<&'a str, &'a Event> {
     let mut last = BTreeMap::new();
+    let recent = f.t0.saturating_sub(LOOKBACK_NS);
     for e in history.iter().take_while(|e| e.time_ns < f.t0) {
-        if matches!(e.op, Op::ClockJump | Op::ClockDrift) {
+        let acts = match e.op {
+            Op::ClockJump | Op::ClockDrift => true,
+            Op::Crash => e.time_ns >= recent,
+            _ => false,
+        };
+        if acts {
             last.insert(e.target.as_deref().unwrap_or(&e.node), e);
         }
     }
@@ -628,8 +635,12 @@ fn place_point_text(labels: &mut Labels, text: &str, cx: f64, lane_y: f64, fill:
 
 fn draw_points(s: &mut String, labels: &mut Labels, history: &[Event], f: &Frame) {
     // A clock still off from before the window: drawn at its left edge.
-    for (node, e) in clock_before_window(history, f) {
-        if let (Some(lane), Some(text)) = (f.lane(node), point_text(e)) {
+    for (node, e) in faults_before_window(history, f) {
+        let text = match e.op {
+            Op::Crash => Some("crashed".to_string()),
+            _ => point_text(e),
+        };
+        if let (Some(lane), Some(text)) = (f.lane(node), text) {
             let y = Frame::y(lane);
             let _ = write!(
                 s,
@@ -935,6 +946,12 @@ mod tests {
         let svg = svg(&h, &[2, 4]);
         assert!(svg.contains("redis down from 100 ms"), "{svg}");
         assert!(svg.contains("+3000 ms at 200 ms"), "{svg}");
+        // A crash and restart just before the window: marked at its edge.
+        let mut h2 = h.clone();
+        h2.insert(2, ev(11, 4_850, "nemesis", Kind::Info, Op::Crash).target("c2"));
+        h2.insert(3, ev(12, 4_860, "nemesis", Kind::Info, Op::Restart).target("c2"));
+        let svg = svg_with_lanes(&h2, &[4, 6], &lanes(&h2, &[]));
+        assert!(svg.contains("crashed at 4850 ms"), "{svg}");
     }
 
     /// Every `<text>` of an SVG as a box, computed from its attributes with the placer's
