@@ -948,8 +948,14 @@ mod tests {
         assert!(svg.contains("+3000 ms at 200 ms"), "{svg}");
         // A crash and restart just before the window: marked at its edge.
         let mut h2 = h.clone();
-        h2.insert(2, ev(11, 4_850, "nemesis", Kind::Info, Op::Crash).target("c2"));
-        h2.insert(3, ev(12, 4_860, "nemesis", Kind::Info, Op::Restart).target("c2"));
+        h2.insert(
+            2,
+            ev(11, 4_850, "nemesis", Kind::Info, Op::Crash).target("c2"),
+        );
+        h2.insert(
+            3,
+            ev(12, 4_860, "nemesis", Kind::Info, Op::Restart).target("c2"),
+        );
         let svg = svg_with_lanes(&h2, &[4, 6], &lanes(&h2, &[]));
         assert!(svg.contains("crashed at 4850 ms"), "{svg}");
     }
