@@ -80,7 +80,7 @@ fn headline_table(s: &mut String, c: &Comparison) {
 
 /// Horizontal bars with 95% whiskers: per cell, harm (red) above overlap (orange).
 fn chart(c: &Comparison) -> String {
-    let (w, left, right, row) = (800.0, 250.0, 70.0, 30.0);
+    let (w, left, right, row) = (800.0, 270.0, 60.0, 30.0);
     let plot = w - left - right;
     let h = c.cells.len().max(1) as f64 * row + 30.0;
     let mut labels = Labels::new(w, h);
@@ -133,7 +133,7 @@ fn chart(c: &Comparison) -> String {
     for (i, cell) in c.cells.iter().enumerate() {
         let y = i as f64 * row + 4.0;
         let name = format!("{} · {}", cell.protocol, cell.profile);
-        labels.place(&name, &[(left - 8.0, y + 15.0)], "end", 11.0, "#222");
+        labels.place_shrinking(&name, (left - 8.0, y + 15.0), "end", 11.0, "#222");
         bar(&mut s, &mut labels, y, &cell.harm, HARM_COLOUR, "harm");
         bar(
             &mut s,
@@ -160,7 +160,7 @@ fn phase_svg(series: &PhaseSeries) -> String {
     let mut s = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="phase" viewBox="0 0 {w} {h}" width="{w}" height="{h}" font-family="sans-serif" font-size="10">"#
     );
-    labels.place(&series.protocol, &[(l, 12.0)], "start", 11.0, "#222");
+    labels.place_shrinking(&series.protocol, (l, 12.0), "start", 11.0, "#222");
     for k in [0.0, 0.5, 1.0] {
         let _ = write!(
             s,
@@ -489,4 +489,42 @@ pub fn run_page(
         a = escape(about),
         block = timeline_block(&x),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chart_names_every_cell_even_long_ones() {
+        let cell = |protocol: &str, profile: &str| CellSummary {
+            protocol: protocol.into(),
+            profile: profile.into(),
+            harm: Share::of(1, 4),
+            overlap: Share::of(2, 4),
+            ..CellSummary::default()
+        };
+        let c = Comparison {
+            cells: vec![
+                cell("replicated-redis+wait", "client-pauses"),
+                cell("zookeeper+fencing+cas", "server-crashes-and-partitions"),
+                cell("redlock", "none"),
+            ],
+            ..Comparison::default()
+        };
+        let svg = chart(&c);
+        for x in [&c.cells[0], &c.cells[2]] {
+            let name = escape(&format!("{} · {}", x.protocol, x.profile));
+            assert!(
+                svg.contains(&format!(">{name}</text>")),
+                "{name} missing: {svg}"
+            );
+        }
+        // Too long for the margin at any size: shortened, not dropped.
+        assert!(
+            svg.contains(">zookeeper+fencing+cas · server-crashes"),
+            "{svg}"
+        );
+        assert!(svg.contains("…</text>"), "{svg}");
+    }
 }

@@ -88,6 +88,30 @@ impl Labels {
         false
     }
 
+    /// Like [`Labels::place`] at one position, trying smaller fonts (down to 8) if the text
+    /// does not fit at `font`, then shortening it (with `…`) at 8.
+    pub fn place_shrinking(
+        &mut self,
+        text: &str,
+        at: (f64, f64),
+        anchor: &str,
+        font: f64,
+        fill: &str,
+    ) -> bool {
+        let mut size = font;
+        while size >= 8.0 {
+            if self.place(text, &[at], anchor, size, fill) {
+                return true;
+            }
+            size -= 1.0;
+        }
+        let chars: Vec<char> = text.chars().collect();
+        (1..chars.len()).rev().any(|keep| {
+            let short: String = chars[..keep].iter().collect::<String>() + "…";
+            self.place(&short, &[at], anchor, 8.0, fill)
+        })
+    }
+
     /// The SVG of every placed text.
     pub fn finish(self) -> String {
         self.out
@@ -226,7 +250,7 @@ pub fn svg_with_lanes(history: &[Event], witness: &[u64], lanes: &[String]) -> S
             WIDTH - RIGHT,
             y + LANE
         );
-        labels.place(name, &[(4.0, y + LANE / 2.0 + 4.0)], "start", FONT, "#333");
+        labels.place_shrinking(name, (4.0, y + LANE / 2.0 + 4.0), "start", FONT, "#333");
     }
     for t in ticks_ms(t0, t1, 6) {
         let x = frame.x(t * 1_000_000);
