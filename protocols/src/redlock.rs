@@ -446,12 +446,12 @@ impl RedlockClient {
                 key: KEY.into(),
                 value: value.clone(),
                 nx: true,
-                px_ms: Some(p.ttl_ms),
+                px_ms: Some(p.ttl_ms.into()),
             },
             Tokens::MaxIncr => Cmd::SetNxIncr {
                 key: KEY.into(),
                 value: value.clone(),
-                px_ms: Some(p.ttl_ms),
+                px_ms: Some(p.ttl_ms.into()),
                 counter: TOKEN_KEY.into(),
             },
         });
@@ -536,7 +536,7 @@ impl LockClient for RedlockClient {
         let asked = self.send_all(&self.all(), || Cmd::PexpireIfEq {
             key: KEY.into(),
             value: handle.clone(),
-            px_ms: ttl_ms,
+            px_ms: ttl_ms.into(),
         });
         let replies = self.collect(&asked, start).await;
         let extended = replies

@@ -433,7 +433,7 @@ impl ReplicatedRedisClient {
             Cmd::SetNxIncr {
                 key: KEY.into(),
                 value: value.clone(),
-                px_ms: Some(p.ttl_ms),
+                px_ms: Some(p.ttl_ms.into()),
                 counter: TOKEN_KEY.into(),
             }
         } else {
@@ -441,7 +441,7 @@ impl ReplicatedRedisClient {
                 key: KEY.into(),
                 value: value.clone(),
                 nx: true,
-                px_ms: Some(p.ttl_ms),
+                px_ms: Some(p.ttl_ms.into()),
             }
         };
         let token = match self.redis.call(primary, cmd, self.timeout()).await {
@@ -550,7 +550,7 @@ impl LockClient for ReplicatedRedisClient {
         let cmd = Cmd::PexpireIfEq {
             key: KEY.into(),
             value: grant.handle.clone(),
-            px_ms: self.params.ttl_ms,
+            px_ms: self.params.ttl_ms.into(),
         };
         match self.redis.call(primary, cmd, self.timeout()).await {
             Ok(Reply::Int(1)) => {

@@ -233,7 +233,7 @@ impl SingleRedisClient {
         let p = &self.params;
         let value = lock_value(&self.ctx);
         let start = self.ctx.mono_now();
-        let px_ms = (p.variant != Variant::NoTtl).then_some(p.ttl_ms);
+        let px_ms = (p.variant != Variant::NoTtl).then_some(p.ttl_ms.into());
         let reply = match p.variant {
             Variant::GetThenSet => {
                 match self.call(Cmd::Get { key: KEY.into() }).await {
@@ -354,7 +354,7 @@ impl LockClient for SingleRedisClient {
         let cmd = Cmd::PexpireIfEq {
             key: KEY.into(),
             value: grant.handle.clone(),
-            px_ms: self.params.ttl_ms,
+            px_ms: self.params.ttl_ms.into(),
         };
         match self.call(cmd).await {
             Ok(Reply::Int(1)) => {
