@@ -423,7 +423,8 @@ pub fn render(c: &Comparison) -> String {
     headline_table(&mut s, c);
     s.push_str(
         "<h2 id=\"ranking\">Ranking by harm</h2><p>Rows with the same rank are not ranked apart: \
-         the same number of rows are clearly better than each (non-overlapping intervals).</p><ul>",
+         their intervals overlap, directly or through others. A better rank's intervals all lie \
+         below a worse one's.</p><ul>",
     );
     for (profile, groups) in ranking(c) {
         let g: Vec<String> = groups.iter().map(|(r, n)| group_text(*r, n)).collect();

@@ -210,8 +210,9 @@ pub fn render(c: &Comparison) -> String {
     s.push_str(&table(c));
     let _ = writeln!(
         s,
-        "\n## Ranking by harm\n\nPer profile; rows with the same rank are not ranked apart (the \
-         same number of rows are clearly better than each, by non-overlapping intervals).\n"
+        "\n## Ranking by harm\n\nPer profile; rows with the same rank are not ranked apart (their \
+         intervals overlap, directly or through others); a better rank's intervals all lie \
+         below a worse one's.\n"
     );
     for (profile, groups) in ranking(c) {
         let g: Vec<String> = groups.iter().map(|(r, n)| group_text(*r, n)).collect();

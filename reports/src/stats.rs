@@ -113,14 +113,26 @@ fn pct_bare(rate: f64) -> String {
     }
 }
 
-/// Ranks of shares, lower is better: a share's rank is 1 + the number of shares whose whole
-/// interval lies below its own. Shares whose intervals overlap are never ordered apart by
-/// more than the data shows, so equal ranks are ties.
+/// Ranks of shares, lower is better. Shares whose intervals overlap, directly or through a
+/// chain of overlapping intervals, share a rank: the data does not order them. Between
+/// different ranks every interval of the better lies wholly below every interval of the
+/// worse. A rank is 1 + the number of shares ranked better.
 pub fn ranks(shares: &[Share]) -> Vec<usize> {
-    shares
-        .iter()
-        .map(|s| 1 + shares.iter().filter(|o| o.hi < s.lo).count())
-        .collect()
+    let mut order: Vec<usize> = (0..shares.len()).collect();
+    order.sort_by(|a, b| shares[*a].lo.total_cmp(&shares[*b].lo));
+    let mut ranks = vec![0; shares.len()];
+    let (mut rank, mut reach, mut seen) = (1, f64::NEG_INFINITY, 0);
+    for i in order {
+        // The union of the intervals so far ends at `reach`: one starting past it begins
+        // a new group, worse than everything before.
+        if shares[i].lo > reach {
+            rank = seen + 1;
+        }
+        reach = reach.max(shares[i].hi);
+        ranks[i] = rank;
+        seen += 1;
+    }
+    ranks
 }
 
 #[cfg(test)]
@@ -162,5 +174,13 @@ mod tests {
             Share::of(90, 100),
         ]);
         assert_eq!(r, vec![2, 2, 1, 4]);
+        // A chain of overlaps is one group, though its ends do not overlap.
+        let chain = [(0.0, 0.10), (0.08, 0.20), (0.18, 0.30), (0.31, 0.4)].map(|(lo, hi)| Share {
+            k: 1,
+            n: 1,
+            lo,
+            hi,
+        });
+        assert_eq!(ranks(&chain), vec![1, 1, 1, 4]);
     }
 }

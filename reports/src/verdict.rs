@@ -108,8 +108,8 @@ impl ProtocolVerdict {
 /// Protocol rows of one rank: (rank, labels).
 pub type RankGroup = (usize, Vec<String>);
 
-/// Per profile, the protocol rows grouped by harm rank: rows in one group have overlapping
-/// intervals and are not ranked apart.
+/// Per profile, the protocol rows grouped by harm rank ([`ranks`]): rows in one group are
+/// not ranked apart.
 pub fn ranking(c: &Comparison) -> Vec<(String, Vec<RankGroup>)> {
     c.profiles
         .iter()
