@@ -12,6 +12,7 @@ use locksim_sim::rpc::{endpoint, Caller, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -145,6 +146,28 @@ fn record_key(ctx: &NodeCtx, key: &str, entry: Option<&Entry>) {
         None => format!("key {key} deleted"),
     };
     ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Note).detail(detail));
+}
+
+/// The lock keys of a data set and their values, to see what a step changed.
+pub(super) fn lock_snapshot(store: &Store) -> BTreeMap<String, Value> {
+    store
+        .lock_entries()
+        .map(|(k, e)| (k.to_owned(), e.value.clone()))
+        .collect()
+}
+
+/// Records every lock key whose value changed since `before` (a replica applying its
+/// primary's stream or a full resync), as [`record_key`] does for commands.
+pub(super) fn record_lock_changes(ctx: &NodeCtx, before: &BTreeMap<String, Value>, store: &Store) {
+    let after = lock_snapshot(store);
+    for (key, value) in &after {
+        if before.get(key) != Some(value) {
+            record_key(ctx, key, store.entry(key));
+        }
+    }
+    for key in before.keys().filter(|k| !after.contains_key(*k)) {
+        record_key(ctx, key, None);
+    }
 }
 
 /// The answer of a standalone server to a server command; `None` if it comes later.
