@@ -91,7 +91,14 @@ pub trait Deployment: Send + Sync {
     fn points(&self) -> Vec<(String, &'static str)> {
         vec![]
     }
-    /// Adds the server nodes to the world and returns the connector for clients.
+    /// The fault targets it answers when a fault fires (e.g. `@primary`): [`Deployment::start`]
+    /// registers an answer for each with [`World::answer_role`]. A scenario naming another
+    /// role is refused.
+    fn roles(&self) -> Vec<&'static str> {
+        vec![]
+    }
+    /// Adds the server nodes to the world (and answers its roles) and returns the connector
+    /// for clients.
     fn start(&self, world: &World) -> Arc<dyn Connector>;
 }
 

@@ -34,15 +34,16 @@
 
 use crate::redis::client::{check_drift_factor, lock_value, validity};
 use crate::redis::{
-    start_replicated_server, start_sentinel, Cmd, Persistence, RedisNet, ReplNet, ReplRole,
-    Replicated, ReplicationConfig, Reply, SentinelConfig, SentinelNet, SentinelReq, SentinelResp,
-    ServerConfig,
+    current_primary, start_replicated_server, start_sentinel, Cmd, Persistence, RedisNet, ReplNet,
+    ReplRole, Replicated, ReplicationConfig, Reply, SentinelConfig, SentinelNet, SentinelReq,
+    SentinelResp, ServerConfig,
 };
 use crate::{
     parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
 };
 use async_trait::async_trait;
 use locksim_sim::history::{Event, Kind, Op};
+use locksim_sim::nemesis::ROLE_PRIMARY;
 use locksim_sim::rpc::{endpoint, Caller, RpcError};
 use locksim_sim::{NodeCtx, NodeIdx, World};
 use rand::Rng;
@@ -289,6 +290,10 @@ impl Deployment for ReplicatedDeployment {
         points
     }
 
+    fn roles(&self) -> Vec<&'static str> {
+        vec![ROLE_PRIMARY]
+    }
+
     fn start(&self, world: &World) -> Arc<dyn Connector> {
         let p = &self.params;
         let net = RedisNet::new(world);
@@ -327,11 +332,16 @@ impl Deployment for ReplicatedDeployment {
             ping_interval_ms: p.sentinel_ping_interval_ms,
             failover_timeout_ms: p.failover_timeout_ms,
         };
-        let sentinels = p
+        let sentinels: Vec<NodeIdx> = p
             .sentinel_names()
             .iter()
             .map(|name| start_sentinel(world, name, &net, &sentinel_net, sentinel_config.clone()))
             .collect();
+        let (watchers, initial) = (sentinels.clone(), primary.expect("at least one node"));
+        world.answer_role(
+            ROLE_PRIMARY,
+            Arc::new(move |world| Some(current_primary(world, &watchers, initial))),
+        );
         Arc::new(ReplicatedConnector {
             net,
             sentinel_net,

@@ -8,10 +8,10 @@ use crate::scenario::Workload;
 use locksim_protocols::resource::{ResourceHandle, WriteOutcome};
 use locksim_protocols::{Acquired, Connector, Outcome};
 use locksim_sim::history::{Event, Kind, Op};
-use locksim_sim::NodeCtx;
+use locksim_sim::{NodeCtx, NodeIdx, World};
 use rand::Rng;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The named points of the workload, in the order a client passes them.
@@ -22,6 +22,29 @@ pub const POINTS: [&str; 5] = [
     "before_write",
     "before_release",
 ];
+
+/// The workload's view of who is inside a critical section, in order of entry: it answers
+/// the fault target `@holder`.
+#[derive(Clone, Default)]
+pub struct Holders(Arc<Mutex<Vec<NodeIdx>>>);
+
+impl Holders {
+    fn enter(&self, idx: NodeIdx) {
+        let mut inside = self.0.lock().unwrap();
+        assert!(!inside.contains(&idx), "a client enters twice");
+        inside.push(idx);
+    }
+
+    fn exit(&self, idx: NodeIdx) {
+        self.0.lock().unwrap().retain(|i| *i != idx);
+    }
+
+    /// The client that has been inside longest and is up, if any.
+    pub fn holder(&self, world: &World) -> Option<NodeIdx> {
+        let inside = self.0.lock().unwrap().clone();
+        inside.into_iter().find(|i| world.is_alive(*i))
+    }
+}
 
 fn between(lo: u64, hi: u64) -> Duration {
     Duration::from_millis(madsim::rand::thread_rng().gen_range(lo..=hi))
@@ -34,7 +57,10 @@ pub async fn client_loop(
     resource: ResourceHandle,
     workload: Workload,
     grants: Arc<AtomicU64>,
+    holders: Holders,
 ) {
+    // A client that crashed inside its critical section is no longer in it.
+    holders.exit(ctx.idx());
     let mut lock = connector.connect(&ctx);
     let resource = resource.connect(&ctx);
     let io_timeout = Duration::from_millis(workload.resource_timeout_ms);
@@ -59,6 +85,7 @@ pub async fn client_loop(
         let token = grant.token;
         ctx.record_event(ev(Kind::Ok, Op::Acquire).grant(&id).token(token));
         ctx.record_event(ev(Kind::Ok, Op::CsEnter).grant(&id).token(token));
+        holders.enter(ctx.idx());
         ctx.point("after_acquire").await;
 
         ctx.record_event(ev(Kind::Invoke, Op::Read).grant(&id));
@@ -98,6 +125,7 @@ pub async fn client_loop(
         }
 
         ctx.record_event(ev(Kind::Ok, Op::CsExit).grant(&id));
+        holders.exit(ctx.idx());
         ctx.point("before_release").await;
         ctx.record_event(ev(Kind::Invoke, Op::Release).grant(&id));
         let done = match lock.release(&grant).await {
