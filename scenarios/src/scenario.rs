@@ -112,6 +112,10 @@ pub struct Workload {
     /// Timeout of a request to the resource, in ms.
     #[serde(default = "d_resource_timeout")]
     pub resource_timeout_ms: u64,
+    /// While working inside the critical section, extend the lock this often, in ms (0 =
+    /// never). A long critical section stays safe only if its lock is extended in time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub extend_every_ms: u64,
 }
 
 fn d_clients() -> u32 {
@@ -146,6 +150,7 @@ impl Default for Workload {
             think_ms_max: d_think_max(),
             check_validity: true,
             resource_timeout_ms: d_resource_timeout(),
+            extend_every_ms: 0,
         }
     }
 }

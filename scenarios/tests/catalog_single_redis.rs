@@ -197,3 +197,44 @@ fn fencing_holds_under_random_pauses_of_the_holder() {
         );
     }
 }
+
+#[test]
+fn extending_keeps_a_critical_section_three_ttls_long_safe() {
+    for r in meets_expect("redis-single-extend") {
+        assert!(r.stats.liveness.writes_accepted >= 3, "seed {}", r.seed);
+    }
+    let mut prepared = catalog("redis-single-extend");
+    let (_, history) = prepared.run_with_history(1);
+    let extended = history
+        .iter()
+        .filter(|e| e.op == Op::Extend && e.kind == locksim_sim::Kind::Ok)
+        .count();
+    assert!(
+        extended >= 9,
+        "3 s of work, an extension every 300 ms: {extended}"
+    );
+    // Without the extensions the lock expires a third of the way in.
+    prepared.scenario.workload.extend_every_ms = 0;
+    for seed in 1..=5 {
+        let r = prepared.run(seed);
+        assert_eq!(verdict(&r, Property::MutualExclusion), Verdict::Invalid);
+    }
+}
+
+#[test]
+fn an_fsync_stall_loses_the_lock_everysec_would_have_saved() {
+    meets_expect("redis-single-fsync-stall");
+    let mut prepared = catalog("redis-single-fsync-stall");
+    prepared
+        .scenario
+        .faults
+        .retain(|f| f.kind() != locksim_sim::FaultKind::FsyncStall);
+    for seed in 1..=5 {
+        let r = prepared.run(seed);
+        assert_eq!(
+            verdict(&r, Property::MutualExclusion),
+            Verdict::Valid,
+            "seed {seed}"
+        );
+    }
+}

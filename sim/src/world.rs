@@ -257,6 +257,11 @@ impl World {
             .collect()
     }
 
+    /// The node's incarnation: 0 at the start, bumped by every crash.
+    pub fn incarnation(&self, idx: NodeIdx) -> u64 {
+        self.state().nodes[idx].incarnation
+    }
+
     /// Whether the node is up (not crashed).
     pub fn is_alive(&self, idx: NodeIdx) -> bool {
         self.state().nodes[idx].alive
@@ -350,6 +355,11 @@ impl NodeCtx {
     /// The world (to find other nodes by name).
     pub fn world(&self) -> &World {
         &self.world
+    }
+
+    /// This node's incarnation: 0 at the start, bumped by every crash.
+    pub fn incarnation(&self) -> u64 {
+        self.world.incarnation(self.idx)
     }
 
     /// This node's monotonic clock now.
