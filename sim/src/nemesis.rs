@@ -804,6 +804,15 @@ pub fn describe_fault(fault: &Fault) -> String {
 // ---- applying faults: the world's side of each kind ----
 
 impl World {
+    /// Runs `undo` on the nemesis after `duration` (true time): how a fault ends.
+    fn after(&self, duration: Duration, undo: impl FnOnce(&World) + Send + 'static) {
+        let world = self.clone();
+        self.spawn_on_nemesis(async move {
+            madsim::time::sleep(duration).await;
+            undo(&world);
+        });
+    }
+
     /// Pauses a node (stop-the-world) for `duration`; `why` goes into the history.
     pub fn pause(&self, idx: NodeIdx, duration: Duration, why: &str) {
         let now = self.now_ns();
@@ -831,11 +840,7 @@ impl World {
         if fresh {
             Handle::current().pause(self.madsim_node(idx).id());
         }
-        let world = self.clone();
-        self.spawn_on_nemesis(async move {
-            madsim::time::sleep(duration).await;
-            world.resume_if(idx, Some(epoch));
-        });
+        self.after(duration, move |world| world.resume_if(idx, Some(epoch)));
     }
 
     /// Resumes a paused node (any pause if `epoch` is None).
@@ -875,11 +880,7 @@ impl World {
         self.disks().crash(idx);
         Handle::current().kill(self.madsim_node(idx).id());
         if let Some(d) = restart_after {
-            let world = self.clone();
-            self.spawn_on_nemesis(async move {
-                madsim::time::sleep(d).await;
-                world.restart_if(idx, Some(incarnation));
-            });
+            self.after(d, move |world| world.restart_if(idx, Some(incarnation)));
         }
     }
 
@@ -906,11 +907,7 @@ impl World {
                 .value(duration.as_millis() as i64)
                 .detail(detail.clone()),
         );
-        let world = self.clone();
-        self.spawn_on_nemesis(async move {
-            madsim::time::sleep(duration).await;
-            world.heal(&links, detail);
-        });
+        self.after(duration, move |world| world.heal(&links, detail));
     }
 
     fn heal(&self, links: &[(NodeIdx, NodeIdx)], detail: String) {
@@ -957,9 +954,7 @@ impl World {
                 .value(duration.as_millis() as i64)
                 .detail(format!("loss probability {probability}")),
         );
-        let world = self.clone();
-        self.spawn_on_nemesis(async move {
-            madsim::time::sleep(duration).await;
+        self.after(duration, move |world| {
             let ended = world.state().net.end_loss(epoch);
             if ended {
                 world.record_fault(Op::Loss, None, "loss period over".into());
