@@ -1,4 +1,4 @@
-//! The replicated-Redis and Redlock catalog and sweeps.
+//! The replicated-Redis and Redlock catalog, and the random sweeps of every Redis protocol.
 //!
 //! - Every catalog scenario meets its `[expect]` on every one of [`SEEDS`] seeds (seeds
 //!   change latencies, retry delays and which client goes first).
@@ -230,6 +230,13 @@ fn redlock_random_sweep_is_reproducible() {
     let tally = assert_sweep_reproducible("redlock-random.toml");
     println!("redlock-random over {SWEEP_SEEDS} seeds: {tally:?}");
     // The faults must bite, or the sweep tests nothing.
+    assert!(tally.get("invalid").is_some_and(|n| *n > 0), "{tally:?}");
+}
+
+#[test]
+fn redis_single_random_sweep_is_reproducible() {
+    let tally = assert_sweep_reproducible("redis-single-random.toml");
+    println!("redis-single-random over {SWEEP_SEEDS} seeds: {tally:?}");
     assert!(tally.get("invalid").is_some_and(|n| *n > 0), "{tally:?}");
 }
 
