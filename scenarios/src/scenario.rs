@@ -634,7 +634,10 @@ ttl_ms = 500
         assert_eq!(e.field.as_deref(), Some("disk.fsync_ms_min"), "{e}");
         assert_eq!(e.line, Some(9), "{e}");
         let ok = format!("{MINIMAL}\n[disk]\nfsync_ms_max = 10\n");
-        assert_eq!(Scenario::parse(&ok, "ok.toml").unwrap().disk.fsync_ms_max, 10);
+        assert_eq!(
+            Scenario::parse(&ok, "ok.toml").unwrap().disk.fsync_ms_max,
+            10
+        );
     }
 
     #[test]
