@@ -13,15 +13,15 @@
 //! the etcd docs on transactions): a lost update becomes impossible whatever the lock does, at
 //! the price of rejected writes that the client must retry.
 //!
-//! The resource is durable (its state survives a crash of its node): it stands for a
-//! database, and its own durability is not what locksim tests.
+//! The resource is durable: it stands for a database that commits (writes and fsyncs) on
+//! its node's disk before it acknowledges, so a crash of its node loses no acknowledged
+//! write. Its own durability is not what locksim tests.
 
 use futures::StreamExt;
 use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Caller, RpcError, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::{Deserialize, Serialize};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The resource's node name.
@@ -83,7 +83,10 @@ pub enum ResourceResp {
 
 type ResourceNet = Net<Wire<ResourceReq, ResourceResp>>;
 
-#[derive(Default)]
+/// The file on the resource's disk that holds its state.
+const STATE_FILE: &str = "resource.db";
+
+#[derive(Clone, Default)]
 struct State {
     value: i64,
     highest_token: Option<u64>,
@@ -101,10 +104,9 @@ pub struct ResourceRules {
 /// Adds the resource node to the world; returns a handle for clients.
 pub fn start(world: &World, rules: ResourceRules) -> ResourceHandle {
     let net: ResourceNet = Net::new(world);
-    let state = Arc::new(Mutex::new(State::default()));
     let server_net = net.clone();
     let node = world.add_node(RESOURCE, Role::Resource, move |ctx| {
-        serve(ctx, server_net.clone(), state.clone(), rules)
+        serve(ctx, server_net.clone(), rules)
     });
     ResourceHandle { net, node }
 }
@@ -131,25 +133,26 @@ fn refusal(
     }
 }
 
-async fn serve(ctx: NodeCtx, net: ResourceNet, state: Arc<Mutex<State>>, rules: ResourceRules) {
+async fn serve(ctx: NodeCtx, net: ResourceNet, rules: ResourceRules) {
+    let disk = ctx.disk();
+    let mut state: State = disk.last(STATE_FILE).unwrap_or_default();
     let (caller, mut requests) = endpoint(&net, &ctx);
     while let Some(req) = requests.next().await {
         let resp = match req.body {
-            ResourceReq::Read => ResourceResp::Value(state.lock().unwrap().value),
+            ResourceReq::Read => ResourceResp::Value(state.value),
             ResourceReq::Write {
                 value,
                 token,
                 grant,
                 expected,
             } => {
-                let mut s = state.lock().unwrap();
+                let s = &mut state;
                 let event = Event::new(ctx.name(), Kind::Info, Op::ResourceAccept)
                     .grant(grant)
                     .token(token)
                     .value(value);
-                if let Some(why) = refusal(rules, &s, token, expected) {
+                if let Some(why) = refusal(rules, s, token, expected) {
                     let highest = s.highest_token.unwrap_or(0);
-                    drop(s);
                     ctx.record_event(Event {
                         op: Op::ResourceReject,
                         detail: Some(why),
@@ -161,7 +164,9 @@ async fn serve(ctx: NodeCtx, net: ResourceNet, state: Arc<Mutex<State>>, rules: 
                     if let Some(t) = token {
                         s.highest_token = Some(s.highest_token.map_or(t, |h| h.max(t)));
                     }
-                    drop(s);
+                    disk.put(STATE_FILE, s.clone());
+                    // Committed before it is acknowledged.
+                    disk.fsync().await;
                     ctx.record_event(event);
                     ResourceResp::Accepted
                 }

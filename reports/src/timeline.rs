@@ -571,7 +571,8 @@ fn point_text(e: &Event) -> Option<String> {
         Op::ClockJump => e.value.map(|v| format!("{v:+} ms")),
         Op::ClockDrift => e.value.map(|v| format!("{v:+} ppm")),
         Op::Note | Op::Expire | Op::ResourceReject | Op::Crash | Op::Restart => None,
-        _ if is_protocol_event(e) => e.detail.clone(),
+        Op::FsyncStall => Some("fsync stall".into()),
+        _ if is_protocol_event(e) => e.name.clone().or_else(|| e.detail.clone()),
         _ => None,
     }
 }
@@ -626,6 +627,11 @@ fn mark(e: &Event, cx: f64, cy: f64, witness: bool) -> String {
         Op::Expire => format!(
             r##"<path d="M{cx:.1},{:.1} l4,4 l-4,4 l-4,-4 z" fill="#6d597a"><title>{title}</title></path>"##,
             cy - 4.0
+        ),
+        Op::FsyncStall => format!(
+            r##"<path d="M{:.1},{:.1} h8 l-8,10 h8 z" fill="#e76f51"><title>{title}</title></path>"##,
+            cx - 4.0,
+            cy - 5.0
         ),
         Op::Write if witness => format!(
             r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="3" fill="#333"><title>{title}</title></circle>"##
@@ -1068,6 +1074,20 @@ mod tests {
              had not left it, after c1 paused at 10 ms for 100 ms."
         );
         assert_eq!(caption(&h, "", &[]), "No violation in this run.");
+    }
+
+    #[test]
+    fn protocol_events_are_drawn_on_the_lane_of_the_node_they_concern() {
+        let h = vec![
+            ev(0, 0, "c1", Kind::Ok, Op::CsEnter).grant("c1#1"),
+            ev(1, 10, "sentinel1", Kind::Info, Op::Event)
+                .name("failover")
+                .target("redis2"),
+            ev(2, 20, "c1", Kind::Ok, Op::CsExit).grant("c1#1"),
+        ];
+        assert_eq!(lanes(&h, &[]), vec!["redis2", "sentinel1", "c1"]);
+        let svg = svg(&h, &[]);
+        assert_eq!(svg.matches(">failover</text>").count(), 1, "{svg}");
     }
 
     #[test]
