@@ -83,6 +83,7 @@ fn text(out: &CheckOutput, history: &[Event]) -> String {
         &out.properties,
         &out.violation_counts,
         &out.reasons,
+        false,
     ));
     s.push_str(&text::witnesses(
         &out.violations,
@@ -99,7 +100,11 @@ fn text(out: &CheckOutput, history: &[Event]) -> String {
         l.acquire_latency_ms_p99,
         l.held_ms
     );
-    let _ = writeln!(s, "resource  {}", text::updates_lost(&out.updates));
+    let _ = writeln!(
+        s,
+        "resource  {}",
+        text::updates_lost(out.updates.updates_lost, out.updates.writes_acknowledged)
+    );
     let _ = writeln!(s, "trace     {}", out.trace_hash);
     s
 }

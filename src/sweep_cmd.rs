@@ -76,6 +76,7 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     run_seeds_until(&prepared, todo, jobs, &signals::STOP, |run| {
         let line = SeedResult {
             scenario_hash: fingerprint.clone(),
+            path: prepared.path.clone(),
             ..SeedResult::of(&run)
         };
         file.append(&line)?;

@@ -1,7 +1,7 @@
 //! Text output for people.
 
 use locksim_scenarios::RunResult;
-use locksim_sim::checker::{Updates, Violation, WITNESSES_MAX};
+use locksim_sim::checker::{Violation, WITNESSES_MAX};
 use locksim_sim::{Event, Property, Verdict};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -26,13 +26,20 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 }
 
 /// One line per property: its verdict, its violation count, or why it is unknown.
+/// A fencing verdict of `valid` with `no_tokens` (no write carried a token) reads "n/a":
+/// not checked is not safe.
 pub fn properties(
     verdicts: &BTreeMap<Property, Verdict>,
     counts: &BTreeMap<Property, u64>,
     reasons: &BTreeMap<Property, String>,
+    no_tokens: bool,
 ) -> String {
     let mut s = String::new();
     for (property, v) in verdicts {
+        if *property == Property::Fencing && no_tokens && *v == Verdict::Valid {
+            let _ = writeln!(s, "  {property:<17} n/a (no write carried a token)");
+            continue;
+        }
         let word = match v {
             Verdict::Valid => "holds".to_owned(),
             Verdict::Invalid => {
@@ -96,7 +103,13 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
         let _ = writeln!(s, "          {line}");
     }
     let _ = writeln!(s, "verdict   {}", r.verdict.to_string().to_uppercase());
-    s.push_str(&properties(&r.properties, &r.violation_counts, &r.reasons));
+    let no_tokens = r.stats.writes_with_token == 0;
+    s.push_str(&properties(
+        &r.properties,
+        &r.violation_counts,
+        &r.reasons,
+        no_tokens,
+    ));
     s.push_str(&witnesses(&r.violations, &r.violation_counts, history));
     let l = &r.stats.liveness;
     let _ = writeln!(
@@ -116,7 +129,7 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
         "resource  {} writes accepted, {} rejected by fencing; {}",
         l.writes_accepted,
         l.writes_rejected,
-        updates_lost(&r.stats.updates)
+        updates_lost(r.stats.updates_lost, r.stats.updates_acked)
     );
     if let Some(e) = &r.expect {
         if e.met {
@@ -135,14 +148,13 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
 }
 
 /// Lost updates in words, as a share of the acknowledged writes.
-pub fn updates_lost(u: &Updates) -> String {
-    match u.lost_share_of_acknowledged() {
-        Some(share) => format!(
-            "{} of {} acknowledged updates lost ({:.1}%)",
-            u.updates_lost,
-            u.writes_acknowledged,
-            share * 100.0
-        ),
-        None => format!("{} updates lost, none acknowledged", u.updates_lost),
+pub fn updates_lost(lost: u64, acknowledged: u64) -> String {
+    if acknowledged == 0 {
+        return format!("{lost} updates lost, none acknowledged");
     }
+    let share = lost as f64 / acknowledged as f64;
+    format!(
+        "{lost} of {acknowledged} acknowledged updates lost ({:.1}%)",
+        share * 100.0
+    )
 }

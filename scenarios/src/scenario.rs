@@ -4,10 +4,11 @@
 //!
 //! Bad input gets a clear error: [`ScenarioError`] names the file, the line and the field.
 
-use locksim_protocols::resource::Fencing;
+use locksim_protocols::resource::{Fencing, ResourceRules, WriteMode};
 use locksim_protocols::{Deployment, Registry};
 use locksim_sim::checker::Liveness;
-use locksim_sim::{ClockConfig, Fault, FaultProfile, NetConfig, Property, Verdict};
+use locksim_sim::nemesis::{is_role, ROLE_HOLDER};
+use locksim_sim::{ClockConfig, DiskConfig, Fault, FaultProfile, NetConfig, Property, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -42,6 +43,9 @@ pub struct Scenario {
     /// Node clocks.
     #[serde(default)]
     pub clocks: ClockConfig,
+    /// The nodes' disks (fsync latency).
+    #[serde(default, skip_serializing_if = "is_default_disk")]
+    pub disk: DiskConfig,
     /// The fenced resource.
     #[serde(default)]
     pub resource: ResourceConfig,
@@ -62,6 +66,10 @@ fn default_seed() -> u64 {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+fn is_default_disk(d: &DiskConfig) -> bool {
+    *d == DiskConfig::default()
 }
 
 fn is_default_profile(p: &FaultProfile) -> bool {
@@ -105,6 +113,10 @@ pub struct Workload {
     /// Timeout of a request to the resource, in ms.
     #[serde(default = "d_resource_timeout")]
     pub resource_timeout_ms: u64,
+    /// While working inside the critical section, extend the lock this often, in ms (0 =
+    /// never). A long critical section stays safe only if its lock is extended in time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub extend_every_ms: u64,
 }
 
 fn d_clients() -> u32 {
@@ -139,6 +151,7 @@ impl Default for Workload {
             think_ms_max: d_think_max(),
             check_validity: true,
             resource_timeout_ms: d_resource_timeout(),
+            extend_every_ms: 0,
         }
     }
 }
@@ -157,6 +170,24 @@ pub struct ResourceConfig {
     /// `on`: reject writes with a token below the highest seen.
     #[serde(default)]
     pub fencing: Fencing,
+    /// `cas`: a write applies only if the counter still holds the value its writer read
+    /// (compare-and-set); `plain` (the default) overwrites.
+    #[serde(default, skip_serializing_if = "is_plain")]
+    pub mode: WriteMode,
+}
+
+fn is_plain(mode: &WriteMode) -> bool {
+    *mode == WriteMode::Plain
+}
+
+impl ResourceConfig {
+    /// The rules the resource applies.
+    pub fn rules(&self) -> ResourceRules {
+        ResourceRules {
+            fencing: self.fencing,
+            mode: self.mode,
+        }
+    }
 }
 
 /// What a property must show.
@@ -389,6 +420,9 @@ impl Scenario {
         self.clocks
             .validate()
             .or_else(|m| err(&field_of(&m, "clocks"), m))?;
+        self.disk
+            .validate()
+            .or_else(|m| err(&field_of(&m, "disk"), m))?;
         self.faults_random
             .validate()
             .or_else(|m| err(&field_of(&m, "faults_random"), m))?;
@@ -422,10 +456,12 @@ impl Scenario {
             fail(field, e.message.clone())
         })?;
         let nodes = node_names(&self, deployment.as_ref());
+        let mut targets = nodes.clone();
+        targets.extend(fault_roles(deployment.as_ref()));
         let clients = self.workload.client_names();
         for (i, fault) in self.faults.iter().enumerate() {
             fault
-                .validate(&nodes)
+                .validate(&targets)
                 .and_then(|()| check_point(fault, &clients, deployment.as_ref()))
                 .map_err(|m| fail(format!("faults[{i}]"), m))?;
         }
@@ -437,14 +473,19 @@ impl Scenario {
                 &self.faults_random.partition_nodes,
             ),
             ("faults_random.clock_nodes", &self.faults_random.clock_nodes),
+            (
+                "faults_random.fsync_stall_nodes",
+                &self.faults_random.fsync_stall_nodes,
+            ),
         ] {
             let known = |n: &String| {
-                nodes.contains(n)
+                targets.contains(n)
                     || n == locksim_sim::nemesis::ROLE_SERVERS
                     || n == locksim_sim::nemesis::ROLE_CLIENTS
             };
             if let Some(bad) = list.iter().find(|n| !known(n)) {
-                return Err(fail(field.into(), format!("unknown node `{bad}`")));
+                let what = if is_role(bad) { "role" } else { "node" };
+                return Err(fail(field.into(), format!("unknown {what} `{bad}`")));
             }
         }
         if let Some(bad) = self.clocks.nodes.keys().find(|n| !nodes.contains(n)) {
@@ -506,6 +547,14 @@ fn check_point(
             known.join(", ")
         }
     ))
+}
+
+/// The roles a fault may name in a scenario with this deployment: the deployment's own
+/// (e.g. `@primary`) and the workload's `@holder`.
+pub fn fault_roles(deployment: &dyn Deployment) -> Vec<String> {
+    let mut roles: Vec<String> = deployment.roles().into_iter().map(String::from).collect();
+    roles.push(ROLE_HOLDER.into());
+    roles
 }
 
 /// Every node name of a scenario: servers, then clients, then the resource.
@@ -638,6 +687,19 @@ ttl_ms = 500
     }
 
     #[test]
+    fn disk_settings_are_checked() {
+        let text = format!("{MINIMAL}\n[disk]\nfsync_ms_min = 5\nfsync_ms_max = 1\n");
+        let e = Scenario::parse(&text, "bad.toml").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("disk.fsync_ms_min"), "{e}");
+        assert_eq!(e.line, Some(9), "{e}");
+        let ok = format!("{MINIMAL}\n[disk]\nfsync_ms_max = 10\n");
+        assert_eq!(
+            Scenario::parse(&ok, "ok.toml").unwrap().disk.fsync_ms_max,
+            10
+        );
+    }
+
+    #[test]
     fn fingerprint_follows_what_changes_results() {
         let a = Scenario::parse(MINIMAL, "m.toml").unwrap();
         let mut b = a.clone();
@@ -676,6 +738,33 @@ ttl_ms = 500
             m[0].contains("at least 5") && m[1].contains("got none"),
             "{m:?}"
         );
+    }
+
+    fn prepare(extra: &str) -> Result<Prepared, ScenarioError> {
+        let text = format!("{MINIMAL}\n{extra}");
+        Scenario::parse(&text, "m.toml")?.prepare("m.toml", &Registry::builtin())
+    }
+
+    #[test]
+    fn fault_targets_may_be_roles_the_deployment_answers() {
+        let pause = |node: &str, when: &str| {
+            format!("[[faults]]\nkind = \"pause\"\nnode = \"{node}\"\n{when}\nduration_ms = 5\n")
+        };
+        assert!(prepare(&pause("@holder", "at_ms = 10")).is_ok());
+        let e = prepare(&pause("@primary", "at_ms = 10")).err().unwrap();
+        assert!(e.to_string().contains("unknown role `@primary`"), "{e}");
+        assert!(
+            e.to_string().contains("roles in this scenario: @holder"),
+            "{e}"
+        );
+        let e = prepare(&pause("@holder", "point = \"before_write\""))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("needs a node, not a role"), "{e}");
+        let e = prepare("[faults_random]\npause_probability = 0.1\npause_nodes = [\"@leader\"]\n")
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("unknown role `@leader`"), "{e}");
     }
 
     #[test]

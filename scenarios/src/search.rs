@@ -30,6 +30,7 @@
 use crate::runner::{isolated, RunResult};
 use crate::scenario::{Expect, Expectation, Prepared, Scenario};
 use crate::workload::POINTS;
+pub use locksim_sim::nemesis::describe_fault;
 use locksim_sim::nemesis::Targets;
 use locksim_sim::{Fault, FaultKind, FaultProfile, Property};
 use proptest::collection::vec;
@@ -83,6 +84,10 @@ pub struct FaultSpace {
     pub loss_rate: f64,
     /// Longest loss period, in ms.
     pub loss_ms_max: u64,
+    /// Nodes whose disks may stall.
+    pub fsync_stall_nodes: Vec<String>,
+    /// Longest fsync stall, in ms.
+    pub fsync_stall_ms_max: u64,
     /// The named points each node passes (clients: the workload's and the protocol
     /// client's; servers: the protocol's).
     pub points: BTreeMap<String, Vec<String>>,
@@ -134,6 +139,8 @@ impl FaultSpace {
             clock_drift_ppm_max: p.clock_drift_ppm_max.max(1),
             loss_rate: p.loss_rate,
             loss_ms_max: p.loss_ms_max.max(1),
+            fsync_stall_nodes: nodes.fsync_stall,
+            fsync_stall_ms_max: p.fsync_stall_ms_max.max(1),
             points,
             occurrence_max: OCCURRENCE_MAX,
             faults_max: faults_max.max(1),
@@ -152,6 +159,7 @@ impl FaultSpace {
             FaultKind::Crash => Some(&self.crash_nodes),
             FaultKind::Partition => Some(&self.partition_nodes),
             FaultKind::ClockJump | FaultKind::ClockDrift => Some(&self.clock_nodes),
+            FaultKind::FsyncStall => Some(&self.fsync_stall_nodes),
             FaultKind::Loss => None,
         }
     }
@@ -260,6 +268,13 @@ impl FaultSpace {
                     })
                     .boxed()
             }
+            FaultKind::FsyncStall => (nodes(kind), at, 1..=self.fsync_stall_ms_max)
+                .prop_map(|(node, at, d)| Fault::FsyncStall {
+                    node,
+                    at_ms: at,
+                    duration_ms: d,
+                })
+                .boxed(),
         }
     }
 
@@ -358,6 +373,11 @@ impl FaultSpace {
                     "message loss {} for 1..={} ms, {at}",
                     self.loss_rate, self.loss_ms_max
                 ),
+                FaultKind::FsyncStall => format!(
+                    "fsync stall on {} for 1..={} ms, {at}",
+                    self.fsync_stall_nodes.join(", "),
+                    self.fsync_stall_ms_max
+                ),
             })
             .collect()
     }
@@ -378,6 +398,7 @@ fn allowed_kinds(p: &FaultProfile) -> Vec<FaultKind> {
         FaultKind::ClockJump => p.clock_jump_probability,
         FaultKind::ClockDrift => p.clock_drift_probability,
         FaultKind::Loss => p.loss_probability,
+        FaultKind::FsyncStall => p.fsync_stall_probability,
     };
     FaultKind::ALL
         .into_iter()
@@ -743,68 +764,6 @@ fn drop_faults(
                 i += 1;
             }
         }
-    }
-}
-
-/// A fault in words, e.g. `pause c1 at before_write (passage 1) for 1100 ms`.
-pub fn describe_fault(fault: &Fault) -> String {
-    let when = |at_ms: &Option<u64>, point: &Option<String>, occurrence: &u32| match point {
-        Some(p) => format!("at {p} (passage {occurrence})"),
-        None => format!("at {} ms", at_ms.unwrap_or(0)),
-    };
-    match fault {
-        Fault::Pause {
-            node,
-            at_ms,
-            point,
-            occurrence,
-            duration_ms,
-        } => format!(
-            "pause {node} {} for {duration_ms} ms",
-            when(at_ms, point, occurrence)
-        ),
-        Fault::Crash {
-            node,
-            at_ms,
-            point,
-            occurrence,
-            restart_after_ms,
-        } => format!(
-            "crash {node} {}, {}",
-            when(at_ms, point, occurrence),
-            restart_after_ms.map_or("no restart".into(), |ms| format!("restart after {ms} ms"))
-        ),
-        Fault::Partition {
-            at_ms,
-            duration_ms,
-            isolate,
-            groups,
-            one_way,
-        } => {
-            let cut = if isolate.is_empty() {
-                let groups: Vec<String> = groups.iter().map(|g| g.join(",")).collect();
-                format!("groups {}", groups.join(" | "))
-            } else {
-                format!("isolate {}", isolate.join(","))
-            };
-            let one_way = if *one_way { " (one way)" } else { "" };
-            format!("partition at {at_ms} ms for {duration_ms} ms: {cut}{one_way}")
-        }
-        Fault::ClockJump {
-            node,
-            at_ms,
-            delta_ms,
-        } => format!("clock jump on {node} at {at_ms} ms by {delta_ms:+} ms"),
-        Fault::ClockDrift {
-            node,
-            at_ms,
-            drift_ppm,
-        } => format!("clock drift on {node} at {at_ms} ms to {drift_ppm:+} ppm"),
-        Fault::Loss {
-            at_ms,
-            duration_ms,
-            probability,
-        } => format!("message loss {probability} at {at_ms} ms for {duration_ms} ms"),
     }
 }
 

@@ -1,10 +1,12 @@
 //! The simulation harness of locksim: one deterministic world per (scenario, seed).
 //!
-//! - [`world`]: nodes, per-node clocks, the nemesis that applies faults, named points;
+//! - [`world`]: nodes, their incarnations and clocks, the history;
 //! - [`net`] and [`rpc`]: a typed simulated network with latency, loss, duplication,
-//!   reordering and partitions that also kill messages in flight;
+//!   reordering and partitions that also kill messages in flight; sessions and server push;
 //! - [`clock`]: monotonic and wall clocks with drift and jumps;
-//! - [`nemesis`]: faults as data, scripted or generated from a seeded profile;
+//! - [`disk`]: per-node disks with a page cache and fsync, which outlive crashes;
+//! - [`nemesis`]: faults as data, scripted or generated from a seeded profile; applying,
+//!   scheduling and arming them; targets chosen when a fault fires (`@primary`, `@holder`);
 //! - [`history`] and [`checker`]: the record of a run and the pure function from it to a
 //!   verdict, re-exported from `locksim-check` (which builds without madsim).
 //!
@@ -17,6 +19,7 @@ compile_error!(
 );
 
 pub mod clock;
+pub mod disk;
 pub mod nemesis;
 pub mod net;
 pub mod rpc;
@@ -25,10 +28,11 @@ pub mod world;
 pub use locksim_check::{checker, history};
 
 pub use checker::{check, Property, Report, Verdict, Violation};
+pub use disk::{Disk, DiskConfig};
 pub use history::{Event, History, Kind, Op};
 pub use nemesis::{Fault, FaultKind, FaultProfile};
-pub use net::{Net, NetConfig};
-pub use world::{ClockConfig, NetStats, NodeCtx, NodeIdx, Role, World};
+pub use net::{Net, NetConfig, NetStats};
+pub use world::{ClockConfig, NodeCtx, NodeIdx, Role, World};
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -47,6 +51,8 @@ pub struct SimSpec {
     pub network: NetConfig,
     /// The node clocks.
     pub clocks: ClockConfig,
+    /// The disks.
+    pub disk: DiskConfig,
     /// The fault schedule.
     pub faults: Vec<Fault>,
 }
@@ -83,7 +89,12 @@ pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome
         let rt =
             madsim::runtime::Runtime::with_seed_and_config(spec.seed, madsim::Config::default());
         rt.block_on(async {
-            let world = World::new(spec.network.clone(), spec.clocks.clone(), &spec.faults);
+            let world = World::new(
+                spec.network.clone(),
+                spec.clocks.clone(),
+                spec.disk.clone(),
+                &spec.faults,
+            );
             setup(&world);
             world.start_nemesis(&spec.faults, spec.duration_ms);
             madsim::time::sleep(Duration::from_millis(spec.duration_ms)).await;

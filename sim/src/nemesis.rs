@@ -6,8 +6,14 @@
 //! a `crash` restarts after `restart_after_ms` (or never), a `partition` heals after
 //! `duration_ms`, a `loss` period ends after `duration_ms`.
 
+use crate::history::{Event, Kind, Op};
+use crate::world::{NodeIdx, Role, World, NEMESIS};
+use madsim::runtime::Handle;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 fn first() -> u32 {
     1
@@ -97,6 +103,17 @@ pub enum Fault {
         /// Loss probability during the period.
         probability: f64,
     },
+    /// The node's disk holds every fsync that would complete during the stall until it ends
+    /// (a saturated or failing device): writes stay in the page cache, where a crash loses
+    /// them.
+    FsyncStall {
+        /// The node whose disk stalls.
+        node: String,
+        /// When, in true ms since the start.
+        at_ms: u64,
+        /// How long, in true ms.
+        duration_ms: u64,
+    },
 }
 
 fn is_first(n: &u32) -> bool {
@@ -117,6 +134,7 @@ impl Fault {
             Fault::ClockJump { .. } => FaultKind::ClockJump,
             Fault::ClockDrift { .. } => FaultKind::ClockDrift,
             Fault::Loss { .. } => FaultKind::Loss,
+            Fault::FsyncStall { .. } => FaultKind::FsyncStall,
         }
     }
 
@@ -133,7 +151,8 @@ impl Fault {
             Fault::Partition { at_ms, .. }
             | Fault::ClockJump { at_ms, .. }
             | Fault::ClockDrift { at_ms, .. }
-            | Fault::Loss { at_ms, .. } => Some(*at_ms),
+            | Fault::Loss { at_ms, .. }
+            | Fault::FsyncStall { at_ms, .. } => Some(*at_ms),
         }
     }
 
@@ -143,7 +162,8 @@ impl Fault {
             Fault::Pause { node, .. }
             | Fault::Crash { node, .. }
             | Fault::ClockJump { node, .. }
-            | Fault::ClockDrift { node, .. } => vec![node.as_str()],
+            | Fault::ClockDrift { node, .. }
+            | Fault::FsyncStall { node, .. } => vec![node.as_str()],
             Fault::Partition {
                 isolate, groups, ..
             } => isolate
@@ -155,13 +175,47 @@ impl Fault {
         }
     }
 
-    /// Checks the fault against the run's node names; the error says what is wrong.
+    /// The same fault with every node name replaced by `f(name)`; `None` if `f` has no
+    /// answer for one of them.
+    pub fn map_nodes(&self, mut f: impl FnMut(&str) -> Option<String>) -> Option<Fault> {
+        let mut fault = self.clone();
+        match &mut fault {
+            Fault::Pause { node, .. }
+            | Fault::Crash { node, .. }
+            | Fault::ClockJump { node, .. }
+            | Fault::ClockDrift { node, .. }
+            | Fault::FsyncStall { node, .. } => *node = f(node)?,
+            Fault::Partition {
+                isolate, groups, ..
+            } => {
+                for node in isolate.iter_mut().chain(groups.iter_mut().flatten()) {
+                    *node = f(node)?;
+                }
+            }
+            Fault::Loss { .. } => {}
+        }
+        Some(fault)
+    }
+
+    /// Checks the fault against the run's node names and the roles its deployment can
+    /// answer at fire time (`@primary`, `@holder`, ...); the error says what is wrong.
     pub fn validate(&self, known_nodes: &[String]) -> Result<(), String> {
         for n in self.nodes() {
             if !known_nodes.iter().any(|k| k == n) {
+                let (what, list): (_, Vec<&str>) = if is_role(n) {
+                    let roles = known_nodes.iter().filter(|k| is_role(k));
+                    ("role", roles.map(String::as_str).collect())
+                } else {
+                    let nodes = known_nodes.iter().filter(|k| !is_role(k));
+                    ("node", nodes.map(String::as_str).collect())
+                };
                 return Err(format!(
-                    "unknown node `{n}` (nodes in this scenario: {})",
-                    known_nodes.join(", ")
+                    "unknown {what} `{n}` ({what}s in this scenario: {})",
+                    if list.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        list.join(", ")
+                    }
                 ));
             }
         }
@@ -183,6 +237,9 @@ impl Fault {
                 }
                 if *occurrence == 0 {
                     return Err("`occurrence` counts from 1".into());
+                }
+                if point.is_some() && self.nodes().iter().any(|n| is_role(n)) {
+                    return Err("a fault at a named point needs a node, not a role".into());
                 }
             }
             Fault::Partition {
@@ -209,7 +266,7 @@ impl Fault {
                     ));
                 }
             }
-            Fault::ClockJump { .. } => {}
+            Fault::ClockJump { .. } | Fault::FsyncStall { .. } => {}
         }
         Ok(())
     }
@@ -231,17 +288,20 @@ pub enum FaultKind {
     ClockDrift,
     /// See [`Fault::Loss`].
     Loss,
+    /// See [`Fault::FsyncStall`].
+    FsyncStall,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 6] = [
+    pub const ALL: [FaultKind; 7] = [
         FaultKind::Pause,
         FaultKind::Crash,
         FaultKind::Partition,
         FaultKind::ClockJump,
         FaultKind::ClockDrift,
         FaultKind::Loss,
+        FaultKind::FsyncStall,
     ];
 }
 
@@ -292,6 +352,10 @@ pub struct FaultProfile {
     /// Chance per second that a node's wall clock jumps.
     #[serde(default)]
     pub clock_jump_probability: f64,
+    /// Smallest jump, in ms, either way (1 by default; equal to the largest, every jump has
+    /// the same size, as the phase diagrams need).
+    #[serde(default = "d_jump_min", skip_serializing_if = "is_one")]
+    pub clock_jump_ms_min: u64,
     /// Largest jump, in ms, either way.
     #[serde(default = "d_jump_max")]
     pub clock_jump_ms_max: u64,
@@ -316,6 +380,15 @@ pub struct FaultProfile {
     /// Length of a loss period, in ms.
     #[serde(default = "d_part_max")]
     pub loss_ms_max: u64,
+    /// Chance per second that a node's fsyncs stall.
+    #[serde(default)]
+    pub fsync_stall_probability: f64,
+    /// Longest stall, in ms.
+    #[serde(default = "d_part_max")]
+    pub fsync_stall_ms_max: u64,
+    /// Nodes whose disks may stall (default: the servers).
+    #[serde(default)]
+    pub fsync_stall_nodes: Vec<String>,
 }
 
 /// The same as an empty `[faults_random]` table: no faults, and the ranges a profile gets
@@ -336,6 +409,7 @@ impl Default for FaultProfile {
             partition_ms_max: d_part_max(),
             partition_nodes: vec![],
             clock_jump_probability: 0.0,
+            clock_jump_ms_min: d_jump_min(),
             clock_jump_ms_max: d_jump_max(),
             clock_jump_backward: true,
             clock_drift_probability: 0.0,
@@ -344,6 +418,9 @@ impl Default for FaultProfile {
             loss_probability: 0.0,
             loss_rate: d_loss_rate(),
             loss_ms_max: d_part_max(),
+            fsync_stall_probability: 0.0,
+            fsync_stall_ms_max: d_part_max(),
+            fsync_stall_nodes: vec![],
         }
     }
 }
@@ -368,6 +445,12 @@ fn d_part_min() -> u64 {
 }
 fn d_part_max() -> u64 {
     2_000
+}
+fn d_jump_min() -> u64 {
+    1
+}
+fn is_one(n: &u64) -> bool {
+    *n == 1
 }
 fn d_jump_max() -> u64 {
     2_000
@@ -395,6 +478,8 @@ pub struct NodeChoices {
     pub partition: Vec<String>,
     /// Nodes whose clocks may jump or drift.
     pub clock: Vec<String>,
+    /// Nodes whose disks may stall.
+    pub fsync_stall: Vec<String>,
 }
 
 /// The nodes of a run by role, for choosing fault targets.
@@ -416,6 +501,7 @@ impl FaultProfile {
             self.clock_jump_probability,
             self.clock_drift_probability,
             self.loss_probability,
+            self.fsync_stall_probability,
         ]
         .iter()
         .any(|p| *p > 0.0)
@@ -431,6 +517,7 @@ impl FaultProfile {
             ("clock_drift_probability", self.clock_drift_probability),
             ("loss_probability", self.loss_probability),
             ("loss_rate", self.loss_rate),
+            ("fsync_stall_probability", self.fsync_stall_probability),
         ] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(format!(
@@ -488,6 +575,7 @@ impl FaultProfile {
             crash: expand(&self.crash_nodes, &targets.servers),
             partition: expand(&self.partition_nodes, &everyone),
             clock: expand(&self.clock_nodes, &everyone),
+            fsync_stall: expand(&self.fsync_stall_nodes, &targets.servers),
         }
     }
 
@@ -502,6 +590,7 @@ impl FaultProfile {
             crash: crash_nodes,
             partition: partition_nodes,
             clock: clock_nodes,
+            fsync_stall: stall_nodes,
         } = self.node_choices(targets);
         let mut faults = Vec::new();
         for second in 0..duration_ms.div_ceil(1000) {
@@ -539,11 +628,26 @@ impl FaultProfile {
             }
             if hit(&mut rng, self.clock_jump_probability, &clock_nodes) {
                 let max = self.clock_jump_ms_max as i64;
-                let low = if self.clock_jump_backward { -max } else { 1 };
+                let min = (self.clock_jump_ms_min as i64).clamp(1, max.max(1));
+                let node = pick(&mut rng, &clock_nodes);
+                let at_ms = at(&mut rng);
+                let delta_ms = match (self.clock_jump_backward, min) {
+                    // The draw of profiles without a minimum, unchanged.
+                    (true, 1) => rng.gen_range(-max..=max.max(1)),
+                    (false, _) => rng.gen_range(min..=max.max(min)),
+                    (true, _) => {
+                        let size = rng.gen_range(min..=max.max(min));
+                        if rng.gen_bool(0.5) {
+                            -size
+                        } else {
+                            size
+                        }
+                    }
+                };
                 faults.push(Fault::ClockJump {
-                    node: pick(&mut rng, &clock_nodes),
-                    at_ms: at(&mut rng),
-                    delta_ms: rng.gen_range(low..=max.max(1)),
+                    node,
+                    at_ms,
+                    delta_ms,
                 });
             }
             if hit(&mut rng, self.clock_drift_probability, &clock_nodes) {
@@ -561,6 +665,13 @@ impl FaultProfile {
                     probability: self.loss_rate,
                 });
             }
+            if hit(&mut rng, self.fsync_stall_probability, &stall_nodes) {
+                faults.push(Fault::FsyncStall {
+                    node: pick(&mut rng, &stall_nodes),
+                    at_ms: at(&mut rng),
+                    duration_ms: rng.gen_range(1..=self.fsync_stall_ms_max.max(1)),
+                });
+            }
         }
         faults.sort_by_key(|f| f.at_ms());
         faults
@@ -573,6 +684,499 @@ fn hit(rng: &mut rand_chacha::ChaCha8Rng, p: f64, nodes: &[String]) -> bool {
 
 fn pick(rng: &mut rand_chacha::ChaCha8Rng, nodes: &[String]) -> String {
     nodes[rng.gen_range(0..nodes.len())].clone()
+}
+
+/// In a fault or a profile's node list: whoever a role names when the fault fires.
+pub fn is_role(name: &str) -> bool {
+    name.starts_with('@')
+}
+
+/// Target: the node the deployment names primary now (replicated Redis: the primary of the
+/// sentinels' newest configuration).
+pub const ROLE_PRIMARY: &str = "@primary";
+/// Target: the current leader (Raft).
+pub const ROLE_LEADER: &str = "@leader";
+/// Target: the client inside its critical section now (the first to enter, if several).
+pub const ROLE_HOLDER: &str = "@holder";
+
+/// Answers "who has this role now?" when a fault fires (see [`World::answer_role`]).
+pub type RoleResolver = Arc<dyn Fn(&World) -> Option<NodeIdx> + Send + Sync>;
+
+struct ArmedPoint {
+    node: NodeIdx,
+    point: String,
+    occurrence: u32,
+    hits: u32,
+    fault: Fault,
+}
+
+/// The nemesis' part of the world: faults armed at named points, and role resolvers.
+pub(crate) struct FaultState {
+    points: Vec<ArmedPoint>,
+    /// Point faults of nodes not added yet.
+    pending_points: Vec<Fault>,
+    resolvers: BTreeMap<String, RoleResolver>,
+}
+
+impl FaultState {
+    pub(crate) fn new(faults: &[Fault]) -> Self {
+        FaultState {
+            points: vec![],
+            pending_points: faults
+                .iter()
+                .filter(|f| f.at_ms().is_none())
+                .cloned()
+                .collect(),
+            resolvers: BTreeMap::new(),
+        }
+    }
+
+    /// Arms the point faults of the node just added.
+    pub(crate) fn arm_points(&mut self, idx: NodeIdx, name: &str) {
+        let pending = std::mem::take(&mut self.pending_points);
+        for fault in pending {
+            match &fault {
+                Fault::Pause {
+                    node,
+                    point: Some(point),
+                    occurrence,
+                    ..
+                }
+                | Fault::Crash {
+                    node,
+                    point: Some(point),
+                    occurrence,
+                    ..
+                } if *node == name => self.points.push(ArmedPoint {
+                    node: idx,
+                    point: point.clone(),
+                    occurrence: *occurrence,
+                    hits: 0,
+                    fault: fault.clone(),
+                }),
+                _ => self.pending_points.push(fault),
+            }
+        }
+    }
+}
+
+/// A fault in words, e.g. `pause c1 at before_write (passage 1) for 1100 ms`.
+pub fn describe_fault(fault: &Fault) -> String {
+    let when = |at_ms: &Option<u64>, point: &Option<String>, occurrence: &u32| match point {
+        Some(p) => format!("at {p} (passage {occurrence})"),
+        None => format!("at {} ms", at_ms.unwrap_or(0)),
+    };
+    match fault {
+        Fault::Pause {
+            node,
+            at_ms,
+            point,
+            occurrence,
+            duration_ms,
+        } => format!(
+            "pause {node} {} for {duration_ms} ms",
+            when(at_ms, point, occurrence)
+        ),
+        Fault::Crash {
+            node,
+            at_ms,
+            point,
+            occurrence,
+            restart_after_ms,
+        } => format!(
+            "crash {node} {}, {}",
+            when(at_ms, point, occurrence),
+            restart_after_ms.map_or("no restart".into(), |ms| format!("restart after {ms} ms"))
+        ),
+        Fault::Partition {
+            at_ms,
+            duration_ms,
+            isolate,
+            groups,
+            one_way,
+        } => {
+            let cut = if isolate.is_empty() {
+                let groups: Vec<String> = groups.iter().map(|g| g.join(",")).collect();
+                format!("groups {}", groups.join(" | "))
+            } else {
+                format!("isolate {}", isolate.join(","))
+            };
+            let one_way = if *one_way { " (one way)" } else { "" };
+            format!("partition at {at_ms} ms for {duration_ms} ms: {cut}{one_way}")
+        }
+        Fault::ClockJump {
+            node,
+            at_ms,
+            delta_ms,
+        } => format!("clock jump on {node} at {at_ms} ms by {delta_ms:+} ms"),
+        Fault::ClockDrift {
+            node,
+            at_ms,
+            drift_ppm,
+        } => format!("clock drift on {node} at {at_ms} ms to {drift_ppm:+} ppm"),
+        Fault::Loss {
+            at_ms,
+            duration_ms,
+            probability,
+        } => format!("message loss {probability} at {at_ms} ms for {duration_ms} ms"),
+        Fault::FsyncStall {
+            node,
+            at_ms,
+            duration_ms,
+        } => format!("fsync stall on {node} at {at_ms} ms for {duration_ms} ms"),
+    }
+}
+
+// ---- applying faults: the world's side of each kind ----
+
+impl World {
+    /// Runs `undo` on the nemesis after `duration` (true time): how a fault ends.
+    fn after(&self, duration: Duration, undo: impl FnOnce(&World) + Send + 'static) {
+        let world = self.clone();
+        self.spawn_on_nemesis(async move {
+            madsim::time::sleep(duration).await;
+            undo(&world);
+        });
+    }
+
+    /// Pauses a node (stop-the-world) for `duration`; `why` goes into the history.
+    pub fn pause(&self, idx: NodeIdx, duration: Duration, why: &str) {
+        let now = self.now_ns();
+        let until = now + duration.as_nanos() as u64;
+        let (name, epoch, fresh) = {
+            let mut state = self.state();
+            let node = &mut state.nodes[idx];
+            if !node.alive || node.role == Role::Nemesis {
+                return;
+            }
+            if node.paused_until_ns.is_some_and(|u| u >= until) {
+                return; // already paused for longer
+            }
+            let fresh = node.paused_until_ns.is_none();
+            node.paused_until_ns = Some(until);
+            node.pause_epoch += 1;
+            (node.name.clone(), node.pause_epoch, fresh)
+        };
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::Pause)
+                .target(&name)
+                .value(duration.as_millis() as i64)
+                .detail(why),
+        );
+        if fresh {
+            Handle::current().pause(self.madsim_node(idx).id());
+        }
+        self.after(duration, move |world| world.resume_if(idx, Some(epoch)));
+    }
+
+    /// Resumes a paused node (any pause if `epoch` is None).
+    fn resume_if(&self, idx: NodeIdx, epoch: Option<u64>) {
+        let name = {
+            let mut state = self.state();
+            let node = &mut state.nodes[idx];
+            if node.paused_until_ns.is_none() || epoch.is_some_and(|e| e != node.pause_epoch) {
+                return;
+            }
+            node.paused_until_ns = None;
+            node.name.clone()
+        };
+        Handle::current().resume(self.madsim_node(idx).id());
+        self.record_fault(Op::Resume, Some(&name), String::new());
+    }
+
+    /// Crashes a node: its tasks die, its inboxes and in-flight messages to it are lost, and
+    /// whatever it had not persisted is gone. Restarts after `restart_after` if given.
+    pub fn crash(&self, idx: NodeIdx, restart_after: Option<Duration>, why: &str) {
+        let (name, incarnation) = {
+            let mut state = self.state();
+            let node = &mut state.nodes[idx];
+            if !node.alive || node.role == Role::Nemesis {
+                return;
+            }
+            node.alive = false;
+            node.paused_until_ns = None;
+            node.incarnation += 1;
+            (node.name.clone(), node.incarnation)
+        };
+        let mut event = Event::new(NEMESIS, Kind::Info, Op::Crash).target(&name);
+        if let Some(d) = restart_after {
+            event = event.value(d.as_millis() as i64);
+        }
+        self.record(event.detail(why));
+        self.disks().crash(idx);
+        Handle::current().kill(self.madsim_node(idx).id());
+        if let Some(d) = restart_after {
+            self.after(d, move |world| world.restart_if(idx, Some(incarnation)));
+        }
+    }
+
+    /// Restarts a crashed node (the one crash numbered `incarnation`, or any if None).
+    fn restart_if(&self, idx: NodeIdx, incarnation: Option<u64>) {
+        let name = {
+            let mut state = self.state();
+            let node = &mut state.nodes[idx];
+            if node.alive || incarnation.is_some_and(|i| i != node.incarnation) {
+                return;
+            }
+            node.alive = true;
+            node.name.clone()
+        };
+        self.record_fault(Op::Restart, Some(&name), String::new());
+        Handle::current().restart(self.madsim_node(idx).id());
+    }
+
+    /// Cuts the given directed links for `duration`.
+    pub fn partition(&self, links: Vec<(NodeIdx, NodeIdx)>, duration: Duration, detail: String) {
+        self.state().net.cut(&links);
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::Partition)
+                .value(duration.as_millis() as i64)
+                .detail(detail.clone()),
+        );
+        self.after(duration, move |world| world.heal(&links, detail));
+    }
+
+    fn heal(&self, links: &[(NodeIdx, NodeIdx)], detail: String) {
+        let healed = self.state().net.restore(links);
+        if healed {
+            self.record_fault(Op::Heal, None, detail);
+        }
+    }
+
+    /// Steps a node's wall clock.
+    pub fn clock_jump(&self, idx: NodeIdx, delta_ms: i64) {
+        let name = {
+            let mut state = self.state();
+            state.clocks[idx].jump(delta_ms * 1_000_000);
+            state.nodes[idx].name.clone()
+        };
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::ClockJump)
+                .target(name)
+                .value(delta_ms),
+        );
+    }
+
+    /// Changes a node's clock drift.
+    pub fn clock_drift(&self, idx: NodeIdx, drift_ppm: i64) {
+        let now = self.now_ns();
+        let name = {
+            let mut state = self.state();
+            state.clocks[idx].set_drift(now, drift_ppm);
+            state.nodes[idx].name.clone()
+        };
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::ClockDrift)
+                .target(name)
+                .value(drift_ppm),
+        );
+    }
+
+    /// Sets message loss on every link to `probability` for `duration`.
+    pub fn loss(&self, probability: f64, duration: Duration) {
+        let epoch = self.state().net.set_loss(probability);
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::Loss)
+                .value(duration.as_millis() as i64)
+                .detail(format!("loss probability {probability}")),
+        );
+        self.after(duration, move |world| {
+            let ended = world.state().net.end_loss(epoch);
+            if ended {
+                world.record_fault(Op::Loss, None, "loss period over".into());
+            }
+        });
+    }
+
+    /// Applies one fault now (time-triggered faults; point faults fire from [`NodeCtx::point`]).
+    /// A role target (`@primary`, `@holder`, ...) is resolved first, so the fault hits
+    /// whoever has the role at this instant; a fault whose role nobody has is recorded as
+    /// skipped.
+    pub fn apply(&self, fault: &Fault) {
+        let roles: Vec<&str> = fault.nodes().into_iter().filter(|n| is_role(n)).collect();
+        match self.resolve_roles(fault) {
+            Ok(concrete) if roles.is_empty() => self.apply_concrete(&concrete, "scheduled"),
+            Ok(concrete) => {
+                let why = format!("scheduled on {}", roles.join(", "));
+                self.apply_concrete(&concrete, &why);
+            }
+            Err(role) => {
+                let what = describe_fault(fault);
+                self.record_fault(Op::Note, None, format!("skipped {what}: no {role} now"));
+            }
+        }
+    }
+
+    /// Lets the deployment (or the workload) say who has `role` (e.g. `@primary`) whenever a
+    /// fault names it. `resolve` runs on the nemesis at fire time; `None` = nobody.
+    pub fn answer_role(&self, role: &str, resolve: RoleResolver) {
+        assert!(is_role(role), "a role starts with `@`: {role}");
+        self.state()
+            .faults
+            .resolvers
+            .insert(role.to_owned(), resolve);
+    }
+
+    /// The fault with every role replaced by the node that has it now, or the first role
+    /// nobody has.
+    fn resolve_roles(&self, fault: &Fault) -> Result<Fault, String> {
+        let mut missing = None;
+        let concrete = fault.map_nodes(|name| {
+            if !is_role(name) {
+                return Some(name.to_owned());
+            }
+            let resolver = self.state().faults.resolvers.get(name).cloned();
+            // Called without the world's lock: a resolver reads the world (disks, nodes).
+            let node = resolver.and_then(|r| r(self)).map(|i| self.name(i));
+            if node.is_none() {
+                missing.get_or_insert_with(|| name.to_owned());
+            }
+            node
+        });
+        concrete.ok_or_else(|| missing.expect("a role was missing"))
+    }
+
+    fn apply_concrete(&self, fault: &Fault, why: &str) {
+        let idx = |name: &str| self.node(name).expect("fault targets are validated");
+        match fault {
+            Fault::Pause {
+                node, duration_ms, ..
+            } => self.pause(idx(node), Duration::from_millis(*duration_ms), why),
+            Fault::Crash {
+                node,
+                restart_after_ms,
+                ..
+            } => self.crash(idx(node), restart_after_ms.map(Duration::from_millis), why),
+            Fault::Partition { duration_ms, .. } => {
+                let (links, detail) = self.links_cut_by(fault);
+                self.partition(links, Duration::from_millis(*duration_ms), detail);
+            }
+            Fault::ClockJump { node, delta_ms, .. } => self.clock_jump(idx(node), *delta_ms),
+            Fault::ClockDrift {
+                node, drift_ppm, ..
+            } => self.clock_drift(idx(node), *drift_ppm),
+            Fault::Loss {
+                duration_ms,
+                probability,
+                ..
+            } => self.loss(*probability, Duration::from_millis(*duration_ms)),
+            Fault::FsyncStall {
+                node, duration_ms, ..
+            } => self.fsync_stall(idx(node), Duration::from_millis(*duration_ms)),
+        }
+    }
+
+    /// Holds a node's fsyncs for `duration`.
+    pub fn fsync_stall(&self, idx: NodeIdx, duration: Duration) {
+        let until = self.now_ns() + duration.as_nanos() as u64;
+        self.disks().stall(idx, until);
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::FsyncStall)
+                .target(self.name(idx))
+                .value(duration.as_millis() as i64),
+        );
+    }
+
+    fn links_cut_by(&self, fault: &Fault) -> (Vec<(NodeIdx, NodeIdx)>, String) {
+        let Fault::Partition {
+            isolate,
+            groups,
+            one_way,
+            ..
+        } = fault
+        else {
+            unreachable!("only partitions cut links")
+        };
+        let state = self.state();
+        let all: Vec<NodeIdx> = (0..state.nodes.len())
+            .filter(|i| state.nodes[*i].role != Role::Nemesis)
+            .collect();
+        let find = |name: &String| state.nodes.iter().position(|n| &n.name == name).unwrap();
+        let groups: Vec<Vec<NodeIdx>> = if isolate.is_empty() {
+            groups
+                .iter()
+                .map(|g| g.iter().map(find).collect())
+                .collect()
+        } else {
+            let inside: Vec<NodeIdx> = isolate.iter().map(find).collect();
+            let outside = all
+                .iter()
+                .copied()
+                .filter(|i| !inside.contains(i))
+                .collect();
+            vec![inside, outside]
+        };
+        let mut links = Vec::new();
+        for (gi, a) in groups.iter().enumerate() {
+            for (gj, b) in groups.iter().enumerate() {
+                if gi == gj || (*one_way && gj < gi) {
+                    continue;
+                }
+                for &x in a {
+                    for &y in b {
+                        links.push((x, y));
+                    }
+                }
+            }
+        }
+        let names = |g: &Vec<NodeIdx>| {
+            g.iter()
+                .map(|i| state.nodes[*i].name.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let arrow = if *one_way { " -/-> " } else { " | " };
+        let detail = groups.iter().map(names).collect::<Vec<_>>().join(arrow);
+        (links, detail)
+    }
+
+    /// Starts the nemesis: applies time-triggered faults before `end_ms`, in time order.
+    pub(crate) fn start_nemesis(&self, faults: &[Fault], end_ms: u64) {
+        let mut timed: Vec<Fault> = faults
+            .iter()
+            .filter(|f| f.at_ms().is_some_and(|t| t < end_ms))
+            .cloned()
+            .collect();
+        timed.sort_by_key(|f| f.at_ms());
+        let world = self.clone();
+        self.spawn_on_nemesis(async move {
+            for fault in timed {
+                let at_ns = fault.at_ms().unwrap() * 1_000_000;
+                let now = world.now_ns();
+                if at_ns > now {
+                    madsim::time::sleep(Duration::from_nanos(at_ns - now)).await;
+                }
+                world.apply(&fault);
+            }
+        });
+    }
+
+    /// The liveness phase begins: every fault is undone (paused nodes resume, crashed nodes
+    /// restart, partitions and loss end). Clocks keep their offsets and drift.
+    pub(crate) fn heal_all(&self) {
+        let n = self.state().nodes.len();
+        for idx in 0..n {
+            self.resume_if(idx, None);
+            self.restart_if(idx, None);
+        }
+        self.disks().end_stalls();
+        let had_cuts = self.state().net.restore_all();
+        if had_cuts {
+            self.record_fault(Op::Heal, None, "liveness phase: all links restored".into());
+        }
+    }
+
+    /// Checks a named point: returns the fault to trigger, if this passage is the armed one.
+    pub(crate) fn hit_point(&self, idx: NodeIdx, point: &str) -> Option<Fault> {
+        let mut state = self.state();
+        let armed = state
+            .faults
+            .points
+            .iter_mut()
+            .find(|p| p.node == idx && p.point == point && p.hits < p.occurrence)?;
+        armed.hits += 1;
+        (armed.hits == armed.occurrence).then(|| armed.fault.clone())
+    }
 }
 
 #[cfg(test)]

@@ -29,14 +29,12 @@
 use super::server::Node;
 use super::store::{wait_timeout, Cmd, Effect, ReplInfo, Reply, Store};
 use futures::StreamExt;
-use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::Caller;
 use locksim_sim::{Net, NodeCtx, NodeIdx};
 use rand::Rng;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The replication stream's message family.
@@ -123,9 +121,25 @@ pub struct Replicated {
     pub net: ReplNet,
     /// Lag, heartbeat, timeout.
     pub config: ReplicationConfig,
-    /// The role in the node's config file; Sentinel rewrites it (`REPLICAOF` + `CONFIG
-    /// REWRITE`), so a restarted node comes back in the role it last had.
-    pub role: Arc<Mutex<ReplRole>>,
+    /// The role the node starts in. Sentinel rewrites it in the config file on the node's
+    /// disk ([`CONF`]; `REPLICAOF` + `CONFIG REWRITE`), so a restarted node comes back in the
+    /// role it last had.
+    pub role: ReplRole,
+}
+
+/// The config file on a Redis node's disk: its replication role.
+pub const CONF: &str = "redis.conf";
+
+/// The role a node starts in: as its config file says, or as it was deployed.
+pub(super) fn configured_role(ctx: &NodeCtx, replicated: &Replicated) -> ReplRole {
+    ctx.disk().last(CONF).unwrap_or(replicated.role)
+}
+
+/// `CONFIG REWRITE`: the new role goes to the config file, synced in the background.
+fn rewrite_config(ctx: &NodeCtx, role: ReplRole) {
+    let disk = ctx.disk();
+    disk.put(CONF, role);
+    drop(disk.fsync());
 }
 
 /// A client blocked in `WAIT`.
@@ -411,10 +425,6 @@ impl Replication {
     }
 }
 
-fn note(ctx: &NodeCtx, detail: String) {
-    ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Note).detail(detail));
-}
-
 /// Redis 7.0's answer to `WAIT` on a replica.
 const ERR_WAIT_ON_REPLICA: &str = "ERR WAIT cannot be used with replica instances. Please also \
     note that since Redis 4.0 if a replica is configured to be writable (which is not the \
@@ -437,26 +447,29 @@ pub(super) fn command(
         Cmd::Info => Some(Reply::Info(repl.info())),
         Cmd::ReplicaOf { primary: None } => {
             if repl.promote() {
-                *replicated.role.lock().unwrap() = ReplRole::Primary;
-                note(
-                    ctx,
-                    format!("promoted to primary at offset {}", repl.offset),
-                );
+                rewrite_config(ctx, ReplRole::Primary);
+                let detail = format!("promoted to primary at offset {}", repl.offset);
+                ctx.event("promoted", None, detail);
             }
             Some(Reply::Ok)
         }
         Cmd::ReplicaOf {
             primary: Some(primary),
         } => {
+            let was_primary = repl.role == ReplRole::Primary;
             if repl.follow(*primary, ctx.mono_now()) {
-                *replicated.role.lock().unwrap() = repl.role;
+                rewrite_config(ctx, repl.role);
                 let psync = ReplMsg::Psync {
                     replid: repl.replid,
                     offset: repl.offset,
                 };
                 replicated.net.send(ctx.idx(), *primary, psync);
-                let name = ctx.world().name(*primary);
-                note(ctx, format!("now a replica of {name}"));
+                let detail = format!("now a replica of {}", ctx.world().name(*primary));
+                if was_primary {
+                    ctx.event("demoted", None, detail);
+                } else {
+                    ctx.note(detail);
+                }
             }
             Some(Reply::Ok)
         }
@@ -555,7 +568,11 @@ pub(super) fn spawn(
     ctx.spawn(async move {
         let mut inbox = inbox;
         while let Some(envelope) = inbox.next().await {
+            // A replica's copy of the lock changes with its primary's stream: in the history
+            // too, so a timeline shows what each replica would hand over at a failover.
+            let before = super::server::lock_snapshot(&node2.borrow().store);
             receive(&ctx2, &node2, &caller2, &r2, envelope.from, envelope.msg);
+            super::server::record_lock_changes(&ctx2, &before, &node2.borrow().store);
         }
     });
     let (ctx3, node3, r3) = (ctx.clone(), node.clone(), replicated.clone());
@@ -629,7 +646,7 @@ fn receive(
                     "full resync from {name}: data set replaced ({dropped} keys dropped, \
                      {loaded} loaded)"
                 );
-                note(ctx, detail);
+                ctx.note(detail);
             }
             Some(ack(repl))
         }

@@ -3,17 +3,24 @@
 //! ([`replication`]).
 
 use super::replication::{self, ReplRole, Replicated, Replication};
-use super::store::{standalone_wait, ActiveExpiry, Cmd, Deferred, Effect, ReplInfo, Reply, Store};
+use super::store::{
+    standalone_wait, ActiveExpiry, Cmd, Deferred, Effect, Entry, ReplInfo, Reply, Store, Value,
+};
 use futures::StreamExt;
 use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Caller, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// The file on a Redis node's disk that holds its data set (the AOF, kept as an image of the
+/// data set it rebuilds: what a restart loads).
+pub const AOF: &str = "appendonly.aof";
 
 /// The message family Redis clients and servers speak.
 pub type RedisNet = Net<Wire<Cmd, Reply>>;
@@ -56,8 +63,8 @@ impl Default for ServerConfig {
     }
 }
 
-/// Adds a Redis server node called `name`. Its durable image lives outside the node, so it
-/// survives the node's crash exactly as far as `config.persistence` says.
+/// Adds a Redis server node called `name`. Its data set goes to its disk as
+/// `config.persistence` says, so a crash keeps what the last completed fsync covered.
 pub fn start_server(world: &World, name: &str, net: &RedisNet, config: ServerConfig) -> NodeIdx {
     start(world, name, net, config, None)
 }
@@ -80,7 +87,6 @@ fn start(
     config: ServerConfig,
     replicated: Option<Replicated>,
 ) -> NodeIdx {
-    let disk: Arc<Mutex<Store>> = Arc::default();
     let starts = Arc::new(AtomicU64::new(0));
     let net = net.clone();
     world.add_node(name, Role::Server, move |ctx| {
@@ -88,7 +94,6 @@ fn start(
         serve(
             ctx,
             net.clone(),
-            disk.clone(),
             config.clone(),
             restarted,
             replicated.clone(),
@@ -134,6 +139,39 @@ fn record_expired(ctx: &NodeCtx, keys: &[String]) {
     }
 }
 
+/// Records the server's own view of a lock key changing (`key K = VALUE` or `key K deleted`),
+/// so a timeline can show who holds the lock on each server from `SET` to delete or expiry.
+fn record_key(ctx: &NodeCtx, key: &str, entry: Option<&Entry>) {
+    let detail = match entry.map(|e| &e.value) {
+        Some(Value::Str(v)) => format!("key {key} = {v}"),
+        Some(Value::Int(v)) => format!("key {key} = {v}"),
+        None => format!("key {key} deleted"),
+    };
+    ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Note).detail(detail));
+}
+
+/// The lock keys of a data set and their values, to see what a step changed.
+pub(super) fn lock_snapshot(store: &Store) -> BTreeMap<String, Value> {
+    store
+        .lock_entries()
+        .map(|(k, e)| (k.to_owned(), e.value.clone()))
+        .collect()
+}
+
+/// Records every lock key whose value changed since `before` (a replica applying its
+/// primary's stream or a full resync), as [`record_key`] does for commands.
+pub(super) fn record_lock_changes(ctx: &NodeCtx, before: &BTreeMap<String, Value>, store: &Store) {
+    let after = lock_snapshot(store);
+    for (key, value) in &after {
+        if before.get(key) != Some(value) {
+            record_key(ctx, key, store.entry(key));
+        }
+    }
+    for key in before.keys().filter(|k| !after.contains_key(*k)) {
+        record_key(ctx, key, None);
+    }
+}
+
 /// The answer of a standalone server to a server command; `None` if it comes later.
 fn standalone_command(
     ctx: &NodeCtx,
@@ -170,28 +208,31 @@ fn standalone_command(
 async fn serve(
     ctx: NodeCtx,
     net: RedisNet,
-    disk: Arc<Mutex<Store>>,
     config: ServerConfig,
     restarted: bool,
     replicated: Option<Replicated>,
 ) {
+    let disk = ctx.disk();
     let store = match config.persistence {
         Persistence::None => Store::new(),
-        Persistence::Everysec | Persistence::Always => disk.lock().unwrap().clone(),
+        Persistence::Everysec | Persistence::Always => disk.last(AOF).unwrap_or_default(),
     };
     if restarted && config.restart_delay_ms > 0 {
         // Not listening yet: requests sent meanwhile are refused (dropped).
         ctx.sleep_local(Duration::from_millis(config.restart_delay_ms))
             .await;
-        ctx.record_event(
-            Event::new(ctx.name(), Kind::Info, Op::Note).detail("accepting commands again"),
-        );
+        ctx.note("accepting commands again");
+    }
+    if restarted {
+        // What survived the crash: the lock keys this server holds again.
+        for (key, entry) in store.lock_entries() {
+            record_key(&ctx, key, Some(entry));
+        }
     }
     let (caller, mut requests) = endpoint(&net, &ctx);
-    let repl = replicated.as_ref().map(|r| {
-        let role = *r.role.lock().unwrap();
-        Replication::new(role, ctx.mono_now())
-    });
+    let repl = replicated
+        .as_ref()
+        .map(|r| Replication::new(replication::configured_role(&ctx, r), ctx.mono_now()));
     let node = Rc::new(RefCell::new(Node { store, repl }));
     if let Some(r) = &replicated {
         replication::spawn(&ctx, &node, &caller, r);
@@ -208,7 +249,9 @@ async fn serve(
         ctx.spawn(async move {
             loop {
                 ctx2.sleep_local(Duration::from_millis(period)).await;
-                *disk2.lock().unwrap() = node2.borrow().store.clone();
+                // Redis' background thread: the fsync proceeds while commands run on.
+                disk2.put(AOF, node2.borrow().store.clone());
+                drop(disk2.fsync());
             }
         });
     }
@@ -227,12 +270,22 @@ async fn serve(
             continue;
         }
         expired.clear();
+        let lock_key = req.body.lock_key();
+        let before = lock_key.and_then(|k| node.borrow().store.entry(k).cloned());
         let (reply, effects) = node
             .borrow_mut()
             .exec(&req.body, ctx.wall_ms(), &mut expired);
         record_expired(&ctx, &expired);
+        if let Some(key) = lock_key {
+            let after = node.borrow().store.entry(key).cloned();
+            if before.map(|e| e.value) != after.as_ref().map(|e| e.value.clone()) {
+                record_key(&ctx, key, after.as_ref());
+            }
+        }
         if config.persistence == Persistence::Always && req.body.is_write() {
-            *disk.lock().unwrap() = node.borrow().store.clone();
+            // `appendfsync always`: on disk before the reply, and nothing runs meanwhile.
+            disk.put(AOF, node.borrow().store.clone());
+            disk.fsync().await;
         }
         ctx.point("before_reply").await;
         caller.reply(req.from, req.id, reply);
