@@ -548,3 +548,45 @@ fn a_stale_write_is_witnessed_by_the_first_accept_of_the_highest_token() {
     let r = check(&h);
     assert_eq!(r.violations[0].events, vec![0, 2]);
 }
+
+#[test]
+fn report_maps_and_resource_and_liveness_counters() {
+    // c1 asks, its outcome is never learned; c2 asks and crashes while waiting; two writes
+    // of the same grant then one of another grant with the same value overwrite each other.
+    let h = H::new()
+        .at(0, "c1", Kind::Invoke, Op::Acquire)
+        .at(5, "c1", Kind::Info, Op::Acquire)
+        .at(8, "c1", Kind::Ok, Op::Acquire)
+        .cs("c1", "c1#1", 8, 9)
+        .at(10, "c2", Kind::Invoke, Op::Acquire)
+        .at(20, "nemesis", Kind::Info, Op::Crash)
+        .target("c2")
+        .accept(30, "c3#1", None, 1)
+        .accept(31, "c3#1", None, 1)
+        .accept(40, "c4#1", None, 1)
+        .acked_write(41, "c4", "c4#1", 1)
+        .acked_write(42, "c3", "c3#1", 1)
+        .at(100, "c5", Kind::Info, Op::Note)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.verdicts().len(), 3);
+    assert_eq!(r.verdicts()[&Property::LostUpdate], Verdict::Invalid);
+    let counts = r.violation_counts();
+    assert_eq!(counts.keys().collect::<Vec<_>>(), [&Property::LostUpdate]);
+    let lost = r
+        .violations
+        .iter()
+        .find(|v| v.kind == Property::LostUpdate)
+        .unwrap();
+    assert_eq!(
+        lost.events,
+        vec![7, 9],
+        "c3's first write and c4's, not c3's two"
+    );
+    let l = &r.liveness;
+    assert_eq!((l.acquire_attempts, l.acquire_unknown), (2, 1));
+    assert_eq!(l.writes_accepted, 3);
+    // Wanted and free: c1 0-8 (an unknown outcome does not end the wanting), c2 10-20 (the
+    // crash ends it).
+    assert_eq!(l.wanted_free_ms, 18.0);
+}
