@@ -14,6 +14,8 @@
 //! monotonic clock ([`NodeCtx::mono_now`]). Register the protocol in a [`Registry`] and run
 //! scenarios with it; `examples/custom_protocol.rs` in the repository is a complete example.
 
+pub mod etcd;
+pub mod raft;
 pub mod redis;
 pub mod redlock;
 pub mod replicated_redis;
@@ -171,6 +173,7 @@ impl Registry {
         r.add(Arc::new(single_redis::SingleRedis));
         r.add(Arc::new(replicated_redis::ReplicatedRedis));
         r.add(Arc::new(redlock::Redlock));
+        r.add(Arc::new(etcd::Etcd));
         r
     }
 
