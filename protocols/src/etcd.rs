@@ -713,7 +713,14 @@ impl EtcdClient {
     }
 
     fn grant(&self, key: String, mine: u64) -> Acquired {
-        let valid_until = self.session.borrow().as_ref().map(|s| s.valid_until);
+        // A session that ended while waiting (only the buggy client gets here) is no longer
+        // valid: the grant is born expired, as `session.Done()` would tell.
+        let valid_until = Some(
+            self.session
+                .borrow()
+                .as_ref()
+                .map_or(Duration::ZERO, |s| s.valid_until),
+        );
         Acquired::Granted(Grant {
             token: Some(mine),
             valid_until,
@@ -808,10 +815,18 @@ impl LockClient for EtcdClient {
         let req = Req::Delete {
             key: grant.handle.clone(),
         };
-        match self.link.call(req, self.link.request_budget()).await {
+        // Keep trying for a TTL (an election takes about one election timeout).
+        let budget = Duration::from_millis(self.link.params.lease_ttl_ms);
+        match self.link.call(req, budget).await {
             Some(Resp::Deleted) => Outcome::Ok,
             Some(other) => Outcome::Failed(format!("unexpected answer {other:?}")),
-            None => Outcome::Unknown("no answer to the delete".into()),
+            None => {
+                // The key may still be there: locking again would find it and return the
+                // same revision, a token for two grants. Abandon the session instead; its
+                // lease (and the key) expire on the server.
+                self.end_session("the unlock got no answer: session abandoned");
+                Outcome::Unknown("no answer to the delete".into())
+            }
         }
     }
 }

@@ -8,6 +8,9 @@
 
 use raft::eraftpb::{Entry, HardState};
 use rand::Rng;
+use locksim_sim::NodeCtx;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -56,7 +59,8 @@ impl Image {
 /// page cache of this incarnation.
 pub struct DurableLog {
     durable: Arc<Mutex<Image>>,
-    cache: Vec<Write>,
+    cache: Rc<RefCell<Vec<Write>>>,
+    flushing: Rc<Cell<bool>>,
     fsync_ms_min: u64,
     fsync_ms_max: u64,
 }
@@ -67,7 +71,8 @@ impl DurableLog {
         assert!(fsync_ms_min <= fsync_ms_max);
         DurableLog {
             durable,
-            cache: Vec::new(),
+            cache: Rc::default(),
+            flushing: Rc::default(),
             fsync_ms_min,
             fsync_ms_max,
         }
@@ -81,37 +86,63 @@ impl DurableLog {
     /// Appends entries (to the page cache).
     pub fn write_entries(&mut self, entries: &[Entry]) {
         if !entries.is_empty() {
-            self.cache.push(Write::Entries(entries.to_vec()));
+            self.cache.borrow_mut().push(Write::Entries(entries.to_vec()));
         }
     }
 
     /// Writes the hard state (to the page cache).
     pub fn write_hard_state(&mut self, hs: &HardState) {
-        self.cache.push(Write::HardState(hs.clone()));
+        self.cache.borrow_mut().push(Write::HardState(hs.clone()));
     }
 
     /// Writes the commit index (to the page cache; it rides along with the next fsync).
     pub fn write_commit(&mut self, commit: u64) {
-        self.cache.push(Write::Commit(commit));
+        self.cache.borrow_mut().push(Write::Commit(commit));
     }
 
     /// Whether anything waits in the page cache.
     pub fn dirty(&self) -> bool {
-        !self.cache.is_empty()
+        !self.cache.borrow().is_empty()
     }
 
     /// Makes everything written so far durable. Takes the drawn fsync latency (true time: a
     /// device's latency does not follow the node's clock); a crash meanwhile loses it all.
     pub async fn sync(&mut self) {
-        if self.cache.is_empty() {
+        sync(&self.durable, &self.cache, self.fsync_ms_min, self.fsync_ms_max).await;
+    }
+
+    /// Syncs in a task of its own, again and again while writes keep coming, without making
+    /// anyone wait (what a host that acknowledges before fsync relies on).
+    pub fn sync_in_background(&self, ctx: &NodeCtx) {
+        if self.flushing.replace(true) {
             return;
         }
-        let ms = madsim::rand::thread_rng().gen_range(self.fsync_ms_min..=self.fsync_ms_max);
-        madsim::time::sleep(Duration::from_millis(ms)).await;
-        let mut image = self.durable.lock().unwrap();
-        for write in self.cache.drain(..) {
-            image.apply(write);
-        }
+        let (durable, cache, flushing) = (
+            self.durable.clone(),
+            self.cache.clone(),
+            self.flushing.clone(),
+        );
+        let (lo, hi) = (self.fsync_ms_min, self.fsync_ms_max);
+        ctx.spawn(async move {
+            while !cache.borrow().is_empty() {
+                sync(&durable, &cache, lo, hi).await;
+            }
+            flushing.set(false);
+        });
+    }
+}
+
+/// One fsync of everything in `cache` at its start.
+async fn sync(durable: &Mutex<Image>, cache: &RefCell<Vec<Write>>, lo: u64, hi: u64) {
+    let batch: Vec<Write> = cache.borrow_mut().drain(..).collect();
+    if batch.is_empty() {
+        return;
+    }
+    let ms = madsim::rand::thread_rng().gen_range(lo..=hi);
+    madsim::time::sleep(Duration::from_millis(ms)).await;
+    let mut image = durable.lock().unwrap();
+    for write in batch {
+        image.apply(write);
     }
 }
 

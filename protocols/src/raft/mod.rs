@@ -452,7 +452,7 @@ impl<S: Service> Host<S> {
         self.push();
         if self.peer.config.ack_before_fsync {
             // The bug: everything above was acknowledged before it reached the disk.
-            self.peer.log.sync().await;
+            self.peer.log.sync_in_background(&self.peer.ctx);
         }
     }
 
