@@ -48,7 +48,7 @@ use locksim_sim::{NodeCtx, NodeIdx, World};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The lock key.
@@ -314,7 +314,7 @@ impl Deployment for ReplicatedDeployment {
             let replicated = Replicated {
                 net: repl_net.clone(),
                 config: replication.clone(),
-                role: Arc::new(Mutex::new(role)),
+                role,
             };
             let idx = start_replicated_server(world, &name, &net, config.clone(), replicated);
             primary.get_or_insert(idx);

@@ -6,15 +6,16 @@
 //! highest it has seen, which is what makes a lock safe even when a paused client wakes up
 //! and writes after its lease expired. Every decision goes into the history.
 //!
-//! The resource is durable (its state survives a crash of its node): it stands for a
-//! database, and its own durability is not what locksim tests.
+//! The resource is durable: it stands for a database that commits (writes and fsyncs) on
+//! its node's disk before it acknowledges, so a crash of its node loses no acknowledged
+//! write. Its own durability is not what locksim tests.
 
 use futures::StreamExt;
 use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Caller, RpcError, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::{Deserialize, Serialize};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The resource's node name.
@@ -63,7 +64,10 @@ pub enum ResourceResp {
 
 type ResourceNet = Net<Wire<ResourceReq, ResourceResp>>;
 
-#[derive(Default)]
+/// The file on the resource's disk that holds its state.
+const STATE_FILE: &str = "resource.db";
+
+#[derive(Clone, Default)]
 struct State {
     value: i64,
     highest_token: Option<u64>,
@@ -72,15 +76,16 @@ struct State {
 /// Adds the resource node to the world; returns a handle for clients.
 pub fn start(world: &World, fencing: Fencing) -> ResourceHandle {
     let net: ResourceNet = Net::new(world);
-    let state = Arc::new(Mutex::new(State::default()));
     let server_net = net.clone();
     let node = world.add_node(RESOURCE, Role::Resource, move |ctx| {
-        serve(ctx, server_net.clone(), state.clone(), fencing)
+        serve(ctx, server_net.clone(), fencing)
     });
     ResourceHandle { net, node }
 }
 
-async fn serve(ctx: NodeCtx, net: ResourceNet, state: Arc<Mutex<State>>, fencing: Fencing) {
+async fn serve(ctx: NodeCtx, net: ResourceNet, fencing: Fencing) {
+    let disk = ctx.disk();
+    let state = Mutex::new(disk.last::<State>(STATE_FILE).unwrap_or_default());
     let (caller, mut requests) = endpoint(&net, &ctx);
     while let Some(req) = requests.next().await {
         let resp = match req.body {
@@ -113,7 +118,10 @@ async fn serve(ctx: NodeCtx, net: ResourceNet, state: Arc<Mutex<State>>, fencing
                     if let Some(t) = token {
                         s.highest_token = Some(s.highest_token.map_or(t, |h| h.max(t)));
                     }
+                    disk.put(STATE_FILE, s.clone());
                     drop(s);
+                    // Committed before it is acknowledged.
+                    disk.fsync().await;
                     ctx.record_event(event);
                     ResourceResp::Accepted
                 }

@@ -305,6 +305,17 @@ fn draw_points(
                     format!("{v} ppm")
                 })
             ),
+            (Op::Event, _) => format!(
+                r##"<path d="M{cx:.1},{:.1} v-10 l7,3 l-7,3" stroke="#3a0ca3" fill="#3a0ca3"><title>{title}</title></path><text x="{:.1}" y="{:.1}" fill="#3a0ca3" font-size="9">{}</text>"##,
+                cy + 6.0,
+                cx + 8.0,
+                cy - 2.0,
+                escape(e.name.as_deref().unwrap_or("event"))
+            ),
+            (Op::FsyncStall, _) => format!(
+                r##"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" fill="#e76f51" font-size="11">⧗<title>{title}</title></text>"##,
+                cy + 4.0
+            ),
             (Op::Expire, _) => format!(
                 r##"<path d="M{cx:.1},{:.1} l4,4 l-4,4 l-4,-4 z" fill="#6d597a"><title>{title}</title></path>"##,
                 cy - 4.0
@@ -370,6 +381,20 @@ mod tests {
             !svg.contains(">nemesis</text>"),
             "faults are drawn on their targets"
         );
+    }
+
+    #[test]
+    fn protocol_events_are_drawn_on_the_lane_of_the_node_they_concern() {
+        let h = vec![
+            ev(0, 0, "c1", Kind::Ok, Op::CsEnter).grant("c1#1"),
+            ev(1, 10, "sentinel1", Kind::Info, Op::Event)
+                .name("failover")
+                .target("redis2"),
+            ev(2, 20, "c1", Kind::Ok, Op::CsExit).grant("c1#1"),
+        ];
+        assert_eq!(lanes(&h), vec!["redis2", "sentinel1", "c1"]);
+        let svg = svg(&h, &[]);
+        assert_eq!(svg.matches(">failover</text>").count(), 1, "{svg}");
     }
 
     #[test]

@@ -142,6 +142,7 @@ impl Prepared {
             heal_ms: s.heal_ms,
             network: s.network.clone(),
             clocks: s.clocks.clone(),
+            disk: s.disk.clone(),
             faults,
         };
         let outcome = simulate(&spec, |world| {

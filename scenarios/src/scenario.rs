@@ -7,7 +7,7 @@
 use locksim_protocols::resource::Fencing;
 use locksim_protocols::{Deployment, Registry};
 use locksim_sim::checker::Liveness;
-use locksim_sim::{ClockConfig, Fault, FaultProfile, NetConfig, Property, Verdict};
+use locksim_sim::{ClockConfig, DiskConfig, Fault, FaultProfile, NetConfig, Property, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -41,6 +41,9 @@ pub struct Scenario {
     /// Node clocks.
     #[serde(default)]
     pub clocks: ClockConfig,
+    /// The nodes' disks (fsync latency).
+    #[serde(default, skip_serializing_if = "is_default_disk")]
+    pub disk: DiskConfig,
     /// The fenced resource.
     #[serde(default)]
     pub resource: ResourceConfig,
@@ -61,6 +64,10 @@ fn default_seed() -> u64 {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+fn is_default_disk(d: &DiskConfig) -> bool {
+    *d == DiskConfig::default()
 }
 
 fn is_default_profile(p: &FaultProfile) -> bool {
@@ -380,6 +387,9 @@ impl Scenario {
         self.clocks
             .validate()
             .or_else(|m| err(&field_of(&m, "clocks"), m))?;
+        self.disk
+            .validate()
+            .or_else(|m| err(&field_of(&m, "disk"), m))?;
         self.faults_random
             .validate()
             .or_else(|m| err(&field_of(&m, "faults_random"), m))?;
@@ -428,6 +438,10 @@ impl Scenario {
                 &self.faults_random.partition_nodes,
             ),
             ("faults_random.clock_nodes", &self.faults_random.clock_nodes),
+            (
+                "faults_random.fsync_stall_nodes",
+                &self.faults_random.fsync_stall_nodes,
+            ),
         ] {
             let known = |n: &String| {
                 nodes.contains(n)

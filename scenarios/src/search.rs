@@ -83,6 +83,10 @@ pub struct FaultSpace {
     pub loss_rate: f64,
     /// Longest loss period, in ms.
     pub loss_ms_max: u64,
+    /// Nodes whose disks may stall.
+    pub fsync_stall_nodes: Vec<String>,
+    /// Longest fsync stall, in ms.
+    pub fsync_stall_ms_max: u64,
     /// The named points each node passes (clients: the workload's and the protocol
     /// client's; servers: the protocol's).
     pub points: BTreeMap<String, Vec<String>>,
@@ -134,6 +138,8 @@ impl FaultSpace {
             clock_drift_ppm_max: p.clock_drift_ppm_max.max(1),
             loss_rate: p.loss_rate,
             loss_ms_max: p.loss_ms_max.max(1),
+            fsync_stall_nodes: nodes.fsync_stall,
+            fsync_stall_ms_max: p.fsync_stall_ms_max.max(1),
             points,
             occurrence_max: OCCURRENCE_MAX,
             faults_max: faults_max.max(1),
@@ -152,6 +158,7 @@ impl FaultSpace {
             FaultKind::Crash => Some(&self.crash_nodes),
             FaultKind::Partition => Some(&self.partition_nodes),
             FaultKind::ClockJump | FaultKind::ClockDrift => Some(&self.clock_nodes),
+            FaultKind::FsyncStall => Some(&self.fsync_stall_nodes),
             FaultKind::Loss => None,
         }
     }
@@ -260,6 +267,13 @@ impl FaultSpace {
                     })
                     .boxed()
             }
+            FaultKind::FsyncStall => (nodes(kind), at, 1..=self.fsync_stall_ms_max)
+                .prop_map(|(node, at, d)| Fault::FsyncStall {
+                    node,
+                    at_ms: at,
+                    duration_ms: d,
+                })
+                .boxed(),
         }
     }
 
@@ -358,6 +372,11 @@ impl FaultSpace {
                     "message loss {} for 1..={} ms, {at}",
                     self.loss_rate, self.loss_ms_max
                 ),
+                FaultKind::FsyncStall => format!(
+                    "fsync stall on {} for 1..={} ms, {at}",
+                    self.fsync_stall_nodes.join(", "),
+                    self.fsync_stall_ms_max
+                ),
             })
             .collect()
     }
@@ -378,6 +397,7 @@ fn allowed_kinds(p: &FaultProfile) -> Vec<FaultKind> {
         FaultKind::ClockJump => p.clock_jump_probability,
         FaultKind::ClockDrift => p.clock_drift_probability,
         FaultKind::Loss => p.loss_probability,
+        FaultKind::FsyncStall => p.fsync_stall_probability,
     };
     FaultKind::ALL
         .into_iter()
@@ -778,6 +798,11 @@ pub fn describe_fault(fault: &Fault) -> String {
             duration_ms,
             probability,
         } => format!("message loss {probability} at {at_ms} ms for {duration_ms} ms"),
+        Fault::FsyncStall {
+            node,
+            at_ms,
+            duration_ms,
+        } => format!("fsync stall on {node} at {at_ms} ms for {duration_ms} ms"),
     }
 }
 

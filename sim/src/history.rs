@@ -64,12 +64,18 @@ pub enum Op {
     ClockDrift,
     /// Message loss changed to `detail`.
     Loss,
+    /// A node's fsyncs are held for `value` milliseconds.
+    FsyncStall,
     /// A server-side key or lease expired (a fact, for timelines).
     Expire,
     /// The simulated run ended.
     RunEnd,
     /// Anything else a protocol wants on the timeline (`detail` says what).
     Note,
+    /// Something a protocol did inside (`name`: `failover`, `promoted`, `demoted`,
+    /// `elected`, `lease_expired`, `session_expired`, ...; `target`: the node it concerns).
+    /// The checker ignores it; timelines draw it.
+    Event,
 }
 
 impl Op {
@@ -86,6 +92,7 @@ impl Op {
                 | Op::ClockJump
                 | Op::ClockDrift
                 | Op::Loss
+                | Op::FsyncStall
         )
     }
 }
@@ -118,6 +125,9 @@ pub struct Event {
     /// Free text for people: why an acquire failed, which links a partition cut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The name of a protocol [`Op::Event`] (`failover`, `elected`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl Event {
@@ -134,6 +144,7 @@ impl Event {
             value: None,
             target: None,
             detail: None,
+            name: None,
         }
     }
 
@@ -167,6 +178,12 @@ impl Event {
         self
     }
 
+    /// Sets the name (of a protocol event).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     /// True time in milliseconds, for people.
     pub fn time_ms(&self) -> f64 {
         self.time_ns as f64 / 1e6
@@ -186,6 +203,9 @@ impl Event {
                 .unwrap_or_default()
         )
         .to_lowercase();
+        if let Some(n) = &self.name {
+            s.push_str(&format!(" {n}"));
+        }
         if let Some(t) = &self.target {
             s.push_str(&format!(" target={t}"));
         }

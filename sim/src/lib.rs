@@ -4,6 +4,7 @@
 //! - [`net`] and [`rpc`]: a typed simulated network with latency, loss, duplication,
 //!   reordering and partitions that also kill messages in flight;
 //! - [`clock`]: monotonic and wall clocks with drift and jumps;
+//! - [`disk`]: per-node disks with a page cache and fsync, which outlive crashes;
 //! - [`nemesis`]: faults as data, scripted or generated from a seeded profile;
 //! - [`history`]: the flat, append-only record of a run, and its trace hash;
 //! - [`checker`]: the pure function from a history to a verdict with witnesses.
@@ -18,6 +19,7 @@ compile_error!(
 
 pub mod checker;
 pub mod clock;
+pub mod disk;
 pub mod history;
 pub mod nemesis;
 pub mod net;
@@ -25,6 +27,7 @@ pub mod rpc;
 pub mod world;
 
 pub use checker::{check, Property, Report, Verdict, Violation};
+pub use disk::{Disk, DiskConfig};
 pub use history::{Event, History, Kind, Op};
 pub use nemesis::{Fault, FaultKind, FaultProfile};
 pub use net::{Net, NetConfig};
@@ -47,6 +50,8 @@ pub struct SimSpec {
     pub network: NetConfig,
     /// The node clocks.
     pub clocks: ClockConfig,
+    /// The disks.
+    pub disk: DiskConfig,
     /// The fault schedule.
     pub faults: Vec<Fault>,
 }
@@ -83,7 +88,12 @@ pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome
         let rt =
             madsim::runtime::Runtime::with_seed_and_config(spec.seed, madsim::Config::default());
         rt.block_on(async {
-            let world = World::new(spec.network.clone(), spec.clocks.clone(), &spec.faults);
+            let world = World::new(
+                spec.network.clone(),
+                spec.clocks.clone(),
+                spec.disk.clone(),
+                &spec.faults,
+            );
             setup(&world);
             world.start_nemesis(&spec.faults, spec.duration_ms);
             madsim::time::sleep(Duration::from_millis(spec.duration_ms)).await;

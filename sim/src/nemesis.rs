@@ -97,6 +97,17 @@ pub enum Fault {
         /// Loss probability during the period.
         probability: f64,
     },
+    /// The node's disk holds every fsync that would complete during the stall until it ends
+    /// (a saturated or failing device): writes stay in the page cache, where a crash loses
+    /// them.
+    FsyncStall {
+        /// The node whose disk stalls.
+        node: String,
+        /// When, in true ms since the start.
+        at_ms: u64,
+        /// How long, in true ms.
+        duration_ms: u64,
+    },
 }
 
 fn is_first(n: &u32) -> bool {
@@ -117,6 +128,7 @@ impl Fault {
             Fault::ClockJump { .. } => FaultKind::ClockJump,
             Fault::ClockDrift { .. } => FaultKind::ClockDrift,
             Fault::Loss { .. } => FaultKind::Loss,
+            Fault::FsyncStall { .. } => FaultKind::FsyncStall,
         }
     }
 
@@ -133,7 +145,8 @@ impl Fault {
             Fault::Partition { at_ms, .. }
             | Fault::ClockJump { at_ms, .. }
             | Fault::ClockDrift { at_ms, .. }
-            | Fault::Loss { at_ms, .. } => Some(*at_ms),
+            | Fault::Loss { at_ms, .. }
+            | Fault::FsyncStall { at_ms, .. } => Some(*at_ms),
         }
     }
 
@@ -143,7 +156,8 @@ impl Fault {
             Fault::Pause { node, .. }
             | Fault::Crash { node, .. }
             | Fault::ClockJump { node, .. }
-            | Fault::ClockDrift { node, .. } => vec![node.as_str()],
+            | Fault::ClockDrift { node, .. }
+            | Fault::FsyncStall { node, .. } => vec![node.as_str()],
             Fault::Partition {
                 isolate, groups, ..
             } => isolate
@@ -209,7 +223,7 @@ impl Fault {
                     ));
                 }
             }
-            Fault::ClockJump { .. } => {}
+            Fault::ClockJump { .. } | Fault::FsyncStall { .. } => {}
         }
         Ok(())
     }
@@ -231,17 +245,20 @@ pub enum FaultKind {
     ClockDrift,
     /// See [`Fault::Loss`].
     Loss,
+    /// See [`Fault::FsyncStall`].
+    FsyncStall,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 6] = [
+    pub const ALL: [FaultKind; 7] = [
         FaultKind::Pause,
         FaultKind::Crash,
         FaultKind::Partition,
         FaultKind::ClockJump,
         FaultKind::ClockDrift,
         FaultKind::Loss,
+        FaultKind::FsyncStall,
     ];
 }
 
@@ -316,6 +333,15 @@ pub struct FaultProfile {
     /// Length of a loss period, in ms.
     #[serde(default = "d_part_max")]
     pub loss_ms_max: u64,
+    /// Chance per second that a node's fsyncs stall.
+    #[serde(default)]
+    pub fsync_stall_probability: f64,
+    /// Longest stall, in ms.
+    #[serde(default = "d_part_max")]
+    pub fsync_stall_ms_max: u64,
+    /// Nodes whose disks may stall (default: the servers).
+    #[serde(default)]
+    pub fsync_stall_nodes: Vec<String>,
 }
 
 /// The same as an empty `[faults_random]` table: no faults, and the ranges a profile gets
@@ -344,6 +370,9 @@ impl Default for FaultProfile {
             loss_probability: 0.0,
             loss_rate: d_loss_rate(),
             loss_ms_max: d_part_max(),
+            fsync_stall_probability: 0.0,
+            fsync_stall_ms_max: d_part_max(),
+            fsync_stall_nodes: vec![],
         }
     }
 }
@@ -395,6 +424,8 @@ pub struct NodeChoices {
     pub partition: Vec<String>,
     /// Nodes whose clocks may jump or drift.
     pub clock: Vec<String>,
+    /// Nodes whose disks may stall.
+    pub fsync_stall: Vec<String>,
 }
 
 /// The nodes of a run by role, for choosing fault targets.
@@ -416,6 +447,7 @@ impl FaultProfile {
             self.clock_jump_probability,
             self.clock_drift_probability,
             self.loss_probability,
+            self.fsync_stall_probability,
         ]
         .iter()
         .any(|p| *p > 0.0)
@@ -431,6 +463,7 @@ impl FaultProfile {
             ("clock_drift_probability", self.clock_drift_probability),
             ("loss_probability", self.loss_probability),
             ("loss_rate", self.loss_rate),
+            ("fsync_stall_probability", self.fsync_stall_probability),
         ] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(format!(
@@ -488,6 +521,7 @@ impl FaultProfile {
             crash: expand(&self.crash_nodes, &targets.servers),
             partition: expand(&self.partition_nodes, &everyone),
             clock: expand(&self.clock_nodes, &everyone),
+            fsync_stall: expand(&self.fsync_stall_nodes, &targets.servers),
         }
     }
 
@@ -502,6 +536,7 @@ impl FaultProfile {
             crash: crash_nodes,
             partition: partition_nodes,
             clock: clock_nodes,
+            fsync_stall: stall_nodes,
         } = self.node_choices(targets);
         let mut faults = Vec::new();
         for second in 0..duration_ms.div_ceil(1000) {
@@ -559,6 +594,13 @@ impl FaultProfile {
                     at_ms: at(&mut rng),
                     duration_ms: rng.gen_range(1..=self.loss_ms_max.max(1)),
                     probability: self.loss_rate,
+                });
+            }
+            if hit(&mut rng, self.fsync_stall_probability, &stall_nodes) {
+                faults.push(Fault::FsyncStall {
+                    node: pick(&mut rng, &stall_nodes),
+                    at_ms: at(&mut rng),
+                    duration_ms: rng.gen_range(1..=self.fsync_stall_ms_max.max(1)),
                 });
             }
         }

@@ -7,6 +7,7 @@
 //! cannot hold up the rest of the system.
 
 use crate::clock::NodeClock;
+use crate::disk::{Disk, DiskConfig, Disks};
 use crate::history::{Event, History, Kind, Op};
 use crate::nemesis::Fault;
 use crate::net::{NetConfig, Route, Ticket};
@@ -142,6 +143,7 @@ struct State {
 struct Inner {
     time: madsim::time::TimeHandle,
     state: Mutex<State>,
+    disks: Mutex<Disks>,
     nemesis: NodeHandle,
 }
 
@@ -153,7 +155,12 @@ pub struct World {
 
 impl World {
     /// A new world inside the current madsim runtime (call within `block_on`).
-    pub(crate) fn new(net: NetConfig, clock_config: ClockConfig, faults: &[Fault]) -> Self {
+    pub(crate) fn new(
+        net: NetConfig,
+        clock_config: ClockConfig,
+        disk: DiskConfig,
+        faults: &[Fault],
+    ) -> Self {
         let nemesis = Handle::current().create_node().name(NEMESIS).build();
         let pending_points = faults
             .iter()
@@ -187,6 +194,7 @@ impl World {
             inner: Arc::new(Inner {
                 time: madsim::time::TimeHandle::current(),
                 state: Mutex::new(state),
+                disks: Mutex::new(Disks::new(disk)),
                 nemesis,
             }),
         }
@@ -194,6 +202,16 @@ impl World {
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.inner.state.lock().expect("world lock poisoned")
+    }
+
+    pub(crate) fn disks(&self) -> MutexGuard<'_, Disks> {
+        self.inner.disks.lock().expect("disk lock poisoned")
+    }
+
+    /// A node's disk (see [`crate::disk`]): what its code writes there outlives its crashes
+    /// as far as it was synced.
+    pub fn disk(&self, idx: NodeIdx) -> Disk {
+        Disk::new(self.clone(), idx)
     }
 
     /// True time since the start of the run, in ns. For the history and the nemesis only:
@@ -448,6 +466,7 @@ impl World {
             event = event.value(d.as_millis() as i64);
         }
         self.record(event.detail(why));
+        self.disks().crash(idx);
         Handle::current().kill(self.madsim_node(idx).id());
         if let Some(d) = restart_after {
             let world = self.clone();
@@ -601,7 +620,21 @@ impl World {
                 probability,
                 ..
             } => self.loss(*probability, Duration::from_millis(*duration_ms)),
+            Fault::FsyncStall {
+                node, duration_ms, ..
+            } => self.fsync_stall(idx(node), Duration::from_millis(*duration_ms)),
         }
+    }
+
+    /// Holds a node's fsyncs for `duration`.
+    pub fn fsync_stall(&self, idx: NodeIdx, duration: Duration) {
+        let until = self.now_ns() + duration.as_nanos() as u64;
+        self.disks().stall(idx, until);
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::FsyncStall)
+                .target(self.name(idx))
+                .value(duration.as_millis() as i64),
+        );
     }
 
     fn links_cut_by(&self, fault: &Fault) -> (Vec<(NodeIdx, NodeIdx)>, String) {
@@ -686,6 +719,7 @@ impl World {
             self.resume_if(idx, None);
             self.restart_if(idx, None);
         }
+        self.disks().end_stalls();
         let had_cuts = {
             let mut state = self.state();
             let had = !state.cuts.is_empty() || state.loss_override.is_some();
@@ -869,6 +903,28 @@ impl NodeCtx {
     pub fn record_event(&self, mut event: Event) -> u64 {
         event.node = self.name.to_string();
         self.world.record(event)
+    }
+
+    /// Records a `note`: free text for people reading the history or a timeline.
+    pub fn note(&self, detail: impl Into<String>) -> u64 {
+        self.record_event(Event::new(&*self.name, Kind::Info, Op::Note).detail(detail))
+    }
+
+    /// Records a protocol [`Op::Event`]: `name` (`failover`, `elected`, `lease_expired`,
+    /// ...) concerning node `about` (this node if `None`), with words in `detail`.
+    pub fn event(&self, name: &str, about: Option<NodeIdx>, detail: impl Into<String>) -> u64 {
+        let target = about.map_or_else(|| self.name.to_string(), |i| self.world.name(i));
+        self.record_event(
+            Event::new(&*self.name, Kind::Info, Op::Event)
+                .name(name)
+                .target(target)
+                .detail(detail),
+        )
+    }
+
+    /// This node's disk: it outlives the node's crashes as far as it was synced.
+    pub fn disk(&self) -> Disk {
+        self.world.disk(self.idx)
     }
 
     /// A named point in this node's code (e.g. `before_write`). If the fault schedule

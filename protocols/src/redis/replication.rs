@@ -29,14 +29,12 @@
 use super::server::Node;
 use super::store::{Cmd, Effect, ReplInfo, Reply, Store};
 use futures::StreamExt;
-use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::Caller;
 use locksim_sim::{Net, NodeCtx, NodeIdx};
 use rand::Rng;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The replication stream's message family.
@@ -123,9 +121,25 @@ pub struct Replicated {
     pub net: ReplNet,
     /// Lag, heartbeat, timeout.
     pub config: ReplicationConfig,
-    /// The role in the node's config file; Sentinel rewrites it (`REPLICAOF` + `CONFIG
-    /// REWRITE`), so a restarted node comes back in the role it last had.
-    pub role: Arc<Mutex<ReplRole>>,
+    /// The role the node starts in. Sentinel rewrites it in the config file on the node's
+    /// disk ([`CONF`]; `REPLICAOF` + `CONFIG REWRITE`), so a restarted node comes back in the
+    /// role it last had.
+    pub role: ReplRole,
+}
+
+/// The config file on a Redis node's disk: its replication role.
+pub const CONF: &str = "redis.conf";
+
+/// The role a node starts in: as its config file says, or as it was deployed.
+pub(super) fn configured_role(ctx: &NodeCtx, replicated: &Replicated) -> ReplRole {
+    ctx.disk().last(CONF).unwrap_or(replicated.role)
+}
+
+/// `CONFIG REWRITE`: the new role goes to the config file, synced in the background.
+fn rewrite_config(ctx: &NodeCtx, role: ReplRole) {
+    let disk = ctx.disk();
+    disk.put(CONF, role);
+    drop(disk.fsync());
 }
 
 /// A client blocked in `WAIT`.
@@ -411,10 +425,6 @@ impl Replication {
     }
 }
 
-fn note(ctx: &NodeCtx, detail: String) {
-    ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Note).detail(detail));
-}
-
 /// Handles `INFO`, `REPLICAOF` and `WAIT` on a replicated node; `None` if the reply comes
 /// later (a blocked `WAIT`).
 pub(super) fn command(
@@ -432,26 +442,29 @@ pub(super) fn command(
         Cmd::Info => Some(Reply::Info(repl.info())),
         Cmd::ReplicaOf { primary: None } => {
             if repl.promote() {
-                *replicated.role.lock().unwrap() = ReplRole::Primary;
-                note(
-                    ctx,
-                    format!("promoted to primary at offset {}", repl.offset),
-                );
+                rewrite_config(ctx, ReplRole::Primary);
+                let detail = format!("promoted to primary at offset {}", repl.offset);
+                ctx.event("promoted", None, detail);
             }
             Some(Reply::Ok)
         }
         Cmd::ReplicaOf {
             primary: Some(primary),
         } => {
+            let was_primary = repl.role == ReplRole::Primary;
             if repl.follow(*primary, ctx.mono_now()) {
-                *replicated.role.lock().unwrap() = repl.role;
+                rewrite_config(ctx, repl.role);
                 let psync = ReplMsg::Psync {
                     replid: repl.replid,
                     offset: repl.offset,
                 };
                 replicated.net.send(ctx.idx(), *primary, psync);
-                let name = ctx.world().name(*primary);
-                note(ctx, format!("now a replica of {name}"));
+                let detail = format!("now a replica of {}", ctx.world().name(*primary));
+                if was_primary {
+                    ctx.event("demoted", None, detail);
+                } else {
+                    ctx.note(detail);
+                }
             }
             Some(Reply::Ok)
         }
@@ -621,7 +634,7 @@ fn receive(
                     "full resync from {name}: data set replaced ({dropped} keys dropped, \
                      {loaded} loaded)"
                 );
-                note(ctx, detail);
+                ctx.note(detail);
             }
             Some(ack(repl))
         }

@@ -32,15 +32,16 @@
 use super::server::RedisNet;
 use super::store::{Cmd, ReplInfo, Reply};
 use futures::StreamExt;
-use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Caller, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use rand::Rng;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The config file on a sentinel's disk (`sentinel.conf`): epochs, vote, primary.
+pub const CONF: &str = "sentinel.conf";
 
 /// The message family of sentinels and their clients.
 pub type SentinelNet = Net<Wire<SentinelReq, SentinelResp>>;
@@ -102,7 +103,7 @@ pub struct SentinelConfig {
     pub failover_timeout_ms: u64,
 }
 
-/// What a sentinel keeps in its config file: it survives a crash.
+/// What a sentinel keeps in its config file ([`CONF`]): it survives a crash once synced.
 #[derive(Clone, Debug, Default)]
 struct Durable {
     current_epoch: u64,
@@ -120,17 +121,21 @@ pub fn start_sentinel(
     net: &SentinelNet,
     config: SentinelConfig,
 ) -> NodeIdx {
-    let file: Arc<Mutex<Durable>> = Arc::default();
     let (redis_net, net) = (redis_net.clone(), net.clone());
     world.add_node(name, Role::Server, move |ctx| {
-        run(
-            ctx,
-            redis_net.clone(),
-            net.clone(),
-            config.clone(),
-            file.clone(),
-        )
+        run(ctx, redis_net.clone(), net.clone(), config.clone())
     })
+}
+
+/// The primary of the newest configuration among the sentinels' config files (`initial`
+/// while none has written one): who `@primary` is now.
+pub fn current_primary(world: &World, sentinels: &[NodeIdx], initial: NodeIdx) -> NodeIdx {
+    sentinels
+        .iter()
+        .filter_map(|s| world.disk(*s).last::<Durable>(CONF))
+        .filter_map(|d| Some((d.config_epoch, d.primary?)))
+        .max_by_key(|(epoch, _)| *epoch)
+        .map_or(initial, |(_, primary)| primary)
 }
 
 struct Sentinel {
@@ -139,7 +144,8 @@ struct Sentinel {
     redis: Vec<NodeIdx>,
     others: Vec<NodeIdx>,
     d: Durable,
-    file: Arc<Mutex<Durable>>,
+    /// Whether `d` changed since the last fsync was started.
+    unsynced: bool,
     last_ok: BTreeMap<NodeIdx, Duration>,
     info: BTreeMap<NodeIdx, ReplInfo>,
     wrong_role_since: BTreeMap<NodeIdx, Duration>,
@@ -150,13 +156,7 @@ struct Sentinel {
 
 type Shared = Rc<RefCell<Sentinel>>;
 
-async fn run(
-    ctx: NodeCtx,
-    redis_net: RedisNet,
-    net: SentinelNet,
-    config: SentinelConfig,
-    file: Arc<Mutex<Durable>>,
-) {
+async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: SentinelConfig) {
     let (redis, _) = endpoint(&redis_net, &ctx);
     let (caller, mut requests) = endpoint(&net, &ctx);
     let idx = |name: &String| ctx.world().node(name).expect("nodes are added first");
@@ -167,7 +167,8 @@ async fn run(
         .map(idx)
         .filter(|i| *i != ctx.idx())
         .collect();
-    let mut d = file.lock().unwrap().clone();
+    let disk = ctx.disk();
+    let mut d: Durable = disk.last(CONF).unwrap_or_default();
     d.primary.get_or_insert(nodes[0]);
     let now = ctx.mono_now();
     let s: Shared = Rc::new(RefCell::new(Sentinel {
@@ -177,7 +178,7 @@ async fn run(
         redis: nodes,
         others,
         d,
-        file,
+        unsynced: false,
         info: BTreeMap::new(),
         wrong_role_since: BTreeMap::new(),
         sdown: false,
@@ -187,7 +188,15 @@ async fn run(
     let (s2, caller2) = (s.clone(), caller.clone());
     ctx.spawn(async move {
         while let Some(req) = requests.next().await {
-            let answer = s2.borrow_mut().answer(req.body);
+            let (answer, changed) = {
+                let mut s = s2.borrow_mut();
+                let answer = s.answer(req.body);
+                (answer, std::mem::take(&mut s.unsynced))
+            };
+            if changed {
+                // A vote is on disk before it is given (Redis: `sentinelFlushConfig`).
+                disk.fsync().await;
+            }
             if let Some(resp) = answer {
                 caller2.reply(req.from, req.id, resp);
             }
@@ -199,10 +208,6 @@ async fn run(
         ping_all(&s, &redis);
         check(&s, &redis, &caller).await;
     }
-}
-
-fn note(ctx: &NodeCtx, detail: String) {
-    ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Note).detail(detail));
 }
 
 impl Sentinel {
@@ -218,8 +223,13 @@ impl Sentinel {
         self.d.primary.expect("set at start")
     }
 
-    fn save(&self) {
-        *self.file.lock().unwrap() = self.d.clone();
+    /// `CONFIG REWRITE` of the sentinel's file, synced in the background (an answer that
+    /// depends on it waits for a sync: see `unsynced`).
+    fn save(&mut self) {
+        let disk = self.ctx.disk();
+        disk.put(CONF, self.d.clone());
+        drop(disk.fsync());
+        self.unsynced = true;
     }
 
     fn is_down(&self, node: NodeIdx) -> bool {
@@ -277,7 +287,7 @@ impl Sentinel {
                 self.name(old),
                 self.name(primary)
             );
-            note(&self.ctx, detail);
+            self.ctx.note(detail);
         }
     }
 
@@ -400,7 +410,7 @@ async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelR
         if down != s.sdown {
             s.sdown = down;
             let sign = if down { '+' } else { '-' };
-            note(&s.ctx, format!("{sign}sdown {}", s.name(primary)));
+            s.ctx.note(format!("{sign}sdown {}", s.name(primary)));
         }
         if !down {
             s.odown = false;
@@ -423,10 +433,11 @@ async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelR
             let mut s = s.borrow_mut();
             let odown = 1 + agree >= quorum && s.primary() == primary;
             if odown && !s.odown {
-                note(
-                    &s.ctx,
-                    format!("+odown {} ({} sentinels agree)", s.name(primary), 1 + agree),
-                );
+                s.ctx.note(format!(
+                    "+odown {} ({} sentinels agree)",
+                    s.name(primary),
+                    1 + agree
+                ));
             }
             s.odown = odown;
             let now = s.now();
@@ -450,10 +461,11 @@ async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelR
     let s = s.borrow();
     let primary = s.primary();
     for n in fix {
-        note(
-            &s.ctx,
-            format!("+convert-to-replica {} of {}", s.name(n), s.name(primary)),
-        );
+        s.ctx.note(format!(
+            "+convert-to-replica {} of {}",
+            s.name(n),
+            s.name(primary)
+        ));
         redis.notify(
             n,
             Cmd::ReplicaOf {
@@ -489,10 +501,8 @@ async fn fail_over(
         s.save();
         let wait = Duration::from_millis(s.config.failover_timeout_ms);
         s.failover_not_before = Some(s.now() + wait);
-        note(
-            &s.ctx,
-            format!("+try-failover {} epoch {epoch}", s.name(primary)),
-        );
+        s.ctx
+            .note(format!("+try-failover {} epoch {epoch}", s.name(primary)));
         let sentinels = s.others.len() + 1;
         let majority = sentinels / 2 + 1;
         (me, epoch, majority.max(s.config.quorum))
@@ -513,21 +523,21 @@ async fn fail_over(
     let chosen = {
         let s = s.borrow();
         if votes < needed {
-            note(
-                &s.ctx,
-                format!("failover epoch {epoch}: {votes} votes, {needed} needed"),
-            );
+            s.ctx.note(format!(
+                "failover epoch {epoch}: {votes} votes, {needed} needed"
+            ));
             return;
         }
-        note(
-            &s.ctx,
+        s.ctx.event(
+            "elected",
+            None,
             format!("+elected-leader epoch {epoch} ({votes} votes)"),
         );
         let Some(chosen) = s.best_replica() else {
-            note(&s.ctx, "failover aborted: no replica to promote".into());
+            s.ctx.note("failover aborted: no replica to promote");
             return;
         };
-        note(&s.ctx, format!("+selected-replica {}", s.name(chosen)));
+        s.ctx.note(format!("+selected-replica {}", s.name(chosen)));
         chosen
     };
     let timeout = Duration::from_millis(s.borrow().config.ping_interval_ms);
@@ -536,24 +546,22 @@ async fn fail_over(
         .await;
     let mut s = s.borrow_mut();
     if promoted != Ok(Reply::Ok) {
-        note(
-            &s.ctx,
-            format!("failover aborted: {} did not answer", s.name(chosen)),
-        );
+        s.ctx.note(format!(
+            "failover aborted: {} did not answer",
+            s.name(chosen)
+        ));
         return;
     }
     if s.d.config_epoch >= epoch || s.primary() != primary {
         return; // Someone else's newer configuration arrived meanwhile.
     }
     s.switch(epoch, chosen);
-    note(
-        &s.ctx,
-        format!(
-            "+switch-master {} -> {} (epoch {epoch})",
-            s.name(primary),
-            s.name(chosen)
-        ),
+    let detail = format!(
+        "+switch-master {} -> {} (epoch {epoch})",
+        s.name(primary),
+        s.name(chosen)
     );
+    s.ctx.event("failover", Some(chosen), detail);
     for n in s.redis.iter().filter(|n| **n != chosen) {
         redis.notify(
             *n,

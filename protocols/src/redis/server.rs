@@ -12,8 +12,12 @@ use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// The file on a Redis node's disk that holds its data set (the AOF, kept as an image of the
+/// data set it rebuilds: what a restart loads).
+pub const AOF: &str = "appendonly.aof";
 
 /// The message family Redis clients and servers speak.
 pub type RedisNet = Net<Wire<Cmd, Reply>>;
@@ -55,8 +59,8 @@ impl Default for ServerConfig {
     }
 }
 
-/// Adds a Redis server node called `name`. Its durable image lives outside the node, so it
-/// survives the node's crash exactly as far as `config.persistence` says.
+/// Adds a Redis server node called `name`. Its data set goes to its disk as
+/// `config.persistence` says, so a crash keeps what the last completed fsync covered.
 pub fn start_server(world: &World, name: &str, net: &RedisNet, config: ServerConfig) -> NodeIdx {
     start(world, name, net, config, None)
 }
@@ -79,7 +83,6 @@ fn start(
     config: ServerConfig,
     replicated: Option<Replicated>,
 ) -> NodeIdx {
-    let disk: Arc<Mutex<Store>> = Arc::default();
     let starts = Arc::new(AtomicU64::new(0));
     let net = net.clone();
     world.add_node(name, Role::Server, move |ctx| {
@@ -87,7 +90,6 @@ fn start(
         serve(
             ctx,
             net.clone(),
-            disk.clone(),
             config.clone(),
             restarted,
             replicated.clone(),
@@ -148,14 +150,14 @@ fn standalone_command(cmd: &Cmd) -> Reply {
 async fn serve(
     ctx: NodeCtx,
     net: RedisNet,
-    disk: Arc<Mutex<Store>>,
     config: ServerConfig,
     restarted: bool,
     replicated: Option<Replicated>,
 ) {
+    let disk = ctx.disk();
     let store = match config.persistence {
         Persistence::None => Store::new(),
-        Persistence::Everysec | Persistence::Always => disk.lock().unwrap().clone(),
+        Persistence::Everysec | Persistence::Always => disk.last(AOF).unwrap_or_default(),
     };
     if restarted && config.restart_delay_ms > 0 {
         // Not listening yet: requests sent meanwhile are refused (dropped).
@@ -166,10 +168,9 @@ async fn serve(
         );
     }
     let (caller, mut requests) = endpoint(&net, &ctx);
-    let repl = replicated.as_ref().map(|r| {
-        let role = *r.role.lock().unwrap();
-        Replication::new(role, ctx.mono_now())
-    });
+    let repl = replicated
+        .as_ref()
+        .map(|r| Replication::new(replication::configured_role(&ctx, r), ctx.mono_now()));
     let node = Rc::new(RefCell::new(Node { store, repl }));
     if let Some(r) = &replicated {
         replication::spawn(&ctx, &node, &caller, r);
@@ -186,7 +187,9 @@ async fn serve(
         ctx.spawn(async move {
             loop {
                 ctx2.sleep_local(Duration::from_millis(period)).await;
-                *disk2.lock().unwrap() = node2.borrow().store.clone();
+                // Redis' background thread: the fsync proceeds while commands run on.
+                disk2.put(AOF, node2.borrow().store.clone());
+                drop(disk2.fsync());
             }
         });
     }
@@ -210,7 +213,9 @@ async fn serve(
             .exec(&req.body, ctx.wall_ms(), &mut expired);
         record_expired(&ctx, &expired);
         if config.persistence == Persistence::Always && req.body.is_write() {
-            *disk.lock().unwrap() = node.borrow().store.clone();
+            // `appendfsync always`: on disk before the reply, and nothing runs meanwhile.
+            disk.put(AOF, node.borrow().store.clone());
+            disk.fsync().await;
         }
         ctx.point("before_reply").await;
         caller.reply(req.from, req.id, reply);
