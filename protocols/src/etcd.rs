@@ -44,7 +44,6 @@ use crate::{
     parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
 };
 use async_trait::async_trait;
-use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Caller};
 use locksim_sim::{NodeCtx, NodeIdx, World};
 use rand::Rng;
@@ -93,12 +92,6 @@ pub struct Params {
     /// Election timeout in ticks (etcd: `--election-timeout` 1000 ms = 10 ticks).
     #[serde(default = "d_election_ticks")]
     pub election_ticks: usize,
-    /// Shortest fsync of a peer's log, in ms.
-    #[serde(default = "d_fsync_min")]
-    pub fsync_ms_min: u64,
-    /// Longest fsync of a peer's log, in ms.
-    #[serde(default = "d_fsync_max")]
-    pub fsync_ms_max: u64,
     /// Timeout of one request, in ms.
     #[serde(default = "d_request_timeout")]
     pub request_timeout_ms: u64,
@@ -124,12 +117,6 @@ fn d_tick() -> u64 {
 }
 fn d_election_ticks() -> usize {
     10
-}
-fn d_fsync_min() -> u64 {
-    1
-}
-fn d_fsync_max() -> u64 {
-    5
 }
 fn d_request_timeout() -> u64 {
     300
@@ -162,12 +149,6 @@ impl Params {
         if self.election_ticks < 2 {
             return Err(ParamError::field("election_ticks", "must be at least 2"));
         }
-        if self.fsync_ms_min > self.fsync_ms_max {
-            return Err(ParamError::field(
-                "fsync_ms_min",
-                "must not exceed fsync_ms_max",
-            ));
-        }
         Ok(())
     }
 
@@ -177,8 +158,6 @@ impl Params {
             tick_ms: self.tick_ms,
             election_ticks: self.election_ticks,
             heartbeat_ticks: 1,
-            fsync_ms_min: self.fsync_ms_min,
-            fsync_ms_max: self.fsync_ms_max,
             ack_before_fsync: self.variant == Variant::AckBeforeFsync,
         }
     }
@@ -424,9 +403,10 @@ impl Kv {
             return Resp::LeaseNotFound;
         };
         if env.leader {
-            env.ctx.record_event(
-                Event::new(env.ctx.name(), Kind::Info, Op::Expire)
-                    .detail(format!("lease {lease:x} expired: revoked through the log")),
+            env.ctx.event(
+                "lease_expired",
+                None,
+                format!("lease {lease:x} expired: revoked through the log"),
             );
         }
         self.rev += 1;
@@ -652,10 +632,6 @@ pub struct EtcdClient {
     session: SharedSession,
 }
 
-fn note(ctx: &NodeCtx, detail: impl Into<String>) {
-    ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Note).detail(detail));
-}
-
 impl EtcdClient {
     /// The session's lease, granting a new one (and starting its keep-alive) if needed.
     async fn lease(&mut self) -> Result<u64, Acquired> {
@@ -682,7 +658,7 @@ impl EtcdClient {
 
     fn end_session(&self, why: &str) {
         if self.session.borrow_mut().take().is_some() {
-            note(&self.link.ctx, format!("session over: {why}"));
+            self.link.ctx.note(format!("session over: {why}"));
         }
     }
 
@@ -749,12 +725,12 @@ fn spawn_keep_alive(link: Rc<Link>, session: SharedSession, lease: u64) {
                 Some(Resp::KeptAlive) => s.as_mut().expect("current").valid_until = sent + ttl,
                 Some(Resp::LeaseNotFound) => {
                     *s = None;
-                    note(&link.ctx, "session over: the lease is gone");
+                    link.ctx.note("session over: the lease is gone");
                     return;
                 }
                 _ if link.ctx.mono_now() >= s.as_ref().expect("current").valid_until => {
                     *s = None;
-                    note(&link.ctx, "session over: no keep-alive within the TTL");
+                    link.ctx.note("session over: no keep-alive within the TTL");
                     return;
                 }
                 _ => {}

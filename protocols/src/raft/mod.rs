@@ -38,10 +38,9 @@ pub mod log;
 use audit::Audit;
 use futures::channel::mpsc::unbounded;
 use futures::StreamExt;
-use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Caller, Request, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
-use log::{DurableLog, Image};
+use log::DurableLog;
 use raft::eraftpb::{Entry, EntryType, Message};
 use raft::storage::MemStorage;
 use raft::{RawNode, StateRole};
@@ -66,10 +65,6 @@ pub struct HostConfig {
     pub election_ticks: usize,
     /// Ticks between the leader's heartbeats.
     pub heartbeat_ticks: usize,
-    /// Shortest fsync, in ms.
-    pub fsync_ms_min: u64,
-    /// Longest fsync, in ms.
-    pub fsync_ms_max: u64,
     /// Bug: acknowledge entries before they are synced.
     pub ack_before_fsync: bool,
 }
@@ -158,12 +153,11 @@ where
     let make = Arc::new(make);
     let mut peers = Vec::new();
     for (i, name) in config.peers.iter().enumerate() {
-        let disk: Arc<Mutex<Image>> = Arc::default();
         let (config, make, audit) = (config.clone(), make.clone(), audit.clone());
         let (clients, raft_net) = (clients.clone(), raft_net.clone());
         let idx = world.add_node(name, Role::Server, move |ctx| {
             let service = make(&ctx);
-            let log = DurableLog::new(disk.clone(), config.fsync_ms_min, config.fsync_ms_max);
+            let log = DurableLog::new(ctx.disk());
             let peer = Peer::boot(&ctx, i as u64 + 1, config.clone(), log, audit.clone());
             run(ctx, peer, service, raft_net.clone(), clients.clone())
         });
@@ -319,11 +313,6 @@ impl Peer {
         let leader = self.raw.raft.leader_id;
         (leader != raft::INVALID_ID).then(|| leader as usize - 1)
     }
-
-    fn note(&self, detail: String) {
-        self.ctx
-            .record_event(Event::new(self.ctx.name(), Kind::Info, Op::Note).detail(detail));
-    }
 }
 
 /// A peer with its service and its IO.
@@ -452,7 +441,7 @@ impl<S: Service> Host<S> {
         self.push();
         if self.peer.config.ack_before_fsync {
             // The bug: everything above was acknowledged before it reached the disk.
-            self.peer.log.sync_in_background(&self.peer.ctx);
+            self.peer.log.sync_in_background();
         }
     }
 
@@ -499,9 +488,9 @@ impl<S: Service> Host<S> {
         if leading {
             let ctx = self.peer.ctx.clone();
             self.peer.audit.lock().unwrap().elected(&ctx, term, self.peer.id);
-            self.peer.note(format!("elected leader of term {term}"));
+            self.peer.ctx.event("elected", None, format!("leader of term {term}"));
         } else {
-            self.peer.note(format!("no longer leader (term {term})"));
+            self.peer.ctx.event("demoted", None, format!("no longer leader (term {term})"));
             // Reads waiting on this peer's leadership can no longer be confirmed here.
             let hint = self.peer.leader_hint();
             let waiting = std::mem::take(&mut self.reads);
