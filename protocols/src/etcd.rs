@@ -365,7 +365,10 @@ impl Kv {
             leases: BTreeMap::new(),
             expiry: BTreeMap::new(),
             extend,
-            check_every_ticks: params.lease_check_interval_ms.div_ceil(params.tick_ms).max(1),
+            check_every_ticks: params
+                .lease_check_interval_ms
+                .div_ceil(params.tick_ms)
+                .max(1),
             ticks: 0,
             watches: vec![],
             pushes: vec![],
@@ -388,9 +391,13 @@ impl Kv {
 
     fn fire_watches(&mut self) {
         let (rev, keys) = (self.rev, &self.keys);
-        let (due, waiting): (Vec<Watch>, Vec<Watch>) =
-            std::mem::take(&mut self.watches).into_iter().partition(|w| {
-                rev >= w.min_rev && keys.get(&w.key).is_none_or(|k| k.create_rev != w.create_rev)
+        let (due, waiting): (Vec<Watch>, Vec<Watch>) = std::mem::take(&mut self.watches)
+            .into_iter()
+            .partition(|w| {
+                rev >= w.min_rev
+                    && keys
+                        .get(&w.key)
+                        .is_none_or(|k| k.create_rev != w.create_rev)
             });
         self.watches = waiting;
         self.pushes
@@ -451,9 +458,7 @@ impl Service for Kv {
             }
             Req::TryAcquire { key, lease } => Handling::Propose(Cmd::TryAcquire { key, lease }),
             Req::Delete { key } => Handling::Propose(Cmd::Delete { key }),
-            Req::KeepAlive { .. } | Req::Get { .. } | Req::LastBefore { .. } => {
-                Handling::Read(req)
-            }
+            Req::KeepAlive { .. } | Req::Get { .. } | Req::LastBefore { .. } => Handling::Read(req),
             Req::WatchDelete {
                 key,
                 create_rev,
@@ -656,6 +661,15 @@ impl EtcdClient {
         }
     }
 
+    /// Whether the session is alive on this client's clock.
+    fn session_live(&self) -> bool {
+        let now = self.link.ctx.mono_now();
+        self.session
+            .borrow()
+            .as_ref()
+            .is_some_and(|s| s.valid_until > now)
+    }
+
     fn end_session(&self, why: &str) {
         if self.session.borrow_mut().take().is_some() {
             self.link.ctx.note(format!("session over: {why}"));
@@ -686,6 +700,21 @@ impl EtcdClient {
             let _ = self.link.caller.call(peer, watch, poll).await;
         }
         false
+    }
+
+    /// The grant, unless (correct client) the session is over on this client's clock: then
+    /// the key outlived its session only because the lessor has not revoked it yet, and
+    /// `session.Done()` has fired; a correct user does not use the lock.
+    async fn checked_grant(&self, key: String, mine: u64) -> Acquired {
+        if self.link.params.variant == Variant::NoLeaseRecheckAfterWait || self.session_live() {
+            return self.grant(key, mine);
+        }
+        let _ = self
+            .link
+            .call(Req::Delete { key }, self.link.request_budget())
+            .await;
+        self.end_session("it expired before the lock was ours");
+        Acquired::Failed("session expired while acquiring".into())
     }
 
     fn grant(&self, key: String, mine: u64) -> Acquired {
@@ -762,7 +791,7 @@ impl LockClient for EtcdClient {
             _ => return Acquired::Unknown("no answer to the acquire transaction".into()),
         };
         if mine == owner {
-            return self.grant(key, mine);
+            return self.checked_grant(key, mine).await;
         }
         if !self.wait_deletes(mine, deadline).await {
             let _ = self
@@ -784,7 +813,7 @@ impl LockClient for EtcdClient {
                 _ => return Acquired::Unknown("no answer to the key check".into()),
             }
         }
-        self.grant(key, mine)
+        self.checked_grant(key, mine).await
     }
 
     async fn release(&mut self, grant: &Grant) -> Outcome {

@@ -264,7 +264,10 @@ impl Peer {
         let storage = MemStorage::new_with_conf_state((voters, vec![]));
         let fresh = image.entries.is_empty() && image.hard_state.term == 0;
         storage.wl().set_hardstate(image.hard_state.clone());
-        storage.wl().append(&image.entries).expect("the durable log is contiguous");
+        storage
+            .wl()
+            .append(&image.entries)
+            .expect("the durable log is contiguous");
         let logger = slog::Logger::root(slog::Discard, slog::o!());
         let raw = RawNode::new(&raft_config(id, &config), storage, &logger)
             .expect("a valid Raft configuration");
@@ -296,7 +299,11 @@ impl Peer {
             .config
             .peers
             .iter()
-            .map(|name| world.node(name).expect("every peer is added before the run"))
+            .map(|name| {
+                world
+                    .node(name)
+                    .expect("every peer is added before the run")
+            })
             .collect();
     }
 
@@ -350,10 +357,15 @@ impl<S: Service> Host<S> {
             Input::Client(req) => self.request(req),
         }
         self.peer.override_election_timeout();
+        // The service's idea of leadership must follow Raft's at every step: raft-rs
+        // forwards a follower's proposals to the leader, so a lessor that still believes it
+        // leads would get its stale revocations committed (etcd issues #12528, #15247).
+        self.role_check();
     }
 
     fn tick(&mut self) {
         self.peer.raw.tick();
+        self.role_check();
         let me = self.peer.ctx.idx();
         let cmds = self.service.tick(&env(&self.peer, me, 0));
         if self.peer.leading {
@@ -366,7 +378,12 @@ impl<S: Service> Host<S> {
     fn propose(&mut self, cmd: &S::Cmd, client: Option<(NodeIdx, u64)>) {
         let key = nonce();
         let data = serde_json::to_vec(cmd).expect("commands serialise");
-        if self.peer.raw.propose(key.to_le_bytes().to_vec(), data).is_ok() {
+        if self
+            .peer
+            .raw
+            .propose(key.to_le_bytes().to_vec(), data)
+            .is_ok()
+        {
             if let Some(client) = client {
                 self.peer.proposals.insert(key, client);
             }
@@ -406,10 +423,7 @@ impl<S: Service> Host<S> {
         }
         let mut ready = self.peer.raw.ready();
         self.send(ready.take_messages());
-        assert!(
-            ready.snapshot().is_empty(),
-            "this host never snapshots"
-        );
+        assert!(ready.snapshot().is_empty(), "this host never snapshots");
         self.apply(ready.take_committed_entries()).await;
         let store = self.peer.raw.raft.raft_log.store.clone();
         if !ready.entries().is_empty() {
@@ -487,10 +501,18 @@ impl<S: Service> Host<S> {
         let term = self.peer.raw.raft.term;
         if leading {
             let ctx = self.peer.ctx.clone();
-            self.peer.audit.lock().unwrap().elected(&ctx, term, self.peer.id);
-            self.peer.ctx.event("elected", None, format!("leader of term {term}"));
+            self.peer
+                .audit
+                .lock()
+                .unwrap()
+                .elected(&ctx, term, self.peer.id);
+            self.peer
+                .ctx
+                .event("elected", None, format!("leader of term {term}"));
         } else {
-            self.peer.ctx.event("demoted", None, format!("no longer leader (term {term})"));
+            self.peer
+                .ctx
+                .event("demoted", None, format!("no longer leader (term {term})"));
             // Reads waiting on this peer's leadership can no longer be confirmed here.
             let hint = self.peer.leader_hint();
             let waiting = std::mem::take(&mut self.reads);
