@@ -101,6 +101,10 @@ pub struct Params {
     /// Give up acquiring after this long, in ms (the waiter deletes its key).
     #[serde(default = "d_acquire_timeout")]
     pub acquire_timeout_ms: u64,
+    /// Chubby's lock-delay, in ms: after the holder's lease expires (not after a clean
+    /// release) nobody may take the lock for this long (0 = off).
+    #[serde(default)]
+    pub lock_delay_ms: u64,
 }
 
 fn d_peers() -> usize {
@@ -254,6 +258,8 @@ pub enum Req {
         /// The bound.
         max_create_rev: u64,
     },
+    /// How long the lock-delay still runs (linearizable).
+    LockDelay,
     /// Answer when `key` (created at `create_rev`) is gone, once the store reached `min_rev`.
     WatchDelete {
         /// The key.
@@ -299,6 +305,8 @@ pub enum Resp {
     },
     /// The watched key is gone.
     Gone,
+    /// The lock-delay runs this much longer, in ms.
+    DelayLeft(u64),
 }
 
 /// Commands in the log.
@@ -351,6 +359,11 @@ struct Kv {
     /// While leading: each lease's expiry on this peer's monotonic clock.
     expiry: BTreeMap<u64, Duration>,
     extend: Duration,
+    lock_delay: Duration,
+    /// While leading: nobody may take the lock before this (local monotonic clock).
+    delay_until: Duration,
+    /// How many times a revocation removed the lock's owner (replicated state).
+    owner_expiries: u64,
     check_every_ticks: u64,
     ticks: u64,
     watches: Vec<Watch>,
@@ -365,6 +378,9 @@ impl Kv {
             leases: BTreeMap::new(),
             expiry: BTreeMap::new(),
             extend,
+            lock_delay: Duration::from_millis(params.lock_delay_ms),
+            delay_until: Duration::ZERO,
+            owner_expiries: 0,
             check_every_ticks: params
                 .lease_check_interval_ms
                 .div_ceil(params.tick_ms)
@@ -416,9 +432,18 @@ impl Kv {
                 format!("lease {lease:x} expired: revoked through the log"),
             );
         }
+        let owner = self.owner();
         self.rev += 1;
         for key in keys {
             self.keys.remove(&key);
+        }
+        if self.owner() != owner {
+            self.owner_expiries += 1;
+            if env.leader && !self.lock_delay.is_zero() {
+                // The holder's lease expired: it may still think it holds the lock.
+                self.delay_until = env.ctx.mono_now() + self.lock_delay;
+                env.ctx.event("lock_delay", None, "the holder's lease expired");
+            }
         }
         Resp::Deleted
     }
@@ -458,7 +483,9 @@ impl Service for Kv {
             }
             Req::TryAcquire { key, lease } => Handling::Propose(Cmd::TryAcquire { key, lease }),
             Req::Delete { key } => Handling::Propose(Cmd::Delete { key }),
-            Req::KeepAlive { .. } | Req::Get { .. } | Req::LastBefore { .. } => Handling::Read(req),
+            Req::KeepAlive { .. } | Req::Get { .. } | Req::LastBefore { .. } | Req::LockDelay => {
+                Handling::Read(req)
+            }
             Req::WatchDelete {
                 key,
                 create_rev,
@@ -520,6 +547,10 @@ impl Service for Kv {
                     .map(|(key, k)| (key.clone(), k.create_rev)),
                 rev: self.rev,
             },
+            Req::LockDelay => {
+                let left = self.delay_until.saturating_sub(env.ctx.mono_now());
+                Resp::DelayLeft(left.as_millis() as u64)
+            }
             other => unreachable!("not a read: {other:?}"),
         }
     }
@@ -544,6 +575,11 @@ impl Service for Kv {
             let now = env.ctx.mono_now();
             for (lease, (ttl, _)) in &self.leases {
                 self.expiry.insert(*lease, now + self.extend + *ttl);
+            }
+            // Nor whether a lock-delay was running: once a holder's lease has ever expired,
+            // assume one starts now.
+            if self.owner_expiries > 0 {
+                self.delay_until = now + self.lock_delay;
             }
         }
     }
@@ -706,6 +742,7 @@ impl EtcdClient {
     /// the key outlived its session only because the lessor has not revoked it yet, and
     /// `session.Done()` has fired; a correct user does not use the lock.
     async fn checked_grant(&self, key: String, mine: u64) -> Acquired {
+        self.sit_out_lock_delay().await;
         if self.link.params.variant == Variant::NoLeaseRecheckAfterWait || self.session_live() {
             return self.grant(key, mine);
         }
@@ -715,6 +752,20 @@ impl EtcdClient {
             .await;
         self.end_session("it expired before the lock was ours");
         Acquired::Failed("session expired while acquiring".into())
+    }
+
+    /// Waits while the cluster's lock-delay runs (if the protocol has one).
+    async fn sit_out_lock_delay(&self) {
+        if self.link.params.lock_delay_ms == 0 {
+            return;
+        }
+        let budget = self.link.request_budget();
+        while let Some(Resp::DelayLeft(ms)) = self.link.call(Req::LockDelay, budget).await {
+            if ms == 0 {
+                return;
+            }
+            self.link.ctx.sleep_local(Duration::from_millis(ms)).await;
+        }
     }
 
     fn grant(&self, key: String, mine: u64) -> Acquired {

@@ -130,6 +130,25 @@ fn etcd_gc_pause_fenced_by_create_revision_holds_fencing() {
 }
 
 #[test]
+fn etcd_lock_delay_longer_than_the_overrun_holds_and_a_shorter_one_does_not() {
+    assert_expect_met("etcd-lock-delay.toml");
+    let full = path("catalog/etcd-lock-delay.toml");
+    let text = std::fs::read_to_string(&full).unwrap();
+    let short = text.replace("lock_delay_ms = 5_000", "lock_delay_ms = 1_000");
+    assert_ne!(short, text);
+    let p = parsed(&short, &full);
+    for seed in 1..=5 {
+        let r = p.run(seed);
+        assert_eq!(
+            r.properties.get("mutual_exclusion"),
+            Some(&Verdict::Invalid),
+            "{}: a 1 s lock-delay cannot cover a 4 s overrun",
+            r.replay
+        );
+    }
+}
+
+#[test]
 fn etcd_lease_recheck_bug_breaks_mutual_exclusion_and_the_fix_holds() {
     assert_expect_met("etcd-lease-recheck-bug.toml");
     let fixed = with_variant("etcd-lease-recheck-bug.toml", "correct");
