@@ -60,10 +60,10 @@ impl DurableLog {
         self.dirty = true;
     }
 
-    /// Writes the hard state.
-    pub fn write_hard_state(&mut self, hs: &HardState) {
+    /// Writes the hard state; `must_sync` if the next sync must make it durable.
+    pub fn write_hard_state(&mut self, hs: &HardState, must_sync: bool) {
         self.disk.put(HARD_STATE, hs.clone());
-        self.dirty = true;
+        self.dirty |= must_sync;
     }
 
     /// Writes the commit index (it rides along with the next fsync: a commit index that is

@@ -432,7 +432,9 @@ impl<S: Service> Host<S> {
         }
         if let Some(hs) = ready.hs() {
             store.wl().set_hardstate(hs.clone());
-            self.peer.log.write_hard_state(hs);
+            // Only a new term or vote must be durable before anyone hears of it; a commit
+            // index alone rides along with the next fsync (raft-rs's `must_sync`).
+            self.peer.log.write_hard_state(hs, ready.must_sync());
         }
         for rs in ready.take_read_states() {
             let key = u64::from_le_bytes(rs.request_ctx.try_into().expect("an 8-byte nonce"));
