@@ -29,7 +29,7 @@
 //!   without re-checking its own key. A waiter whose lease expired while it waited (a
 //!   partition, not a long pause, is enough) finds no lower key and returns as the holder,
 //!   though its key is gone and a later waiter holds the lock. Bug variant
-//!   `no-lease-recheck-after-wait`; fixed in etcd 3.4.4 by the `Get` after waiting.
+//!   `no-lease-recheck-after-wait`; fixed in etcd after that report by the `Get` after waiting.
 //!
 //! What the model keeps and leaves out: one lock prefix, a flat key space with revisions,
 //! leases, the lessor with promotion and a watch on a key's deletion (served by the peer from
@@ -61,7 +61,7 @@ pub const PREFIX: &str = "lock/";
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Variant {
-    /// etcd 3.4.4 and later.
+    /// etcd since the fix of #11456 (the own key is read after waiting).
     #[default]
     Correct,
     /// etcd issue #11456: return from waiting without checking that the own key still exists.
@@ -853,7 +853,7 @@ impl LockClient for EtcdClient {
         }
         self.link.ctx.point("after_wait").await;
         if p.variant != Variant::NoLeaseRecheckAfterWait {
-            // etcd 3.4.4: make sure the session is not expired and the key still exists.
+            // The fix of #11456: make sure the session is not expired and the key still exists.
             let get = Req::Get { key: key.clone() };
             match self.link.call(get, self.link.request_budget()).await {
                 Some(Resp::Key(Some(rev))) if rev == mine => {}
