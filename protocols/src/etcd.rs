@@ -39,12 +39,12 @@
 //! answer, a few ms more optimistic). Left out: compaction, lease checkpointing, auth, gRPC
 //! proxies, watch progress notifications.
 
+use crate::raft::client::{Link as RaftLink, Redirect};
 use crate::raft::{start_cluster, Env, Handling, HostConfig, Service};
 use crate::{
     parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
 };
 use async_trait::async_trait;
-use locksim_sim::rpc::{endpoint, Caller};
 use locksim_sim::{NodeCtx, NodeIdx, World};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -603,61 +603,25 @@ struct EtcdConnector {
 
 impl Connector for EtcdConnector {
     fn connect(&self, ctx: &NodeCtx) -> Box<dyn LockClient> {
-        let (caller, _requests) = endpoint(&self.net, ctx);
-        // Each client starts with "its" peer, as clients spread over an etcd cluster do.
-        let home = ctx.idx() % self.peers.len();
+        let timeout = Duration::from_millis(self.params.request_timeout_ms);
+        let link = Link::new(ctx, &self.net, &self.peers, self.params.clone(), timeout);
         Box::new(EtcdClient {
-            link: Rc::new(Link {
-                ctx: ctx.clone(),
-                caller,
-                peers: self.peers.clone(),
-                guess: RefCell::new(home),
-                params: self.params.clone(),
-            }),
+            link: Rc::new(link),
             session: Rc::new(RefCell::new(None)),
         })
     }
 }
 
-/// A client's connection to the cluster: it follows the leader.
-struct Link {
-    ctx: NodeCtx,
-    caller: Caller<Req, Resp>,
-    peers: Vec<NodeIdx>,
-    guess: RefCell<usize>,
-    params: Params,
-}
-
-impl Link {
-    /// Sends `req` to the leader (following redirections) until `budget` passes.
-    async fn call(&self, req: Req, budget: Duration) -> Option<Resp> {
-        let deadline = self.ctx.mono_now() + budget;
-        let timeout = Duration::from_millis(self.params.request_timeout_ms);
-        while self.ctx.mono_now() < deadline {
-            let peer = *self.guess.borrow();
-            let answer = self
-                .caller
-                .call(self.peers[peer], req.clone(), timeout)
-                .await;
-            match answer {
-                Ok(Resp::NotLeader(hint)) => {
-                    let next = hint.filter(|h| *h != peer);
-                    *self.guess.borrow_mut() = next.unwrap_or((peer + 1) % self.peers.len());
-                    if next.is_none() {
-                        self.ctx.sleep_local(Duration::from_millis(20)).await;
-                    }
-                }
-                Ok(resp) => return Some(resp),
-                Err(_) => *self.guess.borrow_mut() = (peer + 1) % self.peers.len(),
-            }
+impl Redirect for Resp {
+    fn redirect(&self) -> Option<Option<usize>> {
+        match self {
+            Resp::NotLeader(hint) => Some(*hint),
+            _ => None,
         }
-        None
-    }
-
-    fn request_budget(&self) -> Duration {
-        Duration::from_millis(self.params.request_timeout_ms * 3)
     }
 }
+
+type Link = RaftLink<Req, Resp, Params>;
 
 /// A live session: its lease and until when the client may count on it (local clock).
 struct Session {
@@ -731,7 +695,7 @@ impl EtcdClient {
                 create_rev,
                 min_rev: rev,
             };
-            let peer = self.link.peers[*self.link.guess.borrow()];
+            let peer = self.link.peer();
             // A timeout is no error: the watch is asked again (a long poll).
             let _ = self.link.caller.call(peer, watch, poll).await;
         }

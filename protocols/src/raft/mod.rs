@@ -33,6 +33,7 @@
 //! confirmed reads, ticks and role changes, and sends what it answers.
 
 pub mod audit;
+pub mod client;
 pub mod log;
 
 use audit::Audit;
