@@ -5,7 +5,7 @@
 use std::path::Path;
 
 /// Layers whose code runs inside a simulation (or decides what one does).
-const DETERMINISTIC: [&str; 3] = ["sim/src", "protocols/src", "scenarios/src"];
+const DETERMINISTIC: [&str; 4] = ["check/src", "sim/src", "protocols/src", "scenarios/src"];
 
 /// Text that must not appear there, with why.
 const BANNED: [(&str, &str); 7] = [

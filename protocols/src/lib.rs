@@ -8,7 +8,9 @@
 //! 2. [`Deployment`]: the names of its server nodes and named points, and
 //!    [`Deployment::start`], which adds the server nodes to the [`World`] and returns a
 //! 3. [`Connector`], which gives each client node a [`LockClient`]: `acquire`, `release`
-//!    and optionally `extend`.
+//!    and optionally `extend` and `validity` (for grants whose validity changes after the
+//!    grant: keep-alives, pushes, sessions; see [`locksim_sim::rpc`] for connections with
+//!    server push).
 //!
 //! Servers talk over [`locksim_sim::rpc`]; clients time everything with their node's
 //! monotonic clock ([`NodeCtx::mono_now`]). Register the protocol in a [`Registry`] and run
@@ -39,6 +41,28 @@ pub struct Grant {
     pub valid_until: Option<Duration>,
     /// The protocol's own handle on the lock (e.g. the random value stored in Redis).
     pub handle: String,
+}
+
+/// How far a held lock may be trusted, as the client library knows it now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Validity {
+    /// Until this instant of the client's monotonic clock (a TTL, a lease).
+    Until(Duration),
+    /// No expiry: a lock without TTL, or one held by a session that is up.
+    Indefinite,
+    /// The lock is gone: the lease was revoked, the session expired (why).
+    Lost(String),
+}
+
+impl Validity {
+    /// Whether the lock may still be trusted at `now` (client monotonic time).
+    pub fn holds_at(&self, now: Duration) -> bool {
+        match self {
+            Validity::Until(until) => now < *until,
+            Validity::Indefinite => true,
+            Validity::Lost(_) => false,
+        }
+    }
 }
 
 /// The outcome of an acquire.
@@ -75,6 +99,16 @@ pub trait LockClient {
         let _ = grant;
         Outcome::Failed("this protocol cannot extend a lock".into())
     }
+    /// How far `grant` may be trusted now. The workload asks just before it writes, so a
+    /// protocol whose grants change after the fact (a lease kept alive in the background, a
+    /// revocation pushed by the server, a session lost with its connection) answers from
+    /// what it has learned meanwhile. The default reads `grant.valid_until`.
+    fn validity(&mut self, grant: &Grant) -> Validity {
+        match grant.valid_until {
+            Some(until) => Validity::Until(until),
+            None => Validity::Indefinite,
+        }
+    }
 }
 
 /// Gives each client node its [`LockClient`].
@@ -93,7 +127,14 @@ pub trait Deployment: Send + Sync {
     fn points(&self) -> Vec<(String, &'static str)> {
         vec![]
     }
-    /// Adds the server nodes to the world and returns the connector for clients.
+    /// The fault targets it answers when a fault fires (e.g. `@primary`): [`Deployment::start`]
+    /// registers an answer for each with [`World::answer_role`]. A scenario naming another
+    /// role is refused.
+    fn roles(&self) -> Vec<&'static str> {
+        vec![]
+    }
+    /// Adds the server nodes to the world (and answers its roles) and returns the connector
+    /// for clients.
     fn start(&self, world: &World) -> Arc<dyn Connector>;
 }
 

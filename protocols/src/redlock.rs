@@ -44,27 +44,27 @@
 //! keeps its instance locked until the TTL, so the lock stays unavailable though nobody
 //! holds it).
 
-use crate::redis::client::{check_drift_factor, drift_allowance_ms, lock_value};
-use crate::redis::{start_server, Cmd, Persistence, RedisNet, Reply, ServerConfig};
+use crate::redis::client::{
+    acquire_cmd, check_drift_factor, check_retry_delays, default_active_expire_interval_ms,
+    default_clock_drift_factor, default_ttl_ms, drift_allowance_ms, lock_value, release_cmd,
+    Attempt, Attempts, GiveUp, Retry,
+};
+use crate::redis::{self, start_server, Cmd, Persistence, RedisNet, Reply, ServerConfig};
 use crate::{
     parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
-use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::net::Inbox;
 use locksim_sim::rpc::Wire;
 use locksim_sim::{NodeCtx, NodeIdx, World};
-use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The lock key.
-pub const KEY: &str = "lock";
-/// The per-instance counter of the experimental `max-incr` tokens.
-pub const TOKEN_KEY: &str = "lock:token";
+/// The lock key, and the per-instance counter of the experimental `max-incr` tokens.
+pub use crate::redis::client::{KEY, TOKEN_KEY};
 
 /// Correct client, or one of the known bugs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,13 +126,13 @@ pub struct Params {
     #[serde(default = "d_instances")]
     pub instances: usize,
     /// Lock time to live, in ms.
-    #[serde(default = "d_ttl")]
+    #[serde(default = "default_ttl_ms")]
     pub ttl_ms: u64,
     /// Correct client or a bug.
     #[serde(default)]
     pub variant: Variant,
     /// Drift allowance: drift = ttl × factor + 2 ms.
-    #[serde(default = "d_drift_factor")]
+    #[serde(default = "default_clock_drift_factor")]
     pub clock_drift_factor: f64,
     /// Per-instance timeout of a request, in ms.
     #[serde(default = "d_request_timeout")]
@@ -153,7 +153,7 @@ pub struct Params {
     #[serde(default)]
     pub restart_delay_ms: u64,
     /// Period of each instance's active expiry, in ms (0 = lazy expiry only).
-    #[serde(default = "d_active_expire")]
+    #[serde(default = "default_active_expire_interval_ms")]
     pub active_expire_interval_ms: u64,
     /// Fencing tokens: `none` or the experimental `max-incr`.
     #[serde(default)]
@@ -163,12 +163,6 @@ pub struct Params {
 fn d_instances() -> usize {
     5
 }
-fn d_ttl() -> u64 {
-    2_000
-}
-fn d_drift_factor() -> f64 {
-    0.01
-}
 fn d_request_timeout() -> u64 {
     50
 }
@@ -177,9 +171,6 @@ fn d_retry_count() -> u32 {
 }
 fn d_retry_max() -> u64 {
     200
-}
-fn d_active_expire() -> u64 {
-    100
 }
 
 /// The number of instances that make a majority of `n`.
@@ -201,12 +192,7 @@ impl Params {
         if self.retry_count == 0 {
             return Err(ParamError::field("retry_count", "must be at least 1"));
         }
-        if self.retry_delay_ms_min > self.retry_delay_ms_max {
-            return Err(ParamError::field(
-                "retry_delay_ms_min",
-                "must not exceed retry_delay_ms_max",
-            ));
-        }
+        check_retry_delays(self.retry_delay_ms_min, self.retry_delay_ms_max)?;
         check_drift_factor(self.clock_drift_factor)?;
         if let PerInstance::Each(list) = &self.persistence {
             if list.len() != self.instances {
@@ -359,11 +345,6 @@ pub struct RedlockClient {
 }
 
 impl RedlockClient {
-    fn note(&self, detail: String) {
-        self.ctx
-            .record_event(Event::new(self.ctx.name(), Kind::Info, Op::Note).detail(detail));
-    }
-
     /// Sends `cmd(i)` to each instance `i` in `which`; returns request id → instance.
     fn send_all(&mut self, which: &[usize], cmd: impl Fn() -> Cmd) -> BTreeMap<u64, usize> {
         let mut asked = BTreeMap::new();
@@ -423,10 +404,7 @@ impl RedlockClient {
 
     /// Compare-and-delete on `which`; returns how many deleted and how many answered.
     async fn unlock(&mut self, which: &[usize], value: &str) -> (usize, usize) {
-        let asked = self.send_all(which, || Cmd::DelIfEq {
-            key: KEY.into(),
-            value: value.into(),
-        });
+        let asked = self.send_all(which, || release_cmd(value));
         let sent = self.ctx.mono_now();
         let replies = self.collect(&asked, sent).await;
         let deleted = replies
@@ -437,24 +415,12 @@ impl RedlockClient {
     }
 
     /// One try: steps 1 to 5.
-    async fn attempt(&mut self) -> Result<Grant, String> {
+    async fn try_once(&mut self) -> Result<Grant, String> {
         let p = self.params.clone();
         let value = lock_value(&self.ctx);
         let start = self.ctx.mono_now();
-        let asked = self.send_all(&self.all(), || match p.tokens {
-            Tokens::None => Cmd::Set {
-                key: KEY.into(),
-                value: value.clone(),
-                nx: true,
-                px_ms: Some(p.ttl_ms),
-            },
-            Tokens::MaxIncr => Cmd::SetNxIncr {
-                key: KEY.into(),
-                value: value.clone(),
-                px_ms: Some(p.ttl_ms),
-                counter: TOKEN_KEY.into(),
-            },
-        });
+        let tokens = p.tokens == Tokens::MaxIncr;
+        let asked = self.send_all(&self.all(), || acquire_cmd(&value, Some(p.ttl_ms), tokens));
         // The requests are out; the replies may wait in our buffers while we are paused here.
         self.ctx.point("after_acquire_send").await;
         let replies = self.collect(&asked, start).await;
@@ -480,7 +446,7 @@ impl RedlockClient {
             }
             Err(why) => {
                 if granted.len() >= quorum(p.instances) {
-                    self.note(format!("lock rejected: {why}"));
+                    self.ctx.note(format!("lock rejected: {why}"));
                 }
                 let which = match p.variant {
                     Variant::ReleaseQuorumOnly => granted,
@@ -494,21 +460,29 @@ impl RedlockClient {
 }
 
 #[async_trait(?Send)]
+impl Attempts for RedlockClient {
+    fn ctx(&self) -> &NodeCtx {
+        &self.ctx
+    }
+
+    async fn attempt(&mut self) -> Attempt {
+        match self.try_once().await {
+            Ok(grant) => Attempt::Granted(grant),
+            Err(why) => Attempt::Busy(why),
+        }
+    }
+}
+
+#[async_trait(?Send)]
 impl LockClient for RedlockClient {
     async fn acquire(&mut self) -> Acquired {
-        let mut why = String::new();
-        for attempt in 1..=self.params.retry_count {
-            match self.attempt().await {
-                Ok(grant) => return Acquired::Granted(grant),
-                Err(e) => why = e,
-            }
-            if attempt < self.params.retry_count {
-                let delay_ms = madsim::rand::thread_rng()
-                    .gen_range(self.params.retry_delay_ms_min..=self.params.retry_delay_ms_max);
-                self.ctx.sleep_local(Duration::from_millis(delay_ms)).await;
-            }
-        }
-        Acquired::Failed(format!("{} tries: {why}", self.params.retry_count))
+        let p = &self.params;
+        let retry = Retry {
+            delay_ms_min: p.retry_delay_ms_min,
+            delay_ms_max: p.retry_delay_ms_max,
+            give_up: GiveUp::Tries(p.retry_count),
+        };
+        redis::client::acquire(self, retry).await
     }
 
     async fn release(&mut self, grant: &Grant) -> Outcome {

@@ -32,36 +32,35 @@
 //!   sweep finds the token reuse this causes.
 //! - Every weakness of [`crate::single_redis`] applies as well.
 
-use crate::redis::client::{check_drift_factor, lock_value, validity};
+use crate::redis::client::{
+    acquire_cmd, check_drift_factor, default_acquire_timeout_ms, default_active_expire_interval_ms,
+    default_clock_drift_factor, default_request_timeout_ms, default_retry_delay_ms_max,
+    default_retry_delay_ms_min, default_ttl_ms, lock_value, release_cmd, validity, Attempt,
+    Attempts, OneServer, OneServerLock, Retry,
+};
 use crate::redis::{
-    start_replicated_server, start_sentinel, Cmd, Persistence, RedisNet, ReplNet, ReplRole,
-    Replicated, ReplicationConfig, Reply, SentinelConfig, SentinelNet, SentinelReq, SentinelResp,
-    ServerConfig,
+    current_primary, start_replicated_server, start_sentinel, Cmd, Persistence, RedisNet, ReplNet,
+    ReplRole, Replicated, ReplicationConfig, Reply, SentinelConfig, SentinelNet, SentinelReq,
+    SentinelResp, ServerConfig,
 };
-use crate::{
-    parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
-};
+use crate::{parse_params, Connector, Deployment, LockClient, ParamError, Protocol};
 use async_trait::async_trait;
-use locksim_sim::history::{Event, Kind, Op};
+use locksim_sim::nemesis::ROLE_PRIMARY;
 use locksim_sim::rpc::{endpoint, Caller, RpcError};
 use locksim_sim::{NodeCtx, NodeIdx, World};
-use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The lock key.
-pub const KEY: &str = "lock";
-/// The fencing-token counter key.
-pub const TOKEN_KEY: &str = "lock:token";
+pub use crate::redis::client::{KEY, TOKEN_KEY};
 
 /// The `[protocol]` parameters of `replicated-redis`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
     /// Lock time to live, in ms.
-    #[serde(default = "d_ttl")]
+    #[serde(default = "default_ttl_ms")]
     pub ttl_ms: u64,
     /// Number of replicas of the primary.
     #[serde(default = "d_replicas")]
@@ -106,28 +105,25 @@ pub struct Params {
     #[serde(default)]
     pub persistence: Persistence,
     /// Shortest random delay between acquire attempts, in ms.
-    #[serde(default = "d_retry_min")]
+    #[serde(default = "default_retry_delay_ms_min")]
     pub retry_delay_ms_min: u64,
     /// Longest random delay between acquire attempts, in ms.
-    #[serde(default = "d_retry_max")]
+    #[serde(default = "default_retry_delay_ms_max")]
     pub retry_delay_ms_max: u64,
     /// Give up acquiring after this long, in ms.
-    #[serde(default = "d_acquire_timeout")]
+    #[serde(default = "default_acquire_timeout_ms")]
     pub acquire_timeout_ms: u64,
     /// Timeout of one request to Redis or a sentinel, in ms.
-    #[serde(default = "d_request_timeout")]
+    #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
     /// Clock drift allowance: validity = ttl − elapsed − (ttl × factor + 2 ms).
-    #[serde(default = "d_drift_factor")]
+    #[serde(default = "default_clock_drift_factor")]
     pub clock_drift_factor: f64,
     /// Period of the primary's active expiry, in ms (0 = lazy expiry only).
-    #[serde(default = "d_active_expire")]
+    #[serde(default = "default_active_expire_interval_ms")]
     pub active_expire_interval_ms: u64,
 }
 
-fn d_ttl() -> u64 {
-    2_000
-}
 fn d_replicas() -> usize {
     2
 }
@@ -153,24 +149,6 @@ fn d_repl_timeout() -> u64 {
     500
 }
 fn d_wait_timeout() -> u64 {
-    100
-}
-fn d_retry_min() -> u64 {
-    10
-}
-fn d_retry_max() -> u64 {
-    50
-}
-fn d_acquire_timeout() -> u64 {
-    10_000
-}
-fn d_request_timeout() -> u64 {
-    100
-}
-fn d_drift_factor() -> f64 {
-    0.01
-}
-fn d_active_expire() -> u64 {
     100
 }
 
@@ -289,6 +267,10 @@ impl Deployment for ReplicatedDeployment {
         points
     }
 
+    fn roles(&self) -> Vec<&'static str> {
+        vec![ROLE_PRIMARY]
+    }
+
     fn start(&self, world: &World) -> Arc<dyn Connector> {
         let p = &self.params;
         let net = RedisNet::new(world);
@@ -327,11 +309,16 @@ impl Deployment for ReplicatedDeployment {
             ping_interval_ms: p.sentinel_ping_interval_ms,
             failover_timeout_ms: p.failover_timeout_ms,
         };
-        let sentinels = p
+        let sentinels: Vec<NodeIdx> = p
             .sentinel_names()
             .iter()
             .map(|name| start_sentinel(world, name, &net, &sentinel_net, sentinel_config.clone()))
             .collect();
+        let (watchers, initial) = (sentinels.clone(), primary.expect("at least one node"));
+        world.answer_role(
+            ROLE_PRIMARY,
+            Arc::new(move |world| Some(current_primary(world, &watchers, initial))),
+        );
         Arc::new(ReplicatedConnector {
             net,
             sentinel_net,
@@ -359,6 +346,11 @@ impl Connector for ReplicatedConnector {
             sentinels: self.sentinels.clone(),
             primary: Cell::new(None),
             params: self.params.clone(),
+            retry: Retry::until(
+                self.params.retry_delay_ms_min,
+                self.params.retry_delay_ms_max,
+                self.params.acquire_timeout_ms,
+            ),
         })
     }
 }
@@ -373,12 +365,7 @@ pub struct ReplicatedRedisClient {
     /// The primary as last learned from a sentinel; forgotten on any error or timeout.
     primary: Cell<Option<NodeIdx>>,
     params: Params,
-}
-
-enum Attempt {
-    Granted(Grant),
-    Busy,
-    Unknown,
+    retry: Retry,
 }
 
 impl ReplicatedRedisClient {
@@ -404,164 +391,94 @@ impl ReplicatedRedisClient {
         None
     }
 
-    fn note(&self, detail: String) {
-        self.ctx
-            .record_event(Event::new(self.ctx.name(), Kind::Info, Op::Note).detail(detail));
-    }
-
     /// After a timeout: the SET may have taken effect, so free it if it did (our value is
     /// unique), and ask the sentinels again next time.
-    fn abandon(&self, primary: NodeIdx, value: String) {
-        self.redis.notify(
-            primary,
-            Cmd::DelIfEq {
-                key: KEY.into(),
-                value,
-            },
-        );
+    fn abandon(&self, primary: NodeIdx, value: &str) -> Attempt {
+        self.redis.notify(primary, release_cmd(value));
         self.primary.set(None);
+        Attempt::Unknown("request timed out".into())
     }
 
-    async fn attempt(&self) -> Attempt {
+    /// `WAIT n` after the `SET`: `None` if enough replicas acknowledged, or else the
+    /// attempt's outcome (the lock released, or abandoned on a timeout).
+    async fn wait(&mut self, primary: NodeIdx, value: &str) -> Option<Attempt> {
         let p = &self.params;
-        let Some(primary) = self.primary().await else {
-            return Attempt::Busy; // No sentinel answered: nothing was sent.
+        let wait = Cmd::Wait {
+            replicas: p.wait_replicas,
+            timeout_ms: p.wait_timeout_ms,
         };
-        let value = lock_value(&self.ctx);
-        let start = self.ctx.mono_now();
-        let cmd = if p.tokens {
-            Cmd::SetNxIncr {
-                key: KEY.into(),
-                value: value.clone(),
-                px_ms: Some(p.ttl_ms),
-                counter: TOKEN_KEY.into(),
+        let patience = self.timeout() + Duration::from_millis(p.wait_timeout_ms);
+        match self.redis.call(primary, wait, patience).await {
+            Ok(Reply::Int(n)) if n >= p.wait_replicas as i64 => None,
+            Ok(reply) => {
+                let why = format!("WAIT {}: {reply:?}", p.wait_replicas);
+                self.ctx.note(format!("{why}: lock not counted, released"));
+                let _ = self.release_value(value).await;
+                Some(Attempt::Busy(why))
             }
-        } else {
-            Cmd::Set {
-                key: KEY.into(),
-                value: value.clone(),
-                nx: true,
-                px_ms: Some(p.ttl_ms),
-            }
-        };
-        let token = match self.redis.call(primary, cmd, self.timeout()).await {
-            Ok(Reply::Ok) => None,
-            Ok(Reply::Int(t)) => Some(t as u64),
-            Ok(Reply::Nil) => return Attempt::Busy,
-            Ok(_) => {
-                // READONLY: it is a replica now.
-                self.primary.set(None);
-                return Attempt::Busy;
-            }
-            Err(RpcError::Timeout) => {
-                self.abandon(primary, value);
-                return Attempt::Unknown;
-            }
-        };
-        if p.wait_replicas > 0 {
-            let wait = Cmd::Wait {
-                replicas: p.wait_replicas,
-                timeout_ms: p.wait_timeout_ms,
-            };
-            let patience = self.timeout() + Duration::from_millis(p.wait_timeout_ms);
-            match self.redis.call(primary, wait, patience).await {
-                Ok(Reply::Int(n)) if n >= p.wait_replicas as i64 => {}
-                Ok(reply) => {
-                    self.note(format!(
-                        "WAIT {}: {reply:?}: lock not counted, released",
-                        p.wait_replicas
-                    ));
-                    let _ = self.release_value(&value).await;
-                    return Attempt::Busy;
-                }
-                Err(RpcError::Timeout) => {
-                    self.abandon(primary, value);
-                    return Attempt::Unknown;
-                }
-            }
-        }
-        let valid_until = start + p.validity();
-        if self.ctx.mono_now() >= valid_until {
-            self.note("grant arrived after its validity: released".into());
-            let _ = self.release_value(&value).await;
-            return Attempt::Busy;
-        }
-        Attempt::Granted(Grant {
-            token,
-            valid_until: Some(valid_until),
-            handle: value,
-        })
-    }
-
-    async fn release_value(&self, value: &str) -> Outcome {
-        let Some(primary) = self.primary().await else {
-            return Outcome::Unknown("no sentinel answered".into());
-        };
-        let cmd = Cmd::DelIfEq {
-            key: KEY.into(),
-            value: value.into(),
-        };
-        match self.redis.call(primary, cmd, self.timeout()).await {
-            Ok(Reply::Int(1)) => Outcome::Ok,
-            Ok(Reply::Int(_)) => Outcome::Failed("the lock was no longer ours".into()),
-            Ok(other) => {
-                self.primary.set(None);
-                Outcome::Failed(format!("unexpected reply {other:?}"))
-            }
-            Err(RpcError::Timeout) => {
-                self.primary.set(None);
-                Outcome::Unknown("request timed out".into())
-            }
+            Err(RpcError::Timeout) => Some(self.abandon(primary, value)),
         }
     }
 }
 
 #[async_trait(?Send)]
-impl LockClient for ReplicatedRedisClient {
-    async fn acquire(&mut self) -> Acquired {
-        let deadline = self.ctx.mono_now() + Duration::from_millis(self.params.acquire_timeout_ms);
-        loop {
-            let last = self.attempt().await;
-            if let Attempt::Granted(grant) = last {
-                return Acquired::Granted(grant);
-            }
-            let delay_ms = madsim::rand::thread_rng()
-                .gen_range(self.params.retry_delay_ms_min..=self.params.retry_delay_ms_max);
-            let delay = Duration::from_millis(delay_ms);
-            if self.ctx.mono_now() + delay >= deadline {
-                return match last {
-                    Attempt::Unknown => Acquired::Unknown("last request timed out".into()),
-                    _ => Acquired::Failed("acquire timeout".into()),
-                };
-            }
-            self.ctx.sleep_local(delay).await;
-        }
+impl Attempts for ReplicatedRedisClient {
+    fn ctx(&self) -> &NodeCtx {
+        &self.ctx
     }
 
-    async fn release(&mut self, grant: &Grant) -> Outcome {
-        self.release_value(&grant.handle).await
-    }
-
-    async fn extend(&mut self, grant: &mut Grant) -> Outcome {
+    async fn attempt(&mut self) -> Attempt {
         let Some(primary) = self.primary().await else {
-            return Outcome::Unknown("no sentinel answered".into());
+            // No sentinel answered: nothing was sent.
+            return Attempt::Busy("no sentinel answered".into());
         };
+        let (ttl_ms, tokens) = (self.params.ttl_ms, self.params.tokens);
+        let value = lock_value(&self.ctx);
         let start = self.ctx.mono_now();
-        let cmd = Cmd::PexpireIfEq {
-            key: KEY.into(),
-            value: grant.handle.clone(),
-            px_ms: self.params.ttl_ms,
-        };
-        match self.redis.call(primary, cmd, self.timeout()).await {
-            Ok(Reply::Int(1)) => {
-                grant.valid_until = Some(start + self.params.validity());
-                Outcome::Ok
-            }
-            Ok(_) => Outcome::Failed("the lock was no longer ours".into()),
-            Err(RpcError::Timeout) => {
+        let cmd = acquire_cmd(&value, Some(ttl_ms), tokens);
+        let token = match self.redis.call(primary, cmd, self.timeout()).await {
+            Ok(Reply::Ok) => None,
+            Ok(Reply::Int(t)) => Some(t as u64),
+            Ok(Reply::Nil) => return Attempt::Busy("the lock is taken".into()),
+            Ok(_) => {
+                // READONLY: it is a replica now.
                 self.primary.set(None);
-                Outcome::Unknown("request timed out".into())
+                return Attempt::Busy("not the primary".into());
+            }
+            Err(RpcError::Timeout) => return self.abandon(primary, &value),
+        };
+        if self.params.wait_replicas > 0 {
+            if let Some(outcome) = self.wait(primary, &value).await {
+                return outcome;
             }
         }
+        let valid_until = start + self.params.validity();
+        self.grant_in_time(Some(valid_until), token, value).await
+    }
+}
+
+#[async_trait(?Send)]
+impl OneServer for ReplicatedRedisClient {
+    /// On the primary; a timeout or an error reply (`READONLY`: it was demoted) makes the
+    /// client ask the sentinels again next time.
+    async fn call(&mut self, cmd: Cmd) -> Result<Reply, RpcError> {
+        let Some(primary) = self.primary().await else {
+            return Err(RpcError::Timeout);
+        };
+        let reply = self.redis.call(primary, cmd, self.timeout()).await;
+        if matches!(reply, Err(_) | Ok(Reply::Error(_))) {
+            self.primary.set(None);
+        }
+        reply
+    }
+}
+
+impl OneServerLock for ReplicatedRedisClient {
+    fn retry(&self) -> Retry {
+        self.retry
+    }
+
+    fn lease(&self) -> Option<(u64, Duration)> {
+        Some((self.params.ttl_ms, self.params.validity()))
     }
 }

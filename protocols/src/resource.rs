@@ -15,7 +15,6 @@ use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Caller, RpcError, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::{Deserialize, Serialize};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// The resource's node name.
@@ -85,17 +84,17 @@ pub fn start(world: &World, fencing: Fencing) -> ResourceHandle {
 
 async fn serve(ctx: NodeCtx, net: ResourceNet, fencing: Fencing) {
     let disk = ctx.disk();
-    let state = Mutex::new(disk.last::<State>(STATE_FILE).unwrap_or_default());
+    let mut state: State = disk.last(STATE_FILE).unwrap_or_default();
     let (caller, mut requests) = endpoint(&net, &ctx);
     while let Some(req) = requests.next().await {
         let resp = match req.body {
-            ResourceReq::Read => ResourceResp::Value(state.lock().unwrap().value),
+            ResourceReq::Read => ResourceResp::Value(state.value),
             ResourceReq::Write {
                 value,
                 token,
                 grant,
             } => {
-                let mut s = state.lock().unwrap();
+                let s = &mut state;
                 let stale = match (fencing, token, s.highest_token) {
                     (Fencing::On, Some(t), Some(h)) => t < h,
                     _ => false,
@@ -106,7 +105,6 @@ async fn serve(ctx: NodeCtx, net: ResourceNet, fencing: Fencing) {
                     .value(value);
                 if stale {
                     let highest = s.highest_token.unwrap_or(0);
-                    drop(s);
                     ctx.record_event(Event {
                         op: Op::ResourceReject,
                         detail: Some(format!("token below highest seen ({highest})")),
@@ -119,7 +117,6 @@ async fn serve(ctx: NodeCtx, net: ResourceNet, fencing: Fencing) {
                         s.highest_token = Some(s.highest_token.map_or(t, |h| h.max(t)));
                     }
                     disk.put(STATE_FILE, s.clone());
-                    drop(s);
                     // Committed before it is acknowledged.
                     disk.fsync().await;
                     ctx.record_event(event);

@@ -16,24 +16,22 @@
 //!   two clients both see the key free), `no-ttl` (no expiry: a crashed holder blocks
 //!   everyone forever).
 
-use crate::redis::client::{check_drift_factor, lock_value, validity};
-use crate::redis::{start_server, Cmd, Persistence, RedisNet, Reply, ServerConfig};
-use crate::{
-    parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
+use crate::redis::client::{
+    acquire_cmd, check_drift_factor, check_retry_delays, default_acquire_timeout_ms,
+    default_active_expire_interval_ms, default_clock_drift_factor, default_request_timeout_ms,
+    default_retry_delay_ms_max, default_retry_delay_ms_min, default_ttl_ms, lock_value,
+    release_cmd, validity, Attempt, Attempts, OneServer, OneServerLock, Retry,
 };
+use crate::redis::{start_server, Cmd, Persistence, RedisNet, Reply, ServerConfig};
+use crate::{parse_params, Connector, Deployment, LockClient, Outcome, ParamError, Protocol};
 use async_trait::async_trait;
-use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Caller, RpcError};
 use locksim_sim::{NodeCtx, NodeIdx, World};
-use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The lock key.
-pub const KEY: &str = "lock";
-/// The fencing-token counter key.
-pub const TOKEN_KEY: &str = "lock:token";
+pub use crate::redis::client::{KEY, TOKEN_KEY};
 
 /// Correct client, or one of the known bugs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,7 +53,7 @@ pub enum Variant {
 #[serde(deny_unknown_fields)]
 pub struct Params {
     /// Lock time to live, in ms.
-    #[serde(default = "d_ttl")]
+    #[serde(default = "default_ttl_ms")]
     pub ttl_ms: u64,
     /// Correct client or a bug.
     #[serde(default)]
@@ -67,48 +65,26 @@ pub struct Params {
     #[serde(default)]
     pub tokens: bool,
     /// Shortest random delay between acquire attempts, in ms.
-    #[serde(default = "d_retry_min")]
+    #[serde(default = "default_retry_delay_ms_min")]
     pub retry_delay_ms_min: u64,
     /// Longest random delay between acquire attempts, in ms.
-    #[serde(default = "d_retry_max")]
+    #[serde(default = "default_retry_delay_ms_max")]
     pub retry_delay_ms_max: u64,
     /// Give up acquiring after this long, in ms.
-    #[serde(default = "d_acquire_timeout")]
+    #[serde(default = "default_acquire_timeout_ms")]
     pub acquire_timeout_ms: u64,
     /// Timeout of one request to Redis, in ms.
-    #[serde(default = "d_request_timeout")]
+    #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
     /// Clock drift allowance: validity = ttl − elapsed − (ttl × factor + 2 ms).
-    #[serde(default = "d_drift_factor")]
+    #[serde(default = "default_clock_drift_factor")]
     pub clock_drift_factor: f64,
     /// Period of the server's active expiry, in ms (0 = lazy expiry only).
-    #[serde(default = "d_active_expire")]
+    #[serde(default = "default_active_expire_interval_ms")]
     pub active_expire_interval_ms: u64,
     /// After a crash the server refuses commands for this long, in ms.
     #[serde(default)]
     pub restart_delay_ms: u64,
-}
-
-fn d_ttl() -> u64 {
-    2_000
-}
-fn d_retry_min() -> u64 {
-    10
-}
-fn d_retry_max() -> u64 {
-    50
-}
-fn d_acquire_timeout() -> u64 {
-    10_000
-}
-fn d_request_timeout() -> u64 {
-    100
-}
-fn d_drift_factor() -> f64 {
-    0.01
-}
-fn d_active_expire() -> u64 {
-    100
 }
 
 impl Params {
@@ -116,12 +92,7 @@ impl Params {
         if self.ttl_ms == 0 {
             return Err(ParamError::field("ttl_ms", "must be positive"));
         }
-        if self.retry_delay_ms_min > self.retry_delay_ms_max {
-            return Err(ParamError::field(
-                "retry_delay_ms_min",
-                "must not exceed retry_delay_ms_max",
-            ));
-        }
+        check_retry_delays(self.retry_delay_ms_min, self.retry_delay_ms_max)?;
         if self.request_timeout_ms == 0 {
             return Err(ParamError::field("request_timeout_ms", "must be positive"));
         }
@@ -205,6 +176,11 @@ impl Connector for SingleRedisConnector {
             caller,
             server: self.server,
             params: self.params.clone(),
+            retry: Retry::until(
+                self.params.retry_delay_ms_min,
+                self.params.retry_delay_ms_max,
+                self.params.acquire_timeout_ms,
+            ),
         })
     }
 }
@@ -215,22 +191,17 @@ pub struct SingleRedisClient {
     caller: Caller<Cmd, Reply>,
     server: NodeIdx,
     params: Params,
+    retry: Retry,
 }
 
-enum Attempt {
-    Granted(Grant),
-    Busy,
-    Unknown,
-}
-
-impl SingleRedisClient {
-    async fn call(&self, cmd: Cmd) -> Result<Reply, RpcError> {
-        let timeout = Duration::from_millis(self.params.request_timeout_ms);
-        self.caller.call(self.server, cmd, timeout).await
+#[async_trait(?Send)]
+impl Attempts for SingleRedisClient {
+    fn ctx(&self) -> &NodeCtx {
+        &self.ctx
     }
 
-    async fn attempt(&self) -> Attempt {
-        let p = &self.params;
+    async fn attempt(&mut self) -> Attempt {
+        let p = self.params.clone();
         let value = lock_value(&self.ctx);
         let start = self.ctx.mono_now();
         let px_ms = (p.variant != Variant::NoTtl).then_some(p.ttl_ms);
@@ -238,8 +209,8 @@ impl SingleRedisClient {
             Variant::GetThenSet => {
                 match self.call(Cmd::Get { key: KEY.into() }).await {
                     Ok(Reply::Nil) => {}
-                    Ok(_) => return Attempt::Busy,
-                    Err(_) => return Attempt::Unknown,
+                    Ok(_) => return Attempt::Busy("the lock is taken".into()),
+                    Err(_) => return Attempt::Unknown("request timed out".into()),
                 }
                 self.ctx.point("between_get_and_set").await;
                 let set = Cmd::Set {
@@ -250,119 +221,47 @@ impl SingleRedisClient {
                 };
                 self.call(set).await
             }
-            _ if p.tokens => {
-                let cmd = Cmd::SetNxIncr {
-                    key: KEY.into(),
-                    value: value.clone(),
-                    px_ms,
-                    counter: TOKEN_KEY.into(),
-                };
-                self.call(cmd).await
-            }
-            _ => {
-                let cmd = Cmd::Set {
-                    key: KEY.into(),
-                    value: value.clone(),
-                    nx: true,
-                    px_ms,
-                };
-                self.call(cmd).await
-            }
+            _ => self.call(acquire_cmd(&value, px_ms, p.tokens)).await,
         };
         let token = match reply {
             Ok(Reply::Ok) => None,
             Ok(Reply::Int(t)) => Some(t as u64),
-            Ok(_) => return Attempt::Busy,
+            Ok(_) => return Attempt::Busy("the lock is taken".into()),
             Err(_) => {
                 // The SET may have succeeded: free it (if it did) so it does not block others
                 // until its TTL; our value is unique, so this cannot delete anyone else's.
-                self.caller.notify(
-                    self.server,
-                    Cmd::DelIfEq {
-                        key: KEY.into(),
-                        value,
-                    },
-                );
-                return Attempt::Unknown;
+                self.caller.notify(self.server, release_cmd(&value));
+                return Attempt::Unknown("request timed out".into());
             }
         };
         let valid_until = px_ms.map(|_| start + p.validity());
-        if valid_until.is_some_and(|v| self.ctx.mono_now() >= v) {
-            // The reply came too late to be of use: the key may already have expired.
-            self.ctx.record_event(
-                Event::new(self.ctx.name(), Kind::Info, Op::Note)
-                    .detail("grant arrived after its validity: released"),
-            );
-            let _ = self.release_value(&value).await;
-            return Attempt::Busy;
-        }
-        Attempt::Granted(Grant {
-            token,
-            valid_until,
-            handle: value,
-        })
-    }
-
-    async fn release_value(&self, value: &str) -> Outcome {
-        let cmd = match self.params.variant {
-            Variant::UnconditionalRelease => Cmd::Del { key: KEY.into() },
-            _ => Cmd::DelIfEq {
-                key: KEY.into(),
-                value: value.into(),
-            },
-        };
-        match self.call(cmd).await {
-            Ok(Reply::Int(1)) => Outcome::Ok,
-            Ok(Reply::Int(_)) => Outcome::Failed("the lock was no longer ours".into()),
-            Ok(other) => Outcome::Failed(format!("unexpected reply {other:?}")),
-            Err(_) => Outcome::Unknown("request timed out".into()),
-        }
+        self.grant_in_time(valid_until, token, value).await
     }
 }
 
 #[async_trait(?Send)]
-impl LockClient for SingleRedisClient {
-    async fn acquire(&mut self) -> Acquired {
-        let deadline = self.ctx.mono_now() + Duration::from_millis(self.params.acquire_timeout_ms);
-        loop {
-            let last = self.attempt().await;
-            if let Attempt::Granted(grant) = last {
-                return Acquired::Granted(grant);
-            }
-            let delay_ms = madsim::rand::thread_rng()
-                .gen_range(self.params.retry_delay_ms_min..=self.params.retry_delay_ms_max);
-            let delay = Duration::from_millis(delay_ms);
-            if self.ctx.mono_now() + delay >= deadline {
-                return match last {
-                    Attempt::Unknown => Acquired::Unknown("last request timed out".into()),
-                    _ => Acquired::Failed("acquire timeout".into()),
-                };
-            }
-            self.ctx.sleep_local(delay).await;
-        }
+impl OneServer for SingleRedisClient {
+    async fn call(&mut self, cmd: Cmd) -> Result<Reply, RpcError> {
+        let timeout = Duration::from_millis(self.params.request_timeout_ms);
+        self.caller.call(self.server, cmd, timeout).await
     }
 
-    async fn release(&mut self, grant: &Grant) -> Outcome {
-        self.release_value(&grant.handle).await
-    }
-
-    async fn extend(&mut self, grant: &mut Grant) -> Outcome {
-        if self.params.variant == Variant::NoTtl {
-            return Outcome::Ok;
-        }
-        let start = self.ctx.mono_now();
-        let cmd = Cmd::PexpireIfEq {
-            key: KEY.into(),
-            value: grant.handle.clone(),
-            px_ms: self.params.ttl_ms,
+    async fn release_value(&mut self, value: &str) -> Outcome {
+        let cmd = match self.params.variant {
+            Variant::UnconditionalRelease => Cmd::Del { key: KEY.into() },
+            _ => release_cmd(value),
         };
-        match self.call(cmd).await {
-            Ok(Reply::Int(1)) => {
-                grant.valid_until = Some(start + self.params.validity());
-                Outcome::Ok
-            }
-            Ok(_) => Outcome::Failed("the lock was no longer ours".into()),
-            Err(_) => Outcome::Unknown("request timed out".into()),
-        }
+        self.release_with(cmd).await
+    }
+}
+
+impl OneServerLock for SingleRedisClient {
+    fn retry(&self) -> Retry {
+        self.retry
+    }
+
+    fn lease(&self) -> Option<(u64, Duration)> {
+        (self.params.variant != Variant::NoTtl)
+            .then(|| (self.params.ttl_ms, self.params.validity()))
     }
 }

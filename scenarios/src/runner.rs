@@ -2,11 +2,11 @@
 //! history.
 
 use crate::scenario::{Prepared, Scenario};
-use crate::workload::client_loop;
+use crate::workload::{client_loop, Holders};
 use locksim_protocols::resource;
 use locksim_sim::checker::{Liveness, Report, Violation};
 use locksim_sim::history::{format_hash, trace_hash, History};
-use locksim_sim::nemesis::Targets;
+use locksim_sim::nemesis::{Targets, ROLE_HOLDER};
 use locksim_sim::{check, simulate, Fault, Role, SimSpec, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -148,10 +148,14 @@ impl Prepared {
         let outcome = simulate(&spec, |world| {
             let connector = self.deployment.start(world);
             let resource = resource::start(world, s.resource.fencing);
+            let holders = Holders::default();
+            let view = holders.clone();
+            world.answer_role(ROLE_HOLDER, Arc::new(move |world| view.holder(world)));
             for name in s.workload.client_names() {
                 let (connector, resource) = (connector.clone(), resource.clone());
                 let workload = s.workload.clone();
                 let grants = Arc::new(AtomicU64::new(0));
+                let holders = holders.clone();
                 world.add_node(&name, Role::Client, move |ctx| {
                     client_loop(
                         ctx,
@@ -159,6 +163,7 @@ impl Prepared {
                         resource.clone(),
                         workload.clone(),
                         grants.clone(),
+                        holders.clone(),
                     )
                 });
             }

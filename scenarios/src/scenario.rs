@@ -7,6 +7,7 @@
 use locksim_protocols::resource::Fencing;
 use locksim_protocols::{Deployment, Registry};
 use locksim_sim::checker::Liveness;
+use locksim_sim::nemesis::{is_role, ROLE_HOLDER};
 use locksim_sim::{ClockConfig, DiskConfig, Fault, FaultProfile, NetConfig, Property, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -111,6 +112,10 @@ pub struct Workload {
     /// Timeout of a request to the resource, in ms.
     #[serde(default = "d_resource_timeout")]
     pub resource_timeout_ms: u64,
+    /// While working inside the critical section, extend the lock this often, in ms (0 =
+    /// never). A long critical section stays safe only if its lock is extended in time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub extend_every_ms: u64,
 }
 
 fn d_clients() -> u32 {
@@ -145,6 +150,7 @@ impl Default for Workload {
             think_ms_max: d_think_max(),
             check_validity: true,
             resource_timeout_ms: d_resource_timeout(),
+            extend_every_ms: 0,
         }
     }
 }
@@ -423,10 +429,12 @@ impl Scenario {
             fail(field, e.message.clone())
         })?;
         let nodes = node_names(&self, deployment.as_ref());
+        let mut targets = nodes.clone();
+        targets.extend(fault_roles(deployment.as_ref()));
         let clients = self.workload.client_names();
         for (i, fault) in self.faults.iter().enumerate() {
             fault
-                .validate(&nodes)
+                .validate(&targets)
                 .and_then(|()| check_point(fault, &clients, deployment.as_ref()))
                 .map_err(|m| fail(format!("faults[{i}]"), m))?;
         }
@@ -444,12 +452,13 @@ impl Scenario {
             ),
         ] {
             let known = |n: &String| {
-                nodes.contains(n)
+                targets.contains(n)
                     || n == locksim_sim::nemesis::ROLE_SERVERS
                     || n == locksim_sim::nemesis::ROLE_CLIENTS
             };
             if let Some(bad) = list.iter().find(|n| !known(n)) {
-                return Err(fail(field.into(), format!("unknown node `{bad}`")));
+                let what = if is_role(bad) { "role" } else { "node" };
+                return Err(fail(field.into(), format!("unknown {what} `{bad}`")));
             }
         }
         if let Some(bad) = self.clocks.nodes.keys().find(|n| !nodes.contains(n)) {
@@ -511,6 +520,14 @@ fn check_point(
             known.join(", ")
         }
     ))
+}
+
+/// The roles a fault may name in a scenario with this deployment: the deployment's own
+/// (e.g. `@primary`) and the workload's `@holder`.
+pub fn fault_roles(deployment: &dyn Deployment) -> Vec<String> {
+    let mut roles: Vec<String> = deployment.roles().into_iter().map(String::from).collect();
+    roles.push(ROLE_HOLDER.into());
+    roles
 }
 
 /// Every node name of a scenario: servers, then clients, then the resource.
@@ -649,6 +666,33 @@ ttl_ms = 500
             m[0].contains("at least 5") && m[1].contains("got none"),
             "{m:?}"
         );
+    }
+
+    fn prepare(extra: &str) -> Result<Prepared, ScenarioError> {
+        let text = format!("{MINIMAL}\n{extra}");
+        Scenario::parse(&text, "m.toml")?.prepare("m.toml", &Registry::builtin())
+    }
+
+    #[test]
+    fn fault_targets_may_be_roles_the_deployment_answers() {
+        let pause = |node: &str, when: &str| {
+            format!("[[faults]]\nkind = \"pause\"\nnode = \"{node}\"\n{when}\nduration_ms = 5\n")
+        };
+        assert!(prepare(&pause("@holder", "at_ms = 10")).is_ok());
+        let e = prepare(&pause("@primary", "at_ms = 10")).err().unwrap();
+        assert!(e.to_string().contains("unknown role `@primary`"), "{e}");
+        assert!(
+            e.to_string().contains("roles in this scenario: @holder"),
+            "{e}"
+        );
+        let e = prepare(&pause("@holder", "point = \"before_write\""))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("needs a node, not a role"), "{e}");
+        let e = prepare("[faults_random]\npause_probability = 0.1\npause_nodes = [\"@leader\"]\n")
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("unknown role `@leader`"), "{e}");
     }
 
     #[test]

@@ -30,6 +30,7 @@
 use crate::runner::{isolated, RunResult};
 use crate::scenario::{Expect, Expectation, Prepared, Scenario};
 use crate::workload::POINTS;
+pub use locksim_sim::nemesis::describe_fault;
 use locksim_sim::nemesis::Targets;
 use locksim_sim::{Fault, FaultKind, FaultProfile, Property};
 use proptest::collection::vec;
@@ -736,73 +737,6 @@ fn drop_faults(
                 i += 1;
             }
         }
-    }
-}
-
-/// A fault in words, e.g. `pause c1 at before_write (passage 1) for 1100 ms`.
-pub fn describe_fault(fault: &Fault) -> String {
-    let when = |at_ms: &Option<u64>, point: &Option<String>, occurrence: &u32| match point {
-        Some(p) => format!("at {p} (passage {occurrence})"),
-        None => format!("at {} ms", at_ms.unwrap_or(0)),
-    };
-    match fault {
-        Fault::Pause {
-            node,
-            at_ms,
-            point,
-            occurrence,
-            duration_ms,
-        } => format!(
-            "pause {node} {} for {duration_ms} ms",
-            when(at_ms, point, occurrence)
-        ),
-        Fault::Crash {
-            node,
-            at_ms,
-            point,
-            occurrence,
-            restart_after_ms,
-        } => format!(
-            "crash {node} {}, {}",
-            when(at_ms, point, occurrence),
-            restart_after_ms.map_or("no restart".into(), |ms| format!("restart after {ms} ms"))
-        ),
-        Fault::Partition {
-            at_ms,
-            duration_ms,
-            isolate,
-            groups,
-            one_way,
-        } => {
-            let cut = if isolate.is_empty() {
-                let groups: Vec<String> = groups.iter().map(|g| g.join(",")).collect();
-                format!("groups {}", groups.join(" | "))
-            } else {
-                format!("isolate {}", isolate.join(","))
-            };
-            let one_way = if *one_way { " (one way)" } else { "" };
-            format!("partition at {at_ms} ms for {duration_ms} ms: {cut}{one_way}")
-        }
-        Fault::ClockJump {
-            node,
-            at_ms,
-            delta_ms,
-        } => format!("clock jump on {node} at {at_ms} ms by {delta_ms:+} ms"),
-        Fault::ClockDrift {
-            node,
-            at_ms,
-            drift_ppm,
-        } => format!("clock drift on {node} at {at_ms} ms to {drift_ppm:+} ppm"),
-        Fault::Loss {
-            at_ms,
-            duration_ms,
-            probability,
-        } => format!("message loss {probability} at {at_ms} ms for {duration_ms} ms"),
-        Fault::FsyncStall {
-            node,
-            at_ms,
-            duration_ms,
-        } => format!("fsync stall on {node} at {at_ms} ms for {duration_ms} ms"),
     }
 }
 

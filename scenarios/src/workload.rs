@@ -1,17 +1,18 @@
 //! The workload every client runs, whatever the protocol: think, acquire, read the counter,
-//! work, check the lease on its own clock, write the counter + 1 with its token, release.
+//! work (extending the lock every `extend_every_ms` if set), ask the client library whether
+//! the lock still holds, write the counter + 1 with its token, release.
 //! Each step is an event in the history, and the named points between steps
 //! (`after_acquire`, `after_read`, `after_validity_check`, `before_write`,
 //! `before_release`) are where scripted pauses and crashes can strike.
 
 use crate::scenario::Workload;
 use locksim_protocols::resource::{ResourceHandle, WriteOutcome};
-use locksim_protocols::{Acquired, Connector, Outcome};
+use locksim_protocols::{Acquired, Connector, Grant, LockClient, Outcome, Validity};
 use locksim_sim::history::{Event, Kind, Op};
-use locksim_sim::NodeCtx;
+use locksim_sim::{NodeCtx, NodeIdx, World};
 use rand::Rng;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The named points of the workload, in the order a client passes them.
@@ -22,6 +23,29 @@ pub const POINTS: [&str; 5] = [
     "before_write",
     "before_release",
 ];
+
+/// The workload's view of who is inside a critical section, in order of entry: it answers
+/// the fault target `@holder`.
+#[derive(Clone, Default)]
+pub struct Holders(Arc<Mutex<Vec<NodeIdx>>>);
+
+impl Holders {
+    fn enter(&self, idx: NodeIdx) {
+        let mut inside = self.0.lock().unwrap();
+        assert!(!inside.contains(&idx), "a client enters twice");
+        inside.push(idx);
+    }
+
+    fn exit(&self, idx: NodeIdx) {
+        self.0.lock().unwrap().retain(|i| *i != idx);
+    }
+
+    /// The client that has been inside longest and is up, if any.
+    pub fn holder(&self, world: &World) -> Option<NodeIdx> {
+        let inside = self.0.lock().unwrap().clone();
+        inside.into_iter().find(|i| world.is_alive(*i))
+    }
+}
 
 fn between(lo: u64, hi: u64) -> Duration {
     Duration::from_millis(madsim::rand::thread_rng().gen_range(lo..=hi))
@@ -34,7 +58,10 @@ pub async fn client_loop(
     resource: ResourceHandle,
     workload: Workload,
     grants: Arc<AtomicU64>,
+    holders: Holders,
 ) {
+    // A client that crashed inside its critical section is no longer in it.
+    holders.exit(ctx.idx());
     let mut lock = connector.connect(&ctx);
     let resource = resource.connect(&ctx);
     let io_timeout = Duration::from_millis(workload.resource_timeout_ms);
@@ -43,7 +70,7 @@ pub async fn client_loop(
         ctx.sleep_local(between(workload.think_ms_min, workload.think_ms_max))
             .await;
         ctx.record(Kind::Invoke, Op::Acquire);
-        let grant = match lock.acquire().await {
+        let mut grant = match lock.acquire().await {
             Acquired::Granted(grant) => grant,
             Acquired::Failed(why) => {
                 ctx.record_event(ev(Kind::Fail, Op::Acquire).detail(why));
@@ -59,6 +86,7 @@ pub async fn client_loop(
         let token = grant.token;
         ctx.record_event(ev(Kind::Ok, Op::Acquire).grant(&id).token(token));
         ctx.record_event(ev(Kind::Ok, Op::CsEnter).grant(&id).token(token));
+        holders.enter(ctx.idx());
         ctx.point("after_acquire").await;
 
         ctx.record_event(ev(Kind::Invoke, Op::Read).grant(&id));
@@ -69,15 +97,15 @@ pub async fn client_loop(
         };
         if let Ok(value) = read {
             ctx.point("after_read").await;
-            ctx.sleep_local(between(workload.cs_ms_min, workload.cs_ms_max))
-                .await;
-            let expired = grant.valid_until.is_some_and(|u| ctx.mono_now() >= u);
-            if workload.check_validity && expired {
-                ctx.record_event(
-                    ev(Kind::Info, Op::Note)
-                        .grant(&id)
-                        .detail("lease expired on the client's clock: write skipped"),
-                );
+            let work = between(workload.cs_ms_min, workload.cs_ms_max);
+            work_extending(&ctx, lock.as_mut(), &mut grant, &id, work, &workload).await;
+            let validity = lock.validity(&grant);
+            if workload.check_validity && !validity.holds_at(ctx.mono_now()) {
+                let why = match validity {
+                    Validity::Lost(why) => format!("lock lost ({why}): write skipped"),
+                    _ => "lease expired on the client's clock: write skipped".into(),
+                };
+                ctx.record_event(ev(Kind::Info, Op::Note).grant(&id).detail(why));
             } else {
                 ctx.point("after_validity_check").await;
                 ctx.point("before_write").await;
@@ -98,6 +126,7 @@ pub async fn client_loop(
         }
 
         ctx.record_event(ev(Kind::Ok, Op::CsExit).grant(&id));
+        holders.exit(ctx.idx());
         ctx.point("before_release").await;
         ctx.record_event(ev(Kind::Invoke, Op::Release).grant(&id));
         let done = match lock.release(&grant).await {
@@ -106,5 +135,43 @@ pub async fn client_loop(
             Outcome::Unknown(why) => ev(Kind::Info, Op::Release).detail(why),
         };
         ctx.record_event(done.grant(&id));
+    }
+}
+
+/// Works for `work` (local time), extending the lock every `extend_every_ms` meanwhile (if
+/// set) until an extension definitely fails.
+async fn work_extending(
+    ctx: &NodeCtx,
+    lock: &mut dyn LockClient,
+    grant: &mut Grant,
+    id: &str,
+    work: Duration,
+    workload: &Workload,
+) {
+    if workload.extend_every_ms == 0 {
+        ctx.sleep_local(work).await;
+        return;
+    }
+    let every = Duration::from_millis(workload.extend_every_ms);
+    let end = ctx.mono_now() + work;
+    loop {
+        let left = end.saturating_sub(ctx.mono_now());
+        if left <= every {
+            ctx.sleep_local(left).await;
+            return;
+        }
+        ctx.sleep_local(every).await;
+        ctx.record_event(Event::new(ctx.name(), Kind::Invoke, Op::Extend).grant(id));
+        let done = match lock.extend(grant).await {
+            Outcome::Ok => Event::new(ctx.name(), Kind::Ok, Op::Extend),
+            Outcome::Failed(why) => {
+                let failed = Event::new(ctx.name(), Kind::Fail, Op::Extend).detail(why);
+                ctx.record_event(failed.grant(id));
+                ctx.sleep_local(end.saturating_sub(ctx.mono_now())).await;
+                return;
+            }
+            Outcome::Unknown(why) => Event::new(ctx.name(), Kind::Info, Op::Extend).detail(why),
+        };
+        ctx.record_event(done.grant(id));
     }
 }

@@ -1,4 +1,4 @@
-//! The replicated-Redis and Redlock catalog and sweeps.
+//! The replicated-Redis and Redlock catalog, and the random sweeps of every Redis protocol.
 //!
 //! - Every catalog scenario meets its `[expect]` on every one of [`SEEDS`] seeds (seeds
 //!   change latencies, retry delays and which client goes first).
@@ -234,8 +234,40 @@ fn redlock_random_sweep_is_reproducible() {
 }
 
 #[test]
+fn redis_single_random_sweep_is_reproducible() {
+    let tally = assert_sweep_reproducible("redis-single-random.toml");
+    println!("redis-single-random over {SWEEP_SEEDS} seeds: {tally:?}");
+    assert!(tally.get("invalid").is_some_and(|n| *n > 0), "{tally:?}");
+}
+
+#[test]
 fn redis_replicated_random_sweep_is_reproducible() {
     let tally = assert_sweep_reproducible("redis-replicated-random.toml");
     println!("redis-replicated-random over {SWEEP_SEEDS} seeds: {tally:?}");
     assert!(tally.get("invalid").is_some_and(|n| *n > 0), "{tally:?}");
+}
+
+#[test]
+fn crashing_the_current_primary_twice_loses_the_lock() {
+    assert_expect_met("redis-replicated-crash-primary.toml");
+    let p = prepared("catalog/redis-replicated-crash-primary.toml");
+    for seed in 1..=5 {
+        let (_, history) = p.run_with_history(seed);
+        let crashed: Vec<&str> = history
+            .iter()
+            .filter(|e| e.op == Op::Crash)
+            .map(|e| e.target.as_deref().unwrap())
+            .collect();
+        let promoted = history
+            .iter()
+            .find(|e| e.op == Op::Event && e.name.as_deref() == Some("promoted"))
+            .expect("the first crash causes a failover");
+        let failover = history
+            .iter()
+            .find(|e| e.op == Op::Event && e.name.as_deref() == Some("failover"))
+            .expect("the sentinels record the failover");
+        // `@primary` named redis1 first, then the replica the failover promoted.
+        assert_eq!(crashed, ["redis1", promoted.node.as_str()], "seed {seed}");
+        assert_eq!(failover.target.as_deref(), Some(promoted.node.as_str()));
+    }
 }

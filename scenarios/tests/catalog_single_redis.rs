@@ -3,6 +3,7 @@
 
 use locksim_protocols::Registry;
 use locksim_scenarios::{load, Prepared, RunResult};
+use locksim_sim::history::Op;
 use locksim_sim::{Property, Verdict};
 
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=25;
@@ -141,4 +142,99 @@ fn same_seed_same_trace_in_process() {
     let a = p.run(7);
     assert_eq!(a, p.run(7));
     assert_ne!(a.trace_hash, p.run(8).trace_hash);
+}
+
+/// Every pause of `@holder` hit a client inside its critical section at that instant, and
+/// the pauses that found nobody there are recorded as skipped.
+fn pauses_hit_the_holder(name: &str) {
+    let prepared = catalog(name);
+    for seed in 1..=5 {
+        let (_, history) = prepared.run_with_history(seed);
+        let mut inside = std::collections::BTreeSet::new();
+        let mut hits = 0;
+        for e in &history {
+            match e.op {
+                Op::CsEnter => {
+                    inside.insert(e.node.clone());
+                }
+                Op::CsExit => {
+                    inside.remove(&e.node);
+                }
+                Op::Pause => {
+                    let target = e.target.as_ref().unwrap();
+                    assert!(inside.contains(target), "seed {seed}: {}", e.describe());
+                    assert!(e.detail.as_deref().unwrap().contains("@holder"));
+                    hits += 1;
+                }
+                Op::Note if e.node == "nemesis" => {
+                    assert!(inside.is_empty(), "seed {seed}: {}", e.describe());
+                    assert!(e
+                        .detail
+                        .as_deref()
+                        .unwrap()
+                        .starts_with("skipped pause @holder"));
+                }
+                _ => {}
+            }
+        }
+        assert!(hits > 0, "seed {seed}: no pause hit a holder");
+    }
+}
+
+#[test]
+fn random_pauses_of_the_holder_break_mutual_exclusion() {
+    meets_expect("redis-single-pause-holder");
+    pauses_hit_the_holder("redis-single-pause-holder");
+}
+
+#[test]
+fn fencing_holds_under_random_pauses_of_the_holder() {
+    for r in meets_expect("redis-single-pause-holder-fenced") {
+        assert!(
+            r.stats.liveness.writes_rejected > 0,
+            "seed {}: fencing never had to reject a paused holder's write",
+            r.seed
+        );
+    }
+}
+
+#[test]
+fn extending_keeps_a_critical_section_three_ttls_long_safe() {
+    for r in meets_expect("redis-single-extend") {
+        assert!(r.stats.liveness.writes_accepted >= 3, "seed {}", r.seed);
+    }
+    let mut prepared = catalog("redis-single-extend");
+    let (_, history) = prepared.run_with_history(1);
+    let extended = history
+        .iter()
+        .filter(|e| e.op == Op::Extend && e.kind == locksim_sim::Kind::Ok)
+        .count();
+    assert!(
+        extended >= 9,
+        "3 s of work, an extension every 300 ms: {extended}"
+    );
+    // Without the extensions the lock expires a third of the way in.
+    prepared.scenario.workload.extend_every_ms = 0;
+    for seed in 1..=5 {
+        let r = prepared.run(seed);
+        assert_eq!(verdict(&r, Property::MutualExclusion), Verdict::Invalid);
+    }
+}
+
+#[test]
+fn an_fsync_stall_loses_the_lock_everysec_would_have_saved() {
+    meets_expect("redis-single-fsync-stall");
+    let mut prepared = catalog("redis-single-fsync-stall");
+    prepared
+        .scenario
+        .faults
+        .retain(|f| f.kind() != locksim_sim::FaultKind::FsyncStall);
+    for seed in 1..=5 {
+        let r = prepared.run(seed);
+        assert_eq!(
+            verdict(&r, Property::MutualExclusion),
+            Verdict::Valid,
+            "seed {seed}"
+        );
+    }
 }

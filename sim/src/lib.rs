@@ -1,13 +1,14 @@
 //! The simulation harness of locksim: one deterministic world per (scenario, seed).
 //!
-//! - [`world`]: nodes, per-node clocks, the nemesis that applies faults, named points;
+//! - [`world`]: nodes, their incarnations and clocks, the history;
 //! - [`net`] and [`rpc`]: a typed simulated network with latency, loss, duplication,
-//!   reordering and partitions that also kill messages in flight;
+//!   reordering and partitions that also kill messages in flight; sessions and server push;
 //! - [`clock`]: monotonic and wall clocks with drift and jumps;
 //! - [`disk`]: per-node disks with a page cache and fsync, which outlive crashes;
-//! - [`nemesis`]: faults as data, scripted or generated from a seeded profile;
-//! - [`history`]: the flat, append-only record of a run, and its trace hash;
-//! - [`checker`]: the pure function from a history to a verdict with witnesses.
+//! - [`nemesis`]: faults as data, scripted or generated from a seeded profile; applying,
+//!   scheduling and arming them; targets chosen when a fault fires (`@primary`, `@holder`);
+//! - [`history`] and [`checker`]: the record of a run and the pure function from it to a
+//!   verdict, re-exported from `locksim-check` (which builds without madsim).
 //!
 //! This crate knows nothing of any lock protocol.
 
@@ -17,21 +18,21 @@ compile_error!(
      RUSTFLAGS replaces that setting: unset it."
 );
 
-pub mod checker;
 pub mod clock;
 pub mod disk;
-pub mod history;
 pub mod nemesis;
 pub mod net;
 pub mod rpc;
 pub mod world;
 
+pub use locksim_check::{checker, history};
+
 pub use checker::{check, Property, Report, Verdict, Violation};
 pub use disk::{Disk, DiskConfig};
 pub use history::{Event, History, Kind, Op};
 pub use nemesis::{Fault, FaultKind, FaultProfile};
-pub use net::{Net, NetConfig};
-pub use world::{ClockConfig, NetStats, NodeCtx, NodeIdx, Role, World};
+pub use net::{Net, NetConfig, NetStats};
+pub use world::{ClockConfig, NodeCtx, NodeIdx, Role, World};
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;

@@ -6,8 +6,14 @@
 //! a `crash` restarts after `restart_after_ms` (or never), a `partition` heals after
 //! `duration_ms`, a `loss` period ends after `duration_ms`.
 
+use crate::history::{Event, Kind, Op};
+use crate::world::{NodeIdx, Role, World, NEMESIS};
+use madsim::runtime::Handle;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 fn first() -> u32 {
     1
@@ -169,13 +175,47 @@ impl Fault {
         }
     }
 
-    /// Checks the fault against the run's node names; the error says what is wrong.
+    /// The same fault with every node name replaced by `f(name)`; `None` if `f` has no
+    /// answer for one of them.
+    pub fn map_nodes(&self, mut f: impl FnMut(&str) -> Option<String>) -> Option<Fault> {
+        let mut fault = self.clone();
+        match &mut fault {
+            Fault::Pause { node, .. }
+            | Fault::Crash { node, .. }
+            | Fault::ClockJump { node, .. }
+            | Fault::ClockDrift { node, .. }
+            | Fault::FsyncStall { node, .. } => *node = f(node)?,
+            Fault::Partition {
+                isolate, groups, ..
+            } => {
+                for node in isolate.iter_mut().chain(groups.iter_mut().flatten()) {
+                    *node = f(node)?;
+                }
+            }
+            Fault::Loss { .. } => {}
+        }
+        Some(fault)
+    }
+
+    /// Checks the fault against the run's node names and the roles its deployment can
+    /// answer at fire time (`@primary`, `@holder`, ...); the error says what is wrong.
     pub fn validate(&self, known_nodes: &[String]) -> Result<(), String> {
         for n in self.nodes() {
             if !known_nodes.iter().any(|k| k == n) {
+                let (what, list): (_, Vec<&str>) = if is_role(n) {
+                    let roles = known_nodes.iter().filter(|k| is_role(k));
+                    ("role", roles.map(String::as_str).collect())
+                } else {
+                    let nodes = known_nodes.iter().filter(|k| !is_role(k));
+                    ("node", nodes.map(String::as_str).collect())
+                };
                 return Err(format!(
-                    "unknown node `{n}` (nodes in this scenario: {})",
-                    known_nodes.join(", ")
+                    "unknown {what} `{n}` ({what}s in this scenario: {})",
+                    if list.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        list.join(", ")
+                    }
                 ));
             }
         }
@@ -197,6 +237,9 @@ impl Fault {
                 }
                 if *occurrence == 0 {
                     return Err("`occurrence` counts from 1".into());
+                }
+                if point.is_some() && self.nodes().iter().any(|n| is_role(n)) {
+                    return Err("a fault at a named point needs a node, not a role".into());
                 }
             }
             Fault::Partition {
@@ -615,6 +658,499 @@ fn hit(rng: &mut rand_chacha::ChaCha8Rng, p: f64, nodes: &[String]) -> bool {
 
 fn pick(rng: &mut rand_chacha::ChaCha8Rng, nodes: &[String]) -> String {
     nodes[rng.gen_range(0..nodes.len())].clone()
+}
+
+/// In a fault or a profile's node list: whoever a role names when the fault fires.
+pub fn is_role(name: &str) -> bool {
+    name.starts_with('@')
+}
+
+/// Target: the node the deployment names primary now (replicated Redis: the primary of the
+/// sentinels' newest configuration).
+pub const ROLE_PRIMARY: &str = "@primary";
+/// Target: the current leader (Raft).
+pub const ROLE_LEADER: &str = "@leader";
+/// Target: the client inside its critical section now (the first to enter, if several).
+pub const ROLE_HOLDER: &str = "@holder";
+
+/// Answers "who has this role now?" when a fault fires (see [`World::answer_role`]).
+pub type RoleResolver = Arc<dyn Fn(&World) -> Option<NodeIdx> + Send + Sync>;
+
+struct ArmedPoint {
+    node: NodeIdx,
+    point: String,
+    occurrence: u32,
+    hits: u32,
+    fault: Fault,
+}
+
+/// The nemesis' part of the world: faults armed at named points, and role resolvers.
+pub(crate) struct FaultState {
+    points: Vec<ArmedPoint>,
+    /// Point faults of nodes not added yet.
+    pending_points: Vec<Fault>,
+    resolvers: BTreeMap<String, RoleResolver>,
+}
+
+impl FaultState {
+    pub(crate) fn new(faults: &[Fault]) -> Self {
+        FaultState {
+            points: vec![],
+            pending_points: faults
+                .iter()
+                .filter(|f| f.at_ms().is_none())
+                .cloned()
+                .collect(),
+            resolvers: BTreeMap::new(),
+        }
+    }
+
+    /// Arms the point faults of the node just added.
+    pub(crate) fn arm_points(&mut self, idx: NodeIdx, name: &str) {
+        let pending = std::mem::take(&mut self.pending_points);
+        for fault in pending {
+            match &fault {
+                Fault::Pause {
+                    node,
+                    point: Some(point),
+                    occurrence,
+                    ..
+                }
+                | Fault::Crash {
+                    node,
+                    point: Some(point),
+                    occurrence,
+                    ..
+                } if *node == name => self.points.push(ArmedPoint {
+                    node: idx,
+                    point: point.clone(),
+                    occurrence: *occurrence,
+                    hits: 0,
+                    fault: fault.clone(),
+                }),
+                _ => self.pending_points.push(fault),
+            }
+        }
+    }
+}
+
+/// A fault in words, e.g. `pause c1 at before_write (passage 1) for 1100 ms`.
+pub fn describe_fault(fault: &Fault) -> String {
+    let when = |at_ms: &Option<u64>, point: &Option<String>, occurrence: &u32| match point {
+        Some(p) => format!("at {p} (passage {occurrence})"),
+        None => format!("at {} ms", at_ms.unwrap_or(0)),
+    };
+    match fault {
+        Fault::Pause {
+            node,
+            at_ms,
+            point,
+            occurrence,
+            duration_ms,
+        } => format!(
+            "pause {node} {} for {duration_ms} ms",
+            when(at_ms, point, occurrence)
+        ),
+        Fault::Crash {
+            node,
+            at_ms,
+            point,
+            occurrence,
+            restart_after_ms,
+        } => format!(
+            "crash {node} {}, {}",
+            when(at_ms, point, occurrence),
+            restart_after_ms.map_or("no restart".into(), |ms| format!("restart after {ms} ms"))
+        ),
+        Fault::Partition {
+            at_ms,
+            duration_ms,
+            isolate,
+            groups,
+            one_way,
+        } => {
+            let cut = if isolate.is_empty() {
+                let groups: Vec<String> = groups.iter().map(|g| g.join(",")).collect();
+                format!("groups {}", groups.join(" | "))
+            } else {
+                format!("isolate {}", isolate.join(","))
+            };
+            let one_way = if *one_way { " (one way)" } else { "" };
+            format!("partition at {at_ms} ms for {duration_ms} ms: {cut}{one_way}")
+        }
+        Fault::ClockJump {
+            node,
+            at_ms,
+            delta_ms,
+        } => format!("clock jump on {node} at {at_ms} ms by {delta_ms:+} ms"),
+        Fault::ClockDrift {
+            node,
+            at_ms,
+            drift_ppm,
+        } => format!("clock drift on {node} at {at_ms} ms to {drift_ppm:+} ppm"),
+        Fault::Loss {
+            at_ms,
+            duration_ms,
+            probability,
+        } => format!("message loss {probability} at {at_ms} ms for {duration_ms} ms"),
+        Fault::FsyncStall {
+            node,
+            at_ms,
+            duration_ms,
+        } => format!("fsync stall on {node} at {at_ms} ms for {duration_ms} ms"),
+    }
+}
+
+// ---- applying faults: the world's side of each kind ----
+
+impl World {
+    /// Runs `undo` on the nemesis after `duration` (true time): how a fault ends.
+    fn after(&self, duration: Duration, undo: impl FnOnce(&World) + Send + 'static) {
+        let world = self.clone();
+        self.spawn_on_nemesis(async move {
+            madsim::time::sleep(duration).await;
+            undo(&world);
+        });
+    }
+
+    /// Pauses a node (stop-the-world) for `duration`; `why` goes into the history.
+    pub fn pause(&self, idx: NodeIdx, duration: Duration, why: &str) {
+        let now = self.now_ns();
+        let until = now + duration.as_nanos() as u64;
+        let (name, epoch, fresh) = {
+            let mut state = self.state();
+            let node = &mut state.nodes[idx];
+            if !node.alive || node.role == Role::Nemesis {
+                return;
+            }
+            if node.paused_until_ns.is_some_and(|u| u >= until) {
+                return; // already paused for longer
+            }
+            let fresh = node.paused_until_ns.is_none();
+            node.paused_until_ns = Some(until);
+            node.pause_epoch += 1;
+            (node.name.clone(), node.pause_epoch, fresh)
+        };
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::Pause)
+                .target(&name)
+                .value(duration.as_millis() as i64)
+                .detail(why),
+        );
+        if fresh {
+            Handle::current().pause(self.madsim_node(idx).id());
+        }
+        self.after(duration, move |world| world.resume_if(idx, Some(epoch)));
+    }
+
+    /// Resumes a paused node (any pause if `epoch` is None).
+    fn resume_if(&self, idx: NodeIdx, epoch: Option<u64>) {
+        let name = {
+            let mut state = self.state();
+            let node = &mut state.nodes[idx];
+            if node.paused_until_ns.is_none() || epoch.is_some_and(|e| e != node.pause_epoch) {
+                return;
+            }
+            node.paused_until_ns = None;
+            node.name.clone()
+        };
+        Handle::current().resume(self.madsim_node(idx).id());
+        self.record_fault(Op::Resume, Some(&name), String::new());
+    }
+
+    /// Crashes a node: its tasks die, its inboxes and in-flight messages to it are lost, and
+    /// whatever it had not persisted is gone. Restarts after `restart_after` if given.
+    pub fn crash(&self, idx: NodeIdx, restart_after: Option<Duration>, why: &str) {
+        let (name, incarnation) = {
+            let mut state = self.state();
+            let node = &mut state.nodes[idx];
+            if !node.alive || node.role == Role::Nemesis {
+                return;
+            }
+            node.alive = false;
+            node.paused_until_ns = None;
+            node.incarnation += 1;
+            (node.name.clone(), node.incarnation)
+        };
+        let mut event = Event::new(NEMESIS, Kind::Info, Op::Crash).target(&name);
+        if let Some(d) = restart_after {
+            event = event.value(d.as_millis() as i64);
+        }
+        self.record(event.detail(why));
+        self.disks().crash(idx);
+        Handle::current().kill(self.madsim_node(idx).id());
+        if let Some(d) = restart_after {
+            self.after(d, move |world| world.restart_if(idx, Some(incarnation)));
+        }
+    }
+
+    /// Restarts a crashed node (the one crash numbered `incarnation`, or any if None).
+    fn restart_if(&self, idx: NodeIdx, incarnation: Option<u64>) {
+        let name = {
+            let mut state = self.state();
+            let node = &mut state.nodes[idx];
+            if node.alive || incarnation.is_some_and(|i| i != node.incarnation) {
+                return;
+            }
+            node.alive = true;
+            node.name.clone()
+        };
+        self.record_fault(Op::Restart, Some(&name), String::new());
+        Handle::current().restart(self.madsim_node(idx).id());
+    }
+
+    /// Cuts the given directed links for `duration`.
+    pub fn partition(&self, links: Vec<(NodeIdx, NodeIdx)>, duration: Duration, detail: String) {
+        self.state().net.cut(&links);
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::Partition)
+                .value(duration.as_millis() as i64)
+                .detail(detail.clone()),
+        );
+        self.after(duration, move |world| world.heal(&links, detail));
+    }
+
+    fn heal(&self, links: &[(NodeIdx, NodeIdx)], detail: String) {
+        let healed = self.state().net.restore(links);
+        if healed {
+            self.record_fault(Op::Heal, None, detail);
+        }
+    }
+
+    /// Steps a node's wall clock.
+    pub fn clock_jump(&self, idx: NodeIdx, delta_ms: i64) {
+        let name = {
+            let mut state = self.state();
+            state.clocks[idx].jump(delta_ms * 1_000_000);
+            state.nodes[idx].name.clone()
+        };
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::ClockJump)
+                .target(name)
+                .value(delta_ms),
+        );
+    }
+
+    /// Changes a node's clock drift.
+    pub fn clock_drift(&self, idx: NodeIdx, drift_ppm: i64) {
+        let now = self.now_ns();
+        let name = {
+            let mut state = self.state();
+            state.clocks[idx].set_drift(now, drift_ppm);
+            state.nodes[idx].name.clone()
+        };
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::ClockDrift)
+                .target(name)
+                .value(drift_ppm),
+        );
+    }
+
+    /// Sets message loss on every link to `probability` for `duration`.
+    pub fn loss(&self, probability: f64, duration: Duration) {
+        let epoch = self.state().net.set_loss(probability);
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::Loss)
+                .value(duration.as_millis() as i64)
+                .detail(format!("loss probability {probability}")),
+        );
+        self.after(duration, move |world| {
+            let ended = world.state().net.end_loss(epoch);
+            if ended {
+                world.record_fault(Op::Loss, None, "loss period over".into());
+            }
+        });
+    }
+
+    /// Applies one fault now (time-triggered faults; point faults fire from [`NodeCtx::point`]).
+    /// A role target (`@primary`, `@holder`, ...) is resolved first, so the fault hits
+    /// whoever has the role at this instant; a fault whose role nobody has is recorded as
+    /// skipped.
+    pub fn apply(&self, fault: &Fault) {
+        let roles: Vec<&str> = fault.nodes().into_iter().filter(|n| is_role(n)).collect();
+        match self.resolve_roles(fault) {
+            Ok(concrete) if roles.is_empty() => self.apply_concrete(&concrete, "scheduled"),
+            Ok(concrete) => {
+                let why = format!("scheduled on {}", roles.join(", "));
+                self.apply_concrete(&concrete, &why);
+            }
+            Err(role) => {
+                let what = describe_fault(fault);
+                self.record_fault(Op::Note, None, format!("skipped {what}: no {role} now"));
+            }
+        }
+    }
+
+    /// Lets the deployment (or the workload) say who has `role` (e.g. `@primary`) whenever a
+    /// fault names it. `resolve` runs on the nemesis at fire time; `None` = nobody.
+    pub fn answer_role(&self, role: &str, resolve: RoleResolver) {
+        assert!(is_role(role), "a role starts with `@`: {role}");
+        self.state()
+            .faults
+            .resolvers
+            .insert(role.to_owned(), resolve);
+    }
+
+    /// The fault with every role replaced by the node that has it now, or the first role
+    /// nobody has.
+    fn resolve_roles(&self, fault: &Fault) -> Result<Fault, String> {
+        let mut missing = None;
+        let concrete = fault.map_nodes(|name| {
+            if !is_role(name) {
+                return Some(name.to_owned());
+            }
+            let resolver = self.state().faults.resolvers.get(name).cloned();
+            // Called without the world's lock: a resolver reads the world (disks, nodes).
+            let node = resolver.and_then(|r| r(self)).map(|i| self.name(i));
+            if node.is_none() {
+                missing.get_or_insert_with(|| name.to_owned());
+            }
+            node
+        });
+        concrete.ok_or_else(|| missing.expect("a role was missing"))
+    }
+
+    fn apply_concrete(&self, fault: &Fault, why: &str) {
+        let idx = |name: &str| self.node(name).expect("fault targets are validated");
+        match fault {
+            Fault::Pause {
+                node, duration_ms, ..
+            } => self.pause(idx(node), Duration::from_millis(*duration_ms), why),
+            Fault::Crash {
+                node,
+                restart_after_ms,
+                ..
+            } => self.crash(idx(node), restart_after_ms.map(Duration::from_millis), why),
+            Fault::Partition { duration_ms, .. } => {
+                let (links, detail) = self.links_cut_by(fault);
+                self.partition(links, Duration::from_millis(*duration_ms), detail);
+            }
+            Fault::ClockJump { node, delta_ms, .. } => self.clock_jump(idx(node), *delta_ms),
+            Fault::ClockDrift {
+                node, drift_ppm, ..
+            } => self.clock_drift(idx(node), *drift_ppm),
+            Fault::Loss {
+                duration_ms,
+                probability,
+                ..
+            } => self.loss(*probability, Duration::from_millis(*duration_ms)),
+            Fault::FsyncStall {
+                node, duration_ms, ..
+            } => self.fsync_stall(idx(node), Duration::from_millis(*duration_ms)),
+        }
+    }
+
+    /// Holds a node's fsyncs for `duration`.
+    pub fn fsync_stall(&self, idx: NodeIdx, duration: Duration) {
+        let until = self.now_ns() + duration.as_nanos() as u64;
+        self.disks().stall(idx, until);
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::FsyncStall)
+                .target(self.name(idx))
+                .value(duration.as_millis() as i64),
+        );
+    }
+
+    fn links_cut_by(&self, fault: &Fault) -> (Vec<(NodeIdx, NodeIdx)>, String) {
+        let Fault::Partition {
+            isolate,
+            groups,
+            one_way,
+            ..
+        } = fault
+        else {
+            unreachable!("only partitions cut links")
+        };
+        let state = self.state();
+        let all: Vec<NodeIdx> = (0..state.nodes.len())
+            .filter(|i| state.nodes[*i].role != Role::Nemesis)
+            .collect();
+        let find = |name: &String| state.nodes.iter().position(|n| &n.name == name).unwrap();
+        let groups: Vec<Vec<NodeIdx>> = if isolate.is_empty() {
+            groups
+                .iter()
+                .map(|g| g.iter().map(find).collect())
+                .collect()
+        } else {
+            let inside: Vec<NodeIdx> = isolate.iter().map(find).collect();
+            let outside = all
+                .iter()
+                .copied()
+                .filter(|i| !inside.contains(i))
+                .collect();
+            vec![inside, outside]
+        };
+        let mut links = Vec::new();
+        for (gi, a) in groups.iter().enumerate() {
+            for (gj, b) in groups.iter().enumerate() {
+                if gi == gj || (*one_way && gj < gi) {
+                    continue;
+                }
+                for &x in a {
+                    for &y in b {
+                        links.push((x, y));
+                    }
+                }
+            }
+        }
+        let names = |g: &Vec<NodeIdx>| {
+            g.iter()
+                .map(|i| state.nodes[*i].name.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let arrow = if *one_way { " -/-> " } else { " | " };
+        let detail = groups.iter().map(names).collect::<Vec<_>>().join(arrow);
+        (links, detail)
+    }
+
+    /// Starts the nemesis: applies time-triggered faults before `end_ms`, in time order.
+    pub(crate) fn start_nemesis(&self, faults: &[Fault], end_ms: u64) {
+        let mut timed: Vec<Fault> = faults
+            .iter()
+            .filter(|f| f.at_ms().is_some_and(|t| t < end_ms))
+            .cloned()
+            .collect();
+        timed.sort_by_key(|f| f.at_ms());
+        let world = self.clone();
+        self.spawn_on_nemesis(async move {
+            for fault in timed {
+                let at_ns = fault.at_ms().unwrap() * 1_000_000;
+                let now = world.now_ns();
+                if at_ns > now {
+                    madsim::time::sleep(Duration::from_nanos(at_ns - now)).await;
+                }
+                world.apply(&fault);
+            }
+        });
+    }
+
+    /// The liveness phase begins: every fault is undone (paused nodes resume, crashed nodes
+    /// restart, partitions and loss end). Clocks keep their offsets and drift.
+    pub(crate) fn heal_all(&self) {
+        let n = self.state().nodes.len();
+        for idx in 0..n {
+            self.resume_if(idx, None);
+            self.restart_if(idx, None);
+        }
+        self.disks().end_stalls();
+        let had_cuts = self.state().net.restore_all();
+        if had_cuts {
+            self.record_fault(Op::Heal, None, "liveness phase: all links restored".into());
+        }
+    }
+
+    /// Checks a named point: returns the fault to trigger, if this passage is the armed one.
+    pub(crate) fn hit_point(&self, idx: NodeIdx, point: &str) -> Option<Fault> {
+        let mut state = self.state();
+        let armed = state
+            .faults
+            .points
+            .iter_mut()
+            .find(|p| p.node == idx && p.point == point && p.hits < p.occurrence)?;
+        armed.hits += 1;
+        (armed.hits == armed.occurrence).then(|| armed.fault.clone())
+    }
 }
 
 #[cfg(test)]

@@ -9,9 +9,15 @@
 //! never-paused nemesis node, so a paused receiver finds its messages queued when it wakes.
 //!
 //! madsim's timer resolution is 1 ms: a latency below 1 ms is delivered after 1 ms.
+//!
+//! The network's state (per-link latencies, cut links, loss periods, counters) is
+//! [`NetState`], part of the world; partitions and loss periods are applied by the nemesis
+//! ([`crate::nemesis`]) through [`NetState::cut`], [`NetState::restore`] and
+//! [`NetState::set_loss`].
 
 use crate::world::{NodeCtx, NodeIdx, World};
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
+use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -211,4 +217,199 @@ pub(crate) struct Ticket {
     pub link_generation: u64,
     /// The receiver's incarnation at send time.
     pub incarnation: u64,
+}
+
+/// Counters of the network, for stats.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetStats {
+    /// Messages handed to the network.
+    pub sent: u64,
+    /// Messages lost at random.
+    pub lost: u64,
+    /// Extra copies delivered.
+    pub duplicated: u64,
+    /// Messages dropped by a partition (at send or in flight).
+    pub cut: u64,
+    /// Messages dropped because the receiver was down or crashed meanwhile.
+    pub to_dead: u64,
+}
+
+type Link = (NodeIdx, NodeIdx);
+
+/// The network's part of the world: latencies, partitions, loss, counters.
+pub(crate) struct NetState {
+    pub(crate) config: NetConfig,
+    /// Directed links currently cut, with how many partitions cut them.
+    pub(crate) cuts: BTreeMap<Link, u32>,
+    /// How often each directed link has been cut: a message in flight across a cut dies.
+    pub(crate) generations: BTreeMap<Link, u64>,
+    /// A loss period in force: its number and probability.
+    pub(crate) loss_override: Option<(u64, f64)>,
+    loss_epoch: u64,
+    /// Per-link latency ranges, in ms, for links with their own.
+    pub(crate) links: BTreeMap<Link, (f64, f64)>,
+    pub(crate) stats: NetStats,
+}
+
+impl NetState {
+    pub(crate) fn new(config: NetConfig) -> Self {
+        NetState {
+            config,
+            cuts: BTreeMap::new(),
+            generations: BTreeMap::new(),
+            loss_override: None,
+            loss_epoch: 0,
+            links: BTreeMap::new(),
+            stats: NetStats::default(),
+        }
+    }
+
+    /// The configured latencies of links between node `idx` (just added) and the nodes
+    /// named in `names` (indexed by node).
+    pub(crate) fn links_of(&self, idx: NodeIdx, names: &[&str]) -> Vec<(Link, (f64, f64))> {
+        let name = names[idx];
+        let find = |n: &str| names.iter().position(|m| *m == n);
+        let mut out = Vec::new();
+        for link in &self.config.links {
+            if link.from != name && link.to != name {
+                continue;
+            }
+            let mut add = |a: &str, b: &str| {
+                if let (Some(ai), Some(bi)) = (find(a), find(b)) {
+                    if ai == idx || bi == idx {
+                        out.push(((ai, bi), (link.latency_ms_min, link.latency_ms_max)));
+                    }
+                }
+            };
+            add(&link.from, &link.to);
+            if link.both_ways {
+                add(&link.to, &link.from);
+            }
+        }
+        out
+    }
+
+    /// Sets per-link latencies.
+    pub(crate) fn add_links(&mut self, links: Vec<(Link, (f64, f64))>) {
+        self.links.extend(links);
+    }
+
+    /// Cuts these directed links (partitions nest: a link heals when every cut is undone).
+    pub(crate) fn cut(&mut self, links: &[Link]) {
+        for link in links {
+            *self.cuts.entry(*link).or_insert(0) += 1;
+            *self.generations.entry(*link).or_insert(0) += 1;
+        }
+    }
+
+    /// Undoes one cut of these links; true if some link is whole again.
+    pub(crate) fn restore(&mut self, links: &[Link]) -> bool {
+        let mut healed = false;
+        for link in links {
+            if let Some(n) = self.cuts.get_mut(link) {
+                *n -= 1;
+                if *n == 0 {
+                    self.cuts.remove(link);
+                    healed = true;
+                }
+            }
+        }
+        healed
+    }
+
+    /// Starts a loss period; returns its number (for [`NetState::end_loss`]).
+    pub(crate) fn set_loss(&mut self, probability: f64) -> u64 {
+        self.loss_epoch += 1;
+        self.loss_override = Some((self.loss_epoch, probability));
+        self.loss_epoch
+    }
+
+    /// Ends loss period `epoch` unless a later one replaced it; true if it ended.
+    pub(crate) fn end_loss(&mut self, epoch: u64) -> bool {
+        let current = self.loss_override.is_some_and(|(e, _)| e == epoch);
+        if current {
+            self.loss_override = None;
+        }
+        current
+    }
+
+    /// The liveness phase: every link whole, no loss period; true if anything changed.
+    pub(crate) fn restore_all(&mut self) -> bool {
+        let had = !self.cuts.is_empty() || self.loss_override.is_some();
+        self.cuts.clear();
+        self.loss_override = None;
+        had
+    }
+}
+
+impl World {
+    /// Decides one send: dropped (receiver down, link cut, lost) or delivered after these
+    /// latencies (two for a duplicate).
+    pub(crate) fn route(&self, from: NodeIdx, to: NodeIdx) -> Option<Route> {
+        let mut rng = madsim::rand::thread_rng();
+        let mut state = self.state();
+        state.net.stats.sent += 1;
+        if !state.nodes[to].alive {
+            state.net.stats.to_dead += 1;
+            return None;
+        }
+        if state.net.cuts.contains_key(&(from, to)) {
+            state.net.stats.cut += 1;
+            return None;
+        }
+        let loss = state
+            .net
+            .loss_override
+            .map_or(state.net.config.loss_probability, |(_, p)| p);
+        if loss > 0.0 && rng.gen_bool(loss) {
+            state.net.stats.lost += 1;
+            return None;
+        }
+        let (min_ms, max_ms) = state.net.links.get(&(from, to)).copied().unwrap_or((
+            state.net.config.latency_ms_min,
+            state.net.config.latency_ms_max,
+        ));
+        let (lo, hi) = ((min_ms * 1e6) as u64, (max_ms * 1e6) as u64);
+        let draw = |rng: &mut madsim::rand::GlobalRng| {
+            Duration::from_nanos(if hi > lo { rng.gen_range(lo..=hi) } else { lo })
+        };
+        let mut latencies = vec![draw(&mut rng)];
+        let dup = state.net.config.duplicate_probability;
+        if dup > 0.0 && rng.gen_bool(dup) {
+            state.net.stats.duplicated += 1;
+            latencies.push(draw(&mut rng));
+        }
+        Some(Route {
+            latencies,
+            ticket: Ticket {
+                from,
+                to,
+                link_generation: state.net.generations.get(&(from, to)).copied().unwrap_or(0),
+                incarnation: state.nodes[to].incarnation,
+            },
+        })
+    }
+
+    /// Whether a message may still be delivered: its link was not cut while it was in
+    /// flight and its receiver did not crash meanwhile.
+    pub(crate) fn deliverable(&self, t: &Ticket) -> bool {
+        let mut state = self.state();
+        let link = (t.from, t.to);
+        let generation = state.net.generations.get(&link).copied().unwrap_or(0);
+        if state.net.cuts.contains_key(&link) || generation != t.link_generation {
+            state.net.stats.cut += 1;
+            return false;
+        }
+        let node = &state.nodes[t.to];
+        if !node.alive || node.incarnation != t.incarnation {
+            state.net.stats.to_dead += 1;
+            return false;
+        }
+        true
+    }
+
+    /// Network counters so far.
+    pub fn net_stats(&self) -> NetStats {
+        self.state().net.stats.clone()
+    }
 }

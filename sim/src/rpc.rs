@@ -1,9 +1,42 @@
-//! Request/response over the simulated network, with timeouts on the caller's own clock.
+//! Request/response over the simulated network, with timeouts on the caller's own clock;
+//! connections with server push and loss notices.
 //!
 //! One [`endpoint`] per node and message family both calls and serves: a pump task routes
 //! responses to the call waiting for them (late or duplicate responses are dropped, as a
 //! real client drops replies to requests it gave up on) and requests to the node's request
 //! stream. Calls may run concurrently (Redlock asks all its masters at once).
+//!
+//! # Sessions and server push
+//! A client that needs to hear from a server unasked (a watch firing, a lease revoked, a
+//! session expired) or to know when it can no longer reach it opens a [`Connection`] with
+//! [`Caller::connect`]. The server sends on it with [`Caller::push`] (to the client's node;
+//! a push reaches the connection that client has open to this server). The connection
+//! pings the server every `heartbeat` (the server's pump answers by itself, while the
+//! server runs: a paused or crashed server does not) and reports:
+//! - [`ConnEvent::Push`]: what the server pushed;
+//! - [`ConnEvent::Lost`]: no answer for `timeout` (a partition, a pause, a crash), or the
+//!   server restarted (a new incarnation: the connection was reset);
+//! - [`ConnEvent::Restored`]: answers again (after a lost connection, a restart).
+//!
+//! This is ZooKeeper's client view (`Disconnected`, `SyncConnected`; the server's own
+//! session timer decides `Expired`, and says so by a push) and what an etcd client's lease
+//! keep-alive stream sees. What the server does with sessions (expiry by its own clock,
+//! keep-alive requests) is the protocol's: requests on the same endpoint.
+//!
+//! ```ignore
+//! // client side, in a LockClient
+//! let mut conn = caller.connect(server, Duration::from_millis(100), Duration::from_millis(400));
+//! while let Some(event) = conn.try_next() {
+//!     match event {
+//!         ConnEvent::Push(Resp::SessionExpired) => self.lost = Some("session expired".into()),
+//!         ConnEvent::Lost => self.suspended_since = Some(ctx.mono_now()),
+//!         ConnEvent::Restored => self.suspended_since = None,
+//!         ConnEvent::Push(_) => {}
+//!     }
+//! }
+//! // server side, in its request loop
+//! caller.push(client, Resp::SessionExpired);
+//! ```
 
 use crate::net::Net;
 use crate::world::{NodeCtx, NodeIdx};
@@ -32,6 +65,18 @@ pub enum Wire<Req, Resp> {
         /// The response.
         body: Resp,
     },
+    /// Server → client, unasked (see [`Caller::push`]).
+    Push {
+        /// What the server says.
+        body: Resp,
+    },
+    /// A connection's keep-alive, client → server.
+    Ping,
+    /// The server's answer to a ping, with its incarnation (a restart resets connections).
+    Pong {
+        /// The number of the server's incarnation (bumped by every crash).
+        incarnation: u64,
+    },
 }
 
 /// A request as a server sees it.
@@ -53,12 +98,71 @@ pub enum RpcError {
     Timeout,
 }
 
+/// What a [`Connection`] reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnEvent<Resp> {
+    /// The server pushed this.
+    Push(Resp),
+    /// The server stopped answering, or restarted.
+    Lost,
+    /// The server answers again.
+    Restored,
+}
+
+/// A connection's state, shared by the pump and its keep-alive task.
+struct ConnState<Resp> {
+    events: UnboundedSender<ConnEvent<Resp>>,
+    /// When the server last answered a ping (local monotonic time).
+    heard: Duration,
+    /// The server's incarnation at its last answer.
+    incarnation: Option<u64>,
+    up: bool,
+}
+
+type Conns<Resp> = Rc<RefCell<BTreeMap<NodeIdx, ConnState<Resp>>>>;
+
+/// A client's connection to one server: pushes and loss notices, in order.
+pub struct Connection<Resp> {
+    events: UnboundedReceiver<ConnEvent<Resp>>,
+    up: bool,
+}
+
+impl<Resp> Connection<Resp> {
+    /// The next event, waiting for it (`None` once the node restarted its endpoint).
+    pub async fn next(&mut self) -> Option<ConnEvent<Resp>> {
+        let event = self.events.next().await;
+        self.track(&event);
+        event
+    }
+
+    /// The next event already received, without waiting.
+    pub fn try_next(&mut self) -> Option<ConnEvent<Resp>> {
+        let event = self.events.try_recv().ok();
+        self.track(&event);
+        event
+    }
+
+    /// Whether the connection was up after the last event taken from it.
+    pub fn is_up(&self) -> bool {
+        self.up
+    }
+
+    fn track(&mut self, event: &Option<ConnEvent<Resp>>) {
+        match event {
+            Some(ConnEvent::Lost) => self.up = false,
+            Some(ConnEvent::Restored) => self.up = true,
+            _ => {}
+        }
+    }
+}
+
 /// The calling half of an endpoint. Cheap to clone; all clones share one inbox.
 pub struct Caller<Req, Resp> {
     net: Net<Wire<Req, Resp>>,
     ctx: NodeCtx,
     pending: Rc<RefCell<BTreeMap<u64, oneshot::Sender<Resp>>>>,
     next_id: Rc<Cell<u64>>,
+    conns: Conns<Resp>,
 }
 
 impl<Req, Resp> Clone for Caller<Req, Resp> {
@@ -68,6 +172,7 @@ impl<Req, Resp> Clone for Caller<Req, Resp> {
             ctx: self.ctx.clone(),
             pending: self.pending.clone(),
             next_id: self.next_id.clone(),
+            conns: self.conns.clone(),
         }
     }
 }
@@ -87,21 +192,32 @@ where
 {
     let mut inbox = net.bind(ctx);
     let pending: Rc<RefCell<BTreeMap<u64, oneshot::Sender<Resp>>>> = Rc::default();
+    let conns: Conns<Resp> = Rc::default();
     let (tx, rx): (UnboundedSender<Request<Req>>, _) = unbounded();
-    let routes = pending.clone();
+    let (routes, to_conns, pump_net, pump_ctx) =
+        (pending.clone(), conns.clone(), net.clone(), ctx.clone());
     ctx.spawn(async move {
         while let Some(envelope) = inbox.next().await {
+            let from = envelope.from;
             match envelope.msg {
                 Wire::Request { id, body } => {
-                    let _ = tx.unbounded_send(Request {
-                        from: envelope.from,
-                        id,
-                        body,
-                    });
+                    let _ = tx.unbounded_send(Request { from, id, body });
                 }
                 Wire::Response { id, body } => {
                     if let Some(waiter) = routes.borrow_mut().remove(&id) {
                         let _ = waiter.send(body);
+                    }
+                }
+                Wire::Ping => {
+                    let incarnation = pump_ctx.incarnation();
+                    pump_net.send(pump_ctx.idx(), from, Wire::Pong { incarnation });
+                }
+                Wire::Pong { incarnation } => {
+                    pong(&to_conns, from, incarnation, pump_ctx.mono_now());
+                }
+                Wire::Push { body } => {
+                    if let Some(c) = to_conns.borrow().get(&from) {
+                        let _ = c.events.unbounded_send(ConnEvent::Push(body));
                     }
                 }
             }
@@ -112,8 +228,29 @@ where
         ctx: ctx.clone(),
         pending,
         next_id: Rc::new(Cell::new(0)),
+        conns,
     };
     (caller, rx)
+}
+
+/// A server answered a connection's ping.
+fn pong<Resp>(conns: &Conns<Resp>, from: NodeIdx, incarnation: u64, now: Duration) {
+    let mut conns = conns.borrow_mut();
+    let Some(c) = conns.get_mut(&from) else {
+        return;
+    };
+    let restarted = c.incarnation.is_some_and(|i| i != incarnation);
+    if c.up && restarted {
+        // The server restarted between two pings: the connection was reset.
+        let _ = c.events.unbounded_send(ConnEvent::Lost);
+        c.up = false;
+    }
+    if !c.up {
+        let _ = c.events.unbounded_send(ConnEvent::Restored);
+        c.up = true;
+    }
+    c.heard = now;
+    c.incarnation = Some(incarnation);
 }
 
 impl<Req, Resp> Caller<Req, Resp>
@@ -147,5 +284,58 @@ where
     pub fn notify(&self, to: NodeIdx, body: Req) {
         self.net
             .send(self.ctx.idx(), to, Wire::Request { id: u64::MAX, body });
+    }
+
+    /// Server side: sends `body` unasked to the connection `to` has open to this node (it is
+    /// lost if there is none, or on the way, like any message).
+    pub fn push(&self, to: NodeIdx, body: Resp) {
+        self.net.send(self.ctx.idx(), to, Wire::Push { body });
+    }
+
+    /// Opens a connection to `server` (replacing an earlier one to it): pings it every
+    /// `heartbeat` and reports it lost when it has not answered for `timeout` (both on this
+    /// node's monotonic clock). The connection starts up.
+    pub fn connect(
+        &self,
+        server: NodeIdx,
+        heartbeat: Duration,
+        timeout: Duration,
+    ) -> Connection<Resp> {
+        assert!(
+            !heartbeat.is_zero() && timeout >= heartbeat,
+            "ping before the timeout"
+        );
+        let (events, rx) = unbounded();
+        let state = ConnState {
+            events,
+            heard: self.ctx.mono_now(),
+            incarnation: None,
+            up: true,
+        };
+        self.conns.borrow_mut().insert(server, state);
+        let (ctx, net, conns) = (self.ctx.clone(), self.net.clone(), self.conns.clone());
+        self.ctx.spawn(async move {
+            loop {
+                ctx.sleep_local(heartbeat).await;
+                let mut all = conns.borrow_mut();
+                let Some(c) = all.get_mut(&server) else {
+                    return;
+                };
+                if c.events.is_closed() {
+                    all.remove(&server); // The connection was dropped.
+                    return;
+                }
+                if c.up && ctx.mono_now().saturating_sub(c.heard) > timeout {
+                    let _ = c.events.unbounded_send(ConnEvent::Lost);
+                    c.up = false;
+                }
+                drop(all);
+                net.send(ctx.idx(), server, Wire::Ping);
+            }
+        });
+        Connection {
+            events: rx,
+            up: true,
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! The world of one run: its nodes, their clocks, the network state, the history, and the
-//! nemesis that applies faults.
+//! The world of one run: its nodes, their clocks and the history. The network's state lives
+//! in [`crate::net`], the faults' (applying, scheduling, points, roles) in [`crate::nemesis`],
+//! the disks in [`crate::disk`]; each is a part of the world with its own crash hook.
 //!
 //! A node is a madsim node plus what madsim does not model: a role, an incarnation (bumped
 //! by every crash), its own clocks, and named points where faults can be triggered. The
@@ -9,8 +10,8 @@
 use crate::clock::NodeClock;
 use crate::disk::{Disk, DiskConfig, Disks};
 use crate::history::{Event, History, Kind, Op};
-use crate::nemesis::Fault;
-use crate::net::{NetConfig, Route, Ticket};
+use crate::nemesis::{Fault, FaultState};
+use crate::net::{NetConfig, NetState, NetStats};
 use madsim::runtime::{Handle, NodeHandle};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -89,55 +90,26 @@ impl ClockConfig {
     }
 }
 
-/// Counters of the network, for stats.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NetStats {
-    /// Messages handed to the network.
-    pub sent: u64,
-    /// Messages lost at random.
-    pub lost: u64,
-    /// Extra copies delivered.
-    pub duplicated: u64,
-    /// Messages dropped by a partition (at send or in flight).
-    pub cut: u64,
-    /// Messages dropped because the receiver was down or crashed meanwhile.
-    pub to_dead: u64,
+pub(crate) struct NodeState {
+    pub(crate) name: String,
+    pub(crate) role: Role,
+    pub(crate) handle: Option<NodeHandle>,
+    /// Bumped by every crash: messages sent to an earlier incarnation are not delivered.
+    pub(crate) incarnation: u64,
+    pub(crate) alive: bool,
+    pub(crate) paused_until_ns: Option<u64>,
+    pub(crate) pause_epoch: u64,
 }
 
-struct NodeState {
-    name: String,
-    role: Role,
-    handle: Option<NodeHandle>,
-    incarnation: u64,
-    alive: bool,
-    paused_until_ns: Option<u64>,
-    pause_epoch: u64,
-}
-
-struct ArmedPoint {
-    node: NodeIdx,
-    point: String,
-    occurrence: u32,
-    hits: u32,
-    fault: Fault,
-}
-
-struct State {
-    nodes: Vec<NodeState>,
-    clocks: Vec<NodeClock>,
+/// Everything behind the world's one lock. Parts with their own module own their data:
+/// `net` (routes, partitions, loss) and `faults` (armed points, role resolvers).
+pub(crate) struct State {
+    pub(crate) nodes: Vec<NodeState>,
+    pub(crate) clocks: Vec<NodeClock>,
     clock_config: ClockConfig,
     history: History,
-    net: NetConfig,
-    /// Directed links currently cut, with how many partitions cut them.
-    cuts: BTreeMap<(NodeIdx, NodeIdx), u32>,
-    /// How often each directed link has been cut: a message in flight across a cut dies.
-    generations: BTreeMap<(NodeIdx, NodeIdx), u64>,
-    loss_override: Option<(u64, f64)>,
-    loss_epoch: u64,
-    links: BTreeMap<(NodeIdx, NodeIdx), (f64, f64)>,
-    points: Vec<ArmedPoint>,
-    pending_points: Vec<Fault>,
-    stats: NetStats,
+    pub(crate) net: NetState,
+    pub(crate) faults: FaultState,
 }
 
 struct Inner {
@@ -162,11 +134,6 @@ impl World {
         faults: &[Fault],
     ) -> Self {
         let nemesis = Handle::current().create_node().name(NEMESIS).build();
-        let pending_points = faults
-            .iter()
-            .filter(|f| f.at_ms().is_none())
-            .cloned()
-            .collect();
         let state = State {
             nodes: vec![NodeState {
                 name: NEMESIS.into(),
@@ -180,15 +147,8 @@ impl World {
             clocks: vec![NodeClock::new(0, 0)],
             clock_config,
             history: Vec::with_capacity(1024),
-            net,
-            cuts: BTreeMap::new(),
-            generations: BTreeMap::new(),
-            loss_override: None,
-            loss_epoch: 0,
-            links: BTreeMap::new(),
-            points: vec![],
-            pending_points,
-            stats: NetStats::default(),
+            net: NetState::new(net),
+            faults: FaultState::new(faults),
         };
         World {
             inner: Arc::new(Inner {
@@ -200,7 +160,7 @@ impl World {
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         self.inner.state.lock().expect("world lock poisoned")
     }
 
@@ -256,8 +216,10 @@ impl World {
             });
             state.clocks.push(clock);
             let idx = state.nodes.len() - 1;
-            resolve_links(&mut state, idx);
-            arm_points(&mut state, idx);
+            let names: Vec<&str> = state.nodes.iter().map(|n| n.name.as_str()).collect();
+            let links = state.net.links_of(idx, &names);
+            state.net.add_links(links);
+            state.faults.arm_points(idx, name);
             idx
         };
         let ctx = NodeCtx {
@@ -295,6 +257,11 @@ impl World {
             .collect()
     }
 
+    /// The node's incarnation: 0 at the start, bumped by every crash.
+    pub fn incarnation(&self, idx: NodeIdx) -> u64 {
+        self.state().nodes[idx].incarnation
+    }
+
     /// Whether the node is up (not crashed).
     pub fn is_alive(&self, idx: NodeIdx) -> bool {
         self.state().nodes[idx].alive
@@ -305,11 +272,6 @@ impl World {
         self.state().clocks[idx].clone()
     }
 
-    /// Network counters so far.
-    pub fn net_stats(&self) -> NetStats {
-        self.state().stats.clone()
-    }
-
     /// Runs a task on the never-paused nemesis node.
     pub fn spawn_on_nemesis<F>(&self, future: F)
     where
@@ -318,7 +280,7 @@ impl World {
         self.inner.nemesis.spawn(future);
     }
 
-    fn record_fault(&self, op: Op, target: Option<&str>, detail: String) {
+    pub(crate) fn record_fault(&self, op: Op, target: Option<&str>, detail: String) {
         let mut event = Event::new(NEMESIS, Kind::Info, op).detail(detail);
         if let Some(t) = target {
             event = event.target(t);
@@ -326,410 +288,11 @@ impl World {
         self.record(event);
     }
 
-    // ---- the network ----
-
-    pub(crate) fn route(&self, from: NodeIdx, to: NodeIdx) -> Option<Route> {
-        let mut rng = madsim::rand::thread_rng();
-        let mut state = self.state();
-        state.stats.sent += 1;
-        if !state.nodes[to].alive {
-            state.stats.to_dead += 1;
-            return None;
-        }
-        if state.cuts.contains_key(&(from, to)) {
-            state.stats.cut += 1;
-            return None;
-        }
-        let loss = state
-            .loss_override
-            .map_or(state.net.loss_probability, |(_, p)| p);
-        if loss > 0.0 && rng.gen_bool(loss) {
-            state.stats.lost += 1;
-            return None;
-        }
-        let (min_ms, max_ms) = state
-            .links
-            .get(&(from, to))
-            .copied()
-            .unwrap_or((state.net.latency_ms_min, state.net.latency_ms_max));
-        let (lo, hi) = ((min_ms * 1e6) as u64, (max_ms * 1e6) as u64);
-        let draw = |rng: &mut madsim::rand::GlobalRng| {
-            Duration::from_nanos(if hi > lo { rng.gen_range(lo..=hi) } else { lo })
-        };
-        let mut latencies = vec![draw(&mut rng)];
-        let dup = state.net.duplicate_probability;
-        if dup > 0.0 && rng.gen_bool(dup) {
-            state.stats.duplicated += 1;
-            latencies.push(draw(&mut rng));
-        }
-        Some(Route {
-            latencies,
-            ticket: Ticket {
-                from,
-                to,
-                link_generation: state.generations.get(&(from, to)).copied().unwrap_or(0),
-                incarnation: state.nodes[to].incarnation,
-            },
-        })
-    }
-
-    pub(crate) fn deliverable(&self, t: &Ticket) -> bool {
-        let mut state = self.state();
-        let link = (t.from, t.to);
-        let generation = state.generations.get(&link).copied().unwrap_or(0);
-        if state.cuts.contains_key(&link) || generation != t.link_generation {
-            state.stats.cut += 1;
-            return false;
-        }
-        let node = &state.nodes[t.to];
-        if !node.alive || node.incarnation != t.incarnation {
-            state.stats.to_dead += 1;
-            return false;
-        }
-        true
-    }
-
-    // ---- faults ----
-
-    fn madsim_node(&self, idx: NodeIdx) -> NodeHandle {
+    pub(crate) fn madsim_node(&self, idx: NodeIdx) -> NodeHandle {
         self.state().nodes[idx]
             .handle
             .clone()
             .expect("node is built")
-    }
-
-    /// Pauses a node (stop-the-world) for `duration`; `why` goes into the history.
-    pub fn pause(&self, idx: NodeIdx, duration: Duration, why: &str) {
-        let now = self.now_ns();
-        let until = now + duration.as_nanos() as u64;
-        let (name, epoch, fresh) = {
-            let mut state = self.state();
-            let node = &mut state.nodes[idx];
-            if !node.alive || node.role == Role::Nemesis {
-                return;
-            }
-            if node.paused_until_ns.is_some_and(|u| u >= until) {
-                return; // already paused for longer
-            }
-            let fresh = node.paused_until_ns.is_none();
-            node.paused_until_ns = Some(until);
-            node.pause_epoch += 1;
-            (node.name.clone(), node.pause_epoch, fresh)
-        };
-        self.record(
-            Event::new(NEMESIS, Kind::Info, Op::Pause)
-                .target(&name)
-                .value(duration.as_millis() as i64)
-                .detail(why),
-        );
-        if fresh {
-            Handle::current().pause(self.madsim_node(idx).id());
-        }
-        let world = self.clone();
-        self.spawn_on_nemesis(async move {
-            madsim::time::sleep(duration).await;
-            world.resume_if(idx, Some(epoch));
-        });
-    }
-
-    /// Resumes a paused node (any pause if `epoch` is None).
-    fn resume_if(&self, idx: NodeIdx, epoch: Option<u64>) {
-        let name = {
-            let mut state = self.state();
-            let node = &mut state.nodes[idx];
-            if node.paused_until_ns.is_none() || epoch.is_some_and(|e| e != node.pause_epoch) {
-                return;
-            }
-            node.paused_until_ns = None;
-            node.name.clone()
-        };
-        Handle::current().resume(self.madsim_node(idx).id());
-        self.record_fault(Op::Resume, Some(&name), String::new());
-    }
-
-    /// Crashes a node: its tasks die, its inboxes and in-flight messages to it are lost, and
-    /// whatever it had not persisted is gone. Restarts after `restart_after` if given.
-    pub fn crash(&self, idx: NodeIdx, restart_after: Option<Duration>, why: &str) {
-        let (name, incarnation) = {
-            let mut state = self.state();
-            let node = &mut state.nodes[idx];
-            if !node.alive || node.role == Role::Nemesis {
-                return;
-            }
-            node.alive = false;
-            node.paused_until_ns = None;
-            node.incarnation += 1;
-            (node.name.clone(), node.incarnation)
-        };
-        let mut event = Event::new(NEMESIS, Kind::Info, Op::Crash).target(&name);
-        if let Some(d) = restart_after {
-            event = event.value(d.as_millis() as i64);
-        }
-        self.record(event.detail(why));
-        self.disks().crash(idx);
-        Handle::current().kill(self.madsim_node(idx).id());
-        if let Some(d) = restart_after {
-            let world = self.clone();
-            self.spawn_on_nemesis(async move {
-                madsim::time::sleep(d).await;
-                world.restart_if(idx, Some(incarnation));
-            });
-        }
-    }
-
-    /// Restarts a crashed node (the one crash numbered `incarnation`, or any if None).
-    fn restart_if(&self, idx: NodeIdx, incarnation: Option<u64>) {
-        let name = {
-            let mut state = self.state();
-            let node = &mut state.nodes[idx];
-            if node.alive || incarnation.is_some_and(|i| i != node.incarnation) {
-                return;
-            }
-            node.alive = true;
-            node.name.clone()
-        };
-        self.record_fault(Op::Restart, Some(&name), String::new());
-        Handle::current().restart(self.madsim_node(idx).id());
-    }
-
-    /// Cuts the given directed links for `duration`.
-    pub fn partition(&self, links: Vec<(NodeIdx, NodeIdx)>, duration: Duration, detail: String) {
-        {
-            let mut state = self.state();
-            for link in &links {
-                *state.cuts.entry(*link).or_insert(0) += 1;
-                *state.generations.entry(*link).or_insert(0) += 1;
-            }
-        }
-        self.record(
-            Event::new(NEMESIS, Kind::Info, Op::Partition)
-                .value(duration.as_millis() as i64)
-                .detail(detail.clone()),
-        );
-        let world = self.clone();
-        self.spawn_on_nemesis(async move {
-            madsim::time::sleep(duration).await;
-            world.heal(&links, detail);
-        });
-    }
-
-    fn heal(&self, links: &[(NodeIdx, NodeIdx)], detail: String) {
-        let mut healed = false;
-        {
-            let mut state = self.state();
-            for link in links {
-                if let Some(n) = state.cuts.get_mut(link) {
-                    *n -= 1;
-                    if *n == 0 {
-                        state.cuts.remove(link);
-                        healed = true;
-                    }
-                }
-            }
-        }
-        if healed {
-            self.record_fault(Op::Heal, None, detail);
-        }
-    }
-
-    /// Steps a node's wall clock.
-    pub fn clock_jump(&self, idx: NodeIdx, delta_ms: i64) {
-        let name = {
-            let mut state = self.state();
-            state.clocks[idx].jump(delta_ms * 1_000_000);
-            state.nodes[idx].name.clone()
-        };
-        self.record(
-            Event::new(NEMESIS, Kind::Info, Op::ClockJump)
-                .target(name)
-                .value(delta_ms),
-        );
-    }
-
-    /// Changes a node's clock drift.
-    pub fn clock_drift(&self, idx: NodeIdx, drift_ppm: i64) {
-        let now = self.now_ns();
-        let name = {
-            let mut state = self.state();
-            state.clocks[idx].set_drift(now, drift_ppm);
-            state.nodes[idx].name.clone()
-        };
-        self.record(
-            Event::new(NEMESIS, Kind::Info, Op::ClockDrift)
-                .target(name)
-                .value(drift_ppm),
-        );
-    }
-
-    /// Sets message loss on every link to `probability` for `duration`.
-    pub fn loss(&self, probability: f64, duration: Duration) {
-        let epoch = {
-            let mut state = self.state();
-            state.loss_epoch += 1;
-            state.loss_override = Some((state.loss_epoch, probability));
-            state.loss_epoch
-        };
-        self.record(
-            Event::new(NEMESIS, Kind::Info, Op::Loss)
-                .value(duration.as_millis() as i64)
-                .detail(format!("loss probability {probability}")),
-        );
-        let world = self.clone();
-        self.spawn_on_nemesis(async move {
-            madsim::time::sleep(duration).await;
-            let ended = {
-                let mut state = world.state();
-                let current = state.loss_override.is_some_and(|(e, _)| e == epoch);
-                if current {
-                    state.loss_override = None;
-                }
-                current
-            };
-            if ended {
-                world.record_fault(Op::Loss, None, "loss period over".into());
-            }
-        });
-    }
-
-    /// Applies one fault now (time-triggered faults; point faults fire from [`NodeCtx::point`]).
-    pub fn apply(&self, fault: &Fault) {
-        let idx = |name: &str| self.node(name).expect("fault targets are validated");
-        match fault {
-            Fault::Pause {
-                node, duration_ms, ..
-            } => self.pause(idx(node), Duration::from_millis(*duration_ms), "scheduled"),
-            Fault::Crash {
-                node,
-                restart_after_ms,
-                ..
-            } => self.crash(
-                idx(node),
-                restart_after_ms.map(Duration::from_millis),
-                "scheduled",
-            ),
-            Fault::Partition { duration_ms, .. } => {
-                let (links, detail) = self.links_cut_by(fault);
-                self.partition(links, Duration::from_millis(*duration_ms), detail);
-            }
-            Fault::ClockJump { node, delta_ms, .. } => self.clock_jump(idx(node), *delta_ms),
-            Fault::ClockDrift {
-                node, drift_ppm, ..
-            } => self.clock_drift(idx(node), *drift_ppm),
-            Fault::Loss {
-                duration_ms,
-                probability,
-                ..
-            } => self.loss(*probability, Duration::from_millis(*duration_ms)),
-            Fault::FsyncStall {
-                node, duration_ms, ..
-            } => self.fsync_stall(idx(node), Duration::from_millis(*duration_ms)),
-        }
-    }
-
-    /// Holds a node's fsyncs for `duration`.
-    pub fn fsync_stall(&self, idx: NodeIdx, duration: Duration) {
-        let until = self.now_ns() + duration.as_nanos() as u64;
-        self.disks().stall(idx, until);
-        self.record(
-            Event::new(NEMESIS, Kind::Info, Op::FsyncStall)
-                .target(self.name(idx))
-                .value(duration.as_millis() as i64),
-        );
-    }
-
-    fn links_cut_by(&self, fault: &Fault) -> (Vec<(NodeIdx, NodeIdx)>, String) {
-        let Fault::Partition {
-            isolate,
-            groups,
-            one_way,
-            ..
-        } = fault
-        else {
-            unreachable!("only partitions cut links")
-        };
-        let state = self.state();
-        let all: Vec<NodeIdx> = (0..state.nodes.len())
-            .filter(|i| state.nodes[*i].role != Role::Nemesis)
-            .collect();
-        let find = |name: &String| state.nodes.iter().position(|n| &n.name == name).unwrap();
-        let groups: Vec<Vec<NodeIdx>> = if isolate.is_empty() {
-            groups
-                .iter()
-                .map(|g| g.iter().map(find).collect())
-                .collect()
-        } else {
-            let inside: Vec<NodeIdx> = isolate.iter().map(find).collect();
-            let outside = all
-                .iter()
-                .copied()
-                .filter(|i| !inside.contains(i))
-                .collect();
-            vec![inside, outside]
-        };
-        let mut links = Vec::new();
-        for (gi, a) in groups.iter().enumerate() {
-            for (gj, b) in groups.iter().enumerate() {
-                if gi == gj || (*one_way && gj < gi) {
-                    continue;
-                }
-                for &x in a {
-                    for &y in b {
-                        links.push((x, y));
-                    }
-                }
-            }
-        }
-        let names = |g: &Vec<NodeIdx>| {
-            g.iter()
-                .map(|i| state.nodes[*i].name.as_str())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        let arrow = if *one_way { " -/-> " } else { " | " };
-        let detail = groups.iter().map(names).collect::<Vec<_>>().join(arrow);
-        (links, detail)
-    }
-
-    /// Starts the nemesis: applies time-triggered faults before `end_ms`, in time order.
-    pub(crate) fn start_nemesis(&self, faults: &[Fault], end_ms: u64) {
-        let mut timed: Vec<Fault> = faults
-            .iter()
-            .filter(|f| f.at_ms().is_some_and(|t| t < end_ms))
-            .cloned()
-            .collect();
-        timed.sort_by_key(|f| f.at_ms());
-        let world = self.clone();
-        self.spawn_on_nemesis(async move {
-            for fault in timed {
-                let at_ns = fault.at_ms().unwrap() * 1_000_000;
-                let now = world.now_ns();
-                if at_ns > now {
-                    madsim::time::sleep(Duration::from_nanos(at_ns - now)).await;
-                }
-                world.apply(&fault);
-            }
-        });
-    }
-
-    /// The liveness phase begins: every fault is undone (paused nodes resume, crashed nodes
-    /// restart, partitions and loss end). Clocks keep their offsets and drift.
-    pub(crate) fn heal_all(&self) {
-        let n = self.state().nodes.len();
-        for idx in 0..n {
-            self.resume_if(idx, None);
-            self.restart_if(idx, None);
-        }
-        self.disks().end_stalls();
-        let had_cuts = {
-            let mut state = self.state();
-            let had = !state.cuts.is_empty() || state.loss_override.is_some();
-            state.cuts.clear();
-            state.loss_override = None;
-            had
-        };
-        if had_cuts {
-            self.record_fault(Op::Heal, None, "liveness phase: all links restored".into());
-        }
     }
 
     /// Ends the run: kills every node so pending tasks are dropped (madsim issue #242), and
@@ -747,18 +310,7 @@ impl World {
         }
         let mut state = self.state();
         state.nodes.clear();
-        (std::mem::take(&mut state.history), state.stats.clone())
-    }
-
-    /// Checks a named point: returns the fault to trigger, if this passage is the armed one.
-    fn hit_point(&self, idx: NodeIdx, point: &str) -> Option<Fault> {
-        let mut state = self.state();
-        let armed = state
-            .points
-            .iter_mut()
-            .find(|p| p.node == idx && p.point == point && p.hits < p.occurrence)?;
-        armed.hits += 1;
-        (armed.hits == armed.occurrence).then(|| armed.fault.clone())
+        (std::mem::take(&mut state.history), state.net.stats.clone())
     }
 }
 
@@ -778,58 +330,6 @@ fn initial_clock(config: &ClockConfig, name: &str) -> NodeClock {
         0
     };
     NodeClock::new(drift, offset_ms * 1_000_000)
-}
-
-fn resolve_links(state: &mut State, idx: NodeIdx) {
-    let name = state.nodes[idx].name.clone();
-    let links = state.net.links.clone();
-    for link in links {
-        let mut add = |a: &str, b: &str| {
-            let ai = state.nodes.iter().position(|n| n.name == a);
-            let bi = state.nodes.iter().position(|n| n.name == b);
-            if let (Some(ai), Some(bi)) = (ai, bi) {
-                if ai == idx || bi == idx {
-                    state
-                        .links
-                        .insert((ai, bi), (link.latency_ms_min, link.latency_ms_max));
-                }
-            }
-        };
-        if link.from == name || link.to == name {
-            add(&link.from, &link.to);
-            if link.both_ways {
-                add(&link.to, &link.from);
-            }
-        }
-    }
-}
-
-fn arm_points(state: &mut State, idx: NodeIdx) {
-    let name = state.nodes[idx].name.clone();
-    let pending = std::mem::take(&mut state.pending_points);
-    for fault in pending {
-        match &fault {
-            Fault::Pause {
-                node,
-                point: Some(point),
-                occurrence,
-                ..
-            }
-            | Fault::Crash {
-                node,
-                point: Some(point),
-                occurrence,
-                ..
-            } if *node == name => state.points.push(ArmedPoint {
-                node: idx,
-                point: point.clone(),
-                occurrence: *occurrence,
-                hits: 0,
-                fault: fault.clone(),
-            }),
-            _ => state.pending_points.push(fault),
-        }
-    }
 }
 
 /// What a node's code sees of the world: its own name, its own clocks, the history, and
@@ -855,6 +355,11 @@ impl NodeCtx {
     /// The world (to find other nodes by name).
     pub fn world(&self) -> &World {
         &self.world
+    }
+
+    /// This node's incarnation: 0 at the start, bumped by every crash.
+    pub fn incarnation(&self) -> u64 {
+        self.world.incarnation(self.idx)
     }
 
     /// This node's monotonic clock now.

@@ -26,6 +26,8 @@ pub mod server;
 pub mod store;
 
 pub use replication::{ReplNet, ReplRole, Replicated, ReplicationConfig};
-pub use sentinel::{start_sentinel, SentinelConfig, SentinelNet, SentinelReq, SentinelResp};
+pub use sentinel::{
+    current_primary, start_sentinel, SentinelConfig, SentinelNet, SentinelReq, SentinelResp,
+};
 pub use server::{start_replicated_server, start_server, Persistence, RedisNet, ServerConfig};
 pub use store::{Cmd, Effect, ReplInfo, Reply, Store};

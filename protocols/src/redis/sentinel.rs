@@ -499,7 +499,10 @@ async fn fail_over(
         s.d.leader = Some(me);
         s.d.leader_epoch = epoch;
         s.save();
-        let wait = Duration::from_millis(s.config.failover_timeout_ms);
+        // The next attempt is desynchronised again (Redis re-draws `failover_start_time`
+        // for every attempt): sentinels that split the vote must not stand together forever.
+        let desync_ms = madsim::rand::thread_rng().gen_range(0..=s.config.ping_interval_ms);
+        let wait = Duration::from_millis(s.config.failover_timeout_ms + desync_ms);
         s.failover_not_before = Some(s.now() + wait);
         s.ctx
             .note(format!("+try-failover {} epoch {epoch}", s.name(primary)));

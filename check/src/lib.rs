@@ -1,0 +1,15 @@
+//! The history format and the checker of locksim, usable on its own.
+//!
+//! - [`history`]: the flat, append-only record of a run (JSON Lines on disk), and its trace
+//!   hash;
+//! - [`checker`]: the pure function from a history to a verdict with witnesses.
+//!
+//! This crate depends on neither madsim nor any lock protocol: it builds with or without
+//! `--cfg madsim`, so a project can check histories recorded from its own system in its own
+//! test suite. The simulator (`locksim-sim`) re-exports both modules.
+
+pub mod checker;
+pub mod history;
+
+pub use checker::{check, Property, Report, Verdict, Violation};
+pub use history::{Event, History, Kind, Op};
