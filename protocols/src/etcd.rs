@@ -43,8 +43,10 @@ use crate::raft::client::{Link as RaftLink, Redirect};
 use crate::raft::{start_cluster, Env, Handling, HostConfig, Service};
 use crate::{
     parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
+    Validity,
 };
 use async_trait::async_trait;
+use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::{NodeCtx, NodeIdx, World};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -203,6 +205,10 @@ impl Deployment for EtcdDeployment {
             .collect();
         points.push(("client".into(), "after_wait"));
         points
+    }
+
+    fn roles(&self) -> Vec<&'static str> {
+        vec![ROLE_LEADER]
     }
 
     fn start(&self, world: &World) -> Arc<dyn Connector> {
@@ -829,6 +835,17 @@ impl LockClient for EtcdClient {
             }
         }
         self.checked_grant(key, mine).await
+    }
+
+    /// The session's validity now: kept alive by keep-alives, gone with the session.
+    fn validity(&mut self, grant: &Grant) -> Validity {
+        let session = self.session.borrow();
+        match session.as_ref() {
+            Some(s) if grant.handle == format!("{PREFIX}{:x}", s.lease) => {
+                Validity::Until(s.valid_until)
+            }
+            _ => Validity::Lost("the session is over".into()),
+        }
     }
 
     async fn release(&mut self, grant: &Grant) -> Outcome {

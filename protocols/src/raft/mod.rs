@@ -40,6 +40,7 @@ use audit::Audit;
 use futures::channel::mpsc::unbounded;
 use futures::StreamExt;
 use locksim_sim::rpc::{endpoint, Caller, Request, Wire};
+use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use log::DurableLog;
 use raft::eraftpb::{Entry, EntryType, Message};
@@ -150,21 +151,42 @@ where
     let clients = Net::new(world);
     let raft_net: PeerNet = Net::new(world);
     let audit = Arc::new(Mutex::new(Audit::new(enforce_safety)));
+    let leaders: Leaders = Arc::default();
     let config = Arc::new(config);
     let make = Arc::new(make);
     let mut peers = Vec::new();
     for (i, name) in config.peers.iter().enumerate() {
         let (config, make, audit) = (config.clone(), make.clone(), audit.clone());
+        let leaders = leaders.clone();
         let (clients, raft_net) = (clients.clone(), raft_net.clone());
         let idx = world.add_node(name, Role::Server, move |ctx| {
             let service = make(&ctx);
             let log = DurableLog::new(ctx.disk());
             let peer = Peer::boot(&ctx, i as u64 + 1, config.clone(), log, audit.clone());
-            run(ctx, peer, service, raft_net.clone(), clients.clone())
+            leaders.lock().unwrap().remove(&ctx.idx());
+            run(ctx, peer, service, raft_net.clone(), leaders.clone(), clients.clone())
         });
         peers.push(idx);
     }
+    world.answer_role(
+        ROLE_LEADER,
+        Arc::new(move |world| current_leader(world, &leaders)),
+    );
     Cluster { clients, peers }
+}
+
+/// The peers that believe they lead, with their term.
+type Leaders = Arc<Mutex<BTreeMap<NodeIdx, u64>>>;
+
+/// `@leader`: the live peer leading the highest term (a deposed leader that has not noticed
+/// yet leads an older one).
+fn current_leader(world: &World, leaders: &Leaders) -> Option<NodeIdx> {
+    let leaders = leaders.lock().unwrap();
+    leaders
+        .iter()
+        .filter(|(idx, _)| world.is_alive(**idx))
+        .max_by_key(|(_, term)| **term)
+        .map(|(idx, _)| *idx)
 }
 
 enum Input<Req> {
@@ -178,6 +200,7 @@ async fn run<S: Service>(
     mut peer: Peer,
     service: S,
     raft_net: PeerNet,
+    leaders: Leaders,
     clients: Net<Wire<S::Req, S::Resp>>,
 ) {
     let (caller, mut requests) = endpoint(&clients, &ctx);
@@ -210,6 +233,7 @@ async fn run<S: Service>(
         service,
         caller,
         raft_net,
+        leaders,
         reads: BTreeMap::new(),
     };
     while let Some(input) = inputs.next().await {
@@ -329,6 +353,7 @@ struct Host<S: Service> {
     service: S,
     caller: Caller<S::Req, S::Resp>,
     raft_net: PeerNet,
+    leaders: Leaders,
     /// Reads waiting for their leadership check, by nonce.
     reads: BTreeMap<u64, (NodeIdx, u64, S::Req)>,
 }
@@ -502,6 +527,12 @@ impl<S: Service> Host<S> {
         }
         self.peer.leading = leading;
         let term = self.peer.raw.raft.term;
+        let me = self.peer.ctx.idx();
+        if leading {
+            self.leaders.lock().unwrap().insert(me, term);
+        } else {
+            self.leaders.lock().unwrap().remove(&me);
+        }
         if leading {
             let ctx = self.peer.ctx.clone();
             self.peer
