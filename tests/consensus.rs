@@ -7,10 +7,11 @@ mod common;
 use common::{code, in_repo, stdout};
 use locksim_protocols::Registry;
 
-const FILES: [&str; 3] = [
+const FILES: [&str; 4] = [
     "scenarios/catalog/etcd-leader-crash.toml",
     "scenarios/catalog/etcd-partition.toml",
     "scenarios/catalog/raft-ack-before-fsync.toml",
+    "scenarios/catalog/zookeeper-ignore-suspended.toml",
 ];
 
 fn hash_in_a_fresh_process(file: &str, seed: u64) -> String {

@@ -23,6 +23,7 @@ pub mod redlock;
 pub mod replicated_redis;
 pub mod resource;
 pub mod single_redis;
+pub mod zookeeper;
 
 use async_trait::async_trait;
 use locksim_sim::{NodeCtx, World};
@@ -215,6 +216,7 @@ impl Registry {
         r.add(Arc::new(replicated_redis::ReplicatedRedis));
         r.add(Arc::new(redlock::Redlock));
         r.add(Arc::new(etcd::Etcd));
+        r.add(Arc::new(zookeeper::ZooKeeper));
         r
     }
 

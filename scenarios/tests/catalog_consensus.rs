@@ -1,4 +1,4 @@
-//! The consensus catalog (etcd on Raft) and its random-fault sweeps.
+//! The consensus catalog (etcd and ZooKeeper on the Raft host) and its random-fault sweeps.
 //!
 //! - Every catalog file meets its `[expect]` on every one of [`SEEDS`] seeds; the Raft
 //!   host's safety audit (one leader per term, the same entry at every applied index) runs
@@ -7,9 +7,9 @@
 //! - Each bug variant's timeline holds with the correct client or host.
 //! - The Jepsen lock-set shape loses a share of its acknowledged updates; the share over 100
 //!   seeds is printed (the README quotes it).
-//! - A random-fault sweep of [`SWEEP_SEEDS`] seeds with peer crashes, partitions and pauses:
-//!   with fencing on, fencing holds on every run; without client pauses and clock faults,
-//!   mutual exclusion holds on every run.
+//! - A random-fault sweep of [`SWEEP_SEEDS`] seeds of `etcd` (and [`ZK_SWEEP_SEEDS`] of
+//!   `zookeeper`) with peer crashes, partitions and pauses: with fencing on, fencing holds on
+//!   every run; without client pauses and clock faults, mutual exclusion holds on every run.
 
 use locksim_protocols::Registry;
 use locksim_scenarios::{load, Prepared, RunResult, Scenario};
@@ -18,8 +18,10 @@ use locksim_sim::Verdict;
 
 /// Seeds per catalog scenario.
 const SEEDS: u64 = 20;
-/// Seeds per random-fault sweep.
+/// Seeds per random-fault sweep of `etcd`.
 const SWEEP_SEEDS: u64 = 300;
+/// Seeds per random-fault sweep of `zookeeper`.
+const ZK_SWEEP_SEEDS: u64 = 100;
 
 fn path(relative: &str) -> String {
     format!("{}/{relative}", env!("CARGO_MANIFEST_DIR"))
@@ -249,22 +251,50 @@ pause_ms_min = 100
 pause_ms_max = 5_000
 "#;
 
+/// The sweep for `protocol` (its own `[protocol]` lines) with these pause targets.
+fn sweep(protocol: &str, pause_nodes: &str) -> Prepared {
+    let text = SWEEP
+        .replace("name = \"etcd\"\npeers = 5\nlease_ttl_ms = 2_000", protocol)
+        .replace(
+            "pause_ms_max = 5_000",
+            &format!("pause_ms_max = 5_000\npause_nodes = {pause_nodes}"),
+        );
+    assert!(text.contains(protocol) && text.contains("pause_nodes"));
+    parsed(&text, "consensus-random.toml")
+}
+
+const ETCD: &str = "name = \"etcd\"\npeers = 5\nlease_ttl_ms = 2_000";
+const ZOOKEEPER: &str = "name = \"zookeeper\"\npeers = 5\nsession_timeout_ms = 3_000";
+const EVERYONE: &str = "[\"@servers\", \"@clients\"]";
+const SERVERS: &str = "[\"@servers\"]";
+
 #[test]
 fn random_faults_fencing_always_holds() {
-    let text = SWEEP.replace(
-        "pause_ms_max = 5_000",
-        "pause_ms_max = 5_000\npause_nodes = [\"@servers\", \"@clients\"]",
-    );
-    let p = parsed(&text, "etcd-random-fenced.toml");
-    assert_holds(&p, "fencing", 1..=SWEEP_SEEDS);
+    assert_holds(&sweep(ETCD, EVERYONE), "fencing", 1..=SWEEP_SEEDS);
+    assert_holds(&sweep(ZOOKEEPER, EVERYONE), "fencing", 1..=ZK_SWEEP_SEEDS);
 }
 
 #[test]
 fn random_faults_without_client_pauses_or_clock_faults_keep_mutual_exclusion() {
-    let text = SWEEP.replace(
-        "pause_ms_max = 5_000",
-        "pause_ms_max = 5_000\npause_nodes = [\"@servers\"]",
-    );
-    let p = parsed(&text, "etcd-random-no-client-pauses.toml");
-    assert_holds(&p, "mutual_exclusion", 1..=SWEEP_SEEDS);
+    let me = "mutual_exclusion";
+    assert_holds(&sweep(ETCD, SERVERS), me, 1..=SWEEP_SEEDS);
+    assert_holds(&sweep(ZOOKEEPER, SERVERS), me, 1..=ZK_SWEEP_SEEDS);
+}
+
+#[test]
+fn zookeeper_healthy_holds() {
+    assert_expect_met("zookeeper-healthy.toml");
+}
+
+#[test]
+fn zookeeper_session_expiry_pause_breaks_mutual_exclusion_and_fencing_stops_the_write() {
+    assert_expect_met("zookeeper-session-expiry-pause.toml");
+    assert_expect_met("zookeeper-session-expiry-pause-fenced.toml");
+}
+
+#[test]
+fn zookeeper_ignoring_suspended_loses_an_update_and_the_correct_client_does_not() {
+    assert_expect_met("zookeeper-ignore-suspended.toml");
+    let correct = with_variant("zookeeper-ignore-suspended.toml", "correct");
+    assert_holds(&correct, "lost_update", 1..=SEEDS);
 }
