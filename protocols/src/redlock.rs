@@ -420,7 +420,9 @@ impl RedlockClient {
         let value = lock_value(&self.ctx);
         let start = self.ctx.mono_now();
         let tokens = p.tokens == Tokens::MaxIncr;
-        let asked = self.send_all(&self.all(), || acquire_cmd(&value, Some(p.ttl_ms), tokens));
+        let asked = self.send_all(&self.all(), || {
+            acquire_cmd(&value, Some(p.ttl_ms.into()), tokens)
+        });
         // The requests are out; the replies may wait in our buffers while we are paused here.
         self.ctx.point("after_acquire_send").await;
         let replies = self.collect(&asked, start).await;
@@ -510,7 +512,7 @@ impl LockClient for RedlockClient {
         let asked = self.send_all(&self.all(), || Cmd::PexpireIfEq {
             key: KEY.into(),
             value: handle.clone(),
-            px_ms: ttl_ms,
+            px_ms: ttl_ms.into(),
         });
         let replies = self.collect(&asked, start).await;
         let extended = replies

@@ -435,7 +435,7 @@ impl Attempts for ReplicatedRedisClient {
         let (ttl_ms, tokens) = (self.params.ttl_ms, self.params.tokens);
         let value = lock_value(&self.ctx);
         let start = self.ctx.mono_now();
-        let cmd = acquire_cmd(&value, Some(ttl_ms), tokens);
+        let cmd = acquire_cmd(&value, Some(ttl_ms.into()), tokens);
         let token = match self.redis.call(primary, cmd, self.timeout()).await {
             Ok(Reply::Ok) => None,
             Ok(Reply::Int(t)) => Some(t as u64),

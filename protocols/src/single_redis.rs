@@ -204,7 +204,7 @@ impl Attempts for SingleRedisClient {
         let p = self.params.clone();
         let value = lock_value(&self.ctx);
         let start = self.ctx.mono_now();
-        let px_ms = (p.variant != Variant::NoTtl).then_some(p.ttl_ms);
+        let px_ms = (p.variant != Variant::NoTtl).then_some(p.ttl_ms.into());
         let reply = match p.variant {
             Variant::GetThenSet => {
                 match self.call(Cmd::Get { key: KEY.into() }).await {

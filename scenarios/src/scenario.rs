@@ -628,6 +628,19 @@ ttl_ms = 500
     }
 
     #[test]
+    fn disk_settings_are_checked() {
+        let text = format!("{MINIMAL}\n[disk]\nfsync_ms_min = 5\nfsync_ms_max = 1\n");
+        let e = Scenario::parse(&text, "bad.toml").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("disk.fsync_ms_min"), "{e}");
+        assert_eq!(e.line, Some(9), "{e}");
+        let ok = format!("{MINIMAL}\n[disk]\nfsync_ms_max = 10\n");
+        assert_eq!(
+            Scenario::parse(&ok, "ok.toml").unwrap().disk.fsync_ms_max,
+            10
+        );
+    }
+
+    #[test]
     fn fingerprint_follows_what_changes_results() {
         let a = Scenario::parse(MINIMAL, "m.toml").unwrap();
         let mut b = a.clone();

@@ -23,7 +23,7 @@
 //! keep-alive stream sees. What the server does with sessions (expiry by its own clock,
 //! keep-alive requests) is the protocol's: requests on the same endpoint.
 //!
-//! ```ignore
+//! ```text
 //! // client side, in a LockClient
 //! let mut conn = caller.connect(server, Duration::from_millis(100), Duration::from_millis(400));
 //! while let Some(event) = conn.try_next() {

@@ -18,7 +18,7 @@ pub const KEY: &str = "lock";
 /// The fencing-token counter key.
 pub const TOKEN_KEY: &str = "lock:token";
 
-use super::store::{Cmd, Reply};
+use super::store::{Cmd, IntArg, Reply};
 
 /// Default lock TTL, in ms (for `#[serde(default = ...)]`).
 pub fn default_ttl_ms() -> u64 {
@@ -58,7 +58,7 @@ pub fn lock_value(ctx: &NodeCtx) -> String {
 
 /// The acquire command: `SET KEY value NX [PX ttl]`, or with `tokens` the script that also
 /// `INCR`s the token counter and returns it.
-pub fn acquire_cmd(value: &str, px_ms: Option<u64>, tokens: bool) -> Cmd {
+pub fn acquire_cmd(value: &str, px_ms: Option<IntArg>, tokens: bool) -> Cmd {
     if tokens {
         Cmd::SetNxIncr {
             key: KEY.into(),
@@ -253,7 +253,7 @@ pub trait OneServer: Attempts {
         let cmd = Cmd::PexpireIfEq {
             key: KEY.into(),
             value: grant.handle.clone(),
-            px_ms: ttl_ms,
+            px_ms: ttl_ms.into(),
         };
         match self.call(cmd).await {
             Ok(Reply::Int(1)) => {

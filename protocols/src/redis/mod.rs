@@ -4,7 +4,8 @@
 //! - Commands run one at a time (Redis is single-threaded), so a Lua script such as the
 //!   compare-and-delete release is atomic ([`store`]).
 //! - Keys with a TTL expire by the server's **wall clock**: lazily when a command touches an
-//!   expired key, and actively by a periodic sweep (Redis' `hz`, 10 per second by default).
+//!   expired key, and actively by a periodic cycle that samples keys with a TTL (Redis'
+//!   `hz`, 10 per second by default; [`store::ActiveExpiry`]).
 //!   A key set with `PX ttl` is stored with an absolute deadline, as the AOF and replicas
 //!   store it, so a wall-clock jump forward expires it early and a jump backwards keeps it
 //!   alive longer (the Redis docs, "Expires"; Kleppmann 2016).
@@ -18,6 +19,9 @@
 //!   promotes the most up-to-date replica; an old primary that comes back is demoted.
 //!
 //! Not modelled: memory limits and eviction, cluster slots, client-side connection pools.
+//!
+//! The command semantics are checked against a real `redis-server` 7.0 by
+//! `protocols/tests/redis_conformance.rs` (docs/redis-protocols.md says what it compares).
 
 pub mod client;
 pub mod replication;
@@ -30,4 +34,4 @@ pub use sentinel::{
     current_primary, start_sentinel, SentinelConfig, SentinelNet, SentinelReq, SentinelResp,
 };
 pub use server::{start_replicated_server, start_server, Persistence, RedisNet, ServerConfig};
-pub use store::{Cmd, Effect, ReplInfo, Reply, Store};
+pub use store::{ActiveExpiry, Cmd, Effect, IntArg, ReplInfo, Reply, Store};

@@ -27,7 +27,7 @@
 //! whole run), chained replicas, `min-replicas-to-write`.
 
 use super::server::Node;
-use super::store::{Cmd, Effect, ReplInfo, Reply, Store};
+use super::store::{wait_timeout, Cmd, Effect, ReplInfo, Reply, Store};
 use futures::StreamExt;
 use locksim_sim::rpc::Caller;
 use locksim_sim::{Net, NodeCtx, NodeIdx};
@@ -425,6 +425,11 @@ impl Replication {
     }
 }
 
+/// Redis 7.0's answer to `WAIT` on a replica.
+const ERR_WAIT_ON_REPLICA: &str = "ERR WAIT cannot be used with replica instances. Please also \
+    note that since Redis 4.0 if a replica is configured to be writable (which is not the \
+    default) writes to replicas are just local and are not propagated.";
+
 /// Handles `INFO`, `REPLICAOF` and `WAIT` on a replicated node; `None` if the reply comes
 /// later (a blocked `WAIT`).
 pub(super) fn command(
@@ -473,15 +478,18 @@ pub(super) fn command(
             timeout_ms,
         } => {
             if repl.role != ReplRole::Primary {
-                return Some(Reply::Error(
-                    "ERR WAIT cannot be used with replica instances".into(),
-                ));
+                return Some(Reply::Error(ERR_WAIT_ON_REPLICA.into()));
             }
-            match repl.wait(client, id, *replicas) {
-                Ok(count) => Some(Reply::Int(count)),
-                Err(key) => {
+            let timeout = match wait_timeout(*timeout_ms) {
+                Ok(timeout) => timeout,
+                Err(error) => return Some(error),
+            };
+            match (repl.wait(client, id, *replicas), timeout) {
+                (Ok(count), _) => Some(Reply::Int(count)),
+                // No timeout: blocks until enough replicas acknowledge, however long.
+                (Err(_), None) => None,
+                (Err(key), Some(timeout)) => {
                     let (ctx2, node2, caller2) = (ctx.clone(), node.clone(), caller.clone());
-                    let timeout = Duration::from_millis(*timeout_ms);
                     ctx.spawn(async move {
                         ctx2.sleep_local(timeout).await;
                         let mut n = node2.borrow_mut();

@@ -3,10 +3,10 @@
 //! ([`replication`]).
 
 use super::replication::{self, ReplRole, Replicated, Replication};
-use super::store::{Cmd, Effect, ReplInfo, Reply, Store};
+use super::store::{standalone_wait, ActiveExpiry, Cmd, Deferred, Effect, ReplInfo, Reply, Store};
 use futures::StreamExt;
 use locksim_sim::history::{Event, Kind, Op};
-use locksim_sim::rpc::{endpoint, Wire};
+use locksim_sim::rpc::{endpoint, Caller, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -40,7 +40,8 @@ pub enum Persistence {
 pub struct ServerConfig {
     /// What survives a crash.
     pub persistence: Persistence,
-    /// Period of the active expiry sweep, in local ms (Redis `hz 10` = 100 ms).
+    /// Period of the active expiry cycle ([`ActiveExpiry`]), in local ms (Redis `hz 10` =
+    /// 100 ms).
     pub active_expire_interval_ms: u64,
     /// Period of the `everysec` fsync, in local ms.
     pub fsync_interval_ms: u64,
@@ -135,15 +136,36 @@ fn record_expired(ctx: &NodeCtx, keys: &[String]) {
     }
 }
 
-/// The answer of a standalone server to a server command.
-fn standalone_command(cmd: &Cmd) -> Reply {
-    match cmd {
-        Cmd::Info => Reply::Info(ReplInfo {
+/// The answer of a standalone server to a server command; `None` if it comes later.
+fn standalone_command(
+    ctx: &NodeCtx,
+    caller: &Caller<Cmd, Reply>,
+    (client, id): (NodeIdx, u64),
+    cmd: &Cmd,
+) -> Option<Reply> {
+    let deferred = match cmd {
+        Cmd::Info => Deferred::Now(Reply::Info(ReplInfo {
             following: None,
             link_up: true,
             offset: 0,
-        }),
-        _ => Reply::Error("ERR this server does not replicate".into()),
+        })),
+        Cmd::Wait {
+            replicas,
+            timeout_ms,
+        } => standalone_wait(*replicas, *timeout_ms),
+        _ => Deferred::Now(Reply::Error("ERR this server does not replicate".into())),
+    };
+    match deferred {
+        Deferred::Now(reply) => Some(reply),
+        Deferred::Never => None,
+        Deferred::After { delay, reply } => {
+            let (ctx2, caller2) = (ctx.clone(), caller.clone());
+            ctx.spawn(async move {
+                ctx2.sleep_local(delay).await;
+                caller2.reply(client, id, reply);
+            });
+            None
+        }
     }
 }
 
@@ -163,9 +185,7 @@ async fn serve(
         // Not listening yet: requests sent meanwhile are refused (dropped).
         ctx.sleep_local(Duration::from_millis(config.restart_delay_ms))
             .await;
-        ctx.record_event(
-            Event::new(ctx.name(), Kind::Info, Op::Note).detail("accepting commands again"),
-        );
+        ctx.note("accepting commands again");
     }
     let (caller, mut requests) = endpoint(&net, &ctx);
     let repl = replicated
@@ -197,7 +217,7 @@ async fn serve(
     while let Some(req) = requests.next().await {
         if req.body.is_server_command() {
             let reply = match &replicated {
-                None => Some(standalone_command(&req.body)),
+                None => standalone_command(&ctx, &caller, (req.from, req.id), &req.body),
                 Some(r) => {
                     replication::command(&ctx, &node, &caller, r, req.from, req.id, &req.body)
                 }
@@ -245,13 +265,14 @@ fn spawn_active_expiry(
     }
     let (ctx2, node, replicated) = (ctx.clone(), node.clone(), replicated.cloned());
     ctx.spawn(async move {
+        let mut active = ActiveExpiry::default();
         loop {
             ctx2.sleep_local(Duration::from_millis(period_ms)).await;
             // Replicas never expire keys: they wait for their primary's DEL.
             if !node.borrow().is_primary() {
                 continue;
             }
-            let due = node.borrow_mut().store.expire_due(ctx2.wall_ms());
+            let due = active.cycle(&mut node.borrow_mut().store, ctx2.wall_ms());
             record_expired(&ctx2, &due);
             if let (Some(r), false) = (&replicated, due.is_empty()) {
                 let dels: Vec<Effect> = due.into_iter().map(|key| Effect::Del { key }).collect();

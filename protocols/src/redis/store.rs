@@ -1,7 +1,31 @@
 //! The command semantics of a Redis server: a pure function of (state, command, wall time).
+//!
+//! Modelled on Redis 7.0 (`src/t_string.c`, `src/expire.c`, `src/util.c` `string2ll`,
+//! `src/replication.c` `waitCommand`) and checked against a real `redis-server` by
+//! `protocols/tests/redis_conformance.rs`: the replies, error texts included, are the ones
+//! Redis 7.0 writes. Where Redis is strict the model is too: integers parse as `string2ll`
+//! parses them (no `+`, no leading zeros, no `-0`), `INCR` past `i64::MAX` is an error, a
+//! `SET … PX` TTL must be positive and `now + ttl` must not overflow, and `PEXPIRE` with a
+//! deadline at or before now deletes the key. Arithmetic near the type limits is checked,
+//! never wrapped.
+//!
+//! Expiry is lazy (a command touching a key past its deadline deletes it first, Redis'
+//! `now > when`) and active ([`ActiveExpiry`]: Redis' sampling cycle).
 
 use locksim_sim::NodeIdx;
 use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// The error Redis gives for an argument or a stored value that is not a 64-bit integer.
+pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+/// The error Redis gives when `INCR` would pass `i64::MAX`.
+pub const ERR_OVERFLOW: &str = "ERR increment or decrement would overflow";
+
+/// The error Redis gives for a TTL it refuses (not positive for `SET`, or a deadline that
+/// overflows), naming the command.
+pub fn err_expire_time(command: &str) -> String {
+    format!("ERR invalid expire time in '{command}' command")
+}
 
 /// A stored value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,8 +45,81 @@ pub struct Entry {
     pub expire_at_ms: Option<i64>,
 }
 
+/// An integer argument as a client writes it. On the wire it is text, and Redis parses it
+/// as a signed 64-bit integer, replying [`ERR_NOT_INTEGER`] outside that range; so the
+/// model takes any integer a client could write (a `u64` TTL as well as a negative one)
+/// and does the range check itself, as Redis does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct IntArg(pub i128);
+
+impl IntArg {
+    /// The value Redis parses, or the error it replies.
+    fn to_i64(self) -> Result<i64, String> {
+        i64::try_from(self.0).map_err(|_| ERR_NOT_INTEGER.to_owned())
+    }
+}
+
+impl From<u64> for IntArg {
+    fn from(n: u64) -> Self {
+        IntArg(n.into())
+    }
+}
+
+impl From<i64> for IntArg {
+    fn from(n: i64) -> Self {
+        IntArg(n.into())
+    }
+}
+
+impl std::fmt::Display for IntArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A Lua script the clients run, with the SHA-1 Redis names it by (and quotes in the
+/// errors the script raises).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Script {
+    /// The Lua source, as `EVAL` sends it.
+    pub source: &'static str,
+    /// Its SHA-1 in hex (what `SCRIPT LOAD` returns; the conformance test checks it).
+    pub sha1: &'static str,
+}
+
+/// The acquire script with a fencing token: `SET NX PX`, and `INCR` of the counter if the
+/// lock was taken ([`Cmd::SetNxIncr`] with a TTL).
+pub const ACQUIRE_WITH_TOKEN: Script = Script {
+    source: r#"if redis.call("set",KEYS[1],ARGV[1],"NX","PX",ARGV[2]) then return redis.call("incr",KEYS[2]) else return false end"#,
+    sha1: "5daabff759b9a6c7dcdc1f35ad3a92978d99d07f",
+};
+
+/// The same without a TTL ([`Cmd::SetNxIncr`] without one: the `no-ttl` bug variant).
+pub const ACQUIRE_WITH_TOKEN_NO_TTL: Script = Script {
+    source: r#"if redis.call("set",KEYS[1],ARGV[1],"NX") then return redis.call("incr",KEYS[2]) else return false end"#,
+    sha1: "10a960429d7da74e404a4ea279a57f0b4cbef8b6",
+};
+
+/// The safe release of the Redis distributed-locks page ([`Cmd::DelIfEq`]).
+pub const RELEASE: Script = Script {
+    source: r#"if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end"#,
+    sha1: "b70c2384248f88e6b75b9f89241a180f856ad852",
+};
+
+/// The extend script: the same check, then `PEXPIRE` ([`Cmd::PexpireIfEq`]).
+pub const EXTEND: Script = Script {
+    source: r#"if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end"#,
+    sha1: "36e94d1c6e02fcefaa7ee5d79eee614dbac55f10",
+};
+
+/// An error raised inside a script, as Redis 7.0 reports it (the scripts are one line).
+fn script_error(script: &Script, error: String) -> String {
+    format!("{error} script: {}, on @user_script:1.", script.sha1)
+}
+
 /// The commands the lock protocols use. The `*If*` variants are the Lua scripts from the
-/// Redis distributed-locks page, which Redis runs atomically.
+/// Redis distributed-locks page ([`RELEASE`], [`EXTEND`], [`ACQUIRE_WITH_TOKEN`]), which
+/// Redis runs atomically; an error inside one aborts it, keeping what it already wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cmd {
     /// `SET key value [NX] [PX ms]`.
@@ -34,7 +131,7 @@ pub enum Cmd {
         /// Only if the key does not exist.
         nx: bool,
         /// Time to live in ms.
-        px_ms: Option<u64>,
+        px_ms: Option<IntArg>,
     },
     /// `GET key`.
     Get {
@@ -58,7 +155,7 @@ pub enum Cmd {
         /// The lock value.
         value: String,
         /// Time to live in ms.
-        px_ms: Option<u64>,
+        px_ms: Option<IntArg>,
         /// The token counter's key.
         counter: String,
     },
@@ -75,8 +172,8 @@ pub enum Cmd {
         key: String,
         /// The expected value.
         value: String,
-        /// New time to live in ms.
-        px_ms: u64,
+        /// New time to live in ms (at or below 0 deletes the key, as `PEXPIRE` does).
+        px_ms: IntArg,
     },
     /// `INFO replication` (what Sentinel asks every node): the node's role and offset.
     /// Handled by the server, not the data set.
@@ -88,11 +185,12 @@ pub enum Cmd {
         primary: Option<NodeIdx>,
     },
     /// `WAIT numreplicas timeout`: block until `replicas` replicas acknowledged this client's
-    /// last write, or `timeout_ms` passed; the reply is how many did. Handled by the server.
+    /// last write, or `timeout_ms` passed (0: no timeout); the reply is how many did. Handled
+    /// by the server; a standalone server has no replicas and replies 0.
     Wait {
         /// How many replicas to wait for.
         replicas: u32,
-        /// How long to wait at most, in ms of the server's clock.
+        /// How long to wait at most, in ms of the server's clock; 0 waits forever.
         timeout_ms: u64,
     },
 }
@@ -118,7 +216,7 @@ impl Cmd {
     }
 
     /// The keys a data command may read or change.
-    fn keys(&self) -> Vec<&str> {
+    pub fn keys(&self) -> Vec<&str> {
         match self {
             Cmd::Set { key, .. }
             | Cmd::Get { key }
@@ -129,6 +227,133 @@ impl Cmd {
             Cmd::SetNxIncr { key, counter, .. } => vec![key, counter],
             Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } => vec![],
         }
+    }
+
+    /// The command as a client sends it to a real Redis (the words of a RESP array); `None`
+    /// for `REPLICAOF host port`, whose host the model names by node.
+    pub fn argv(&self) -> Option<Vec<String>> {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        Some(match self {
+            Cmd::Set {
+                key,
+                value,
+                nx,
+                px_ms,
+            } => {
+                let mut argv = words(&["SET", key, value]);
+                argv.extend(nx.then(|| "NX".to_owned()));
+                argv.extend(
+                    px_ms
+                        .iter()
+                        .flat_map(|px| ["PX".to_owned(), px.to_string()]),
+                );
+                argv
+            }
+            Cmd::Get { key } => words(&["GET", key]),
+            Cmd::Del { key } => words(&["DEL", key]),
+            Cmd::Incr { key } => words(&["INCR", key]),
+            Cmd::SetNxIncr {
+                key,
+                value,
+                px_ms: Some(px),
+                counter,
+            } => words(&[
+                "EVAL",
+                ACQUIRE_WITH_TOKEN.source,
+                "2",
+                key,
+                counter,
+                value,
+                &px.to_string(),
+            ]),
+            Cmd::SetNxIncr {
+                key,
+                value,
+                px_ms: None,
+                counter,
+            } => words(&[
+                "EVAL",
+                ACQUIRE_WITH_TOKEN_NO_TTL.source,
+                "2",
+                key,
+                counter,
+                value,
+            ]),
+            Cmd::DelIfEq { key, value } => words(&["EVAL", RELEASE.source, "1", key, value]),
+            Cmd::PexpireIfEq { key, value, px_ms } => {
+                words(&["EVAL", EXTEND.source, "1", key, value, &px_ms.to_string()])
+            }
+            Cmd::Info => words(&["INFO", "replication"]),
+            Cmd::ReplicaOf { primary: None } => words(&["REPLICAOF", "NO", "ONE"]),
+            Cmd::ReplicaOf { primary: Some(_) } => return None,
+            Cmd::Wait {
+                replicas,
+                timeout_ms,
+            } => words(&["WAIT", &replicas.to_string(), &timeout_ms.to_string()]),
+        })
+    }
+}
+
+/// When the reply to a command that may block comes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Deferred {
+    /// At once.
+    Now(Reply),
+    /// After this long on the server's clock.
+    After {
+        /// The wait.
+        delay: std::time::Duration,
+        /// The reply then.
+        reply: Reply,
+    },
+    /// Never (until the client gives up).
+    Never,
+}
+
+/// Redis' error for a `WAIT` timeout outside `i64`.
+pub const ERR_TIMEOUT_NOT_INTEGER: &str = "ERR timeout is not an integer or out of range";
+
+/// `WAIT` timeouts longer than this (a year) block for good: no run lasts that long, and
+/// the node clock's nanosecond arithmetic stays far from its limits.
+pub const WAIT_TIMEOUT_MS_FOREVER: u64 = 365 * 24 * 3_600 * 1_000;
+
+/// A `WAIT` timeout as Redis parses it (`getTimeoutFromObjectOrReply`): `None` for no
+/// timeout (0, or beyond [`WAIT_TIMEOUT_MS_FOREVER`]), or the error for one outside `i64`.
+pub fn wait_timeout(timeout_ms: u64) -> Result<Option<std::time::Duration>, Reply> {
+    match timeout_ms {
+        t if i64::try_from(t).is_err() => Err(Reply::Error(ERR_TIMEOUT_NOT_INTEGER.into())),
+        0 => Ok(None),
+        t if t > WAIT_TIMEOUT_MS_FOREVER => Ok(None),
+        t => Ok(Some(std::time::Duration::from_millis(t))),
+    }
+}
+
+/// `WAIT replicas timeout` on a standalone server (`waitCommand`): no replica ever
+/// acknowledges, so it replies 0 at once when it asks for none, and otherwise blocks until
+/// its timeout ([`wait_timeout`]) and then replies 0.
+pub fn standalone_wait(replicas: u32, timeout_ms: u64) -> Deferred {
+    match (wait_timeout(timeout_ms), replicas) {
+        (Err(error), _) => Deferred::Now(error),
+        (Ok(_), 0) => Deferred::Now(Reply::Int(0)),
+        (Ok(None), _) => Deferred::Never,
+        (Ok(Some(delay)), _) => Deferred::After {
+            delay,
+            reply: Reply::Int(0),
+        },
+    }
+}
+
+/// Parses a stored string as Redis' `string2ll` does: an optional `-`, then digits without a
+/// leading zero (or exactly `0`), within `i64`. So `+5`, `05`, `-0`, ` 5` are not integers.
+pub fn parse_integer(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let canonical = s == "0"
+        || (digits.starts_with(|c: char| ('1'..='9').contains(&c))
+            && digits.bytes().all(|b| b.is_ascii_digit()));
+    if canonical {
+        s.parse().ok()
+    } else {
+        None
     }
 }
 
@@ -185,6 +410,16 @@ pub struct Store {
     entries: BTreeMap<String, Entry>,
 }
 
+/// `SET`'s TTL check (`getExpireMillisecondsOrReply`): an `i64`, positive, and `now + ttl`
+/// must stay positive without overflowing. Returns the absolute deadline.
+fn set_deadline_ms(px_ms: IntArg, now_ms: i64) -> Result<i64, String> {
+    let ttl_ms = px_ms.to_i64()?;
+    match now_ms.checked_add(ttl_ms) {
+        Some(when) if ttl_ms > 0 && when > 0 => Ok(when),
+        _ => Err(err_expire_time("set")),
+    }
+}
+
 impl Store {
     /// An empty data set.
     pub fn new() -> Self {
@@ -228,31 +463,67 @@ impl Store {
         })
     }
 
-    fn set(&mut self, key: &str, value: &str, px_ms: Option<u64>, now_ms: i64) {
-        self.entries.insert(
-            key.to_owned(),
-            Entry {
-                value: Value::Str(value.to_owned()),
-                expire_at_ms: px_ms.map(|ms| now_ms + ms as i64),
-            },
-        );
+    /// `SET key value [NX] [PX ttl]`: the TTL is checked before the key is looked at, as
+    /// Redis does; a plain `SET` clears an earlier TTL.
+    fn set(
+        &mut self,
+        (key, value): (&str, &str),
+        nx: bool,
+        px_ms: Option<IntArg>,
+        now_ms: i64,
+        expired: &mut Vec<String>,
+    ) -> Result<Reply, String> {
+        let expire_at_ms = px_ms.map(|px| set_deadline_ms(px, now_ms)).transpose()?;
+        if nx && self.get_str(key, now_ms, expired).is_some() {
+            return Ok(Reply::Nil);
+        }
+        let entry = Entry {
+            value: Value::Str(value.to_owned()),
+            expire_at_ms,
+        };
+        self.entries.insert(key.to_owned(), entry);
+        Ok(Reply::Ok)
     }
 
-    fn incr(&mut self, key: &str, now_ms: i64, expired: &mut Vec<String>) -> Reply {
+    /// `INCR key`: a missing key counts from 0; the TTL is kept.
+    fn incr(&mut self, key: &str, now_ms: i64, expired: &mut Vec<String>) -> Result<Reply, String> {
         self.expire_if_due(key, now_ms, expired);
+        let current = match self.entries.get(key).map(|e| &e.value) {
+            None => 0,
+            Some(Value::Int(i)) => *i,
+            Some(Value::Str(s)) => parse_integer(s).ok_or(ERR_NOT_INTEGER)?,
+        };
+        let next = current.checked_add(1).ok_or(ERR_OVERFLOW)?;
         let entry = self.entries.entry(key.to_owned()).or_insert(Entry {
             value: Value::Int(0),
             expire_at_ms: None,
         });
-        let next = match &entry.value {
-            Value::Int(i) => i + 1,
-            Value::Str(s) => match s.parse::<i64>() {
-                Ok(i) => i + 1,
-                Err(_) => return Reply::Error("ERR value is not an integer".into()),
-            },
-        };
         entry.value = Value::Int(next);
-        Reply::Int(next)
+        Ok(Reply::Int(next))
+    }
+
+    /// `PEXPIRE key ttl` on a primary (`expireGenericCommand`): the deadline `now + ttl` must
+    /// not overflow; a missing key replies 0; a deadline at or before now deletes the key.
+    fn pexpire(
+        &mut self,
+        key: &str,
+        px_ms: IntArg,
+        now_ms: i64,
+        expired: &mut Vec<String>,
+    ) -> Result<Reply, String> {
+        let when = now_ms
+            .checked_add(px_ms.to_i64()?)
+            .ok_or_else(|| err_expire_time("pexpire"))?;
+        self.expire_if_due(key, now_ms, expired);
+        let Some(entry) = self.entries.get_mut(key) else {
+            return Ok(Reply::Int(0));
+        };
+        if when <= now_ms {
+            self.entries.remove(key);
+        } else {
+            entry.expire_at_ms = Some(when);
+        }
+        Ok(Reply::Int(1))
     }
 
     /// Executes one command and also returns its effects, as a primary propagates them (a key
@@ -312,25 +583,23 @@ impl Store {
     /// Executes one command at wall time `now_ms`; keys found expired on the way are
     /// appended to `expired`.
     pub fn exec(&mut self, cmd: &Cmd, now_ms: i64, expired: &mut Vec<String>) -> Reply {
+        self.run(cmd, now_ms, expired).unwrap_or_else(Reply::Error)
+    }
+
+    fn run(&mut self, cmd: &Cmd, now_ms: i64, expired: &mut Vec<String>) -> Result<Reply, String> {
         match cmd {
             Cmd::Set {
                 key,
                 value,
                 nx,
                 px_ms,
-            } => {
-                if *nx && self.get_str(key, now_ms, expired).is_some() {
-                    return Reply::Nil;
-                }
-                self.set(key, value, *px_ms, now_ms);
-                Reply::Ok
-            }
-            Cmd::Get { key } => self
+            } => self.set((key, value), *nx, *px_ms, now_ms, expired),
+            Cmd::Get { key } => Ok(self
                 .get_str(key, now_ms, expired)
-                .map_or(Reply::Nil, Reply::Bulk),
+                .map_or(Reply::Nil, Reply::Bulk)),
             Cmd::Del { key } => {
                 self.expire_if_due(key, now_ms, expired);
-                Reply::Int(self.entries.remove(key).is_some() as i64)
+                Ok(Reply::Int(self.entries.remove(key).is_some().into()))
             }
             Cmd::Incr { key } => self.incr(key, now_ms, expired),
             Cmd::SetNxIncr {
@@ -339,48 +608,111 @@ impl Store {
                 px_ms,
                 counter,
             } => {
-                if self.get_str(key, now_ms, expired).is_some() {
-                    return Reply::Nil;
+                let script = match px_ms {
+                    Some(_) => &ACQUIRE_WITH_TOKEN,
+                    None => &ACQUIRE_WITH_TOKEN_NO_TTL,
+                };
+                let in_script = |e| script_error(script, e);
+                let set = self.set((key, value), true, *px_ms, now_ms, expired);
+                match set.map_err(in_script)? {
+                    Reply::Nil => Ok(Reply::Nil),
+                    // The lock key stays written if INCR fails: scripts do not roll back.
+                    _ => self.incr(counter, now_ms, expired).map_err(in_script),
                 }
-                self.set(key, value, *px_ms, now_ms);
-                self.incr(counter, now_ms, expired)
             }
             Cmd::DelIfEq { key, value } => {
                 if self.get_str(key, now_ms, expired).as_deref() == Some(value) {
                     self.entries.remove(key);
-                    Reply::Int(1)
+                    Ok(Reply::Int(1))
                 } else {
-                    Reply::Int(0)
+                    Ok(Reply::Int(0))
                 }
             }
             Cmd::PexpireIfEq { key, value, px_ms } => {
                 if self.get_str(key, now_ms, expired).as_deref() == Some(value) {
-                    if let Some(e) = self.entries.get_mut(key) {
-                        e.expire_at_ms = Some(now_ms + *px_ms as i64);
-                    }
-                    Reply::Int(1)
+                    self.pexpire(key, *px_ms, now_ms, expired)
+                        .map_err(|e| script_error(&EXTEND, e))
                 } else {
-                    Reply::Int(0)
+                    Ok(Reply::Int(0))
                 }
             }
             Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } => {
-                Reply::Error("ERR not a data-set command: the server handles it".into())
+                Err("ERR not a data-set command: the server handles it".into())
             }
         }
     }
 
-    /// Active expiry: removes every key whose deadline has passed; returns their names.
-    pub fn expire_due(&mut self, now_ms: i64) -> Vec<String> {
-        let due: Vec<String> = self
+    /// Keys with a TTL after `cursor` in key order, wrapping around, at most `limit` of them
+    /// and each at most once.
+    fn volatile_after(&self, cursor: Option<&str>, limit: usize) -> Vec<String> {
+        let start = cursor.map_or(Bound::Unbounded, Bound::Excluded);
+        let after = self.entries.range::<str, _>((start, Bound::Unbounded));
+        let before = self
             .entries
-            .iter()
-            .filter(|(_, e)| e.expire_at_ms.is_some_and(|w| now_ms > w))
+            .range::<str, _>((Bound::Unbounded, start_inclusive(start)));
+        after
+            .chain(before)
+            .filter(|(_, e)| e.expire_at_ms.is_some())
+            .take(limit)
             .map(|(k, _)| k.clone())
-            .collect();
-        for k in &due {
-            self.entries.remove(k);
+            .collect()
+    }
+}
+
+/// The part before an excluded start bound, that bound included (the wrap-around half).
+fn start_inclusive(start: Bound<&str>) -> Bound<&str> {
+    match start {
+        Bound::Excluded(k) => Bound::Included(k),
+        _ => Bound::Excluded(""),
+    }
+}
+
+/// Keys sampled per loop of an active-expiry cycle (`ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP`).
+pub const ACTIVE_EXPIRE_KEYS_PER_LOOP: usize = 20;
+
+/// A cycle samples again while more than this percentage of the sample had expired
+/// (`ACTIVE_EXPIRE_CYCLE_ACCEPTABLE_STALE`, 10 % since Redis 6.0 at the default
+/// `active-expire-effort 1`; the Redis documentation still describes the older 25 %).
+pub const ACTIVE_EXPIRE_ACCEPTABLE_STALE_PERCENT: usize = 10;
+
+/// Redis' active expiry (`activeExpireCycle`, run `hz` times per second by `serverCron`).
+/// Each loop looks at the next [`ACTIVE_EXPIRE_KEYS_PER_LOOP`] keys that have a TTL, from
+/// a cursor that persists across cycles, and deletes those past their deadline; the cycle
+/// samples again while more than [`ACTIVE_EXPIRE_ACCEPTABLE_STALE_PERCENT`] of the sample
+/// had expired. So with many keys a due key can wait several cycles; with up to 20 keys
+/// every due key goes in the first loop.
+///
+/// Differences from Redis 7.0, all documented in `docs/redis-protocols.md`: the cursor walks
+/// the keys in name order (Redis walks its hash table's buckets, whose order depends on a
+/// per-process random seed); a cycle has no 25 ms time limit (it ends only by the 10 % rule);
+/// the "fast" cycle Redis runs before sleeping when its stale-key estimate is high is not
+/// modelled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ActiveExpiry {
+    /// The last key sampled (Redis' `expires_cursor`); the next loop starts after it.
+    cursor: Option<String>,
+}
+
+impl ActiveExpiry {
+    /// One cycle at wall time `now_ms`: returns the keys it deleted.
+    pub fn cycle(&mut self, store: &mut Store, now_ms: i64) -> Vec<String> {
+        let mut deleted = Vec::new();
+        loop {
+            let sample = store.volatile_after(self.cursor.as_deref(), ACTIVE_EXPIRE_KEYS_PER_LOOP);
+            let Some(last) = sample.last() else {
+                break;
+            };
+            self.cursor = Some(last.clone());
+            let before = deleted.len();
+            for key in &sample {
+                store.expire_if_due(key, now_ms, &mut deleted);
+            }
+            let expired_n = deleted.len() - before;
+            if expired_n * 100 / sample.len() <= ACTIVE_EXPIRE_ACCEPTABLE_STALE_PERCENT {
+                break;
+            }
         }
-        due
+        deleted
     }
 }
 
@@ -388,12 +720,12 @@ impl Store {
 mod tests {
     use super::*;
 
-    fn set_nx(key: &str, value: &str, px: u64) -> Cmd {
+    fn set_nx(key: &str, value: &str, px: i128) -> Cmd {
         Cmd::Set {
             key: key.into(),
             value: value.into(),
             nx: true,
-            px_ms: Some(px),
+            px_ms: Some(IntArg(px)),
         }
     }
 
@@ -435,7 +767,7 @@ mod tests {
         let acquire = |v: &str| Cmd::SetNxIncr {
             key: "k".into(),
             value: v.into(),
-            px_ms: Some(10),
+            px_ms: Some(IntArg(10)),
             counter: "k:token".into(),
         };
         assert_eq!(s.exec(&acquire("a"), 0, &mut ex), Reply::Int(1));
@@ -451,12 +783,13 @@ mod tests {
         let ext = |v: &str| Cmd::PexpireIfEq {
             key: "k".into(),
             value: v.into(),
-            px_ms: 100,
+            px_ms: IntArg(100),
         };
         assert_eq!(s.exec(&ext("b"), 5, &mut ex), Reply::Int(0));
         assert_eq!(s.exec(&ext("a"), 5, &mut ex), Reply::Int(1));
-        assert!(s.expire_due(50).is_empty());
-        assert_eq!(s.expire_due(106), vec!["k".to_string()]);
+        let mut active = ActiveExpiry::default();
+        assert!(active.cycle(&mut s, 50).is_empty());
+        assert_eq!(active.cycle(&mut s, 106), vec!["k".to_string()]);
         assert!(s.is_empty());
     }
 
@@ -520,7 +853,7 @@ mod tests {
         let acquire = Cmd::SetNxIncr {
             key: "k".into(),
             value: "a".into(),
-            px_ms: Some(10),
+            px_ms: Some(IntArg(10)),
             counter: "k:token".into(),
         };
         let (reply, effects) = s.exec_with_effects(&acquire, 0, &mut vec![]);
@@ -535,5 +868,238 @@ mod tests {
         assert_eq!(s.get_readonly("k", 10), Reply::Bulk("a".into()));
         assert_eq!(s.get_readonly("k", 11), Reply::Nil);
         assert_eq!(s.len(), 1, "only the primary's DEL removes it");
+    }
+
+    fn set(key: &str, value: &str) -> Cmd {
+        Cmd::Set {
+            key: key.into(),
+            value: value.into(),
+            nx: false,
+            px_ms: None,
+        }
+    }
+
+    fn incr(key: &str) -> Cmd {
+        Cmd::Incr { key: key.into() }
+    }
+
+    #[test]
+    fn integers_parse_as_redis_string2ll_does() {
+        for ok in [
+            "0",
+            "5",
+            "-5",
+            "9223372036854775807",
+            "-9223372036854775808",
+        ] {
+            assert_eq!(parse_integer(ok), Some(ok.parse().unwrap()), "{ok}");
+        }
+        for bad in [
+            "+5",
+            "05",
+            "-0",
+            "00",
+            "-05",
+            " 5",
+            "5 ",
+            "",
+            "-",
+            "9223372036854775808",
+            "1e3",
+        ] {
+            assert_eq!(parse_integer(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn incr_rejects_non_canonical_integers_and_overflow() {
+        let mut s = Store::new();
+        let mut ex = vec![];
+        let not_integer = Reply::Error(ERR_NOT_INTEGER.into());
+        for bad in ["x", "+5", "05", "-0"] {
+            s.exec(&set("k", bad), 0, &mut ex);
+            assert_eq!(s.exec(&incr("k"), 0, &mut ex), not_integer, "{bad}");
+        }
+        s.exec(&set("k", "9223372036854775806"), 0, &mut ex);
+        assert_eq!(s.exec(&incr("k"), 0, &mut ex), Reply::Int(i64::MAX));
+        let overflow = Reply::Error(ERR_OVERFLOW.into());
+        assert_eq!(s.exec(&incr("k"), 0, &mut ex), overflow);
+        assert_eq!(
+            s.exec(&Cmd::Get { key: "k".into() }, 0, &mut ex),
+            Reply::Bulk(i64::MAX.to_string())
+        );
+        s.exec(&set("k", "-9223372036854775808"), 0, &mut ex);
+        assert_eq!(s.exec(&incr("k"), 0, &mut ex), Reply::Int(i64::MIN + 1));
+    }
+
+    #[test]
+    fn set_refuses_ttls_redis_refuses_and_sets_nothing() {
+        let now = 1_700_000_000_000;
+        let invalid = Reply::Error(err_expire_time("set"));
+        let not_integer = Reply::Error(ERR_NOT_INTEGER.into());
+        for (px, reply) in [
+            (0, &invalid),
+            (-5, &invalid),
+            (i64::MAX.into(), &invalid),
+            (i128::from(i64::MAX) - now as i128 + 1, &invalid),
+            (1 << 63, &not_integer),
+        ] {
+            let mut s = Store::new();
+            assert_eq!(
+                &s.exec(&set_nx("k", "a", px), now, &mut vec![]),
+                reply,
+                "PX {px}"
+            );
+            assert!(s.is_empty(), "PX {px} writes nothing");
+        }
+        // The largest TTL that fits is accepted, and the TTL is checked before NX.
+        let mut s = Store::new();
+        let px = i128::from(i64::MAX) - now as i128;
+        assert_eq!(s.exec(&set_nx("k", "a", px), now, &mut vec![]), Reply::Ok);
+        assert_eq!(s.entry("k").unwrap().expire_at_ms, Some(i64::MAX));
+        assert_eq!(s.exec(&set_nx("k", "b", 0), now, &mut vec![]), invalid);
+    }
+
+    #[test]
+    fn the_extend_script_deletes_on_a_ttl_at_or_below_zero_and_refuses_overflow() {
+        let ext = |px: i128| Cmd::PexpireIfEq {
+            key: "k".into(),
+            value: "a".into(),
+            px_ms: IntArg(px),
+        };
+        for px in [0, -5, i64::MIN.into()] {
+            let mut s = Store::new();
+            s.exec(&set_nx("k", "a", 100), 0, &mut vec![]);
+            let (reply, effects) = s.exec_with_effects(&ext(px), 10, &mut vec![]);
+            assert_eq!(reply, Reply::Int(1), "PEXPIRE {px}");
+            assert_eq!(effects, vec![Effect::Del { key: "k".into() }]);
+        }
+        let mut s = Store::new();
+        s.exec(&set_nx("k", "a", 100), 0, &mut vec![]);
+        let overflow = script_error(&EXTEND, err_expire_time("pexpire"));
+        assert_eq!(
+            s.exec(&ext(i64::MAX.into()), 10, &mut vec![]),
+            Reply::Error(overflow)
+        );
+        let not_integer = script_error(&EXTEND, ERR_NOT_INTEGER.into());
+        assert_eq!(
+            s.exec(&ext(1 << 63), 10, &mut vec![]),
+            Reply::Error(not_integer)
+        );
+        assert_eq!(s.entry("k").unwrap().expire_at_ms, Some(100), "unchanged");
+        // Someone else's lock: the TTL is never looked at.
+        s.exec(&set("k", "b"), 20, &mut vec![]);
+        assert_eq!(s.exec(&ext(1 << 63), 30, &mut vec![]), Reply::Int(0));
+    }
+
+    #[test]
+    fn the_acquire_script_raises_redis_errors_and_keeps_what_it_wrote() {
+        let acquire = |px: i128| Cmd::SetNxIncr {
+            key: "k".into(),
+            value: "a".into(),
+            px_ms: Some(IntArg(px)),
+            counter: "k:token".into(),
+        };
+        let mut s = Store::new();
+        let invalid = script_error(&ACQUIRE_WITH_TOKEN, err_expire_time("set"));
+        assert_eq!(s.exec(&acquire(0), 0, &mut vec![]), Reply::Error(invalid));
+        assert!(s.is_empty(), "a refused TTL writes neither key");
+        s.exec(&set("k:token", "x"), 0, &mut vec![]);
+        let not_integer = script_error(&ACQUIRE_WITH_TOKEN, ERR_NOT_INTEGER.into());
+        let (reply, effects) = s.exec_with_effects(&acquire(100), 0, &mut vec![]);
+        assert_eq!(reply, Reply::Error(not_integer));
+        assert_eq!(effects.len(), 1, "the lock key is set although INCR failed");
+        assert!(s.entry("k").is_some());
+    }
+
+    #[test]
+    fn active_expiry_samples_twenty_keys_and_stops_below_ten_percent() {
+        let mut s = Store::new();
+        // 200 keys, only every tenth due (10 %, not above it): one loop of 20 samples.
+        for i in 0..200 {
+            let ttl = if i % 10 == 0 { 10 } else { 10_000 };
+            s.exec(&set_nx(&format!("k{i:03}"), "v", ttl), 0, &mut vec![]);
+        }
+        let mut active = ActiveExpiry::default();
+        assert_eq!(active.cycle(&mut s, 100), vec!["k000", "k010"]);
+        // The next cycle continues from the cursor.
+        assert_eq!(active.cycle(&mut s, 200), vec!["k020", "k030"]);
+        // Keys without a TTL are never sampled; lazy expiry still hides the rest.
+        s.exec(&set("plain", "v"), 200, &mut vec![]);
+        assert_eq!(
+            s.exec(&Cmd::Get { key: "k040".into() }, 200, &mut vec![]),
+            Reply::Nil
+        );
+        assert_eq!(s.len(), 200 - 5 + 1);
+    }
+
+    #[test]
+    fn active_expiry_leaves_some_due_keys_for_later_cycles() {
+        // 1,000 keys with deadlines spread over a second, a cycle every 100 ms: a due key
+        // waits while the samples around the cursor are mostly alive.
+        let mut s = Store::new();
+        let mut deadline = BTreeMap::new();
+        for i in 0..1_000i64 {
+            let ttl = (i * 7_919) % 1_000 + 1;
+            let key = format!("k{i:04}");
+            s.exec(&set_nx(&key, "v", ttl.into()), 0, &mut vec![]);
+            deadline.insert(key, ttl);
+        }
+        let mut active = ActiveExpiry::default();
+        let mut late_ms = vec![];
+        for tick in 1..=40 {
+            for key in active.cycle(&mut s, tick * 100) {
+                late_ms.push(tick * 100 - deadline[&key]);
+            }
+        }
+        assert_eq!(late_ms.len(), 1_000, "every key goes in the end");
+        let late_100 = late_ms.iter().filter(|&&l| l > 100).count();
+        assert!(
+            late_100 > 0,
+            "some keys miss the first cycle after their deadline"
+        );
+        assert!(late_100 < 1_000, "most do not");
+    }
+
+    #[test]
+    fn argv_is_what_a_client_sends() {
+        let acquire = Cmd::SetNxIncr {
+            key: "k".into(),
+            value: "a".into(),
+            px_ms: Some(IntArg(100)),
+            counter: "k:token".into(),
+        };
+        let argv = acquire.argv().unwrap();
+        assert_eq!(argv[0], "EVAL");
+        assert_eq!(argv[1], ACQUIRE_WITH_TOKEN.source);
+        assert_eq!(&argv[2..], ["2", "k", "k:token", "a", "100"]);
+        let wait = Cmd::Wait {
+            replicas: 1,
+            timeout_ms: 0,
+        };
+        assert_eq!(wait.argv().unwrap(), ["WAIT", "1", "0"]);
+        assert_eq!(
+            set_nx("k", "a", -5).argv().unwrap(),
+            ["SET", "k", "a", "NX", "PX", "-5"]
+        );
+    }
+
+    #[test]
+    fn wait_on_a_standalone_server_replies_zero_after_its_timeout() {
+        use std::time::Duration;
+        assert_eq!(standalone_wait(0, 100), Deferred::Now(Reply::Int(0)));
+        let after = Deferred::After {
+            delay: Duration::from_millis(100),
+            reply: Reply::Int(0),
+        };
+        assert_eq!(standalone_wait(1, 100), after);
+        assert_eq!(standalone_wait(1, 0), Deferred::Never);
+        assert_eq!(
+            standalone_wait(1, WAIT_TIMEOUT_MS_FOREVER + 1),
+            Deferred::Never
+        );
+        let error = Deferred::Now(Reply::Error(ERR_TIMEOUT_NOT_INTEGER.into()));
+        assert_eq!(standalone_wait(0, 1 << 63), error);
+        assert_eq!(standalone_wait(1, u64::MAX), error);
     }
 }
