@@ -19,7 +19,10 @@ fn hash_in_a_fresh_process(file: &str, seed: u64) -> String {
     let out = in_repo(&["run", file, "--seed", &seed, "--json"]);
     assert!(code(&out) <= 1, "{file} --seed {seed}: {}", stdout(&out));
     let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
-    json["trace_hash"].as_str().expect("a trace hash").to_owned()
+    json["trace_hash"]
+        .as_str()
+        .expect("a trace hash")
+        .to_owned()
 }
 
 #[test]

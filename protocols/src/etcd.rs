@@ -42,8 +42,8 @@
 use crate::raft::client::{Link as RaftLink, Redirect};
 use crate::raft::{start_cluster, Env, Handling, HostConfig, Service};
 use crate::{
-    parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
-    Validity,
+    parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError,
+    Protocol, Validity,
 };
 use async_trait::async_trait;
 use locksim_sim::nemesis::ROLE_LEADER;
@@ -448,7 +448,8 @@ impl Kv {
             if env.leader && !self.lock_delay.is_zero() {
                 // The holder's lease expired: it may still think it holds the lock.
                 self.delay_until = env.ctx.mono_now() + self.lock_delay;
-                env.ctx.event("lock_delay", None, "the holder's lease expired");
+                env.ctx
+                    .event("lock_delay", None, "the holder's lease expired");
             }
         }
         Resp::Deleted
@@ -563,9 +564,10 @@ impl Service for Kv {
 
     fn tick(&mut self, env: &Env) -> Vec<Cmd> {
         self.ticks += 1;
-        if !env.leader || self.ticks % self.check_every_ticks != 0 {
+        if !env.leader || self.ticks < self.check_every_ticks {
             return vec![];
         }
+        self.ticks = 0;
         let now = env.ctx.mono_now();
         self.expiry
             .iter()

@@ -37,8 +37,8 @@
 use crate::raft::client::{Link as RaftLink, Redirect};
 use crate::raft::{start_cluster, Env, Handling, HostConfig, Service};
 use crate::{
-    parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
-    Validity,
+    parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError,
+    Protocol, Validity,
 };
 use async_trait::async_trait;
 use locksim_sim::nemesis::ROLE_LEADER;
@@ -120,7 +120,10 @@ impl Params {
             return Err(ParamError::field("peers", "must be 3 or 5"));
         }
         if self.session_timeout_ms < 3 {
-            return Err(ParamError::field("session_timeout_ms", "must be at least 3"));
+            return Err(ParamError::field(
+                "session_timeout_ms",
+                "must be at least 3",
+            ));
         }
         for (field, v) in [
             ("tick_ms", self.tick_ms),

@@ -39,8 +39,8 @@ pub mod log;
 use audit::Audit;
 use futures::channel::mpsc::unbounded;
 use futures::StreamExt;
-use locksim_sim::rpc::{endpoint, Caller, Request, Wire};
 use locksim_sim::nemesis::ROLE_LEADER;
+use locksim_sim::rpc::{endpoint, Caller, Request, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use log::DurableLog;
 use raft::eraftpb::{Entry, EntryType, Message};
@@ -164,7 +164,14 @@ where
             let log = DurableLog::new(ctx.disk());
             let peer = Peer::boot(&ctx, i as u64 + 1, config.clone(), log, audit.clone());
             leaders.lock().unwrap().remove(&ctx.idx());
-            run(ctx, peer, service, raft_net.clone(), leaders.clone(), clients.clone())
+            run(
+                ctx,
+                peer,
+                service,
+                raft_net.clone(),
+                leaders.clone(),
+                clients.clone(),
+            )
         });
         peers.push(idx);
     }
