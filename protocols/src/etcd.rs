@@ -715,7 +715,11 @@ impl EtcdClient {
     /// `session.Done()` has fired; a correct user does not use the lock.
     async fn checked_grant(&self, key: String, mine: u64) -> Acquired {
         self.sit_out_lock_delay().await;
-        if self.link.params.variant == Variant::NoLeaseRecheckAfterWait || self.session_live() {
+        if self.link.params.variant == Variant::NoLeaseRecheckAfterWait {
+            return self.grant(key, mine);
+        }
+        self.freshen_lease().await;
+        if self.session_live() {
             return self.grant(key, mine);
         }
         let _ = self
@@ -724,6 +728,25 @@ impl EtcdClient {
             .await;
         self.end_session("it expired before the lock was ours");
         Acquired::Failed("session expired while acquiring".into())
+    }
+
+    /// Renews the lease now if less than half its TTL is left (keep-alives failed for a
+    /// while, e.g. across a partition): a lock entered on the last milliseconds of a lease
+    /// would be revoked under the critical section.
+    async fn freshen_lease(&self) {
+        let ttl = Duration::from_millis(self.link.params.lease_ttl_ms);
+        let now = self.link.ctx.mono_now();
+        let lease = match self.session.borrow().as_ref() {
+            Some(s) if s.valid_until < now + ttl / 2 => s.lease,
+            _ => return,
+        };
+        let answer = self.link.call(Req::KeepAlive { lease }, ttl / 3).await;
+        let mut session = self.session.borrow_mut();
+        match (answer, session.as_mut()) {
+            (Some(Resp::KeptAlive), Some(s)) if s.lease == lease => s.valid_until = now + ttl,
+            (Some(Resp::LeaseNotFound), Some(s)) if s.lease == lease => s.valid_until = now,
+            _ => {}
+        }
     }
 
     /// Waits while the cluster's lock-delay runs (if the protocol has one).
