@@ -455,6 +455,13 @@ impl Kv {
         Resp::Deleted
     }
 
+    /// Whether the leader's lessor holds `lease` expired.
+    fn expired(&self, lease: u64, env: &Env) -> bool {
+        self.expiry
+            .get(&lease)
+            .is_some_and(|until| *until <= env.ctx.mono_now())
+    }
+
     fn try_acquire(&mut self, key: String, lease: u64) -> Resp {
         if !self.keys.contains_key(&key) {
             let Some((_, attached)) = self.leases.get_mut(&lease) else {
@@ -537,6 +544,9 @@ impl Service for Kv {
     fn read(&mut self, req: Req, env: &Env) -> Resp {
         match req {
             Req::KeepAlive { lease } => match self.leases.get(&lease) {
+                // Expired here, its revocation is on its way through the log: etcd's Renew
+                // waits for it and answers "not found" (a renewal now would be undone).
+                Some(_) if env.leader && self.expired(lease, env) => Resp::LeaseNotFound,
                 Some((ttl, _)) if env.leader => {
                     self.expiry.insert(lease, env.ctx.mono_now() + *ttl);
                     Resp::KeptAlive

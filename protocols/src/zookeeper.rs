@@ -360,6 +360,13 @@ impl Tree {
         Resp::Deleted
     }
 
+    /// Whether the leader's session tracker holds `session` expired.
+    fn expired(&self, session: u64, env: &Env) -> bool {
+        self.expiry
+            .get(&session)
+            .is_some_and(|until| *until <= env.ctx.mono_now())
+    }
+
     fn create(&mut self, session: u64) -> Resp {
         let Some((_, ephemerals)) = self.sessions.get_mut(&session) else {
             return Resp::Expired;
@@ -433,6 +440,9 @@ impl Service for Tree {
     fn read(&mut self, req: Req, env: &Env) -> Resp {
         match req {
             Req::Ping { session } => match self.sessions.get(&session) {
+                // Expired here, its closeSession is on its way through the log: ZooKeeper's
+                // session tracker no longer lets it be touched.
+                Some(_) if env.leader && self.expired(session, env) => Resp::Expired,
                 Some((timeout, _)) if env.leader => {
                     self.expiry.insert(session, env.ctx.mono_now() + *timeout);
                     Resp::Pong
