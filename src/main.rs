@@ -126,6 +126,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     &prepared.scenario.description,
                     &result,
                     &events,
+                    &prepared.deployment.servers(),
                 );
                 std::fs::write(&file, page)
                     .with_context(|| format!("cannot write {}", file.display()))?;
@@ -149,7 +150,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Search(args) => search_cmd::run(args, &registry),
         Command::Check(args) => check_cmd::run(args),
         Command::Compare(args) => compare_cmd::run(args, &registry),
-        Command::Report(args) => report_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args, &registry),
         Command::Protocols => {
             for id in registry.ids() {
                 let protocol = registry.get(id).expect("listed ids are registered");

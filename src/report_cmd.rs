@@ -1,11 +1,12 @@
 //! `locksim report`: a comparison report from the results files of earlier sweeps.
 
 use crate::input;
-use anyhow::Context;
-use locksim_reports::{CellAccumulator, Comparison};
-use locksim_scenarios::sweep::for_each_result;
+use locksim_protocols::Registry;
+use locksim_reports::{CellAccumulator, Comparison, SCHEMA_VERSION};
+use locksim_scenarios::sweep::{for_each_result, SeedResult};
+use locksim_scenarios::Scenario;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The arguments of `locksim report`.
@@ -25,21 +26,50 @@ pub struct ReportArgs {
 struct Cell {
     acc: CellAccumulator,
     seeds: BTreeSet<u64>,
+    /// The scenario file, from the results (or found beside them).
+    path: Option<String>,
+}
+
+/// The scenario file a result came from: the path it carries, or (for results written
+/// without one) `SCENARIO.toml` beside the results file or in the catalog.
+fn scenario_path(r: &SeedResult, results: &Path) -> Option<String> {
+    if !r.path.is_empty() {
+        return Some(r.path.clone());
+    }
+    let file = format!("{}.toml", r.scenario);
+    let beside = results.parent().map(|d| d.join(&file));
+    let catalog = Path::new("scenarios/catalog").join(&file);
+    beside
+        .into_iter()
+        .chain([catalog])
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+}
+
+fn replay(path: Option<&str>, r: &SeedResult) -> String {
+    match path {
+        Some(p) => format!("locksim run {p} --seed {}", r.seed),
+        None => format!(
+            "seed {} of scenario `{}` (its file is unknown: the results predate recorded paths)",
+            r.seed, r.scenario
+        ),
+    }
 }
 
 /// Reads every file (streaming), one cell per (protocol, scenario), each seed counted once.
-pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
+fn read_cells(files: &[PathBuf]) -> anyhow::Result<BTreeMap<(String, String), Cell>> {
     let mut cells: BTreeMap<(String, String), Cell> = BTreeMap::new();
-    for path in &args.results {
-        for_each_result(path, |r| {
+    for file in files {
+        for_each_result(file, |r| {
             let key = (r.protocol.clone(), r.scenario.clone());
             let cell = cells.entry(key).or_insert_with(|| Cell {
                 acc: CellAccumulator::new(&r.protocol, &r.scenario),
                 seeds: BTreeSet::new(),
+                path: scenario_path(&r, file),
             });
             if cell.seeds.insert(r.seed) {
-                let replay = format!("locksim run <{}.toml> --seed {}", r.scenario, r.seed);
-                cell.acc.add_seed(&r, &replay);
+                let replay = replay(cell.path.as_deref(), &r);
+                cell.acc.add(&r, &replay);
             }
         })
         .map_err(input)?;
@@ -47,17 +77,29 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     if cells.is_empty() {
         return Err(input("the results files hold no results"));
     }
-    let first = |v: Vec<&String>| -> Vec<(String, String)> {
-        let set: BTreeSet<&String> = v.into_iter().collect();
-        set.into_iter()
-            .map(|x| (x.clone(), String::new()))
-            .collect()
-    };
-    let seeds: BTreeSet<u64> = cells
-        .values()
-        .flat_map(|c| c.seeds.iter().copied())
-        .collect();
+    Ok(cells)
+}
+
+/// Writes the reports of the sweeps' results; prints the headline table.
+pub fn run(args: ReportArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
+    let cells = read_cells(&args.results)?;
+    let protocols: BTreeSet<&String> = cells.keys().map(|(p, _)| p).collect();
+    let mut scenarios: BTreeMap<&String, String> = BTreeMap::new();
+    for ((_, s), cell) in &cells {
+        // A scenario's description, from its file where it can be read.
+        let about = cell
+            .path
+            .as_deref()
+            .and_then(|p| Scenario::load(p).ok())
+            .map(|sc| sc.description)
+            .unwrap_or_default();
+        let entry = scenarios.entry(s).or_default();
+        if entry.is_empty() {
+            *entry = about;
+        }
+    }
     let comparison = Comparison {
+        schema: SCHEMA_VERSION,
         title: args.title.clone(),
         command: format!(
             "locksim report {}",
@@ -67,30 +109,29 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
                 .collect::<Vec<_>>()
                 .join(" ")
         ),
-        seeds: match (seeds.first(), seeds.last()) {
-            (Some(a), Some(b)) => format!("{a}..={b} ({} distinct)", seeds.len()),
-            _ => String::new(),
-        },
-        protocols: first(cells.keys().map(|(p, _)| p).collect()),
-        profiles: first(cells.keys().map(|(_, s)| s).collect()),
+        seeds: "the seeds each sweep ran, each counted once".into(),
+        protocols: protocols
+            .iter()
+            .map(|p| {
+                let about = registry.get(p).map(|x| x.summary()).unwrap_or_default();
+                ((*p).clone(), about.to_string())
+            })
+            .collect(),
+        protocol_ids: protocols
+            .iter()
+            .map(|p| ((*p).clone(), (*p).clone()))
+            .collect(),
+        profiles: scenarios.into_iter().map(|(s, d)| (s.clone(), d)).collect(),
         cells: cells.values().map(|c| c.acc.finish()).collect(),
-        counterexamples: vec![],
+        ..Comparison::default()
     };
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
-    for (name, text) in [
-        ("report.md", locksim_reports::markdown::render(&comparison)),
-        ("report.json", comparison.to_json()),
-        ("report.html", locksim_reports::html::render(&comparison)),
-    ] {
-        let file = args.out.join(name);
-        std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
-    }
+    crate::compare_cmd::write_reports(&comparison, &args.out)?;
     println!(
-        "{} ({} runs). Share of runs violating mutual exclusion / fencing / lost update, one \
-         column per scenario:\n",
+        "{} ({} runs, {} per cell). Share of runs with harm and with overlap, one column per \
+         scenario:\n",
         comparison.title,
-        comparison.runs()
+        comparison.runs(),
+        comparison.seed_counts()
     );
     print!("{}", locksim_reports::markdown::table(&comparison));
     println!(

@@ -73,6 +73,7 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     run_seeds(&prepared, todo, jobs, |run| {
         let line = SeedResult {
             scenario_hash: fingerprint.clone(),
+            path: prepared.path.clone(),
             ..SeedResult::of(&run)
         };
         file.append(&line)?;

@@ -47,6 +47,11 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
     }
     let _ = writeln!(s, "verdict   {}", r.verdict.to_string().to_uppercase());
     for (name, v) in &r.properties {
+        if name == "fencing" && r.stats.writes_with_token == 0 && *v == Verdict::Valid {
+            // Not checked is not safe: without a token no stale token can be accepted.
+            let _ = writeln!(s, "  {name:<17} n/a (no write carried a token)");
+            continue;
+        }
         let count = r.violation_counts.get(name).copied().unwrap_or(0);
         let extra = if count > 0 {
             format!(" ({count} violation{})", if count == 1 { "" } else { "s" })

@@ -1,8 +1,11 @@
-//! `locksim compare`: the reports it writes, and that they do not depend on thread count.
+//! `locksim compare`: the reports it writes, that their numbers are those of the runs, that
+//! they do not depend on thread count, that an interrupted compare resumes, and that it runs
+//! from any directory.
 
 mod common;
 
 use common::in_repo as locksim;
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn out_dir(name: &str) -> PathBuf {
@@ -11,17 +14,10 @@ fn out_dir(name: &str) -> PathBuf {
     dir
 }
 
-fn compare(dir: &Path, jobs: &str) -> serde_json::Value {
-    let out = locksim(&[
-        "compare",
-        "--seeds",
-        "4",
-        "--jobs",
-        jobs,
-        "--quiet",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+fn compare(dir: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["compare", "--quiet", "--out", dir.to_str().unwrap()];
+    args.extend(extra);
+    let out = locksim(&args);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -30,49 +26,124 @@ fn compare(dir: &Path, jobs: &str) -> serde_json::Value {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("| protocol |"),
-        "prints the table: {stdout}"
+        stdout.contains("| protocol |") && stdout.contains("Verdict:"),
+        "prints the table and the verdict: {stdout}"
     );
     let json = std::fs::read_to_string(dir.join("report.json")).unwrap();
     serde_json::from_str(&json).unwrap()
 }
 
+/// The report as text with its output folder replaced, to compare two runs of it.
+fn strip(v: &Value, dir: &Path) -> String {
+    serde_json::to_string(v)
+        .unwrap()
+        .replace(dir.to_str().unwrap(), "OUT")
+}
+
+/// Recomputes (runs, overlap, harm) of a job from its results file.
+fn recount(dir: &Path, name: &str) -> (u64, u64, u64) {
+    let text = std::fs::read_to_string(dir.join("results").join(format!("{name}.jsonl"))).unwrap();
+    let (mut runs, mut overlap, mut harm) = (0, 0, 0);
+    for line in text.lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        let v = &r["violations"];
+        let has = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0) > 0;
+        runs += 1;
+        overlap += u64::from(has("mutual_exclusion"));
+        harm += u64::from(has("fencing") || has("lost_update"));
+    }
+    (runs, overlap, harm)
+}
+
+fn cell_name(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 #[test]
-fn reports_are_complete_and_independent_of_thread_count() {
+fn reports_are_complete_recomputable_and_independent_of_thread_count() {
     let (a, b) = (out_dir("a"), out_dir("b"));
-    let one = compare(&a, "1");
-    let two = compare(&b, "2");
+    let one = compare(&a, &["--seeds", "3", "--jobs", "1"]);
+    let two = compare(&b, &["--seeds", "3", "--jobs", "2"]);
     // Replay commands name each run's own output folder; everything else must match.
-    let strip = |v: &serde_json::Value, dir: &Path| {
-        serde_json::to_string(v)
-            .unwrap()
-            .replace(dir.to_str().unwrap(), "OUT")
-    };
     assert_eq!(strip(&one, &a), strip(&two, &b));
+    assert_eq!(one["schema"], 2);
 
     let matrix = std::fs::read_to_string("scenarios/compare/matrix.toml").unwrap();
     let rows = matrix.matches("[[protocols]]").count();
     let cols = matrix.matches("[[profiles]]").count();
     let cells = one["cells"].as_array().unwrap();
     assert_eq!(cells.len(), rows * cols);
-    assert!(cells.iter().all(|c| c["runs"] == 4));
-    // With no faults nothing fails; the fault profiles find something somewhere.
+    // Every number of every cell is the one its results file gives.
+    for c in cells {
+        let name = format!(
+            "{}--{}",
+            cell_name(c["protocol"].as_str().unwrap()),
+            cell_name(c["profile"].as_str().unwrap())
+        );
+        let (runs, overlap, harm) = recount(&a, &name);
+        assert_eq!(c["runs"], runs, "{name}");
+        assert_eq!(c["overlap"]["k"], overlap, "{name}");
+        assert_eq!(c["harm"]["k"], harm, "{name}");
+        assert_eq!(c["overlap"]["n"], 3, "{name}");
+    }
+    // With no faults nothing fails; fencing without tokens is n/a, not 0%.
     let none: Vec<_> = cells.iter().filter(|c| c["profile"] == "none").collect();
     assert!(none.iter().all(|c| c["runs_invalid"] == 0), "{none:?}");
+    let plain = cells.iter().find(|c| c["protocol"] == "redlock").unwrap();
+    assert!(plain["properties"]["fencing"].is_null(), "{plain}");
+    let fenced = cells
+        .iter()
+        .find(|c| c["protocol"] == "single-redis+fencing")
+        .unwrap();
+    assert!(fenced["properties"]["fencing"].is_object(), "{fenced}");
+
+    // The phase diagrams and the catalog are there, each number from its results file.
+    let phase = one["phase"].as_array().unwrap();
+    assert_eq!(phase.len(), rows * 2);
+    let catalog = one["catalog"].as_array().unwrap();
+    let files = std::fs::read_dir("scenarios/catalog").unwrap().count();
+    assert_eq!(catalog.len(), files);
+    for e in catalog {
+        let name = e["name"].as_str().unwrap();
+        let (runs, overlap, harm) = recount(&a, name);
+        assert_eq!(e["outcome"]["runs"], runs, "{name}");
+        assert_eq!(e["outcome"]["overlap"]["k"], overlap, "{name}");
+        assert_eq!(e["outcome"]["harm"]["k"], harm, "{name}");
+        assert_eq!(
+            e["expect_met"]["k"], runs,
+            "{name} meets its expect on every seed"
+        );
+    }
+    let jump = catalog
+        .iter()
+        .find(|e| e["name"] == "redlock-clock-jump")
+        .unwrap();
+    assert_eq!(jump["outcome"]["overlap"]["k"], 3, "{jump}");
 
     let md = std::fs::read_to_string(a.join("report.md")).unwrap();
     let html = std::fs::read_to_string(a.join("report.html")).unwrap();
-    assert!(md.starts_with("# "));
+    assert!(md.starts_with("# ") && md.contains("## Verdict"));
     assert!(html.starts_with("<!doctype html>") && html.ends_with("</html>"));
     assert!(!html.contains("<script"), "self-contained, no scripts");
     let counterexamples = one["counterexamples"].as_array().unwrap();
-    assert_eq!(html.matches("class=\"cx\"").count(), counterexamples.len());
+    assert_eq!(
+        html.matches("<div class=\"cx\">").count(),
+        counterexamples.len()
+    );
 
     // Every counterexample replays from the scenario file written next to the report.
     for x in counterexamples {
         let replay = x["replay"].as_str().unwrap();
-        let args: Vec<&str> = replay.split_whitespace().skip(1).collect();
-        let mut args = args.clone();
+        let mut args: Vec<&str> = replay.split_whitespace().skip(1).collect();
         args.push("--json");
         let out = locksim(&args);
         assert_eq!(
@@ -80,9 +151,96 @@ fn reports_are_complete_and_independent_of_thread_count() {
             Some(1),
             "{replay} reproduces a violation"
         );
-        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(r["trace_hash"], x["trace_hash"], "{replay}");
+        assert!(!x["caption"].as_str().unwrap().is_empty(), "{x}");
     }
+}
+
+/// A small adaptive matrix: a cell with nothing to find stops at the minimum, a noisy one
+/// runs on towards the cap.
+const ADAPTIVE: &str = r#"
+title = "adaptive"
+seeds = 8
+seeds_max = 24
+seeds_step = 8
+half_width_max = 0.2
+catalog_seeds = 0
+[phase]
+ttl_multiples = [0.5, 2]
+seeds = 4
+seeds_max = 8
+[base]
+duration_ms = 4_000
+[base.workload]
+clients = 3
+[[protocols]]
+label = "single-redis"
+[protocols.protocol]
+name = "single-redis"
+ttl_ms = 1_000
+[[profiles]]
+label = "none"
+[[profiles]]
+label = "client-pauses"
+[profiles.faults_random]
+pause_probability = 0.3
+pause_ms_min = 100
+pause_ms_max = 2_000
+pause_nodes = ["@clients"]
+"#;
+
+fn runs_of(v: &Value, profile: &str) -> u64 {
+    let cells = v["cells"].as_array().unwrap();
+    let c = cells.iter().find(|c| c["profile"] == profile).unwrap();
+    c["runs"].as_u64().unwrap()
+}
+
+#[test]
+fn adaptive_cells_stop_by_the_data_alone_and_an_interrupted_compare_resumes() {
+    let (a, b, m) = (
+        out_dir("adaptive-a"),
+        out_dir("adaptive-b"),
+        out_dir("matrix"),
+    );
+    std::fs::create_dir_all(&m).unwrap();
+    let matrix = m.join("m.toml");
+    std::fs::write(&matrix, ADAPTIVE).unwrap();
+    let m = matrix.to_str().unwrap();
+    let one = compare(&a, &["--matrix", m, "--jobs", "1"]);
+    let two = compare(&b, &["--matrix", m, "--jobs", "2"]);
+    assert_eq!(strip(&one, &a), strip(&two, &b));
+    assert_eq!(runs_of(&one, "none"), 8, "nothing to find: the minimum");
+    assert!(runs_of(&one, "client-pauses") > 8, "{one}");
+    assert!(one["phase"].as_array().unwrap().len() == 2);
+
+    // Kill it after part of the work: here, cut every results file short.
+    for entry in std::fs::read_dir(b.join("results")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let keep: Vec<&str> = text.lines().take(5).collect();
+        std::fs::write(&path, keep.join("\n") + "\n{\"seed\": 9, \"torn").unwrap();
+    }
+    let resumed = compare(&b, &["--matrix", m, "--jobs", "2", "--resume"]);
+    assert_eq!(strip(&resumed, &b), strip(&one, &a));
+    let lines = std::fs::read_to_string(b.join("results/single-redis--client-pauses.jsonl"))
+        .unwrap()
+        .lines()
+        .count() as u64;
+    assert_eq!(lines, runs_of(&one, "client-pauses"), "no seed ran twice");
+}
+
+#[test]
+fn runs_from_any_directory_with_the_built_in_matrix() {
+    let dir = out_dir("anywhere");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = common::locksim()
+        .args(["compare", "--seeds", "1", "--quiet", "--out", "r"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert!(dir.join("r/report.html").is_file());
 }
 
 #[test]

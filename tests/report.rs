@@ -66,7 +66,29 @@ fn shards_and_scenarios_merge_into_one_report_each_seed_once() {
     assert_eq!(gc["runs"], 6);
     assert_eq!(gc["runs_violating"]["mutual_exclusion"], 6);
     assert_eq!(gc["failing"][0]["seed"], 0);
-    assert!(d.join("rep/report.html").exists() && d.join("rep/report.md").exists());
+    assert_eq!(gc["overlap"]["k"], 6);
+    assert_eq!(gc["seeds"], "0..=5");
+    // The replay command is runnable: the results carry the scenario's path.
+    let replay = gc["failing"][0]["replay"].as_str().unwrap();
+    assert_eq!(
+        replay,
+        "locksim run scenarios/catalog/redis-single-gc-pause.toml --seed 0"
+    );
+    let args: Vec<&str> = replay.split_whitespace().skip(1).collect();
+    assert_eq!(common::code(&locksim(&args)), 1, "{replay} reproduces it");
+    // Descriptions of the protocol and of each scenario, from the registry and the files.
+    let described = |key: &str| {
+        json[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| !p[1].as_str().unwrap().is_empty())
+    };
+    assert!(described("protocols") && described("profiles"), "{json}");
+    // The header counts the seeds per cell as they are: 6 in one, 12 in the other.
+    let md = std::fs::read_to_string(d.join("rep/report.md")).unwrap();
+    assert!(md.contains("(6–12 per cell"), "{md}");
+    assert!(d.join("rep/report.html").exists());
 }
 
 #[test]

@@ -6,6 +6,13 @@
 //! highest it has seen, which is what makes a lock safe even when a paused client wakes up
 //! and writes after its lease expired. Every decision goes into the history.
 //!
+//! With `mode = "cas"` a write is a compare-and-set instead: it carries the value its writer
+//! read, and the resource applies it only if the counter still holds that value, as a
+//! database transaction or etcd's guarded `txn` (`If(value == read) Then(put)`) would. This is
+//! the literature's alternative to a lock (Kleppmann 2016, "Making the lock safe with fencing";
+//! the etcd docs on transactions): a lost update becomes impossible whatever the lock does, at
+//! the price of rejected writes that the client must retry.
+//!
 //! The resource is durable: it stands for a database that commits (writes and fsyncs) on
 //! its node's disk before it acknowledges, so a crash of its node loses no acknowledged
 //! write. Its own durability is not what locksim tests.
@@ -31,6 +38,17 @@ pub enum Fencing {
     On,
 }
 
+/// How the resource applies a write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteMode {
+    /// Overwrite the counter (a plain `put`).
+    #[default]
+    Plain,
+    /// Compare-and-set: apply only if the counter still holds the value the writer read.
+    Cas,
+}
+
 /// A request to the resource.
 #[derive(Clone, Debug)]
 pub enum ResourceReq {
@@ -44,6 +62,8 @@ pub enum ResourceReq {
         token: Option<u64>,
         /// The writer's grant, for the history.
         grant: String,
+        /// The value the writer read (a compare-and-set applies only if it is still there).
+        expected: Option<i64>,
     },
 }
 
@@ -54,7 +74,7 @@ pub enum ResourceResp {
     Value(i64),
     /// The write was applied.
     Accepted,
-    /// The write carried a stale token and was refused.
+    /// The write was refused: a stale token, or a compare-and-set whose value changed.
     Rejected {
         /// The highest token seen so far.
         highest: u64,
@@ -72,17 +92,48 @@ struct State {
     highest_token: Option<u64>,
 }
 
+/// How the resource checks writes: `[resource]` in a scenario.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResourceRules {
+    /// Token checks.
+    pub fencing: Fencing,
+    /// Plain writes or compare-and-set.
+    pub mode: WriteMode,
+}
+
 /// Adds the resource node to the world; returns a handle for clients.
-pub fn start(world: &World, fencing: Fencing) -> ResourceHandle {
+pub fn start(world: &World, rules: ResourceRules) -> ResourceHandle {
     let net: ResourceNet = Net::new(world);
     let server_net = net.clone();
     let node = world.add_node(RESOURCE, Role::Resource, move |ctx| {
-        serve(ctx, server_net.clone(), fencing)
+        serve(ctx, server_net.clone(), rules)
     });
     ResourceHandle { net, node }
 }
 
-async fn serve(ctx: NodeCtx, net: ResourceNet, fencing: Fencing) {
+/// Why a write is refused, if it is: a stale token, or (compare-and-set) a value that
+/// changed since the writer read it.
+fn refusal(
+    rules: ResourceRules,
+    s: &State,
+    token: Option<u64>,
+    expected: Option<i64>,
+) -> Option<String> {
+    if let (Fencing::On, Some(t), Some(h)) = (rules.fencing, token, s.highest_token) {
+        if t < h {
+            return Some(format!("token below highest seen ({h})"));
+        }
+    }
+    match (rules.mode, expected) {
+        (WriteMode::Cas, Some(e)) if e != s.value => Some(format!(
+            "compare-and-set failed: the value is {}, not the {e} read",
+            s.value
+        )),
+        _ => None,
+    }
+}
+
+async fn serve(ctx: NodeCtx, net: ResourceNet, rules: ResourceRules) {
     let disk = ctx.disk();
     let mut state: State = disk.last(STATE_FILE).unwrap_or_default();
     let (caller, mut requests) = endpoint(&net, &ctx);
@@ -93,21 +144,18 @@ async fn serve(ctx: NodeCtx, net: ResourceNet, fencing: Fencing) {
                 value,
                 token,
                 grant,
+                expected,
             } => {
                 let s = &mut state;
-                let stale = match (fencing, token, s.highest_token) {
-                    (Fencing::On, Some(t), Some(h)) => t < h,
-                    _ => false,
-                };
                 let event = Event::new(ctx.name(), Kind::Info, Op::ResourceAccept)
                     .grant(grant)
                     .token(token)
                     .value(value);
-                if stale {
+                if let Some(why) = refusal(rules, s, token, expected) {
                     let highest = s.highest_token.unwrap_or(0);
                     ctx.record_event(Event {
                         op: Op::ResourceReject,
-                        detail: Some(format!("token below highest seen ({highest})")),
+                        detail: Some(why),
                         ..event
                     });
                     ResourceResp::Rejected { highest }
@@ -157,7 +205,7 @@ pub struct ResourceClient {
 pub enum WriteOutcome {
     /// Applied.
     Accepted,
-    /// Refused: stale token.
+    /// Refused: stale token, or (compare-and-set) the value changed since it was read.
     Rejected,
     /// No answer in time: it may or may not have been applied.
     Unknown,
@@ -176,11 +224,13 @@ impl ResourceClient {
         }
     }
 
-    /// Writes the counter.
+    /// Writes the counter; `expected` is the value the writer read (a compare-and-set
+    /// resource applies the write only if it is still there; a plain one ignores it).
     pub async fn write(
         &self,
         value: i64,
         token: Option<u64>,
+        expected: Option<i64>,
         grant: &str,
         timeout: Duration,
     ) -> WriteOutcome {
@@ -188,6 +238,7 @@ impl ResourceClient {
             value,
             token,
             grant: grant.into(),
+            expected,
         };
         match self.caller.call(self.node, req, timeout).await {
             Ok(ResourceResp::Accepted) => WriteOutcome::Accepted,

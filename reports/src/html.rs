@@ -1,25 +1,37 @@
-//! The comparison as one self-contained HTML page: no scripts, no external files.
+//! The comparison as one self-contained HTML page: no scripts, no external files. Sections
+//! (each with an `id`): `verdict`, `harm` (the headline table), `ranking`, `chart`, `phase`,
+//! `catalog`, `details`, `liveness`, `timelines`.
 
-use crate::timeline::{escape, svg};
-use crate::{percent, Comparison};
+use crate::markdown::{catalog_agrees, catalog_outcome, lost_text, property_text, rejected_text};
+use crate::stats::{pct, Share};
+use crate::timeline::{escape, Labels};
+use crate::verdict::{group_text, ranking, verdicts};
+use crate::{CellSummary, Comparison, Counterexample, PhaseSeries};
 use locksim_scenarios::RunResult;
-use locksim_sim::Event;
-use locksim_sim::Property;
+use locksim_sim::{Event, Property};
 use std::fmt::Write;
 
-const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}\
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;white-space:nowrap;\
-text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
-code{background:#f4f4f4;padding:1px 3px}.cx{margin:2em 0;border-top:1px solid #ddd}\
-.legend span{margin-right:1.5em}";
+const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:1.5em auto;padding:0 10px;color:#222;line-height:1.4}\
+.wide{overflow-x:auto}table{border-collapse:collapse;margin:1em 0}\
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;vertical-align:top}\
+th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
+td small{color:#555;white-space:nowrap}\
+code{background:#f4f4f4;padding:1px 3px;word-break:break-all}.cx{margin:1.5em 0;border-top:1px solid #ddd}\
+svg{max-width:100%;height:auto}.grid{display:flex;flex-wrap:wrap;gap:8px}\
+.legend{display:flex;flex-wrap:wrap;gap:0 1.2em}.legend span{white-space:nowrap}.nw{white-space:nowrap}.caption{font-style:italic}";
 
 /// What the timeline's marks mean.
 const LEGEND: &str = "<p class=\"legend\"><span>▮ critical section (red outline: witness)</span>\
-    <span>▨ paused</span><span>✖ crash</span><span>↻ restart</span><span>▲ clock jump</span>\
-    <span>◆ key expired</span><span>● write accepted (=value)</span>\
-    <span>✕ write rejected</span><span>orange band: partition</span></p>";
+    <span>▨ paused</span><span>grey band: down</span><span>✖ crash</span><span>○ restart</span>\
+    <span>▲ clock jump (◀ at the left edge: before the window)</span><span>◆ key expired</span>\
+    <span>● write accepted (=value)</span><span>✕ write rejected</span>\
+    <span>■ protocol event</span><span>orange band: partition</span>\
+    <span>thin coloured band on a server: the client its lock key names there (set → deleted or expired)</span></p>";
 
-/// Background colour for a violation rate: white at 0, deepening red towards 1.
+const HARM_COLOUR: &str = "#c1121f";
+const OVERLAP_COLOUR: &str = "#f4a261";
+
+/// Background colour for a harm rate: pale green at 0, deepening red towards 1.
 fn heat(rate: f64) -> String {
     if rate == 0.0 {
         return "#e9f5ec".into();
@@ -28,62 +40,17 @@ fn heat(rate: f64) -> String {
     format!("hsl(0,70%,{light:.0}%)")
 }
 
-/// A bar chart of the share of runs with any violation, per cell.
-fn chart(c: &Comparison) -> String {
-    let rows = c.cells.len().max(1) as f64;
-    let (w, bar_h, left) = (900.0, 18.0, 330.0);
-    let h = rows * (bar_h + 6.0) + 30.0;
-    let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
-    );
-    for k in 0..=4 {
-        let x = left + (w - left - 60.0) * k as f64 / 4.0;
-        let _ = write!(
-            s,
-            r##"<line x1="{x:.1}" y1="0" x2="{x:.1}" y2="{:.1}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#666">{}%</text>"##,
-            h - 20.0,
-            h - 6.0,
-            k * 25
-        );
-    }
-    for (i, cell) in c.cells.iter().enumerate() {
-        let y = i as f64 * (bar_h + 6.0) + 4.0;
-        let rate = cell.invalid_rate();
-        let len = (w - left - 60.0) * rate;
-        let _ = write!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{} · {}</text><rect x="{left}" y="{y:.1}" width="{len:.1}" height="{bar_h}" fill="#d62828"/><text x="{:.1}" y="{:.1}" fill="#333">{}</text>"##,
-            left - 8.0,
-            y + 13.0,
-            escape(&cell.protocol),
-            escape(&cell.profile),
-            left + len + 4.0,
-            y + 13.0,
-            percent(rate)
-        );
-    }
-    s.push_str("</svg>");
-    s
+fn share_cell(label: &str, s: &Share) -> String {
+    format!(
+        "<span class=\"nw\">{label} <b>{}</b> <small>({}–{})</small></span>",
+        pct(s.rate()),
+        pct(s.lo),
+        pct(s.hi)
+    )
 }
 
-/// The whole page.
-pub fn render(c: &Comparison) -> String {
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>",
-        escape(&c.title)
-    );
-    let _ = write!(
-        s,
-        "<h1>{}</h1><p>{} runs: seeds {} for each protocol × fault profile. Produced by \
-         <code>{}</code>. Every failing seed replays exactly with the command shown.</p>",
-        escape(&c.title),
-        c.runs(),
-        escape(&c.seeds),
-        escape(&c.command)
-    );
-    let _ = write!(s, "<h2>Share of runs violating mutual exclusion / fencing / lost update</h2><table><tr><th>protocol</th>");
+fn headline_table(s: &mut String, c: &Comparison) {
+    s.push_str("<div class=\"wide\"><table><tr><th>protocol</th>");
     for (p, _) in &c.profiles {
         let _ = write!(s, "<th>{}</th>", escape(p));
     }
@@ -95,12 +62,12 @@ pub fn render(c: &Comparison) -> String {
                 Some(cell) => {
                     let _ = write!(
                         s,
-                        "<td style=\"background:{}\" title=\"{} runs\">{} / {} / {}</td>",
-                        heat(cell.invalid_rate()),
+                        "<td style=\"background:{}\" title=\"{} runs, seeds {}\">{}<br>{}</td>",
+                        heat(cell.harm.rate()),
                         cell.runs,
-                        percent(cell.rate(Property::MutualExclusion)),
-                        percent(cell.rate(Property::Fencing)),
-                        percent(cell.rate(Property::LostUpdate))
+                        escape(&cell.seeds),
+                        share_cell("harm", &cell.harm),
+                        share_cell("overlap", &cell.overlap),
                     );
                 }
                 None => s.push_str("<td>–</td>"),
@@ -108,8 +75,375 @@ pub fn render(c: &Comparison) -> String {
         }
         s.push_str("</tr>");
     }
-    s.push_str("</table><h2>Runs with any violation</h2>");
+    s.push_str("</table></div>");
+}
+
+/// Horizontal bars with 95% whiskers: per cell, harm (red) above overlap (orange).
+fn chart(c: &Comparison) -> String {
+    let (w, left, right, row) = (800.0, 270.0, 60.0, 30.0);
+    let plot = w - left - right;
+    let h = c.cells.len().max(1) as f64 * row + 30.0;
+    let mut labels = Labels::new(w, h);
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {w} {h}" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#
+    );
+    for k in 0..=4 {
+        let x = left + plot * k as f64 / 4.0;
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" y1="0" x2="{x:.1}" y2="{:.1}" stroke="#eee"/>"##,
+            h - 20.0
+        );
+        labels.place(
+            &format!("{}%", k * 25),
+            &[(x, h - 6.0)],
+            "middle",
+            11.0,
+            "#666",
+        );
+    }
+    let bar = |s: &mut String,
+               labels: &mut Labels,
+               y: f64,
+               sh: &Share,
+               colour: &str,
+               what: &str| {
+        let (x1, lo, hi) = (
+            left + plot * sh.rate(),
+            left + plot * sh.lo,
+            left + plot * sh.hi,
+        );
+        let _ = write!(
+            s,
+            r##"<rect x="{left}" y="{y:.1}" width="{:.1}" height="9" fill="{colour}"><title>{what}: {}</title></rect><path d="M{lo:.1},{:.1} H{hi:.1} M{lo:.1},{:.1} v6 M{hi:.1},{:.1} v6" stroke="#333"/>"##,
+            (x1 - left).max(0.0),
+            escape(&sh.text()),
+            y + 4.5,
+            y + 1.5,
+            y + 1.5
+        );
+        labels.place(
+            &pct(sh.rate()),
+            &[(hi + 4.0, y + 9.0)],
+            "start",
+            10.0,
+            "#333",
+        );
+    };
+    for (i, cell) in c.cells.iter().enumerate() {
+        let y = i as f64 * row + 4.0;
+        let name = format!("{} · {}", cell.protocol, cell.profile);
+        labels.place_shrinking(&name, (left - 8.0, y + 15.0), "end", 11.0, "#222");
+        bar(&mut s, &mut labels, y, &cell.harm, HARM_COLOUR, "harm");
+        bar(
+            &mut s,
+            &mut labels,
+            y + 11.0,
+            &cell.overlap,
+            OVERLAP_COLOUR,
+            "overlap",
+        );
+    }
+    s.push_str(&labels.finish());
+    s.push_str("</svg>");
+    s
+}
+
+/// One small phase diagram: harm and overlap against the fault's size (log scale), with
+/// their 95% intervals as bands and the TTL marked.
+fn phase_svg(series: &PhaseSeries) -> String {
+    let (w, h, l, r, t, b) = (260.0, 180.0, 44.0, 10.0, 20.0, 30.0);
+    let (lx_min, lx_max) = (0.1f64.log10(), 4f64.log10());
+    let x = |m: f64| l + (m.max(0.1).log10() - lx_min) / (lx_max - lx_min) * (w - l - r);
+    let y = |rate: f64| t + (1.0 - rate) * (h - t - b);
+    let mut labels = Labels::new(w, h);
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="phase" viewBox="0 0 {w} {h}" width="{w}" height="{h}" font-family="sans-serif" font-size="10">"#
+    );
+    labels.place_shrinking(&series.protocol, (l, 12.0), "start", 11.0, "#222");
+    for k in [0.0, 0.5, 1.0] {
+        let _ = write!(
+            s,
+            r##"<line x1="{l}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#eee"/>"##,
+            y(k),
+            w - r
+        );
+        labels.place(&pct(k), &[(l - 8.0, y(k) + 3.0)], "end", 10.0, "#666");
+    }
+    for m in [0.1, 0.25, 0.5, 1.0, 2.0, 4.0] {
+        let _ = write!(
+            s,
+            r##"<line x1="{0:.1}" y1="{t}" x2="{0:.1}" y2="{1:.1}" stroke="{2}"{3}/>"##,
+            x(m),
+            h - b,
+            if m == 1.0 { "#999" } else { "#eee" },
+            if m == 1.0 {
+                r#" stroke-dasharray="3,2""#
+            } else {
+                ""
+            }
+        );
+        labels.place(
+            &format!("{m}×"),
+            &[(x(m), h - b + 12.0)],
+            "middle",
+            10.0,
+            "#666",
+        );
+    }
+    labels.place("size / TTL", &[(w - r, h - 4.0)], "end", 10.0, "#666");
+    for (colour, get) in [
+        (
+            OVERLAP_COLOUR,
+            (|p: &crate::PhasePoint| p.overlap) as fn(&crate::PhasePoint) -> Share,
+        ),
+        (HARM_COLOUR, |p: &crate::PhasePoint| p.harm),
+    ] {
+        let pts: Vec<(f64, Share)> = series
+            .points
+            .iter()
+            .map(|p| (x(p.ttl_multiple), get(p)))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let upper: Vec<String> = pts
+            .iter()
+            .map(|(px, sh)| format!("{px:.1},{:.1}", y(sh.hi)))
+            .collect();
+        let lower: Vec<String> = pts
+            .iter()
+            .rev()
+            .map(|(px, sh)| format!("{px:.1},{:.1}", y(sh.lo)))
+            .collect();
+        let line: Vec<String> = pts
+            .iter()
+            .map(|(px, sh)| format!("{px:.1},{:.1}", y(sh.rate())))
+            .collect();
+        let _ = write!(
+            s,
+            r#"<polygon points="{} {}" fill="{colour}" fill-opacity="0.18"/><polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"/>"#,
+            upper.join(" "),
+            lower.join(" "),
+            line.join(" ")
+        );
+        for (px, sh) in &pts {
+            let _ = write!(
+                s,
+                r#"<circle cx="{px:.1}" cy="{:.1}" r="2.5" fill="{colour}"><title>{}</title></circle>"#,
+                y(sh.rate()),
+                escape(&sh.text())
+            );
+        }
+    }
+    s.push_str(&labels.finish());
+    s.push_str("</svg>");
+    s
+}
+
+fn phase_section(s: &mut String, c: &Comparison) {
+    s.push_str(
+        "<h2 id=\"phase\">Phase diagrams</h2><p>Share of runs with <b style=\"color:#c1121f\">harm</b> \
+         and with <b style=\"color:#e07a2f\">overlap</b> (bands: 95% intervals) against the fault's \
+         size as a multiple of the protocol's TTL (log scale; dashed: 1× TTL).</p>",
+    );
+    let mut axes: Vec<(&str, &str)> = vec![];
+    for series in &c.phase {
+        if !axes.iter().any(|(a, _)| *a == series.axis) {
+            axes.push((&series.axis, &series.about));
+        }
+    }
+    for (axis, about) in axes {
+        let _ = write!(s, "<h3>{}</h3><div class=\"grid\">", escape(about));
+        for series in c.phase.iter().filter(|x| x.axis == axis) {
+            s.push_str(&phase_svg(series));
+        }
+        s.push_str("</div>");
+    }
+}
+
+fn catalog_section(s: &mut String, c: &Comparison) {
+    s.push_str(
+        "<h2 id=\"catalog\">The catalog</h2><p>Each story from the literature, over its seeds: \
+         what its file expects → how many runs violated it (red: they disagree; <i>n/a</i>: the \
+         property cannot be shown, e.g. fencing without tokens).</p><div class=\"wide\"><table><tr>\
+         <th>scenario</th><th>protocol</th><th>seeds</th><th>mutual exclusion</th><th>fencing</th>\
+         <th>lost update</th><th>expect met</th></tr>",
+    );
+    for e in &c.catalog {
+        let _ = write!(
+            s,
+            "<tr><td><a href=\"#cat-{0}\">{0}</a></td><td>{1}</td><td>{2}</td>",
+            escape(&e.name),
+            escape(&e.protocol),
+            escape(&e.outcome.seeds)
+        );
+        for p in Property::ALL {
+            let (expect, seen) = catalog_outcome(e, p);
+            let bad = !catalog_agrees(e, p);
+            let _ = write!(
+                s,
+                "<td{}>{} → {}</td>",
+                if bad {
+                    " style=\"background:#fdd\""
+                } else {
+                    ""
+                },
+                escape(&expect),
+                escape(&seen)
+            );
+        }
+        let _ = write!(s, "<td>{}/{}</td></tr>", e.expect_met.k, e.expect_met.n);
+    }
+    s.push_str("</table></div>");
+    for e in &c.catalog {
+        let _ = write!(
+            s,
+            "<div class=\"cx\" id=\"cat-{}\"><h3>{}</h3><p>{}</p>",
+            escape(&e.name),
+            escape(&e.name),
+            escape(&e.description)
+        );
+        if let Some(x) = &e.timeline {
+            s.push_str(&timeline_block(x));
+        }
+        s.push_str("</div>");
+    }
+}
+
+fn timeline_block(x: &Counterexample) -> String {
+    let what = if x.kind.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "<p><b>{}</b>: {}</p>",
+            escape(&x.kind),
+            escape(&x.description)
+        )
+    };
+    format!(
+        "<p class=\"caption\">Seed {}: {}</p>{what}<p>Replay: <code>{}</code> (trace {})</p>{}",
+        x.seed,
+        escape(&x.caption),
+        escape(&x.replay),
+        escape(&x.trace_hash),
+        x.svg()
+    )
+}
+
+fn details_table(s: &mut String, c: &Comparison) {
+    s.push_str(
+        "<h2 id=\"details\">Each property</h2><div class=\"wide\"><table><tr><th>protocol</th>\
+         <th>profile</th><th>seeds</th><th>mutual exclusion</th><th>fencing</th>\
+         <th>lost update</th><th title=\"acknowledged updates the final counter does not show\">acked updates lost</th>\
+         <th title=\"stale tokens and failed compare-and-sets\">writes rejected</th><th>unknown</th><th>errors</th></tr>",
+    );
+    for cell in &c.cells {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&cell.protocol),
+            escape(&cell.profile),
+            escape(&cell.seeds),
+            escape(&property_text(cell, Property::MutualExclusion)),
+            escape(&property_text(cell, Property::Fencing)),
+            escape(&property_text(cell, Property::LostUpdate)),
+            escape(&lost_text(cell)),
+            escape(&rejected_text(cell)),
+            cell.runs_unknown,
+            cell.runs_error
+        );
+    }
+    s.push_str("</table></div>");
+}
+
+fn liveness_table(s: &mut String, cells: &[CellSummary]) {
+    s.push_str(
+        "<h2 id=\"liveness\">Liveness</h2><div class=\"wide\"><table><tr><th>protocol</th><th>profile</th><th>runs</th>\
+         <th title=\"mean acquisitions per run\">grants/run</th>\
+         <th title=\"mean of each run's median acquire latency\">acquire p50 ms</th>\
+         <th title=\"longest time anyone waited while no live client held the lock\">longest wait ms</th></tr>",
+    );
+    for cell in cells {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0}</td></tr>",
+            escape(&cell.protocol),
+            escape(&cell.profile),
+            cell.runs,
+            cell.acquisitions_mean,
+            cell.acquire_latency_ms_p50_mean,
+            cell.wanted_free_ms_max,
+        );
+    }
+    s.push_str("</table></div>");
+}
+
+fn top(s: &mut String, c: &Comparison) {
+    let _ = write!(
+        s,
+        "<h1>{}</h1><p>{} runs in the matrix ({} per cell; {}), {} in all with the phase \
+         diagrams and the catalog. Produced by <code>{}</code>. Every share has its 95% Wilson \
+         interval; every failing seed replays exactly with the command shown.</p>\
+         <p><b>Overlap</b>: two clients in the critical section at once. <b>Harm</b>: the \
+         resource accepted a stale or reused token, or an acknowledged update was lost. Fencing \
+         and compare-and-set exist to turn overlap into no harm. <i>n/a</i>: the configuration \
+         cannot show it (no fencing token was written).</p>",
+        escape(&c.title),
+        c.runs(),
+        escape(&c.seed_counts()),
+        escape(&c.seeds),
+        c.runs_all(),
+        escape(&c.command)
+    );
+    s.push_str("<h2 id=\"verdict\">Verdict</h2><ul>");
+    for v in verdicts(c) {
+        let _ = write!(
+            s,
+            "<li><b>{}</b>: {}.</li>",
+            escape(&v.protocol),
+            escape(&v.line())
+        );
+    }
+    s.push_str("</ul>");
+}
+
+/// The whole page.
+pub fn render(c: &Comparison) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" \
+         content=\"width=device-width, initial-scale=1\"><title>{}</title><style>{STYLE}</style></head><body>",
+        escape(&c.title)
+    );
+    top(&mut s, c);
+    s.push_str("<h2 id=\"harm\">Harm and overlap: share of runs (95% interval)</h2>");
+    headline_table(&mut s, c);
+    s.push_str(
+        "<h2 id=\"ranking\">Ranking by harm</h2><p>Rows with the same rank are not ranked apart: \
+         their intervals overlap, directly or through others. A better rank's intervals all lie \
+         below a worse one's.</p><ul>",
+    );
+    for (profile, groups) in ranking(c) {
+        let g: Vec<String> = groups.iter().map(|(r, n)| group_text(*r, n)).collect();
+        let _ = write!(
+            s,
+            "<li>{}: {}</li>",
+            escape(&profile),
+            escape(&g.join(" · "))
+        );
+    }
+    s.push_str("</ul><h2 id=\"chart\">Harm (red) and overlap (orange), with 95% intervals</h2>");
     s.push_str(&chart(c));
+    if !c.phase.is_empty() {
+        phase_section(&mut s, c);
+    }
+    if !c.catalog.is_empty() {
+        catalog_section(&mut s, c);
+    }
+    details_table(&mut s, c);
     s.push_str("<h2>Protocols</h2><ul>");
     for (p, d) in &c.protocols {
         let _ = write!(s, "<li><b>{}</b>: {}</li>", escape(p), escape(d));
@@ -119,62 +453,17 @@ pub fn render(c: &Comparison) -> String {
         let _ = write!(s, "<li><b>{}</b>: {}</li>", escape(p), escape(d));
     }
     s.push_str("</ul>");
-    s.push_str(
-        "<h2 id=\"liveness\">Liveness</h2><table><tr><th>protocol</th><th>profile</th><th>runs</th>\
-         <th title=\"mean acquisitions per run\">grants/run</th>\
-         <th title=\"mean of each run's median acquire latency\">acquire p50 ms</th>\
-         <th title=\"longest time anyone waited while no live client held the lock\">longest wait ms</th><th>unknown</th><th>errors</th></tr>",
-    );
-    for cell in &c.cells {
-        let _ = write!(
-            s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0}</td>\
-             <td>{}</td><td>{}</td></tr>",
-            escape(&cell.protocol),
-            escape(&cell.profile),
-            cell.runs,
-            cell.acquisitions_mean,
-            cell.acquire_latency_ms_p50_mean,
-            cell.wanted_free_ms_max,
-            cell.runs_unknown,
-            cell.runs_error
-        );
-    }
-    s.push_str("</table>");
-    let failing: Vec<_> = c.cells.iter().filter(|c| !c.failing.is_empty()).collect();
-    if !failing.is_empty() {
-        s.push_str("<h2>Failing seeds</h2><ul>");
-        for cell in failing {
-            for f in &cell.failing {
-                let _ = write!(
-                    s,
-                    "<li>{} under {}: seed {} ({}) <code>{}</code></li>",
-                    escape(&cell.protocol),
-                    escape(&cell.profile),
-                    f.seed,
-                    escape(&f.kinds.join(", ")),
-                    escape(&f.replay)
-                );
-            }
-        }
-        s.push_str("</ul>");
-    }
+    liveness_table(&mut s, &c.cells);
     if !c.counterexamples.is_empty() {
-        s.push_str("<h2 id=\"counterexamples\">Counterexamples</h2>");
+        s.push_str("<h2 id=\"timelines\">Counterexamples</h2>");
         s.push_str(LEGEND);
         for x in &c.counterexamples {
             let _ = write!(
                 s,
-                "<div class=\"cx\"><h3>{} under {} — seed {}</h3><p><b>{}</b>: {}</p>\
-                 <p>Replay: <code>{}</code> (trace {})</p>{}</div>",
+                "<div class=\"cx\"><h3>{} under {}</h3>{}</div>",
                 escape(&x.protocol),
                 escape(&x.profile),
-                x.seed,
-                escape(&x.kind),
-                escape(&x.description),
-                escape(&x.replay),
-                escape(&x.trace_hash),
-                svg(&x.history, &x.witness)
+                timeline_block(x)
             );
         }
     }
@@ -182,26 +471,61 @@ pub fn render(c: &Comparison) -> String {
     s
 }
 
-/// A page with the timeline of one run: around its first violation's witnesses, or the whole
-/// run if it has none. `title` names the run; `about` says what it shows.
-pub fn run_page(title: &str, about: &str, run: &RunResult, history: &[Event]) -> String {
-    let what = match run.violations.first() {
-        Some(v) => format!(
-            "<p><b>{}</b>: {}</p>",
-            escape(v.kind.name()),
-            escape(&v.description)
-        ),
-        None => format!("<p>No violation: the verdict is {}.</p>", run.verdict),
-    };
-    let witness = run.violations.first().map_or(vec![], |v| v.events.clone());
+/// A page with the timeline of one run: around its first violation's witnesses (as `locksim
+/// run` lists them), or the whole run if it has none. `title` names the run; `about` says what it shows; `servers` are the
+/// deployment's server nodes (each gets a lane).
+pub fn run_page(
+    title: &str,
+    about: &str,
+    run: &RunResult,
+    history: &[Event],
+    servers: &[String],
+) -> String {
+    let first = run.violations.first();
+    let x = Counterexample::of_violation(("", ""), run, history.to_vec(), servers, first);
     format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t}</title>\
-         <style>{STYLE}</style></head><body><h1>{t}</h1><p>{a}</p>{what}\
-         <p>Replay: <code>{r}</code> (trace {h})</p>{LEGEND}{svg}</body></html>",
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\
+         <style>{STYLE}</style></head><body><h1>{t}</h1><p>{a}</p>{LEGEND}{block}</body></html>",
         t = escape(title),
         a = escape(about),
-        r = escape(&run.replay),
-        h = escape(&run.trace_hash),
-        svg = svg(history, &witness),
+        block = timeline_block(&x),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chart_names_every_cell_even_long_ones() {
+        let cell = |protocol: &str, profile: &str| CellSummary {
+            protocol: protocol.into(),
+            profile: profile.into(),
+            harm: Share::of(1, 4),
+            overlap: Share::of(2, 4),
+            ..CellSummary::default()
+        };
+        let c = Comparison {
+            cells: vec![
+                cell("replicated-redis+wait", "client-pauses"),
+                cell("zookeeper+fencing+cas", "server-crashes-and-partitions"),
+                cell("redlock", "none"),
+            ],
+            ..Comparison::default()
+        };
+        let svg = chart(&c);
+        for x in [&c.cells[0], &c.cells[2]] {
+            let name = escape(&format!("{} · {}", x.protocol, x.profile));
+            assert!(
+                svg.contains(&format!(">{name}</text>")),
+                "{name} missing: {svg}"
+            );
+        }
+        // Too long for the margin at any size: shortened, not dropped.
+        assert!(
+            svg.contains(">zookeeper+fencing+cas · server-crashes"),
+            "{svg}"
+        );
+        assert!(svg.contains("…</text>"), "{svg}");
+    }
 }

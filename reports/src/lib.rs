@@ -1,32 +1,60 @@
 //! Reports for locksim: aggregate run results into a comparison (protocol × fault profile),
-//! and render it as Markdown, JSON, or a self-contained HTML page with plots and a timeline
-//! of each counterexample.
+//! phase diagrams and the catalog's outcomes, and render it as Markdown, JSON, or a
+//! self-contained HTML page with plots and a timeline of each counterexample.
+//!
+//! Two kinds of failure are kept apart everywhere: **overlap** (two clients in the critical
+//! section at once: mutual exclusion violated) and **harm** (what a user pays for: the
+//! resource accepted a stale or reused token, or an acknowledged update was lost). Fencing and
+//! compare-and-set exist to turn overlap into no harm. A property a configuration cannot show
+//! (fencing, when no write carried a token) is "n/a", never 0%. Every share carries its 95%
+//! Wilson interval ([`stats`]).
 //!
 //! Reports read run results and histories only, never protocol internals. Aggregation is
-//! streaming ([`CellAccumulator`]): a sweep of any length folds into a fixed-size summary.
+//! streaming ([`CellAccumulator`]): a sweep of any length folds into a fixed-size summary, in
+//! any order. The JSON is versioned ([`SCHEMA_VERSION`]); readers ignore fields they do not
+//! know, and every field added later has a default.
 
 pub mod html;
 pub mod markdown;
+pub mod stats;
 pub mod timeline;
+pub mod verdict;
 
 use locksim_scenarios::sweep::SeedResult;
-use locksim_scenarios::{RunResult, Stats};
 use locksim_sim::{History, Property, Verdict};
 use serde::{Deserialize, Serialize};
+use stats::Share;
 use std::collections::BTreeMap;
+
+/// The version of `report.json`'s layout: 2 added overlap/harm, intervals, phase diagrams
+/// and the catalog.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// How many failing seeds a cell remembers (with their replay commands).
 pub const FAILING_SEEDS_KEPT: usize = 5;
 
+/// The properties whose violation is harm (what the user pays for), as opposed to overlap.
+pub const HARM: [Property; 2] = [Property::Fencing, Property::LostUpdate];
+
 /// The figures of one cell of the matrix: one protocol under one fault profile.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CellSummary {
     /// The protocol (or protocol configuration) label.
     pub protocol: String,
-    /// The fault profile label.
+    /// The fault profile (or scenario) label.
     pub profile: String,
-    /// Runs in the cell.
+    /// Runs in the cell, errors included.
     pub runs: u64,
+    /// The seeds that ran, e.g. `1..=150`.
+    pub seeds: String,
+    /// Runs in which two grants were in the critical section at once.
+    pub overlap: Share,
+    /// Runs with harm: a stale or reused token accepted, or an update lost.
+    pub harm: Share,
+    /// Per property, the runs violating it; `None` (JSON `null`) where the configuration
+    /// cannot show it (n/a).
+    pub properties: BTreeMap<String, Option<Share>>,
     /// Runs with at least one violation of each property, by property name.
     pub runs_violating: BTreeMap<String, u64>,
     /// Runs whose verdict was `invalid`.
@@ -35,6 +63,15 @@ pub struct CellSummary {
     pub runs_unknown: u64,
     /// Runs that did not complete (a panic in a model).
     pub runs_error: u64,
+    /// Writes the resource acknowledged, over all runs.
+    pub updates_acked: u64,
+    /// Acknowledged updates the final counters do not show, over all runs.
+    pub updates_lost: u64,
+    /// Writes the resource accepted, over all runs.
+    pub writes_accepted: u64,
+    /// Writes the resource rejected (stale token, or a compare-and-set that found another
+    /// value), over all runs.
+    pub writes_rejected: u64,
     /// The first failing seeds, with the commands that replay them.
     pub failing: Vec<FailingSeed>,
     /// Mean acquisitions per run.
@@ -58,47 +95,66 @@ pub struct FailingSeed {
     pub replay: String,
 }
 
+impl FailingSeed {
+    /// Whether the run did harm (not only overlap).
+    pub fn harmed(&self) -> bool {
+        HARM.iter()
+            .any(|p| self.kinds.iter().any(|k| k == p.name()))
+    }
+}
+
 impl CellSummary {
-    /// Share of runs that violated `property`, in [0, 1].
+    /// The share of runs that violated `property`; `None` where it is n/a.
+    pub fn property(&self, property: Property) -> Option<Share> {
+        self.properties.get(property.name()).copied().flatten()
+    }
+
+    /// Share of runs that violated `property`, in [0, 1] (0 where it is n/a).
     pub fn rate(&self, property: Property) -> f64 {
-        if self.runs == 0 {
-            return 0.0;
-        }
-        self.runs_violating
-            .get(property.name())
-            .copied()
-            .unwrap_or(0) as f64
-            / self.runs as f64
+        self.property(property).map_or(0.0, |s| s.rate())
     }
 
-    /// Share of runs with any violation.
-    pub fn invalid_rate(&self) -> f64 {
-        if self.runs == 0 {
-            0.0
-        } else {
-            self.runs_invalid as f64 / self.runs as f64
-        }
+    /// Share of acknowledged updates lost (a ratio of totals: updates within one run are
+    /// not independent, so it has no interval).
+    pub fn lost_share(&self) -> Option<f64> {
+        (self.updates_acked > 0).then(|| self.updates_lost as f64 / self.updates_acked as f64)
+    }
+
+    /// Share of writes the resource rejected.
+    pub fn rejected_share(&self) -> Option<f64> {
+        let all = self.writes_accepted + self.writes_rejected;
+        (all > 0).then(|| self.writes_rejected as f64 / all as f64)
+    }
+
+    /// The intervals an adaptive cell watches before it stops: overlap and harm.
+    pub fn watched(&self) -> [Share; 2] {
+        [self.overlap, self.harm]
     }
 }
 
-/// What the accumulator needs of a run, whether from a [`RunResult`] or a sweep line.
-struct Outcome<'a> {
-    seed: u64,
-    verdict: Verdict,
-    violation_counts: &'a BTreeMap<String, u64>,
-    stats: &'a Stats,
-    error: Option<&'a str>,
-    replay: &'a str,
-}
-
-/// Folds run results into a [`CellSummary`] in constant memory.
+/// Folds run results into a [`CellSummary`] in constant memory, in any order.
 #[derive(Clone, Debug, Default)]
 pub struct CellAccumulator {
     summary: CellSummary,
+    completed: u64,
+    overlap: u64,
+    harm: u64,
+    token_writes: u64,
     acquisitions: u64,
     latency_p50_us: u64,
     sim_ms: u64,
-    completed: u64,
+    seed_min: Option<u64>,
+    seed_max: u64,
+}
+
+/// The names of the properties a run violated (`violations` maps a property, by name or
+/// typed, to a count).
+fn violated_kinds<K: ToString>(violations: &BTreeMap<K, u64>) -> Vec<String> {
+    violations
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, _)| k.to_string())
+        .collect()
 }
 
 impl CellAccumulator {
@@ -114,33 +170,12 @@ impl CellAccumulator {
         }
     }
 
-    /// Adds one run.
-    pub fn add(&mut self, r: &RunResult) {
-        self.add_outcome(&Outcome {
-            seed: r.seed,
-            verdict: r.verdict,
-            violation_counts: &r.violation_counts,
-            stats: &r.stats,
-            error: r.error.as_deref(),
-            replay: &r.replay,
-        });
-    }
-
-    /// Adds one line of a sweep's results file; `replay` is the command that replays it.
-    pub fn add_seed(&mut self, r: &SeedResult, replay: &str) {
-        self.add_outcome(&Outcome {
-            seed: r.seed,
-            verdict: r.verdict,
-            violation_counts: &r.violations,
-            stats: &r.stats,
-            error: r.error.as_deref(),
-            replay,
-        });
-    }
-
-    fn add_outcome(&mut self, r: &Outcome) {
+    /// Adds one run (a line of a results file); `replay` is the command that replays it.
+    pub fn add(&mut self, r: &SeedResult, replay: &str) {
         let s = &mut self.summary;
         s.runs += 1;
+        self.seed_min = Some(self.seed_min.map_or(r.seed, |m| m.min(r.seed)));
+        self.seed_max = self.seed_max.max(r.seed);
         if r.error.is_some() {
             s.runs_error += 1;
             return;
@@ -151,117 +186,235 @@ impl CellAccumulator {
             Verdict::Unknown => s.runs_unknown += 1,
             Verdict::Valid => {}
         }
-        let kinds: Vec<String> = r
-            .violation_counts
-            .iter()
-            .filter(|(_, n)| **n > 0)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let kinds = violated_kinds(&r.violations);
         for k in &kinds {
             *s.runs_violating.entry(k.clone()).or_insert(0) += 1;
         }
-        if !kinds.is_empty() {
+        let failing = FailingSeed {
+            seed: r.seed,
+            kinds,
+            replay: replay.to_owned(),
+        };
+        self.overlap += u64::from(
+            failing
+                .kinds
+                .iter()
+                .any(|k| k == Property::MutualExclusion.name()),
+        );
+        self.harm += u64::from(failing.harmed());
+        if !failing.kinds.is_empty() {
             // Keep the smallest seeds, so the summary does not depend on the order in which
             // parallel runs finish.
             let at = s.failing.partition_point(|f| f.seed < r.seed);
             if at < FAILING_SEEDS_KEPT {
-                s.failing.insert(
-                    at,
-                    FailingSeed {
-                        seed: r.seed,
-                        kinds,
-                        replay: r.replay.to_owned(),
-                    },
-                );
+                s.failing.insert(at, failing);
                 s.failing.truncate(FAILING_SEEDS_KEPT);
             }
         }
         // Integer sums (µs): the same totals in any order of addition.
-        let l = &r.stats.liveness;
+        let (st, l) = (&r.stats, &r.stats.liveness);
+        self.token_writes += st.writes_with_token;
+        s.updates_acked += st.updates_acked;
+        s.updates_lost += st.updates_lost;
+        s.writes_accepted += l.writes_accepted;
+        s.writes_rejected += l.writes_rejected;
         self.acquisitions += l.acquisitions;
         self.latency_p50_us += (l.acquire_latency_ms_p50 * 1e3).round() as u64;
-        self.sim_ms += r.stats.sim_ms;
+        self.sim_ms += st.sim_ms;
         s.wanted_free_ms_max = s.wanted_free_ms_max.max(l.wanted_free_ms_max);
     }
 
     /// The summary so far.
     pub fn finish(&self) -> CellSummary {
         let mut s = self.summary.clone();
-        if self.completed > 0 {
-            let n = self.completed as f64;
+        let n = self.completed;
+        if n > 0 {
+            let n = n as f64;
             s.acquisitions_mean = self.acquisitions as f64 / n;
             s.acquire_latency_ms_p50_mean = self.latency_p50_us as f64 / 1e3 / n;
             s.sim_ms_mean = self.sim_ms as f64 / n;
         }
+        s.seeds = match self.seed_min {
+            Some(lo) if self.seed_max - lo + 1 == s.runs => format!("{lo}..={}", self.seed_max),
+            Some(lo) => format!("{} seeds in {lo}..={}", s.runs, self.seed_max),
+            None => String::new(),
+        };
+        s.overlap = Share::of(self.overlap, n);
+        s.harm = Share::of(self.harm, n);
         for p in Property::ALL {
-            s.runs_violating.entry(p.name().into()).or_insert(0);
+            let k = *s.runs_violating.entry(p.name().into()).or_insert(0);
+            // Without a token no stale or reused token can be accepted: not checked, not safe.
+            // Without an acknowledged write nothing can be lost.
+            let applies = match p {
+                Property::Fencing => self.token_writes > 0 || k > 0,
+                Property::LostUpdate => s.updates_acked > 0 || s.writes_accepted > 0 || k > 0,
+                Property::MutualExclusion => true,
+            };
+            s.properties
+                .insert(p.name().into(), applies.then(|| Share::of(k, n)));
         }
         s
     }
 }
 
 /// A counterexample to draw: one failing run's history and its witness events.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Counterexample {
     /// The protocol label.
     pub protocol: String,
-    /// The fault profile label.
+    /// The fault profile label (or the catalog scenario).
     pub profile: String,
     /// The seed.
     pub seed: u64,
-    /// The first violation's kind.
+    /// The drawn violation's kind (empty if the run has none).
     pub kind: String,
-    /// The first violation, in words.
+    /// The drawn violation, in words.
     pub description: String,
+    /// One line saying what happened, from the history.
+    pub caption: String,
     /// Its witness event indexes.
     pub witness: Vec<u64>,
     /// The replay command.
     pub replay: String,
     /// The run's trace hash.
     pub trace_hash: String,
+    /// Every node of the run that gets a lane, servers first (all of them, also those the
+    /// history never names).
+    pub lanes: Vec<String>,
     /// The whole history.
     #[serde(skip)]
     pub history: History,
 }
 
 impl Counterexample {
-    /// A counterexample from a failing run and its history (None if the run did not fail).
+    /// A timeline of a run: its first harm violation if it has one, else its first
+    /// violation, else the whole run. `servers` are the deployment's server nodes.
     pub fn from_run(
-        protocol: &str,
-        profile: &str,
-        r: &RunResult,
+        (protocol, profile): (&str, &str),
+        r: &locksim_scenarios::RunResult,
         history: History,
-    ) -> Option<Self> {
-        let v = r.violations.first()?;
-        Some(Counterexample {
+        servers: &[String],
+    ) -> Self {
+        let harm = r.violations.iter().find(|v| HARM.contains(&v.kind));
+        Self::of_violation(
+            (protocol, profile),
+            r,
+            history,
+            servers,
+            harm.or(r.violations.first()),
+        )
+    }
+
+    /// A timeline of a run around the violation `v` (the whole run if `None`).
+    pub fn of_violation(
+        (protocol, profile): (&str, &str),
+        r: &locksim_scenarios::RunResult,
+        history: History,
+        servers: &[String],
+        v: Option<&locksim_sim::checker::Violation>,
+    ) -> Self {
+        let lanes = timeline::lanes(&history, servers);
+        let mut x = Counterexample {
             protocol: protocol.into(),
             profile: profile.into(),
             seed: r.seed,
-            kind: v.kind.name().into(),
-            description: v.description.clone(),
-            witness: v.events.clone(),
+            kind: v.map_or(String::new(), |v| v.kind.name().into()),
+            description: v.map_or(String::new(), |v| v.description.clone()),
+            caption: String::new(),
+            witness: v.map_or(vec![], |v| v.events.clone()),
             replay: r.replay.clone(),
             trace_hash: r.trace_hash.clone(),
+            lanes,
             history,
-        })
+        };
+        x.caption = timeline::caption(&x.history, &x.kind, &x.witness);
+        x
     }
+
+    /// The SVG timeline.
+    pub fn svg(&self) -> String {
+        timeline::svg_with_lanes(&self.history, &self.witness, &self.lanes)
+    }
+}
+
+/// One point of a phase diagram: the protocol under faults of one size.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PhasePoint {
+    /// The fault's size as a multiple of the protocol's TTL.
+    pub ttl_multiple: f64,
+    /// The fault's size, in ms.
+    pub size_ms: u64,
+    /// Runs with overlap.
+    pub overlap: Share,
+    /// Runs with harm.
+    pub harm: Share,
+    /// The seeds that ran.
+    pub seeds: String,
+}
+
+/// A phase diagram: one protocol, one kind of fault, its size swept against the TTL.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PhaseSeries {
+    /// The protocol label.
+    pub protocol: String,
+    /// The fault axis: `pause` or `clock_jump`.
+    pub axis: String,
+    /// The axis in words.
+    pub about: String,
+    /// The TTL the sizes are multiples of, in ms.
+    pub ttl_ms: u64,
+    /// The points, by increasing size.
+    pub points: Vec<PhasePoint>,
+}
+
+/// A catalog scenario's outcome over its seeds, next to what its file expects.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CatalogEntry {
+    /// The scenario's name.
+    pub name: String,
+    /// Its protocol id.
+    pub protocol: String,
+    /// What it shows, from the file.
+    pub description: String,
+    /// Per property, what `[expect]` says: `holds` or `violated`.
+    pub expect: BTreeMap<String, String>,
+    /// The outcome, as a cell.
+    pub outcome: CellSummary,
+    /// Runs that met every expectation.
+    pub expect_met: Share,
+    /// The timeline of its first seed.
+    pub timeline: Option<Counterexample>,
 }
 
 /// A whole comparison.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Comparison {
+    /// [`SCHEMA_VERSION`] of the writer.
+    pub schema: u32,
     /// Title of the report.
     pub title: String,
     /// The command that produced it.
     pub command: String,
-    /// Seeds run per cell, as a range (e.g. `1..=200`).
+    /// The seeds, in words (fixed or adaptive).
     pub seeds: String,
     /// Protocol labels, in matrix order, with one line about each.
     pub protocols: Vec<(String, String)>,
+    /// The protocol id of each label (e.g. `redlock+fsync` → `redlock`), to match the
+    /// catalog's stories to rows.
+    pub protocol_ids: BTreeMap<String, String>,
     /// Fault profile labels, in matrix order, with one line about each.
     pub profiles: Vec<(String, String)>,
     /// Every cell.
     pub cells: Vec<CellSummary>,
+    /// Phase diagrams.
+    pub phase: Vec<PhaseSeries>,
+    /// The catalog's outcomes.
+    pub catalog: Vec<CatalogEntry>,
     /// Counterexamples to draw (at most one per cell).
     pub counterexamples: Vec<Counterexample>,
 }
@@ -279,19 +432,146 @@ impl Comparison {
         serde_json::to_string_pretty(self).expect("a comparison serialises")
     }
 
-    /// Total runs.
+    /// Reads a report back (fields it does not know are ignored, missing ones default).
+    pub fn from_json(text: &str) -> Result<Comparison, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    /// Total runs in the matrix's cells.
     pub fn runs(&self) -> u64 {
         self.cells.iter().map(|c| c.runs).sum()
+    }
+
+    /// Total runs, phase diagrams and catalog included.
+    pub fn runs_all(&self) -> u64 {
+        let phase: u64 = self
+            .phase
+            .iter()
+            .flat_map(|s| &s.points)
+            .map(|p| p.overlap.n)
+            .sum();
+        let catalog: u64 = self.catalog.iter().map(|c| c.outcome.runs).sum();
+        self.runs() + phase + catalog
+    }
+
+    /// The seed counts of the cells, in words: `100` or `100–400`.
+    pub fn seed_counts(&self) -> String {
+        let lo = self.cells.iter().map(|c| c.runs).min().unwrap_or(0);
+        let hi = self.cells.iter().map(|c| c.runs).max().unwrap_or(0);
+        if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo}–{hi}")
+        }
     }
 }
 
 /// Formats a rate as a percentage for people.
 pub fn percent(rate: f64) -> String {
-    if rate == 0.0 {
-        "0%".into()
-    } else if rate < 0.001 {
-        "<0.1%".into()
-    } else {
-        format!("{:.1}%", rate * 100.0)
+    stats::pct(rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locksim_scenarios::Stats;
+
+    fn line(seed: u64, kinds: &[&str], token_writes: u64) -> SeedResult {
+        SeedResult {
+            seed,
+            scenario: "s".into(),
+            scenario_hash: String::new(),
+            path: String::new(),
+            protocol: "p".into(),
+            verdict: if kinds.is_empty() {
+                Verdict::Valid
+            } else {
+                Verdict::Invalid
+            },
+            violations: kinds.iter().map(|k| (k.to_string(), 2)).collect(),
+            trace_hash: String::new(),
+            stats: Stats {
+                writes_with_token: token_writes,
+                updates_acked: 10,
+                updates_lost: u64::from(kinds.contains(&"lost_update")),
+                ..Stats::default()
+            },
+            expect_met: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn overlap_and_harm_are_kept_apart_and_fencing_without_tokens_is_na() {
+        let mut a = CellAccumulator::new("p", "f");
+        a.add(&line(1, &["mutual_exclusion"], 0), "r1");
+        a.add(&line(2, &["mutual_exclusion", "lost_update"], 0), "r2");
+        a.add(&line(3, &[], 0), "r3");
+        let c = a.finish();
+        assert_eq!((c.overlap.k, c.harm.k, c.overlap.n), (2, 1, 3));
+        assert_eq!(c.property(Property::Fencing), None, "no token: n/a");
+        assert_eq!(c.property(Property::LostUpdate), Some(Share::of(1, 3)));
+        assert_eq!((c.updates_acked, c.updates_lost), (30, 1));
+        assert_eq!(c.seeds, "1..=3");
+        let mut b = CellAccumulator::new("p", "f");
+        b.add(&line(1, &["mutual_exclusion"], 5), "r1");
+        assert_eq!(
+            b.finish().property(Property::Fencing),
+            Some(Share::of(0, 1))
+        );
+    }
+
+    #[test]
+    fn the_summary_does_not_depend_on_the_order_of_the_runs() {
+        let lines: Vec<SeedResult> = (1..=20)
+            .map(|s| match s % 3 {
+                0 => line(s, &["mutual_exclusion"], 1),
+                1 => line(s, &["fencing"], 1),
+                _ => line(s, &[], 1),
+            })
+            .collect();
+        let mut fwd = CellAccumulator::new("p", "f");
+        let mut rev = CellAccumulator::new("p", "f");
+        for l in &lines {
+            fwd.add(l, "r");
+        }
+        for l in lines.iter().rev() {
+            rev.add(l, "r");
+        }
+        assert_eq!(fwd.finish(), rev.finish());
+        let seeds: Vec<u64> = fwd.finish().failing.iter().map(|f| f.seed).collect();
+        assert_eq!(seeds, vec![1, 3, 4, 6, 7]);
+    }
+
+    #[test]
+    fn the_json_round_trips_and_tolerates_unknown_and_missing_fields() {
+        let mut a = CellAccumulator::new("p", "f");
+        a.add(&line(1, &["lost_update"], 0), "r");
+        let c = Comparison {
+            schema: SCHEMA_VERSION,
+            title: "t".into(),
+            cells: vec![a.finish()],
+            phase: vec![PhaseSeries {
+                protocol: "p".into(),
+                axis: "pause".into(),
+                ttl_ms: 2000,
+                points: vec![PhasePoint {
+                    ttl_multiple: 0.5,
+                    size_ms: 1000,
+                    overlap: Share::of(3, 10),
+                    harm: Share::of(1, 10),
+                    seeds: "1..=10".into(),
+                }],
+                ..PhaseSeries::default()
+            }],
+            ..Comparison::default()
+        };
+        let back = Comparison::from_json(&c.to_json()).unwrap();
+        assert_eq!(back, c);
+        let mut v: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+        v["a_field_from_the_future"] = serde_json::json!(1);
+        v.as_object_mut().unwrap().remove("catalog");
+        let back = Comparison::from_json(&v.to_string()).unwrap();
+        assert_eq!(back, c);
     }
 }

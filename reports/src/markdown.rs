@@ -1,11 +1,18 @@
 //! The comparison as Markdown (and as the plain table the CLI prints).
 
-use crate::{percent, Comparison};
+use crate::stats::pct;
+use crate::verdict::{group_text, ranking, verdicts};
+use crate::{CellSummary, Comparison};
 use locksim_sim::Property;
 use std::fmt::Write;
 
-/// The matrix of violation rates: one row per protocol, one column per profile; each cell
-/// `ME / fencing / lost update`.
+/// A property's share for a table: `n/a` where the configuration cannot show it.
+pub fn property_text(cell: &CellSummary, p: Property) -> String {
+    cell.property(p).map_or("n/a".into(), |s| s.text())
+}
+
+/// The headline: one row per protocol, one column per profile; each cell the share of runs
+/// with harm, and beside it the share with overlap.
 pub fn table(c: &Comparison) -> String {
     let mut s = String::new();
     let _ = write!(s, "| protocol |");
@@ -24,10 +31,9 @@ pub fn table(c: &Comparison) -> String {
                 Some(cell) => {
                     let _ = write!(
                         s,
-                        " {} / {} / {} |",
-                        percent(cell.rate(Property::MutualExclusion)),
-                        percent(cell.rate(Property::Fencing)),
-                        percent(cell.rate(Property::LostUpdate))
+                        " harm {} · overlap {} |",
+                        cell.harm.text(),
+                        cell.overlap.text()
                     );
                 }
                 None => s.push_str(" – |"),
@@ -38,23 +44,190 @@ pub fn table(c: &Comparison) -> String {
     s
 }
 
-/// The whole report.
-pub fn render(c: &Comparison) -> String {
+/// The verdict lines: one per protocol.
+pub fn verdict_lines(c: &Comparison) -> String {
     let mut s = String::new();
+    for v in verdicts(c) {
+        let _ = writeln!(s, "- **{}**: {}.", v.protocol, v.line());
+    }
+    s
+}
+
+fn header(s: &mut String, c: &Comparison) {
     let _ = writeln!(s, "# {}\n", c.title);
     let _ = writeln!(
         s,
-        "{} runs: seeds {} for each protocol × fault profile. Produced by `{}`; every \
-         figure below comes from these runs, and every failing seed replays exactly.\n",
+        "{} runs in the matrix ({} per cell; {}), {} in all with the phase diagrams and the \
+         catalog. Produced by `{}`; every figure below comes from these runs, every share has \
+         its 95% Wilson interval, and every failing seed replays exactly.\n",
         c.runs(),
+        c.seed_counts(),
         c.seeds,
+        c.runs_all(),
         c.command
     );
     let _ = writeln!(
         s,
-        "## Share of runs violating mutual exclusion / fencing / lost update\n"
+        "**Overlap**: two clients in the critical section at once (mutual exclusion violated). \
+         **Harm**: the resource accepted a stale or reused token, or an acknowledged update was \
+         lost. Fencing and compare-and-set exist to turn overlap into no harm. `n/a`: the \
+         configuration cannot show it (no fencing token was ever written).\n"
     );
+}
+
+fn details(s: &mut String, c: &Comparison) {
+    let _ = writeln!(
+        s,
+        "| protocol | profile | seeds | mutual exclusion | fencing | lost update | acked updates lost | writes rejected | unknown | errors |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+    for cell in &c.cells {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell.protocol,
+            cell.profile,
+            cell.seeds,
+            property_text(cell, Property::MutualExclusion),
+            property_text(cell, Property::Fencing),
+            property_text(cell, Property::LostUpdate),
+            lost_text(cell),
+            rejected_text(cell),
+            cell.runs_unknown,
+            cell.runs_error
+        );
+    }
+}
+
+/// Acknowledged updates lost: `12 of 4,000 (0.3%)`.
+pub fn lost_text(cell: &CellSummary) -> String {
+    match cell.lost_share() {
+        Some(r) => format!(
+            "{} of {} ({})",
+            cell.updates_lost,
+            cell.updates_acked,
+            pct(r)
+        ),
+        None => "n/a".into(),
+    }
+}
+
+/// Writes rejected: `30 of 4,000 (0.7%)`.
+pub fn rejected_text(cell: &CellSummary) -> String {
+    match cell.rejected_share() {
+        Some(r) => format!(
+            "{} of {} ({})",
+            cell.writes_rejected,
+            cell.writes_rejected + cell.writes_accepted,
+            pct(r)
+        ),
+        None => "–".into(),
+    }
+}
+
+fn phase(s: &mut String, c: &Comparison) {
+    for series in &c.phase {
+        let _ = writeln!(
+            s,
+            "\n### {} — {} (TTL {} ms)\n\n| × TTL | size (ms) | seeds | harm | overlap |\n|---|---|---|---|---|",
+            series.protocol, series.about, series.ttl_ms
+        );
+        for p in &series.points {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} |",
+                p.ttl_multiple,
+                p.size_ms,
+                p.seeds,
+                p.harm.text(),
+                p.overlap.text()
+            );
+        }
+    }
+}
+
+/// The outcome of a catalog file per property, next to what it expects.
+pub fn catalog_outcome(e: &crate::CatalogEntry, p: Property) -> (String, String) {
+    let expect = e
+        .expect
+        .get(p.name())
+        .cloned()
+        .unwrap_or_else(|| "–".into());
+    let seen = match e.outcome.property(p) {
+        None => "n/a".into(),
+        Some(sh) => format!("{}/{}", sh.k, sh.n),
+    };
+    (expect, seen)
+}
+
+/// Whether what a catalog file expects of a property is what its runs showed: `holds` and
+/// no run violating it, `violated` and every run violating it.
+pub fn catalog_agrees(e: &crate::CatalogEntry, p: Property) -> bool {
+    match (
+        e.expect.get(p.name()).map(String::as_str),
+        e.outcome.property(p),
+    ) {
+        (None, _) => true,
+        (Some("holds"), Some(s)) => s.k == 0,
+        (Some("violated"), Some(s)) => s.k == s.n && s.n > 0,
+        _ => false,
+    }
+}
+
+fn catalog(s: &mut String, c: &Comparison) {
+    let _ = writeln!(
+        s,
+        "Per property: what the file expects → runs violating it.\n\n| scenario | protocol | seeds | mutual exclusion | fencing | lost update | expect met |\n|---|---|---|---|---|---|---|"
+    );
+    for e in &c.catalog {
+        let cols: Vec<String> = Property::ALL
+            .iter()
+            .map(|p| {
+                let (x, seen) = catalog_outcome(e, *p);
+                format!("{x} → {seen}")
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {}/{} |",
+            e.name,
+            e.protocol,
+            e.outcome.seeds,
+            cols.join(" | "),
+            e.expect_met.k,
+            e.expect_met.n
+        );
+    }
+}
+
+/// The whole report.
+pub fn render(c: &Comparison) -> String {
+    let mut s = String::new();
+    header(&mut s, c);
+    let _ = writeln!(s, "## Verdict\n");
+    s.push_str(&verdict_lines(c));
+    let _ = writeln!(s, "\n## Harm and overlap: share of runs (95% interval)\n");
     s.push_str(&table(c));
+    let _ = writeln!(
+        s,
+        "\n## Ranking by harm\n\nPer profile; rows with the same rank are not ranked apart (their \
+         intervals overlap, directly or through others); a better rank's intervals all lie \
+         below a worse one's.\n"
+    );
+    for (profile, groups) in ranking(c) {
+        let g: Vec<String> = groups.iter().map(|(r, n)| group_text(*r, n)).collect();
+        let _ = writeln!(s, "- {profile}: {}", g.join(" · "));
+    }
+    let _ = writeln!(s, "\n## Each property\n");
+    details(&mut s, c);
+    if !c.phase.is_empty() {
+        let _ = writeln!(s, "\n## Phase diagrams");
+        phase(&mut s, c);
+    }
+    if !c.catalog.is_empty() {
+        let _ = writeln!(s, "\n## The catalog\n");
+        catalog(&mut s, c);
+    }
     let _ = writeln!(s, "\n## Protocols\n");
     for (p, d) in &c.protocols {
         let _ = writeln!(s, "- **{p}**: {d}");
@@ -63,26 +236,33 @@ pub fn render(c: &Comparison) -> String {
     for (p, d) in &c.profiles {
         let _ = writeln!(s, "- **{p}**: {d}");
     }
+    liveness(&mut s, c);
+    failing(&mut s, c);
+    s
+}
+
+fn liveness(s: &mut String, c: &Comparison) {
     let _ = writeln!(s, "\n## Liveness\n");
     let _ = writeln!(
         s,
-        "| protocol | profile | runs | acquisitions/run | acquire p50 (ms, mean) | longest wait with the lock free (ms) | unknown | errors |"
+        "| protocol | profile | runs | acquisitions/run | acquire p50 (ms, mean) | longest wait with the lock free (ms) |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
     for cell in &c.cells {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.1} | {:.1} | {:.0} | {} | {} |",
+            "| {} | {} | {} | {:.1} | {:.1} | {:.0} |",
             cell.protocol,
             cell.profile,
             cell.runs,
             cell.acquisitions_mean,
             cell.acquire_latency_ms_p50_mean,
             cell.wanted_free_ms_max,
-            cell.runs_unknown,
-            cell.runs_error
         );
     }
+}
+
+fn failing(s: &mut String, c: &Comparison) {
     let failing: Vec<_> = c.cells.iter().filter(|c| !c.failing.is_empty()).collect();
     if !failing.is_empty() {
         let _ = writeln!(
@@ -109,10 +289,9 @@ pub fn render(c: &Comparison) -> String {
             let _ = writeln!(
                 s,
                 "- **{} under {}**, seed {} — {}: {}\n  replay: `{}` (trace {})",
-                x.protocol, x.profile, x.seed, x.kind, x.description, x.replay, x.trace_hash
+                x.protocol, x.profile, x.seed, x.kind, x.caption, x.replay, x.trace_hash
             );
         }
         let _ = writeln!(s, "\nTimelines of these are in `report.html`.");
     }
-    s
 }

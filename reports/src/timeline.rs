@@ -1,15 +1,24 @@
-//! An SVG timeline of a counterexample: one lane per node, critical sections as bars,
-//! pauses, crashes, clock jumps and partitions where they happened, the resource's accepts
-//! and rejects, and the witness events marked.
+//! An SVG timeline of a run: one lane per node (every server, also those the history never
+//! names), critical sections as bars, pauses and downtimes, crashes, clock jumps, key
+//! expiries, partitions, the resource's accepts and rejects, protocol events and notes, and
+//! the witness events marked. Faults that began before the drawn window and still act in it
+//! are drawn from its left edge. Ticks fall on round values.
+//!
+//! Every text goes through one [`Labels`] placer that tries a few positions and drops a label
+//! (its mark keeps a tooltip) rather than let two texts overlap or one leave the chart.
 
-use locksim_sim::{Event, Kind, Op};
+use locksim_sim::{Event, Op};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-const WIDTH: f64 = 960.0;
-const LEFT: f64 = 90.0;
+/// The drawing's width in SVG units: it is shown at this size (or scaled down to fit), so
+/// 800 keeps 11-unit text readable on an 800 px wide screen.
+pub const WIDTH: f64 = 800.0;
+const LEFT: f64 = 78.0;
+const RIGHT: f64 = 8.0;
 const LANE: f64 = 30.0;
-const TOP: f64 = 34.0;
+const TOP: f64 = 40.0;
+const FONT: f64 = 11.0;
 
 /// Escapes text for HTML and SVG.
 pub fn escape(s: &str) -> String {
@@ -19,10 +28,110 @@ pub fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Lanes: servers and other nodes first, then clients (`c1`, `c2`, ... in number order),
-/// then the resource. The nemesis gets no lane: its faults are drawn on their targets.
-fn lanes(history: &[Event]) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
+/// The width a text of `chars` characters takes at `font` size, generously (sans-serif
+/// averages ~0.55 em per character; digits and capitals are wider).
+pub fn text_width(chars: usize, font: f64) -> f64 {
+    chars as f64 * font * 0.62
+}
+
+/// A placed text's box: x0, y0, x1, y1.
+pub type TextBox = (f64, f64, f64, f64);
+
+/// Places texts so that no two overlap and none leaves `[0, width] × [0, height]`.
+pub struct Labels {
+    placed: Vec<TextBox>,
+    width: f64,
+    height: f64,
+    out: String,
+}
+
+impl Labels {
+    /// A placer for a drawing of this size.
+    pub fn new(width: f64, height: f64) -> Self {
+        Labels {
+            placed: vec![],
+            width,
+            height,
+            out: String::new(),
+        }
+    }
+
+    /// Tries each candidate baseline position `(x, y)` (with `anchor` start/middle/end) in
+    /// turn and writes the text at the first free one; returns whether it was placed.
+    pub fn place(
+        &mut self,
+        text: &str,
+        candidates: &[(f64, f64)],
+        anchor: &str,
+        font: f64,
+        fill: &str,
+    ) -> bool {
+        let w = text_width(text.chars().count(), font);
+        for &(x, y) in candidates {
+            let x0 = match anchor {
+                "middle" => x - w / 2.0,
+                "end" => x - w,
+                _ => x,
+            };
+            let b = (x0, y - font, x0 + w, y + font * 0.25);
+            let inside = b.0 >= 0.0 && b.2 <= self.width && b.1 >= 0.0 && b.3 <= self.height;
+            if inside && !self.placed.iter().any(|p| intersects(p, &b)) {
+                self.placed.push(b);
+                let _ = write!(
+                    self.out,
+                    r#"<text x="{x:.1}" y="{y:.1}" text-anchor="{anchor}" font-size="{font}" fill="{fill}">{}</text>"#,
+                    escape(text)
+                );
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Like [`Labels::place`] at one position, trying smaller fonts (down to 8) if the text
+    /// does not fit at `font`, then shortening it (with `…`) at 8.
+    pub fn place_shrinking(
+        &mut self,
+        text: &str,
+        at: (f64, f64),
+        anchor: &str,
+        font: f64,
+        fill: &str,
+    ) -> bool {
+        let mut size = font;
+        while size >= 8.0 {
+            if self.place(text, &[at], anchor, size, fill) {
+                return true;
+            }
+            size -= 1.0;
+        }
+        let chars: Vec<char> = text.chars().collect();
+        (1..chars.len()).rev().any(|keep| {
+            let short: String = chars[..keep].iter().collect::<String>() + "…";
+            self.place(&short, &[at], anchor, 8.0, fill)
+        })
+    }
+
+    /// The SVG of every placed text.
+    pub fn finish(self) -> String {
+        self.out
+    }
+}
+
+/// Whether two boxes overlap (touching is not overlapping).
+pub fn intersects(a: &TextBox, b: &TextBox) -> bool {
+    a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+}
+
+fn client_no(n: &str) -> Option<u64> {
+    n.strip_prefix('c').and_then(|d| d.parse::<u64>().ok())
+}
+
+/// Lanes: `servers` in their order, then other nodes the history names (sentinels, peers),
+/// then clients (`c1`, `c2`, … in number order), then the resource. The nemesis gets no
+/// lane: its faults are drawn on their targets.
+pub fn lanes(history: &[Event], servers: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = servers.to_vec();
     for e in history {
         for n in [Some(&e.node), e.target.as_ref()].into_iter().flatten() {
             if n != "nemesis" && !names.contains(n) {
@@ -30,11 +139,12 @@ fn lanes(history: &[Event]) -> Vec<String> {
             }
         }
     }
-    let client_no = |n: &str| n.strip_prefix('c').and_then(|d| d.parse::<u64>().ok());
-    names.sort_by_key(|n| match (n.as_str(), client_no(n)) {
-        ("resource", _) => (2, 0, n.clone()),
-        (_, Some(i)) => (1, i, String::new()),
-        _ => (0, 0, n.clone()),
+    let server_at = |n: &str| servers.iter().position(|s| s == n);
+    names.sort_by_key(|n| match (n.as_str(), server_at(n), client_no(n)) {
+        (_, Some(i), _) => (0, i as u64, String::new()),
+        ("resource", _, _) => (3, 0, n.clone()),
+        (_, None, Some(i)) => (2, i, String::new()),
+        _ => (1, 0, n.clone()),
     });
     names
 }
@@ -46,95 +156,148 @@ fn window(history: &[Event], witness: &[u64]) -> (u64, u64) {
         .filter_map(|i| history.get(*i as usize))
         .map(|e| e.time_ns)
         .collect();
+    let end = history.last().map_or(1, |e| e.time_ns.max(1));
     let (lo, hi) = match (times.iter().min(), times.iter().max()) {
         (Some(lo), Some(hi)) => (*lo, *hi),
-        _ => (0, history.last().map_or(1, |e| e.time_ns)),
+        _ => return (0, end),
     };
-    let pad = ((hi - lo) / 10).max(50_000_000);
-    let end = history.last().map_or(hi, |e| e.time_ns);
+    let pad = ((hi - lo) / 8).max(100_000_000);
     (lo.saturating_sub(pad), (hi + pad).min(end.max(hi + 1)))
 }
 
-/// Draws the timeline. `witness` are event indexes to highlight.
+/// Round tick values (1, 2 or 5 × 10ⁿ ms apart) inside `[t0, t1]` ns, about `want` of them.
+pub fn ticks_ms(t0: u64, t1: u64, want: u32) -> Vec<u64> {
+    let span_ms = (t1.saturating_sub(t0) as f64 / 1e6).max(1e-3);
+    let raw = span_ms / f64::from(want.max(1));
+    let mag = 10f64.powf(raw.log10().floor());
+    // The 1-2-5 step whose number of ticks comes closest to `want`.
+    let count_off = |step: f64| (span_ms / step - f64::from(want)).abs();
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| (m * mag).max(1.0))
+        .min_by(|a, b| count_off(*a).total_cmp(&count_off(*b)))
+        .unwrap_or(1.0);
+    let step_ms = step.round() as u64;
+    let first = (t0 as f64 / 1e6 / step).ceil() as u64 * step_ms;
+    (0..)
+        .map(|i| first + i * step_ms)
+        .take_while(|t| t * 1_000_000 <= t1)
+        .collect()
+}
+
+/// Draws the timeline with lanes from the history alone.
 pub fn svg(history: &[Event], witness: &[u64]) -> String {
-    let lanes = lanes(history);
-    let lane_of: BTreeMap<&str, usize> = lanes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), i))
-        .collect();
+    svg_with_lanes(history, witness, &lanes(history, &[]))
+}
+
+/// The drawing's frame: time scale and lanes.
+struct Frame<'a> {
+    t0: u64,
+    t1: u64,
+    lane_of: BTreeMap<&'a str, usize>,
+    witness: &'a [u64],
+}
+
+impl Frame<'_> {
+    fn x(&self, t: u64) -> f64 {
+        let span = (self.t1 - self.t0).max(1) as f64;
+        LEFT + (t.clamp(self.t0, self.t1) - self.t0) as f64 / span * (WIDTH - LEFT - RIGHT)
+    }
+
+    fn y(lane: usize) -> f64 {
+        TOP + lane as f64 * LANE
+    }
+
+    fn lane(&self, node: &str) -> Option<usize> {
+        self.lane_of.get(node).copied()
+    }
+
+    fn is_witness(&self, i: u64) -> bool {
+        self.witness.contains(&i)
+    }
+}
+
+/// Draws the timeline. `witness` are event indexes to highlight; `lanes` the lanes, in
+/// order (see [`lanes`]).
+pub fn svg_with_lanes(history: &[Event], witness: &[u64], lanes: &[String]) -> String {
     let (t0, t1) = window(history, witness);
-    let span = (t1 - t0).max(1) as f64;
-    let x = |t: u64| LEFT + (t.clamp(t0, t1) - t0) as f64 / span * (WIDTH - LEFT - 10.0);
-    let y = |lane: usize| TOP + lane as f64 * LANE;
-    let height = TOP + lanes.len() as f64 * LANE + 20.0;
-    let is_witness = |i: u64| witness.contains(&i);
+    let frame = Frame {
+        t0,
+        t1,
+        lane_of: lanes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i))
+            .collect(),
+        witness,
+    };
+    let height = TOP + lanes.len() as f64 * LANE + 22.0;
+    let mut labels = Labels::new(WIDTH, height);
     let mut s = String::new();
     let _ = write!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="11">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="{FONT}">"#
     );
     s.push_str(
         r##"<defs><pattern id="hatch" width="6" height="6" patternTransform="rotate(45)" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="#eee"/><line x1="0" y1="0" x2="0" y2="6" stroke="#999" stroke-width="2"/></pattern></defs>"##,
     );
-    // Axis: the end labels are anchored inwards so they are not cut off.
-    for k in 0..=5u64 {
-        let t = t0 + (span as u64) * k / 5;
-        let anchor = match k {
-            0 => "start",
-            5 => "end",
-            _ => "middle",
-        };
-        let _ = write!(
-            s,
-            r##"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="#ddd"/><text x="{0:.1}" y="{3}" text-anchor="{anchor}" fill="#666">{4:.0} ms</text>"##,
-            x(t),
-            TOP - 6.0,
-            height - 18.0,
-            TOP - 10.0,
-            t as f64 / 1e6
-        );
-    }
     for (i, name) in lanes.iter().enumerate() {
+        let y = Frame::y(i);
         let _ = write!(
             s,
-            r##"<text x="4" y="{:.1}" fill="#333">{}</text><line x1="{LEFT}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="#f0f0f0"/>"##,
-            y(i) + LANE / 2.0 + 4.0,
-            escape(name),
-            y(i) + LANE,
-            WIDTH - 10.0,
-            y(i) + LANE
+            r##"<line x1="{LEFT}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="#eee"/>"##,
+            y + LANE,
+            WIDTH - RIGHT,
+            y + LANE
         );
+        labels.place_shrinking(name, (4.0, y + LANE / 2.0 + 4.0), "start", FONT, "#333");
     }
-    draw_intervals(&mut s, history, &lane_of, &x, &y, &is_witness, t1);
-    draw_points(&mut s, history, &lane_of, &x, &y, &is_witness, (t0, t1));
+    for t in ticks_ms(t0, t1, 6) {
+        let x = frame.x(t * 1_000_000);
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{}" stroke="#ddd"/>"##,
+            TOP - 4.0,
+            height - 18.0
+        );
+        let text = format!("{t} ms");
+        labels.place(&text, &[(x, height - 6.0)], "middle", FONT, "#666");
+    }
+    draw_intervals(&mut s, &mut labels, history, &frame);
+    draw_points(&mut s, &mut labels, history, &frame);
+    s.push_str(&labels.finish());
     s.push_str("</svg>");
     s
 }
 
-type Scale<'a> = &'a dyn Fn(u64) -> f64;
-type LaneY<'a> = &'a dyn Fn(usize) -> f64;
+/// A horizontal bar in a lane: a critical section (full height), a pause (lower band,
+/// hatched) or a downtime (lower band, grey).
+#[derive(Clone, Copy, PartialEq)]
+enum BarKind {
+    Cs,
+    Pause,
+    Down,
+}
 
-/// A horizontal bar in a lane: a critical section (full height) or a pause (lower band,
-/// hatched, drawn over the critical sections so a pause inside one shows both).
 struct Bar<'a> {
     lane: usize,
     from: u64,
     to: u64,
-    pause: bool,
+    kind: BarKind,
     witness: bool,
     label: &'a str,
 }
 
-fn draw_bar(s: &mut String, b: &Bar, x: Scale, y: LaneY) {
-    let (x0, x1) = (x(b.from), x(b.to));
-    if x1 - x0 < 0.5 {
+fn draw_bar(s: &mut String, labels: &mut Labels, b: &Bar, f: &Frame) {
+    let (x0, x1) = (f.x(b.from), f.x(b.to));
+    if x1 - x0 < 0.5 && b.to < f.t0 {
         return;
     }
-    let (top, h, fill) = if b.pause {
-        (LANE / 2.0, LANE / 2.0 - 3.0, "url(#hatch)")
-    } else {
-        (5.0, LANE - 10.0, "#8ecae6")
+    let y = Frame::y(b.lane);
+    let (top, h, fill) = match b.kind {
+        BarKind::Pause => (LANE / 2.0, LANE / 2.0 - 3.0, "url(#hatch)"),
+        BarKind::Down => (LANE / 2.0, LANE / 2.0 - 3.0, "#bbb"),
+        BarKind::Cs => (5.0, LANE - 10.0, "#8ecae6"),
     };
     let stroke = if b.witness {
         r##" stroke="#c00" stroke-width="2""##
@@ -144,204 +307,553 @@ fn draw_bar(s: &mut String, b: &Bar, x: Scale, y: LaneY) {
     let _ = write!(
         s,
         r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{fill}"{stroke}><title>{}</title></rect>"#,
-        y(b.lane) + top,
-        x1 - x0,
+        y + top,
+        (x1 - x0).max(1.0),
         escape(b.label)
     );
-    if x1 - x0 > 40.0 && !b.pause {
-        let _ = write!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" fill="#123">{}</text>"##,
-            x0 + 3.0,
-            y(b.lane) + LANE / 2.0 + 4.0,
-            escape(b.label)
+    let room = x1 - x0 - 6.0;
+    let text = match b.kind {
+        BarKind::Cs => b.label.to_string(),
+        BarKind::Pause => "paused".to_string(),
+        BarKind::Down => "down".to_string(),
+    };
+    if text_width(text.chars().count(), 10.0) <= room {
+        let ty = if b.kind == BarKind::Cs {
+            y + 13.0
+        } else {
+            y + LANE - 5.0
+        };
+        labels.place(&text, &[(x0 + 3.0, ty)], "start", 10.0, "#123");
+    }
+}
+
+/// Open intervals while walking the history.
+#[derive(Default)]
+struct Open<'a> {
+    /// Per server: since when, and who holds the lock key there (from its `key K = V` notes).
+    keys: BTreeMap<&'a str, (u64, String)>,
+    cs: BTreeMap<&'a str, &'a Event>,
+    pause: BTreeMap<&'a str, &'a Event>,
+    down: BTreeMap<&'a str, &'a Event>,
+    cuts: BTreeMap<String, &'a Event>,
+}
+
+fn close_cs(s: &mut String, labels: &mut Labels, f: &Frame, enter: &Event, exit: Option<&Event>) {
+    let Some(lane) = f.lane(&enter.node) else {
+        return;
+    };
+    let label = enter.grant.clone().unwrap_or_default()
+        + &enter.token.map_or(String::new(), |t| format!(" token {t}"));
+    let bar = Bar {
+        lane,
+        from: enter.time_ns,
+        to: exit.map_or(f.t1, |e| e.time_ns),
+        kind: BarKind::Cs,
+        witness: f.is_witness(enter.index) || exit.is_some_and(|e| f.is_witness(e.index)),
+        label: &label,
+    };
+    if bar.to >= f.t0 && bar.from <= f.t1 {
+        draw_bar(s, labels, &bar, f);
+    }
+}
+
+fn band(s: &mut String, f: &Frame, kind: BarKind, node: &str, from: u64, to: u64, title: &str) {
+    let Some(lane) = f.lane(node) else { return };
+    if to < f.t0 || from > f.t1 {
+        return;
+    }
+    let bar = Bar {
+        lane,
+        from,
+        to,
+        kind,
+        witness: false,
+        label: title,
+    };
+    // Bands carry no text of their own: their tooltips say what they are.
+    let mut none = Labels::new(0.0, 0.0);
+    draw_bar(s, &mut none, &bar, f);
+}
+
+/// A server's note about its lock key: `Some(Some(holder))` when set (the holder is the
+/// lock value's client prefix, `c1:…` → `c1`), `Some(None)` when deleted.
+fn key_note(e: &Event) -> Option<Option<String>> {
+    let rest = e.detail.as_deref()?.strip_prefix("key ")?;
+    if rest.ends_with(" deleted") {
+        return Some(None);
+    }
+    let (_, value) = rest.split_once(" = ")?;
+    Some(Some(value.split(':').next().unwrap_or(value).to_string()))
+}
+
+/// A colour per client, so one holder reads the same on every server.
+fn holder_colour(holder: &str) -> &'static str {
+    const PALETTE: [&str; 6] = [
+        "#1d3557", "#e63946", "#2a9d8f", "#8338ec", "#fb8500", "#6a994e",
+    ];
+    PALETTE[client_no(holder).unwrap_or(0) as usize % PALETTE.len()]
+}
+
+/// The band of who holds the lock key on a server, from `from` to `to`.
+fn key_band(
+    s: &mut String,
+    labels: &mut Labels,
+    f: &Frame,
+    node: &str,
+    (from, to): (u64, u64),
+    holder: &str,
+) {
+    let Some(lane) = f.lane(node) else { return };
+    if to < f.t0 || from > f.t1 {
+        return;
+    }
+    let (x0, x1) = (f.x(from), f.x(to));
+    let y = Frame::y(lane);
+    let _ = write!(
+        s,
+        r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="5" fill="{}"><title>the lock key holds {} on {node} from {:.0} ms</title></rect>"#,
+        y + 3.0,
+        (x1 - x0).max(1.0),
+        holder_colour(holder),
+        escape(holder),
+        from as f64 / 1e6
+    );
+    if x1 - x0 > 24.0 {
+        labels.place(
+            holder,
+            &[(x0 + 2.0, y + 19.0)],
+            "start",
+            9.0,
+            holder_colour(holder),
         );
     }
 }
 
-fn draw_intervals(
-    s: &mut String,
-    history: &[Event],
-    lane_of: &BTreeMap<&str, usize>,
-    x: Scale,
-    y: LaneY,
-    is_witness: &dyn Fn(u64) -> bool,
-    end: u64,
-) {
-    let mut open_cs: BTreeMap<&str, &Event> = BTreeMap::new();
-    let mut open_pause: BTreeMap<&str, &Event> = BTreeMap::new();
-    let mut open_cut: Option<&Event> = None;
-    let mut pauses = String::new();
-    let close_cs = |s: &mut String, enter: &Event, exit: Option<&Event>| {
-        let Some(&lane) = lane_of.get(enter.node.as_str()) else {
-            return;
-        };
-        let label = enter.grant.clone().unwrap_or_default()
-            + &enter.token.map_or(String::new(), |t| format!(" token {t}"));
-        let bar = Bar {
-            lane,
-            from: enter.time_ns,
-            to: exit.map_or(end, |e| e.time_ns),
-            pause: false,
-            witness: is_witness(enter.index) || exit.is_some_and(|e| is_witness(e.index)),
-            label: &label,
-        };
-        draw_bar(s, &bar, x, y);
-    };
-    let mut pause_bar = |lane: usize, from: u64, to: u64, label: &str| {
-        let bar = Bar {
-            lane,
-            from,
-            to,
-            pause: true,
-            witness: false,
-            label,
-        };
-        draw_bar(&mut pauses, &bar, x, y);
-    };
+fn draw_intervals(s: &mut String, labels: &mut Labels, history: &[Event], f: &Frame) {
+    let mut open = Open::default();
+    let mut bands = String::new();
     for e in history {
+        let target = e.target.as_deref().unwrap_or(&e.node);
+        let key_ends = match (&e.op, key_note(e)) {
+            (Op::Note, Some(_)) | (Op::Expire, _) => Some(e.node.as_str()),
+            (Op::Crash, _) => Some(target),
+            _ => None,
+        };
+        if let Some((since, holder)) = key_ends.and_then(|n| open.keys.remove(n)) {
+            let node = key_ends.unwrap_or_default();
+            key_band(s, labels, f, node, (since, e.time_ns), &holder);
+        }
+        if let (Op::Note, Some(Some(holder))) = (&e.op, key_note(e)) {
+            open.keys.insert(&e.node, (e.time_ns, holder));
+        }
         match e.op {
             Op::CsEnter => {
-                open_cs.insert(&e.node, e);
+                open.cs.insert(&e.node, e);
             }
             Op::CsExit => {
-                if let Some(enter) = open_cs.remove(e.node.as_str()) {
-                    close_cs(s, enter, Some(e));
+                if let Some(enter) = open.cs.remove(e.node.as_str()) {
+                    close_cs(s, labels, f, enter, Some(e));
                 }
             }
             Op::Crash => {
-                let target = e.target.as_deref().unwrap_or(&e.node);
-                if let Some(enter) = open_cs.remove(target) {
-                    close_cs(s, enter, Some(e));
+                if let Some(enter) = open.cs.remove(target) {
+                    close_cs(s, labels, f, enter, Some(e));
                 }
-                open_pause.remove(target);
+                open.pause.remove(target);
+                open.down.insert(target, e);
+            }
+            Op::Restart => {
+                if let Some(c) = open.down.remove(target) {
+                    let title = format!("{target} down from {:.0} ms", c.time_ms());
+                    band(
+                        &mut bands,
+                        f,
+                        BarKind::Down,
+                        target,
+                        c.time_ns,
+                        e.time_ns,
+                        &title,
+                    );
+                }
             }
             Op::Pause => {
-                if let Some(t) = e.target.as_deref() {
-                    open_pause.insert(t, e);
-                }
+                open.pause.insert(target, e);
             }
             Op::Resume => {
-                let t = e.target.as_deref().unwrap_or(&e.node);
-                if let (Some(p), Some(&lane)) = (open_pause.remove(t), lane_of.get(t)) {
-                    let label = format!("paused {}", p.detail.as_deref().unwrap_or(""));
-                    pause_bar(lane, p.time_ns, e.time_ns, &label);
+                if let Some(p) = open.pause.remove(target) {
+                    let title = format!("{target} paused from {:.0} ms", p.time_ms());
+                    band(
+                        &mut bands,
+                        f,
+                        BarKind::Pause,
+                        target,
+                        p.time_ns,
+                        e.time_ns,
+                        &title,
+                    );
                 }
             }
-            Op::Partition => open_cut = Some(e),
+            Op::Partition => {
+                open.cuts.insert(e.detail.clone().unwrap_or_default(), e);
+            }
             Op::Heal => {
-                if let Some(p) = open_cut.take() {
-                    let (x0, x1) = (x(p.time_ns), x(e.time_ns));
-                    let _ = write!(
-                        s,
-                        r##"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="8" fill="#f4a261"><title>partition {}</title></rect>"##,
-                        TOP - 18.0,
-                        (x1 - x0).max(1.0),
-                        escape(p.detail.as_deref().unwrap_or(""))
-                    );
+                let key = e.detail.clone().unwrap_or_default();
+                if let Some(p) = open.cuts.remove(&key) {
+                    partition_band(s, f, p, e.time_ns);
                 }
             }
             _ => {}
         }
     }
-    for enter in std::mem::take(&mut open_cs).into_values() {
-        close_cs(s, enter, None);
+    for (node, (since, holder)) in std::mem::take(&mut open.keys) {
+        key_band(s, labels, f, node, (since, f.t1), &holder);
     }
-    for (t, p) in open_pause {
-        if let Some(&lane) = lane_of.get(t) {
-            let until = p.time_ns + p.value.unwrap_or(0).max(0) as u64 * 1_000_000;
-            pause_bar(lane, p.time_ns, until.min(end), "paused");
-        }
+    for enter in std::mem::take(&mut open.cs).into_values() {
+        close_cs(s, labels, f, enter, None);
     }
-    s.push_str(&pauses);
+    for (t, p) in open.pause {
+        let until = p.time_ns + p.value.unwrap_or(0).max(0) as u64 * 1_000_000;
+        band(
+            &mut bands,
+            f,
+            BarKind::Pause,
+            t,
+            p.time_ns,
+            until.min(f.t1),
+            "paused",
+        );
+    }
+    for (t, c) in open.down {
+        band(&mut bands, f, BarKind::Down, t, c.time_ns, f.t1, "down");
+    }
+    for p in open.cuts.into_values() {
+        partition_band(s, f, p, f.t1);
+    }
+    s.push_str(&bands);
 }
 
-fn draw_points(
-    s: &mut String,
-    history: &[Event],
-    lane_of: &BTreeMap<&str, usize>,
-    x: Scale,
-    y: LaneY,
-    is_witness: &dyn Fn(u64) -> bool,
-    (t0, t1): (u64, u64),
-) {
-    for e in history {
-        if e.time_ns < t0 || e.time_ns > t1 {
-            continue;
-        }
-        let lane_name = e.target.as_deref().unwrap_or(&e.node);
-        let Some(&lane) = lane_of.get(lane_name) else {
-            continue;
+fn partition_band(s: &mut String, f: &Frame, p: &Event, end: u64) {
+    if end < f.t0 || p.time_ns > f.t1 {
+        return;
+    }
+    let (x0, x1) = (f.x(p.time_ns), f.x(end));
+    let _ = write!(
+        s,
+        r##"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="6" fill="#f4a261"><title>partition {}</title></rect>"##,
+        TOP - 12.0,
+        (x1 - x0).max(1.0),
+        escape(p.detail.as_deref().unwrap_or(""))
+    );
+}
+
+/// Per node, the last fault before the window that still acts inside it: a clock change
+/// (clocks stay off), or a crash shortly before (what the node lost shapes what follows).
+fn faults_before_window<'a>(history: &'a [Event], f: &Frame) -> BTreeMap<&'a str, &'a Event> {
+    let mut last = BTreeMap::new();
+    let recent = f.t0.saturating_sub(LOOKBACK_NS);
+    for e in history.iter().take_while(|e| e.time_ns < f.t0) {
+        let acts = match e.op {
+            Op::ClockJump | Op::ClockDrift => true,
+            Op::Crash => e.time_ns >= recent,
+            _ => false,
         };
-        let (cx, cy) = (x(e.time_ns), y(lane) + LANE / 2.0);
-        let title = escape(&e.describe());
-        let mark = match (&e.op, e.kind) {
-            (Op::ResourceAccept, _) => format!(
-                r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="4" fill="#2a9d8f"><title>{title}</title></circle><text x="{:.1}" y="{:.1}" fill="#2a9d8f">{}</text>"##,
-                cx + 5.0,
-                cy - 4.0,
-                e.value.map_or(String::new(), |v| format!("={v}"))
-            ),
-            (Op::ResourceReject, _) => format!(
-                r##"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" fill="#c00" font-weight="bold">✕<title>{title}</title></text>"##,
-                cy + 4.0
-            ),
-            (Op::Crash, _) => format!(
-                r##"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" fill="#c00" font-size="16">✖<title>{title}</title></text>"##,
-                cy + 5.0
-            ),
-            (Op::Restart, _) => format!(
-                r##"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" fill="#2a9d8f" font-size="14">↻<title>{title}</title></text>"##,
-                cy + 5.0
-            ),
-            (Op::ClockJump | Op::ClockDrift, _) => format!(
-                r##"<path d="M{cx:.1},{:.1} l5,9 l-10,0 z" fill="#e76f51"><title>{title}</title></path><text x="{:.1}" y="{:.1}" fill="#e76f51">{}</text>"##,
-                cy - 9.0,
-                cx + 6.0,
-                cy - 2.0,
-                e.value.map_or(String::new(), |v| if e.op == Op::ClockJump {
-                    format!("{v:+} ms")
-                } else {
-                    format!("{v} ppm")
-                })
-            ),
-            (Op::Event, _) => format!(
-                r##"<path d="M{cx:.1},{:.1} v-10 l7,3 l-7,3" stroke="#3a0ca3" fill="#3a0ca3"><title>{title}</title></path><text x="{:.1}" y="{:.1}" fill="#3a0ca3" font-size="9">{}</text>"##,
-                cy + 6.0,
-                cx + 8.0,
-                cy - 2.0,
-                escape(e.name.as_deref().unwrap_or("event"))
-            ),
-            (Op::FsyncStall, _) => format!(
-                r##"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" fill="#e76f51" font-size="11">⧗<title>{title}</title></text>"##,
-                cy + 4.0
-            ),
-            (Op::Expire, _) => format!(
-                r##"<path d="M{cx:.1},{:.1} l4,4 l-4,4 l-4,-4 z" fill="#6d597a"><title>{title}</title></path>"##,
-                cy - 4.0
-            ),
-            (Op::Write, Kind::Ok | Kind::Fail) if is_witness(e.index) => format!(
-                r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="3" fill="#333"><title>{title}</title></circle>"##
-            ),
-            _ => String::new(),
-        };
-        s.push_str(&mark);
-        if is_witness(e.index) {
-            let _ = write!(
-                s,
-                r##"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" stroke="#c00" stroke-dasharray="3,2"/><text x="{cx:.1}" y="{:.1}" text-anchor="middle" fill="#c00" font-size="9">#{}</text>"##,
-                y(lane) + 2.0,
-                y(lane) + LANE - 2.0,
-                y(lane) + LANE + 1.0,
-                e.index
-            );
+        if acts {
+            last.insert(e.target.as_deref().unwrap_or(&e.node), e);
         }
     }
+    last
+}
+
+/// The short text next to a point mark, if it has one.
+fn point_text(e: &Event) -> Option<String> {
+    match e.op {
+        Op::ResourceAccept => e.value.map(|v| format!("={v}")),
+        Op::ClockJump => e.value.map(|v| format!("{v:+} ms")),
+        Op::ClockDrift => e.value.map(|v| format!("{v:+} ppm")),
+        Op::Note | Op::Expire | Op::ResourceReject | Op::Crash | Op::Restart => None,
+        Op::FsyncStall => Some("fsync stall".into()),
+        _ if is_protocol_event(e) => e.name.clone().or_else(|| e.detail.clone()),
+        _ => None,
+    }
+}
+
+/// Whether an event is something a protocol did inside (a note, or an event kind this
+/// drawing does not know, such as newer protocol events): drawn as a small mark.
+fn is_protocol_event(e: &Event) -> bool {
+    key_note(e).is_none()
+        && !matches!(
+            e.op,
+            Op::Acquire
+                | Op::Release
+                | Op::Extend
+                | Op::CsEnter
+                | Op::CsExit
+                | Op::Read
+                | Op::Write
+                | Op::RunEnd
+                | Op::Pause
+                | Op::Resume
+                | Op::Partition
+                | Op::Heal
+                | Op::Loss
+        )
+        && !e.op.is_fault()
+        && !matches!(e.op, Op::ResourceAccept | Op::ResourceReject | Op::Expire)
+}
+
+fn mark(e: &Event, cx: f64, cy: f64, witness: bool) -> String {
+    let title = escape(&e.describe());
+    match e.op {
+        Op::ResourceAccept => format!(
+            r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="4" fill="#2a9d8f"><title>{title}</title></circle>"##
+        ),
+        Op::ResourceReject => format!(
+            r##"<path d="M{:.1},{:.1} l8,8 m0,-8 l-8,8" stroke="#c00" stroke-width="2"><title>{title}</title></path>"##,
+            cx - 4.0,
+            cy - 4.0
+        ),
+        Op::Crash => format!(
+            r##"<path d="M{:.1},{:.1} l10,10 m0,-10 l-10,10" stroke="#c00" stroke-width="3"><title>{title}</title></path>"##,
+            cx - 5.0,
+            cy - 5.0
+        ),
+        Op::Restart => format!(
+            r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="5" fill="none" stroke="#2a9d8f" stroke-width="2"><title>{title}</title></circle>"##
+        ),
+        Op::ClockJump | Op::ClockDrift => format!(
+            r##"<path d="M{cx:.1},{:.1} l5,9 l-10,0 z" fill="#e76f51"><title>{title}</title></path>"##,
+            cy - 9.0
+        ),
+        Op::Expire => format!(
+            r##"<path d="M{cx:.1},{:.1} l4,4 l-4,4 l-4,-4 z" fill="#6d597a"><title>{title}</title></path>"##,
+            cy - 4.0
+        ),
+        Op::FsyncStall => format!(
+            r##"<path d="M{:.1},{:.1} h8 l-8,10 h8 z" fill="#e76f51"><title>{title}</title></path>"##,
+            cx - 4.0,
+            cy - 5.0
+        ),
+        Op::Write if witness => format!(
+            r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="3" fill="#333"><title>{title}</title></circle>"##
+        ),
+        _ if is_protocol_event(e) => format!(
+            r##"<rect x="{:.1}" y="{:.1}" width="6" height="6" fill="#577590"><title>{title}</title></rect>"##,
+            cx - 3.0,
+            cy + 5.0
+        ),
+        _ => String::new(),
+    }
+}
+
+/// Where a point's text may go: right above, left above, right below, left below.
+fn spots(cx: f64, lane_y: f64) -> [(f64, f64, &'static str); 4] {
+    [
+        (cx + 6.0, lane_y + 11.0, "start"),
+        (cx - 6.0, lane_y + 11.0, "end"),
+        (cx + 6.0, lane_y + LANE - 3.0, "start"),
+        (cx - 6.0, lane_y + LANE - 3.0, "end"),
+    ]
+}
+
+fn place_point_text(labels: &mut Labels, text: &str, cx: f64, lane_y: f64, fill: &str) {
+    for (x, y, anchor) in spots(cx, lane_y) {
+        if labels.place(text, &[(x, y)], anchor, 10.0, fill) {
+            return;
+        }
+    }
+}
+
+fn draw_points(s: &mut String, labels: &mut Labels, history: &[Event], f: &Frame) {
+    // A clock still off from before the window: drawn at its left edge.
+    for (node, e) in faults_before_window(history, f) {
+        let text = match e.op {
+            Op::Crash => Some("crashed".to_string()),
+            _ => point_text(e),
+        };
+        if let (Some(lane), Some(text)) = (f.lane(node), text) {
+            let y = Frame::y(lane);
+            let _ = write!(
+                s,
+                r##"<path d="M{LEFT},{:.1} l6,-5 l0,10 z" fill="#e76f51"><title>{}</title></path>"##,
+                y + LANE / 2.0,
+                escape(&e.describe())
+            );
+            let text = format!("{text} at {:.0} ms", e.time_ms());
+            place_point_text(labels, &text, LEFT + 2.0, y, "#e76f51");
+        }
+    }
+    for e in history {
+        if e.time_ns < f.t0 || e.time_ns > f.t1 {
+            continue;
+        }
+        let Some(lane) = f.lane(e.target.as_deref().unwrap_or(&e.node)) else {
+            continue;
+        };
+        let (cx, y) = (f.x(e.time_ns), Frame::y(lane));
+        let witness = f.is_witness(e.index);
+        s.push_str(&mark(e, cx, y + LANE / 2.0, witness));
+        if let Some(text) = point_text(e) {
+            let fill = if e.op == Op::ResourceAccept {
+                "#1d6f66"
+            } else {
+                "#9c3d23"
+            };
+            place_point_text(labels, &text, cx, y, fill);
+        }
+        if witness {
+            let _ = write!(
+                s,
+                r##"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" stroke="#c00" stroke-dasharray="3,2"/>"##,
+                y + 2.0,
+                y + LANE - 2.0,
+            );
+            let text = format!("#{}", e.index);
+            place_point_text(labels, &text, cx, y, "#c00");
+        }
+    }
+}
+
+fn short(e: &Event) -> String {
+    let target = e.target.as_deref().unwrap_or(&e.node);
+    let at = e.time_ms();
+    match e.op {
+        Op::Pause => format!(
+            "{target} paused at {at:.0} ms for {} ms",
+            e.value.unwrap_or(0)
+        ),
+        Op::Crash => format!("{target} crashed at {at:.0} ms"),
+        Op::Restart => format!("{target} restarted at {at:.0} ms"),
+        Op::ClockJump => format!(
+            "{target}'s wall clock jumped {:+} ms at {at:.0} ms",
+            e.value.unwrap_or(0)
+        ),
+        Op::ClockDrift => format!(
+            "{target}'s clock drift became {} ppm at {at:.0} ms",
+            e.value.unwrap_or(0)
+        ),
+        Op::Partition => format!(
+            "a partition ({}) began at {at:.0} ms",
+            e.detail.as_deref().unwrap_or("")
+        ),
+        Op::Loss => format!("message loss began at {at:.0} ms"),
+        _ => format!("{} at {at:.0} ms", e.describe()),
+    }
+}
+
+/// The faults that struck `nodes` (or everyone, for partitions and loss) in `[from, to]`.
+fn faults_between(history: &[Event], from: u64, to: u64) -> Vec<&Event> {
+    history
+        .iter()
+        .filter(|e| e.time_ns >= from && e.time_ns <= to)
+        .filter(|e| e.op.is_fault() && !matches!(e.op, Op::Resume | Op::Heal | Op::Restart))
+        .collect()
+}
+
+fn cs_enter_before<'a>(history: &'a [Event], node: &str, before: usize) -> Option<&'a Event> {
+    history[..before.min(history.len())]
+        .iter()
+        .rev()
+        .find(|e| e.node == node && e.op == Op::CsEnter)
+}
+
+/// How far before the first witness a caption looks for a cause, in ns.
+const LOOKBACK_NS: u64 = 3_000_000_000;
+
+/// One line saying what happened in a run, from its history and the drawn violation (kind
+/// and witness events): who was inside when, what the resource did, and the faults that
+/// struck in between.
+pub fn caption(history: &[Event], kind: &str, witness: &[u64]) -> String {
+    let ev = |i: &u64| history.get(*i as usize);
+    let events: Vec<&Event> = witness.iter().filter_map(ev).collect();
+    let (what, from, to) = match kind {
+        "mutual_exclusion" => {
+            let enters: Vec<&&Event> = events.iter().filter(|e| e.op == Op::CsEnter).collect();
+            let [a, b] = enters[..] else {
+                return String::new();
+            };
+            (
+                format!(
+                    "{} entered its critical section at {:.0} ms while {} (inside since {:.0} ms, \
+                     grant {}) had not left it",
+                    b.node,
+                    b.time_ms(),
+                    a.node,
+                    a.time_ms(),
+                    a.grant.as_deref().unwrap_or("?")
+                ),
+                a.time_ns,
+                b.time_ns,
+            )
+        }
+        "fencing" | "lost_update" if events.len() >= 2 => {
+            let (a, b) = (events[0], events[1]);
+            let who = |e: &Event| e.grant.clone().unwrap_or_else(|| e.node.clone());
+            let what = if kind == "fencing" && a.token == b.token {
+                format!(
+                    "the resource accepted token {} from {} at {:.0} ms, a token {} had already \
+                     used at {:.0} ms: the token was reused",
+                    b.token.unwrap_or(0),
+                    who(b),
+                    b.time_ms(),
+                    who(a),
+                    a.time_ms()
+                )
+            } else if kind == "fencing" {
+                format!(
+                    "the resource accepted token {} from {} at {:.0} ms after token {} from {} \
+                     at {:.0} ms: a stale write",
+                    b.token.unwrap_or(0),
+                    who(b),
+                    b.time_ms(),
+                    a.token.unwrap_or(0),
+                    who(a),
+                    a.time_ms()
+                )
+            } else {
+                format!(
+                    "{} wrote {} at {:.0} ms, the value {} had written at {:.0} ms: one increment \
+                     is lost",
+                    who(b),
+                    b.value.unwrap_or(0),
+                    b.time_ms(),
+                    who(a),
+                    a.time_ms()
+                )
+            };
+            // The cause lies between the earlier writer's entry and the later write.
+            let grant_node = b.grant.as_deref().and_then(|g| g.split('#').next());
+            let start = grant_node
+                .and_then(|n| cs_enter_before(history, n, b.index as usize))
+                .map_or(a.time_ns, |e| e.time_ns.min(a.time_ns));
+            (what, start, b.time_ns)
+        }
+        "" => return "No violation in this run.".into(),
+        _ => return String::new(),
+    };
+    let mut faults = faults_between(history, from, to);
+    if faults.is_empty() {
+        // Nothing struck in between: the cause may have come shortly before (a clock jump
+        // that made a key expire early, a crash that lost it).
+        let before = faults_between(history, from.saturating_sub(LOOKBACK_NS), from);
+        faults.extend(before.last());
+    }
+    let mut line = what;
+    if !faults.is_empty() {
+        let shown: Vec<String> = faults.iter().take(3).map(|e| short(e)).collect();
+        let more = faults.len().saturating_sub(3);
+        let _ = write!(line, ", after {}", shown.join("; "));
+        if more > 0 {
+            let _ = write!(line, " (and {more} more faults)");
+        }
+    }
+    line.push('.');
+    line
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use locksim_sim::Kind;
 
     fn ev(index: u64, ms: u64, node: &str, kind: Kind, op: Op) -> Event {
         let mut e = Event::new(node, kind, op);
@@ -350,9 +862,8 @@ mod tests {
         e
     }
 
-    #[test]
-    fn draws_lanes_bars_faults_and_witnesses() {
-        let h = vec![
+    fn gc_pause_history() -> Vec<Event> {
+        vec![
             ev(0, 0, "c1", Kind::Ok, Op::CsEnter).grant("c1#1"),
             ev(1, 10, "nemesis", Kind::Info, Op::Pause)
                 .target("c1")
@@ -365,10 +876,15 @@ mod tests {
             ev(7, 130, "nemesis", Kind::Info, Op::ClockJump)
                 .target("redis")
                 .value(5000),
-        ];
+        ]
+    }
+
+    #[test]
+    fn draws_lanes_bars_faults_and_witnesses() {
+        let h = gc_pause_history();
         let svg = svg(&h, &[0, 2, 4, 6]);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
-        assert_eq!(lanes(&h), vec!["redis", "c1", "c2", "resource"]);
+        assert_eq!(lanes(&h, &[]), vec!["redis", "c1", "c2", "resource"]);
         // Two CS bars outlined as witnesses, one pause, one accept, one jump, four markers.
         assert_eq!(
             svg.matches(r##"stroke="#c00" stroke-width="2""##).count(),
@@ -384,6 +900,183 @@ mod tests {
     }
 
     #[test]
+    fn every_server_gets_a_lane_in_its_order() {
+        let h = gc_pause_history();
+        let servers: Vec<String> = ["redis1", "redis2", "redis3"].map(String::from).into();
+        let l = lanes(&h, &servers);
+        assert_eq!(
+            l,
+            ["redis1", "redis2", "redis3", "redis", "c1", "c2", "resource"]
+        );
+        let svg = svg_with_lanes(&h, &[0, 2], &l);
+        assert!(
+            svg.contains(">redis2</text>"),
+            "a silent server has its lane"
+        );
+    }
+
+    #[test]
+    fn each_server_shows_who_holds_the_lock_key_there() {
+        let h = vec![
+            ev(0, 0, "redis1", Kind::Info, Op::Note).detail("key lock = c1:00ab"),
+            ev(1, 0, "redis2", Kind::Info, Op::Note).detail("key lock = c2:00cd"),
+            ev(2, 50, "c1", Kind::Ok, Op::CsEnter).grant("c1#1"),
+            ev(3, 100, "redis1", Kind::Info, Op::Note).detail("key lock deleted"),
+            ev(4, 150, "redis2", Kind::Info, Op::Expire).detail("lock"),
+            ev(5, 160, "redis2", Kind::Info, Op::Note).detail("key lock = c1:00ef"),
+            ev(6, 200, "c1", Kind::Ok, Op::CsExit).grant("c1#1"),
+        ];
+        let svg = svg(&h, &[]);
+        assert!(
+            svg.contains("the lock key holds c1 on redis1 from 0 ms"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("the lock key holds c2 on redis2 from 0 ms"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("the lock key holds c1 on redis2 from 160 ms"),
+            "{svg}"
+        );
+        assert_eq!(svg.matches("the lock key holds").count(), 3);
+        assert_eq!(key_note(&h[3]), Some(None));
+        assert_eq!(key_note(&h[0]), Some(Some("c1".into())));
+    }
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(
+            ticks_ms(5_200_000_000, 8_350_000_000, 6),
+            vec![5500, 6000, 6500, 7000, 7500, 8000]
+        );
+        assert_eq!(
+            ticks_ms(0, 10_000_000_000, 5),
+            vec![0, 2000, 4000, 6000, 8000, 10000]
+        );
+        assert!(ticks_ms(0, 30_000_000, 6).iter().all(|t| t % 5 == 0));
+    }
+
+    #[test]
+    fn a_fault_before_the_window_is_drawn_from_its_edge() {
+        let mut h = vec![
+            ev(0, 100, "nemesis", Kind::Info, Op::Crash).target("redis"),
+            ev(1, 200, "nemesis", Kind::Info, Op::ClockJump)
+                .target("redis")
+                .value(3000),
+        ];
+        for (i, e) in gc_pause_history().into_iter().enumerate() {
+            h.push(Event {
+                index: i as u64 + 2,
+                time_ns: e.time_ns + 5_000_000_000,
+                ..e
+            });
+        }
+        h.push(ev(10, 9_000, "nemesis", Kind::Info, Op::Restart).target("redis"));
+        let svg = svg(&h, &[2, 4]);
+        assert!(svg.contains("redis down from 100 ms"), "{svg}");
+        assert!(svg.contains("+3000 ms at 200 ms"), "{svg}");
+        // A crash and restart just before the window: marked at its edge.
+        let mut h2 = h.clone();
+        h2.insert(
+            2,
+            ev(11, 4_850, "nemesis", Kind::Info, Op::Crash).target("c2"),
+        );
+        h2.insert(
+            3,
+            ev(12, 4_860, "nemesis", Kind::Info, Op::Restart).target("c2"),
+        );
+        let svg = svg_with_lanes(&h2, &[4, 6], &lanes(&h2, &[]));
+        assert!(svg.contains("crashed at 4850 ms"), "{svg}");
+    }
+
+    /// Every `<text>` of an SVG as a box, computed from its attributes with the placer's
+    /// own width estimate.
+    fn text_boxes(svg: &str) -> Vec<TextBox> {
+        let attr = |tag: &str, name: &str| -> Option<f64> {
+            let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+            tag[at..].split('"').next()?.parse().ok()
+        };
+        let mut boxes = vec![];
+        for part in svg.split("<text").skip(1) {
+            let (tag, rest) = part.split_once('>').unwrap();
+            let content = rest.split("</text>").next().unwrap();
+            let chars = content
+                .replace("&amp;", "&")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .chars()
+                .count();
+            let (x, y) = (attr(tag, "x").unwrap(), attr(tag, "y").unwrap());
+            let font = attr(tag, "font-size").unwrap_or(FONT);
+            let w = text_width(chars, font);
+            let x0 = if tag.contains("\"middle\"") {
+                x - w / 2.0
+            } else if tag.contains("\"end\"") {
+                x - w
+            } else {
+                x
+            };
+            boxes.push((x0, y - font, x0 + w, y + font * 0.25));
+        }
+        boxes
+    }
+
+    #[test]
+    fn no_two_labels_overlap_or_leave_the_chart() {
+        // A crowded history: many accepts, jumps and notes within a few ms on few lanes.
+        let mut h = vec![ev(0, 0, "c1", Kind::Ok, Op::CsEnter).grant("c1#1")];
+        for i in 1..60u64 {
+            let (node, op) = match i % 4 {
+                0 => ("resource", Op::ResourceAccept),
+                1 => ("nemesis", Op::ClockJump),
+                2 => ("redis", Op::Note),
+                _ => ("c2", Op::CsEnter),
+            };
+            let mut e = ev(i, 100 + i * 3, node, Kind::Info, op)
+                .value(i as i64 * 1000)
+                .grant(format!("c2#{i}"))
+                .detail("accepting commands again");
+            if node == "nemesis" {
+                e = e.target("redis");
+            }
+            h.push(e);
+        }
+        h.push(ev(60, 400, "c1", Kind::Ok, Op::CsExit).grant("c1#1"));
+        let svg = svg(&h, &[0, 3, 7, 60]);
+        let boxes = text_boxes(&svg);
+        assert!(boxes.len() > 10, "labels were drawn: {}", boxes.len());
+        let height = attr_height(&svg);
+        for (i, a) in boxes.iter().enumerate() {
+            assert!(
+                a.0 >= 0.0 && a.2 <= WIDTH && a.1 >= 0.0 && a.3 <= height,
+                "{a:?}"
+            );
+            for b in &boxes[i + 1..] {
+                assert!(!intersects(a, b), "{a:?} and {b:?} overlap");
+            }
+        }
+    }
+
+    fn attr_height(svg: &str) -> f64 {
+        let at = svg.find("height=\"").unwrap() + 8;
+        svg[at..].split('"').next().unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn captions_say_what_happened() {
+        let h = gc_pause_history();
+        let c = caption(&h, "mutual_exclusion", &[0, 2, 4, 6]);
+        assert_eq!(
+            c,
+            "c2 entered its critical section at 50 ms while c1 (inside since 0 ms, grant c1#1) \
+             had not left it, after c1 paused at 10 ms for 100 ms."
+        );
+        assert_eq!(caption(&h, "", &[]), "No violation in this run.");
+    }
+
+    #[test]
     fn protocol_events_are_drawn_on_the_lane_of_the_node_they_concern() {
         let h = vec![
             ev(0, 0, "c1", Kind::Ok, Op::CsEnter).grant("c1#1"),
@@ -392,7 +1085,7 @@ mod tests {
                 .target("redis2"),
             ev(2, 20, "c1", Kind::Ok, Op::CsExit).grant("c1#1"),
         ];
-        assert_eq!(lanes(&h), vec!["redis2", "sentinel1", "c1"]);
+        assert_eq!(lanes(&h, &[]), vec!["redis2", "sentinel1", "c1"]);
         let svg = svg(&h, &[]);
         assert_eq!(svg.matches(">failover</text>").count(), 1, "{svg}");
     }

@@ -1,16 +1,26 @@
 //! The comparison matrix: protocols × fault profiles, each cell a scenario built from a
-//! shared base. `locksim compare` runs every cell over the same seeds.
+//! shared base. `locksim compare` runs every cell over the same seeds, sweeps fault sizes
+//! against each protocol's TTL for the phase diagrams, and runs the catalog.
 //!
-//! The matrix file (default `scenarios/compare/matrix.toml`) has a `[base]` table (any
-//! scenario keys but `protocol`, `faults`, `faults_random` and `expect`), a list of
-//! `[[protocols]]` (a `label`, a `description`, the `[protocols.protocol]` table as in a
-//! scenario, optionally a `[protocols.resource]` table) and a list of `[[profiles]]` (a
-//! `label`, a `description` and a `[profiles.faults_random]` table; use `@servers` and
-//! `@clients` in node lists so one profile fits every protocol).
+//! The standard matrix is `scenarios/compare/matrix.toml`, compiled into the crate
+//! ([`STANDARD`]), so `compare` runs from any directory; `--matrix FILE` reads another. The
+//! file has a `[base]` table (any scenario keys but `protocol`, `faults`, `faults_random`
+//! and `expect`), a list of `[[protocols]]` (a `label`, a `description`, the
+//! `[protocols.protocol]` table as in a scenario, optionally a `[protocols.resource]` table)
+//! and a list of `[[profiles]]` (a `label`, a `description` and a `[profiles.faults_random]`
+//! table; use `@servers` and `@clients` in node lists so one profile fits every protocol).
+//! Optional: the adaptive stopping keys (`seeds`, `seeds_max`, `seeds_step`,
+//! `half_width_max`), `catalog_seeds`, and a `[phase]` table.
 
 use crate::scenario::Scenario;
 use serde::Deserialize;
 use std::path::Path;
+
+/// The standard matrix, as its file reads.
+pub const STANDARD: &str = include_str!("../compare/matrix.toml");
+
+/// The catalog: every `scenarios/catalog/*.toml`, as (name, text), in name order.
+pub const CATALOG: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/catalog.rs"));
 
 /// One protocol row.
 #[derive(Clone, Debug, Deserialize)]
@@ -28,6 +38,27 @@ pub struct MatrixProtocol {
     pub resource: Option<toml::Table>,
 }
 
+impl MatrixProtocol {
+    /// The protocol id (`name` in its table).
+    pub fn id(&self) -> String {
+        self.protocol
+            .get("name")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The lease the phase diagrams measure fault sizes against, in ms: the protocol
+    /// table's `ttl_ms`, else `lease_ttl_ms` or `session_timeout_ms`, else 2000 (the
+    /// built-in protocols' default TTL).
+    pub fn ttl_ms(&self) -> u64 {
+        ["ttl_ms", "lease_ttl_ms", "session_timeout_ms"]
+            .iter()
+            .find_map(|k| self.protocol.get(*k).and_then(|v| v.as_integer()))
+            .map_or(2_000, |v| v.max(1) as u64)
+    }
+}
+
 /// One fault-profile column.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -42,15 +73,148 @@ pub struct MatrixProfile {
     pub faults_random: toml::Table,
 }
 
+/// When an adaptive cell stops: it runs seeds 1..=`seeds_min`, then `seeds_step` more at a
+/// time (seeds in order, so the result depends on nothing but the data) until every watched
+/// 95% interval is at most `half_width_max` wide on each side, or `seeds_max` is reached.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stopping {
+    /// Seeds every cell runs.
+    pub seeds_min: u64,
+    /// The cap.
+    pub seeds_max: u64,
+    /// Seeds added per round while an interval is too wide.
+    pub seeds_step: u64,
+    /// The widest acceptable half-width, as a share (0.05 = 5 points).
+    pub half_width_max: f64,
+}
+
+impl Stopping {
+    /// Exactly `n` seeds, whatever the intervals.
+    pub fn fixed(n: u64) -> Stopping {
+        Stopping {
+            seeds_min: n,
+            seeds_max: n,
+            seeds_step: 1,
+            half_width_max: 1.0,
+        }
+    }
+
+    /// How many seeds a cell should have run, given the half-widths of the intervals it
+    /// watches after its first `done` seeds: `done` itself when it may stop.
+    pub fn target(&self, done: u64, half_widths: &[f64]) -> u64 {
+        if done < self.seeds_min {
+            return self.seeds_min;
+        }
+        let narrow = half_widths
+            .iter()
+            .all(|h| *h <= self.half_width_max + 1e-12);
+        if narrow || done >= self.seeds_max {
+            done
+        } else {
+            (done + self.seeds_step.max(1)).min(self.seeds_max)
+        }
+    }
+
+    /// In words, for report headers.
+    pub fn describe(&self) -> String {
+        if self.seeds_min == self.seeds_max {
+            return format!("seeds 1..={} each", self.seeds_min);
+        }
+        format!(
+            "seeds 1, 2, 3, … in order: at least {}, then {} more at a time until the 95% \
+             intervals of harm and overlap are at most ±{:.0} points, at most {}",
+            self.seeds_min,
+            self.seeds_step,
+            self.half_width_max * 100.0,
+            self.seeds_max
+        )
+    }
+}
+
+/// `[phase]`: fault sizes swept against each protocol's TTL.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseSpec {
+    /// The sizes, as multiples of the TTL.
+    #[serde(default = "d_multiples")]
+    pub ttl_multiples: Vec<f64>,
+    /// Seeds every point runs.
+    #[serde(default = "d_phase_seeds")]
+    pub seeds: u64,
+    /// The cap per point.
+    #[serde(default = "d_phase_seeds_max")]
+    pub seeds_max: u64,
+    /// The pause axis' `[faults_random]` (the pause length is set per point).
+    #[serde(default = "d_pause_axis")]
+    pub pause: toml::Table,
+    /// The clock-jump axis' `[faults_random]` (the jump size is set per point).
+    #[serde(default = "d_jump_axis")]
+    pub clock_jump: toml::Table,
+}
+
+fn d_multiples() -> Vec<f64> {
+    vec![0.1, 0.25, 0.5, 1.0, 2.0, 4.0]
+}
+fn d_phase_seeds() -> u64 {
+    40
+}
+fn d_phase_seeds_max() -> u64 {
+    100
+}
+fn d_pause_axis() -> toml::Table {
+    toml::from_str("pause_probability = 0.3\npause_nodes = [\"@clients\"]").expect("valid TOML")
+}
+fn d_jump_axis() -> toml::Table {
+    let text =
+        "clock_jump_probability = 0.2\nclock_jump_backward = false\nclock_nodes = [\"@servers\"]";
+    toml::from_str(text).expect("valid TOML")
+}
+
+impl Default for PhaseSpec {
+    fn default() -> Self {
+        PhaseSpec {
+            ttl_multiples: d_multiples(),
+            seeds: d_phase_seeds(),
+            seeds_max: d_phase_seeds_max(),
+            pause: d_pause_axis(),
+            clock_jump: d_jump_axis(),
+        }
+    }
+}
+
+/// The two fault axes of the phase diagrams.
+pub const PHASE_AXES: [(&str, &str); 2] = [
+    ("pause", "client pauses (GC) of a fixed length"),
+    (
+        "clock_jump",
+        "forward jumps of servers' wall clocks, of a fixed size",
+    ),
+];
+
 /// The whole matrix.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Matrix {
     /// Report title.
     pub title: String,
-    /// Seeds per cell (1..=seeds).
+    /// Seeds every cell runs (1..=seeds) before the intervals are looked at.
     #[serde(default = "d_seeds")]
     pub seeds: u64,
+    /// The cap of an adaptive cell (default: `seeds`, i.e. not adaptive).
+    #[serde(default)]
+    pub seeds_max: Option<u64>,
+    /// Seeds added per round.
+    #[serde(default = "d_step")]
+    pub seeds_step: u64,
+    /// The widest acceptable half-width of a 95% interval, as a share.
+    #[serde(default = "d_half_width")]
+    pub half_width_max: f64,
+    /// Seeds each catalog file runs (0: no catalog in the report).
+    #[serde(default = "d_catalog_seeds")]
+    pub catalog_seeds: u64,
+    /// The phase diagrams (absent: none).
+    #[serde(default)]
+    pub phase: Option<PhaseSpec>,
     /// Scenario keys shared by every cell.
     pub base: toml::Table,
     /// Rows.
@@ -62,17 +226,36 @@ pub struct Matrix {
 fn d_seeds() -> u64 {
     100
 }
+fn d_step() -> u64 {
+    50
+}
+fn d_half_width() -> f64 {
+    0.05
+}
+fn d_catalog_seeds() -> u64 {
+    10
+}
 
 const CELL_KEYS: [&str; 4] = ["protocol", "faults", "faults_random", "expect"];
 
 impl Matrix {
+    /// The standard matrix (compiled in).
+    pub fn standard() -> Matrix {
+        Matrix::parse(STANDARD, "the built-in matrix").expect("the built-in matrix is valid")
+    }
+
     /// Reads a matrix file; errors name the file (and line, for syntax errors).
     pub fn load(path: impl AsRef<Path>) -> Result<Matrix, String> {
         let path = path.as_ref();
-        let shown = path.display();
+        let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
-        let matrix: Matrix = toml::from_str(&text).map_err(|e| {
-            let line = e.span().map(|s| crate::scenario::line_of(&text, s.start));
+        Matrix::parse(&text, &shown)
+    }
+
+    /// Parses a matrix; `shown` names it in errors.
+    pub fn parse(text: &str, shown: &str) -> Result<Matrix, String> {
+        let matrix: Matrix = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| crate::scenario::line_of(text, s.start));
             match line {
                 Some(l) => format!("{shown}:{l}: {}", e.message().trim()),
                 None => format!("{shown}: {}", e.message().trim()),
@@ -88,46 +271,97 @@ impl Matrix {
                 "{shown}: needs at least one protocol and one profile"
             ));
         }
+        if matrix.seeds == 0 || matrix.seeds_max.is_some_and(|m| m < matrix.seeds) {
+            return Err(format!(
+                "{shown}: seeds must be at least 1 and seeds_max at least seeds"
+            ));
+        }
+        if !(matrix.half_width_max > 0.0 && matrix.half_width_max <= 1.0) {
+            return Err(format!("{shown}: half_width_max must be in (0, 1]"));
+        }
         Ok(matrix)
+    }
+
+    /// How the cells stop.
+    pub fn stopping(&self) -> Stopping {
+        Stopping {
+            seeds_min: self.seeds,
+            seeds_max: self.seeds_max.unwrap_or(self.seeds),
+            seeds_step: self.seeds_step,
+            half_width_max: self.half_width_max,
+        }
+    }
+
+    /// How the phase points stop.
+    pub fn phase_stopping(&self) -> Option<Stopping> {
+        self.phase.as_ref().map(|p| Stopping {
+            seeds_min: p.seeds,
+            seeds_max: p.seeds_max.max(p.seeds),
+            seeds_step: self.seeds_step,
+            half_width_max: self.half_width_max,
+        })
     }
 
     /// A file name for a cell's scenario.
     pub fn cell_name(protocol: &MatrixProtocol, profile: &MatrixProfile) -> String {
-        let clean = |s: &str| {
-            s.chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect::<String>()
-        };
         format!("{}--{}", clean(&protocol.label), clean(&profile.label))
     }
 
     /// The scenario of one cell, as TOML text (written next to the report, so each failing
     /// seed replays with `locksim run`).
     pub fn cell_toml(&self, protocol: &MatrixProtocol, profile: &MatrixProfile) -> String {
-        let mut table = self.base.clone();
-        table.insert("name".into(), Self::cell_name(protocol, profile).into());
-        table.insert(
-            "description".into(),
-            format!(
-                "{} under {}: {} / {}",
-                protocol.label, profile.label, protocol.description, profile.description
-            )
-            .into(),
+        let about = format!(
+            "{} under {}: {} / {}",
+            protocol.label, profile.label, protocol.description, profile.description
         );
+        let name = Self::cell_name(protocol, profile);
+        self.scenario_toml(protocol, &name, &about, &profile.faults_random)
+    }
+
+    fn scenario_toml(
+        &self,
+        protocol: &MatrixProtocol,
+        name: &str,
+        about: &str,
+        faults: &toml::Table,
+    ) -> String {
+        let mut table = self.base.clone();
+        table.insert("name".into(), name.into());
+        table.insert("description".into(), about.into());
         table.insert("protocol".into(), protocol.protocol.clone().into());
         if let Some(r) = &protocol.resource {
             table.insert("resource".into(), r.clone().into());
         }
-        if !profile.faults_random.is_empty() {
-            table.insert("faults_random".into(), profile.faults_random.clone().into());
+        if !faults.is_empty() {
+            table.insert("faults_random".into(), faults.clone().into());
         }
         toml::to_string(&table).expect("a TOML table serialises")
+    }
+
+    /// The scenario of one phase point: `protocol` under faults of the `axis` (see
+    /// [`PHASE_AXES`]) of size `multiple` × its TTL. Returns (name, size in ms, TOML text).
+    pub fn phase_toml(
+        &self,
+        protocol: &MatrixProtocol,
+        axis: &str,
+        multiple: f64,
+    ) -> (String, u64, String) {
+        let spec = self.phase.clone().unwrap_or_default();
+        let size_ms = ((protocol.ttl_ms() as f64 * multiple).round() as u64).max(1);
+        let (mut faults, keys) = match axis {
+            "pause" => (spec.pause, ["pause_ms_min", "pause_ms_max"]),
+            _ => (spec.clock_jump, ["clock_jump_ms_min", "clock_jump_ms_max"]),
+        };
+        for k in keys {
+            faults.insert(k.into(), (size_ms as i64).into());
+        }
+        let name = format!("phase--{}--{axis}-{multiple}x", clean(&protocol.label));
+        let about = format!(
+            "{} under {axis} faults of {multiple} × its TTL ({size_ms} ms)",
+            protocol.label
+        );
+        let text = self.scenario_toml(protocol, &name, &about, &faults);
+        (name, size_ms, text)
     }
 
     /// Parses one cell's scenario (for checking the matrix before running it).
@@ -138,5 +372,58 @@ impl Matrix {
     ) -> Result<Scenario, String> {
         let name = Self::cell_name(protocol, profile);
         Scenario::parse(&self.cell_toml(protocol, profile), &name).map_err(|e| e.to_string())
+    }
+}
+
+fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_standard_matrix_and_every_cell_parse() {
+        let m = Matrix::standard();
+        for p in &m.protocols {
+            for f in &m.profiles {
+                m.cell(p, f).unwrap();
+            }
+            for (axis, _) in PHASE_AXES {
+                let (name, size, text) = m.phase_toml(p, axis, 0.5);
+                assert_eq!(size, p.ttl_ms() / 2);
+                Scenario::parse(&text, &name).unwrap();
+            }
+        }
+        assert!(m.protocols.iter().any(|p| p.label.ends_with("+cas")));
+        assert!(CATALOG.iter().any(|(n, _)| *n == "redlock-clock-jump"));
+        for (name, text) in CATALOG {
+            Scenario::parse(text, name).unwrap();
+        }
+    }
+
+    #[test]
+    fn stopping_runs_the_minimum_then_steps_to_the_cap() {
+        let s = Stopping {
+            seeds_min: 100,
+            seeds_max: 400,
+            seeds_step: 50,
+            half_width_max: 0.05,
+        };
+        assert_eq!(s.target(0, &[]), 100);
+        assert_eq!(s.target(100, &[0.0185]), 100);
+        assert_eq!(s.target(100, &[0.0185, 0.086]), 150);
+        assert_eq!(s.target(380, &[0.06]), 400);
+        assert_eq!(s.target(400, &[0.06]), 400);
+        assert_eq!(Stopping::fixed(4).target(4, &[0.5]), 4);
     }
 }

@@ -5,7 +5,7 @@ use crate::scenario::{Prepared, Scenario};
 use crate::workload::{client_loop, Holders};
 use locksim_protocols::resource;
 use locksim_sim::checker::{Liveness, Report, Violation};
-use locksim_sim::history::{format_hash, trace_hash, History};
+use locksim_sim::history::{format_hash, trace_hash, History, Kind, Op};
 use locksim_sim::nemesis::{Targets, ROLE_HOLDER};
 use locksim_sim::{check, simulate, Fault, Role, SimSpec, Verdict};
 use serde::{Deserialize, Serialize};
@@ -94,6 +94,34 @@ pub struct Stats {
     pub messages_dropped: u64,
     /// Liveness figures from the checker.
     pub liveness: Liveness,
+    /// Writes that carried a fencing token: with none, the run cannot show a fencing
+    /// violation, and reports say "n/a" rather than "0%".
+    #[serde(default)]
+    pub writes_with_token: u64,
+    /// Writes the resource acknowledged (each one increment of the counter).
+    #[serde(default)]
+    pub updates_acked: u64,
+    /// Acknowledged increments the counter's final value does not show (0 if it shows them
+    /// all).
+    #[serde(default)]
+    pub updates_lost: u64,
+}
+
+impl Stats {
+    /// Adds the resource's figures from a history: token-carrying writes, acknowledged
+    /// writes, and how many of those the final counter lost.
+    fn count_updates(&mut self, history: &History) {
+        let mut last_value = 0;
+        for e in history {
+            match (&e.op, e.kind) {
+                (Op::Write, Kind::Invoke) if e.token.is_some() => self.writes_with_token += 1,
+                (Op::Write, Kind::Ok) => self.updates_acked += 1,
+                (Op::ResourceAccept, _) => last_value = e.value.unwrap_or(last_value),
+                _ => {}
+            }
+        }
+        self.updates_lost = self.updates_acked.saturating_sub(last_value.max(0) as u64);
+    }
 }
 
 impl Prepared {
@@ -147,7 +175,7 @@ impl Prepared {
         };
         let outcome = simulate(&spec, |world| {
             let connector = self.deployment.start(world);
-            let resource = resource::start(world, s.resource.fencing);
+            let resource = resource::start(world, s.resource.rules());
             let holders = Holders::default();
             let view = holders.clone();
             world.answer_role(ROLE_HOLDER, Arc::new(move |world| view.holder(world)));
@@ -206,6 +234,7 @@ impl Prepared {
         result.stats.messages = outcome.net.sent;
         result.stats.messages_dropped = outcome.net.lost + outcome.net.cut + outcome.net.to_dead;
         result.stats.liveness = report.liveness.clone();
+        result.stats.count_updates(&outcome.history);
         if let Some(expect) = &s.expect {
             let mut mismatches = expect.mismatches(|p| report.property(p));
             mismatches.extend(expect.liveness_mismatches(&report.liveness));

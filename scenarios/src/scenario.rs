@@ -4,7 +4,7 @@
 //!
 //! Bad input gets a clear error: [`ScenarioError`] names the file, the line and the field.
 
-use locksim_protocols::resource::Fencing;
+use locksim_protocols::resource::{Fencing, ResourceRules, WriteMode};
 use locksim_protocols::{Deployment, Registry};
 use locksim_sim::checker::Liveness;
 use locksim_sim::nemesis::{is_role, ROLE_HOLDER};
@@ -169,6 +169,24 @@ pub struct ResourceConfig {
     /// `on`: reject writes with a token below the highest seen.
     #[serde(default)]
     pub fencing: Fencing,
+    /// `cas`: a write applies only if the counter still holds the value its writer read
+    /// (compare-and-set); `plain` (the default) overwrites.
+    #[serde(default, skip_serializing_if = "is_plain")]
+    pub mode: WriteMode,
+}
+
+fn is_plain(mode: &WriteMode) -> bool {
+    *mode == WriteMode::Plain
+}
+
+impl ResourceConfig {
+    /// The rules the resource applies.
+    pub fn rules(&self) -> ResourceRules {
+        ResourceRules {
+            fencing: self.fencing,
+            mode: self.mode,
+        }
+    }
 }
 
 /// What a property must show.

@@ -144,6 +144,10 @@ pub struct SeedResult {
     /// recorded it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub scenario_hash: String,
+    /// The scenario file, as the sweep was given it (so a report can print a runnable
+    /// replay command), where the sweep recorded it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
     /// The protocol id.
     pub protocol: String,
     /// valid / invalid / unknown (worst of the properties).
@@ -170,6 +174,7 @@ impl SeedResult {
             seed: run.seed,
             scenario: run.scenario.clone(),
             scenario_hash: String::new(),
+            path: String::new(),
             protocol: run.protocol.clone(),
             verdict: run.verdict,
             violations: run.violation_counts.clone(),
@@ -552,6 +557,7 @@ mod tests {
             seed,
             scenario: "s".into(),
             scenario_hash: "f".into(),
+            path: String::new(),
             protocol: "p".into(),
             verdict: if kinds.is_empty() {
                 Verdict::Valid

@@ -116,7 +116,10 @@ pub async fn client_loop(
                         .token(token)
                         .value(new),
                 );
-                let kind = match resource.write(new, token, &id, io_timeout).await {
+                let kind = match resource
+                    .write(new, token, Some(value), &id, io_timeout)
+                    .await
+                {
                     WriteOutcome::Accepted => Kind::Ok,
                     WriteOutcome::Rejected => Kind::Fail,
                     WriteOutcome::Unknown => Kind::Info,

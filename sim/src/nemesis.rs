@@ -352,6 +352,10 @@ pub struct FaultProfile {
     /// Chance per second that a node's wall clock jumps.
     #[serde(default)]
     pub clock_jump_probability: f64,
+    /// Smallest jump, in ms, either way (1 by default; equal to the largest, every jump has
+    /// the same size, as the phase diagrams need).
+    #[serde(default = "d_jump_min", skip_serializing_if = "is_one")]
+    pub clock_jump_ms_min: u64,
     /// Largest jump, in ms, either way.
     #[serde(default = "d_jump_max")]
     pub clock_jump_ms_max: u64,
@@ -405,6 +409,7 @@ impl Default for FaultProfile {
             partition_ms_max: d_part_max(),
             partition_nodes: vec![],
             clock_jump_probability: 0.0,
+            clock_jump_ms_min: d_jump_min(),
             clock_jump_ms_max: d_jump_max(),
             clock_jump_backward: true,
             clock_drift_probability: 0.0,
@@ -440,6 +445,12 @@ fn d_part_min() -> u64 {
 }
 fn d_part_max() -> u64 {
     2_000
+}
+fn d_jump_min() -> u64 {
+    1
+}
+fn is_one(n: &u64) -> bool {
+    *n == 1
 }
 fn d_jump_max() -> u64 {
     2_000
@@ -617,11 +628,26 @@ impl FaultProfile {
             }
             if hit(&mut rng, self.clock_jump_probability, &clock_nodes) {
                 let max = self.clock_jump_ms_max as i64;
-                let low = if self.clock_jump_backward { -max } else { 1 };
+                let min = (self.clock_jump_ms_min as i64).clamp(1, max.max(1));
+                let node = pick(&mut rng, &clock_nodes);
+                let at_ms = at(&mut rng);
+                let delta_ms = match (self.clock_jump_backward, min) {
+                    // The draw of profiles without a minimum, unchanged.
+                    (true, 1) => rng.gen_range(-max..=max.max(1)),
+                    (false, _) => rng.gen_range(min..=max.max(min)),
+                    (true, _) => {
+                        let size = rng.gen_range(min..=max.max(min));
+                        if rng.gen_bool(0.5) {
+                            -size
+                        } else {
+                            size
+                        }
+                    }
+                };
                 faults.push(Fault::ClockJump {
-                    node: pick(&mut rng, &clock_nodes),
-                    at_ms: at(&mut rng),
-                    delta_ms: rng.gen_range(low..=max.max(1)),
+                    node,
+                    at_ms,
+                    delta_ms,
                 });
             }
             if hit(&mut rng, self.clock_drift_probability, &clock_nodes) {

@@ -568,7 +568,11 @@ pub(super) fn spawn(
     ctx.spawn(async move {
         let mut inbox = inbox;
         while let Some(envelope) = inbox.next().await {
+            // A replica's copy of the lock changes with its primary's stream: in the history
+            // too, so a timeline shows what each replica would hand over at a failover.
+            let before = super::server::lock_snapshot(&node2.borrow().store);
             receive(&ctx2, &node2, &caller2, &r2, envelope.from, envelope.msg);
+            super::server::record_lock_changes(&ctx2, &before, &node2.borrow().store);
         }
     });
     let (ctx3, node3, r3) = (ctx.clone(), node.clone(), replicated.clone());

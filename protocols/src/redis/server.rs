@@ -3,13 +3,16 @@
 //! ([`replication`]).
 
 use super::replication::{self, ReplRole, Replicated, Replication};
-use super::store::{standalone_wait, ActiveExpiry, Cmd, Deferred, Effect, ReplInfo, Reply, Store};
+use super::store::{
+    standalone_wait, ActiveExpiry, Cmd, Deferred, Effect, Entry, ReplInfo, Reply, Store, Value,
+};
 use futures::StreamExt;
 use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Caller, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -136,6 +139,39 @@ fn record_expired(ctx: &NodeCtx, keys: &[String]) {
     }
 }
 
+/// Records the server's own view of a lock key changing (`key K = VALUE` or `key K deleted`),
+/// so a timeline can show who holds the lock on each server from `SET` to delete or expiry.
+fn record_key(ctx: &NodeCtx, key: &str, entry: Option<&Entry>) {
+    let detail = match entry.map(|e| &e.value) {
+        Some(Value::Str(v)) => format!("key {key} = {v}"),
+        Some(Value::Int(v)) => format!("key {key} = {v}"),
+        None => format!("key {key} deleted"),
+    };
+    ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Note).detail(detail));
+}
+
+/// The lock keys of a data set and their values, to see what a step changed.
+pub(super) fn lock_snapshot(store: &Store) -> BTreeMap<String, Value> {
+    store
+        .lock_entries()
+        .map(|(k, e)| (k.to_owned(), e.value.clone()))
+        .collect()
+}
+
+/// Records every lock key whose value changed since `before` (a replica applying its
+/// primary's stream or a full resync), as [`record_key`] does for commands.
+pub(super) fn record_lock_changes(ctx: &NodeCtx, before: &BTreeMap<String, Value>, store: &Store) {
+    let after = lock_snapshot(store);
+    for (key, value) in &after {
+        if before.get(key) != Some(value) {
+            record_key(ctx, key, store.entry(key));
+        }
+    }
+    for key in before.keys().filter(|k| !after.contains_key(*k)) {
+        record_key(ctx, key, None);
+    }
+}
+
 /// The answer of a standalone server to a server command; `None` if it comes later.
 fn standalone_command(
     ctx: &NodeCtx,
@@ -187,6 +223,12 @@ async fn serve(
             .await;
         ctx.note("accepting commands again");
     }
+    if restarted {
+        // What survived the crash: the lock keys this server holds again.
+        for (key, entry) in store.lock_entries() {
+            record_key(&ctx, key, Some(entry));
+        }
+    }
     let (caller, mut requests) = endpoint(&net, &ctx);
     let repl = replicated
         .as_ref()
@@ -228,10 +270,18 @@ async fn serve(
             continue;
         }
         expired.clear();
+        let lock_key = req.body.lock_key();
+        let before = lock_key.and_then(|k| node.borrow().store.entry(k).cloned());
         let (reply, effects) = node
             .borrow_mut()
             .exec(&req.body, ctx.wall_ms(), &mut expired);
         record_expired(&ctx, &expired);
+        if let Some(key) = lock_key {
+            let after = node.borrow().store.entry(key).cloned();
+            if before.map(|e| e.value) != after.as_ref().map(|e| e.value.clone()) {
+                record_key(&ctx, key, after.as_ref());
+            }
+        }
         if config.persistence == Persistence::Always && req.body.is_write() {
             // `appendfsync always`: on disk before the reply, and nothing runs meanwhile.
             disk.put(AOF, node.borrow().store.clone());

@@ -209,6 +209,18 @@ impl Cmd {
         )
     }
 
+    /// The lock key a command sets or deletes (`SET`, the `SET NX` + `INCR` script, `DEL`,
+    /// compare-and-delete), for the history's view of who holds the lock on a server.
+    pub fn lock_key(&self) -> Option<&str> {
+        match self {
+            Cmd::Set { key, .. }
+            | Cmd::SetNxIncr { key, .. }
+            | Cmd::Del { key }
+            | Cmd::DelIfEq { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+
     /// Whether the server handles the command itself (`INFO`, `REPLICAOF`, `WAIT`) rather
     /// than the data set.
     pub fn is_server_command(&self) -> bool {
@@ -439,6 +451,14 @@ impl Store {
     /// The entry under `key`, if any (expired or not).
     pub fn entry(&self, key: &str) -> Option<&Entry> {
         self.entries.get(key)
+    }
+
+    /// The keys holding a string (lock values; counters hold integers), expired or not.
+    pub fn lock_entries(&self) -> impl Iterator<Item = (&str, &Entry)> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| matches!(e.value, Value::Str(_)))
+            .map(|(k, e)| (k.as_str(), e))
     }
 
     /// Lazy expiry: drops `key` if its deadline has passed (Redis: `now > when`).
