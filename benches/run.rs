@@ -27,6 +27,8 @@ fn bench_scenario(c: &mut Criterion, name: &str) {
 fn runs(c: &mut Criterion) {
     bench_scenario(c, "redis-single-healthy");
     bench_scenario(c, "redis-single-gc-pause");
+    // 5 Raft peers, 5 clients, 10 s simulated.
+    bench_scenario(c, "etcd-healthy");
 }
 
 fn checker(c: &mut Criterion) {

@@ -155,7 +155,11 @@ crash_down_ms_max = 30
 fn prepared() -> locksim_scenarios::Prepared {
     let mut registry = Registry::builtin();
     registry.add(Arc::new(Forgetful));
-    let path = std::env::temp_dir().join(format!("locksim-canary-{}.toml", std::process::id()));
+    // One file per call: the tests run in parallel threads of one process.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("locksim-canary-{}-{n}.toml", std::process::id());
+    let path = std::env::temp_dir().join(name);
     std::fs::write(&path, SCENARIO).unwrap();
     let path = path.display().to_string();
     Scenario::load(&path)

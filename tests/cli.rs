@@ -202,7 +202,13 @@ fn protocols_are_listed_with_a_summary() {
     let out = locksim(&["protocols"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
-    for id in ["single-redis", "replicated-redis", "redlock"] {
+    for id in [
+        "single-redis",
+        "replicated-redis",
+        "redlock",
+        "etcd",
+        "zookeeper",
+    ] {
         let line = text
             .lines()
             .find(|l| l.starts_with(id))

@@ -16,11 +16,14 @@
 //! monotonic clock ([`NodeCtx::mono_now`]). Register the protocol in a [`Registry`] and run
 //! scenarios with it; `examples/custom_protocol.rs` in the repository is a complete example.
 
+pub mod etcd;
+pub mod raft;
 pub mod redis;
 pub mod redlock;
 pub mod replicated_redis;
 pub mod resource;
 pub mod single_redis;
+pub mod zookeeper;
 
 use async_trait::async_trait;
 use locksim_sim::{NodeCtx, World};
@@ -212,6 +215,8 @@ impl Registry {
         r.add(Arc::new(single_redis::SingleRedis));
         r.add(Arc::new(replicated_redis::ReplicatedRedis));
         r.add(Arc::new(redlock::Redlock));
+        r.add(Arc::new(etcd::Etcd));
+        r.add(Arc::new(zookeeper::ZooKeeper));
         r
     }
 

@@ -1,0 +1,91 @@
+//! What every client of a Raft-replicated service does alike: talk to the leader, following
+//! redirections, trying the next peer when one does not answer.
+
+use locksim_sim::rpc::{endpoint, Caller, Wire};
+use locksim_sim::{Net, NodeCtx, NodeIdx};
+use std::cell::RefCell;
+use std::time::Duration;
+
+/// An answer that may send the client to another peer.
+pub trait Redirect {
+    /// `Some(hint)` if the peer is not the one to ask (`hint`: the peer, from 0, to try).
+    fn redirect(&self) -> Option<Option<usize>>;
+}
+
+/// A client's connection to the cluster: it follows the leader.
+pub struct Link<Req, Resp, P> {
+    /// The client's node.
+    pub ctx: NodeCtx,
+    /// The client's endpoint.
+    pub caller: Caller<Req, Resp>,
+    /// The peers' nodes, by peer number.
+    pub peers: Vec<NodeIdx>,
+    /// The protocol's parameters.
+    pub params: P,
+    guess: RefCell<usize>,
+    request_timeout: Duration,
+}
+
+impl<Req, Resp, P> Link<Req, Resp, P>
+where
+    Req: Clone + Send + 'static,
+    Resp: Clone + Send + Redirect + 'static,
+{
+    /// A link from the client `ctx`; it first tries "its" peer, as clients spread over a
+    /// cluster do.
+    pub fn new(
+        ctx: &NodeCtx,
+        net: &Net<Wire<Req, Resp>>,
+        peers: &[NodeIdx],
+        params: P,
+        request_timeout: Duration,
+    ) -> Self {
+        let (caller, _requests) = endpoint(net, ctx);
+        Link {
+            ctx: ctx.clone(),
+            caller,
+            peers: peers.to_vec(),
+            params,
+            guess: RefCell::new(ctx.idx() % peers.len()),
+            request_timeout,
+        }
+    }
+
+    /// The peer the client talks to now.
+    pub fn peer(&self) -> NodeIdx {
+        self.peers[*self.guess.borrow()]
+    }
+
+    /// Three request timeouts: time for one redirection and one retry.
+    pub fn request_budget(&self) -> Duration {
+        self.request_timeout * 3
+    }
+
+    /// Sends `req` to the leader (following redirections) until `budget` passes.
+    pub async fn call(&self, req: Req, budget: Duration) -> Option<Resp> {
+        let deadline = self.ctx.mono_now() + budget;
+        while self.ctx.mono_now() < deadline {
+            let peer = *self.guess.borrow();
+            let answer = self
+                .caller
+                .call(self.peers[peer], req.clone(), self.request_timeout)
+                .await;
+            let next_peer = (peer + 1) % self.peers.len();
+            match answer {
+                Ok(resp) => match resp.redirect() {
+                    None => return Some(resp),
+                    Some(hint) => {
+                        let next = hint.filter(|h| *h != peer);
+                        *self.guess.borrow_mut() = next.unwrap_or(next_peer);
+                        if next.is_none() {
+                            // Nobody leads yet (an election): do not spin.
+                            self.ctx.sleep_local(Duration::from_millis(20)).await;
+                        }
+                    }
+                },
+                Err(_) => *self.guess.borrow_mut() = next_peer,
+            }
+        }
+        None
+    }
+}

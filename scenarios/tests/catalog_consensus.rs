@@ -1,0 +1,306 @@
+//! The consensus catalog (etcd and ZooKeeper on the Raft host) and its random-fault sweeps.
+//!
+//! - Every catalog file meets its `[expect]` on every one of [`SEEDS`] seeds; the Raft
+//!   host's safety audit (one leader per term, the same entry at every applied index) runs
+//!   inside every run of the correct variant, and a breach would be a panic, reported here as
+//!   a run error.
+//! - Each bug variant's timeline holds with the correct client or host.
+//! - The Jepsen lock-set shape loses a share of its acknowledged updates; the share over 100
+//!   seeds is printed (the README quotes it).
+//! - A random-fault sweep of [`SWEEP_SEEDS`] seeds of `etcd` (and [`ZK_SWEEP_SEEDS`] of
+//!   `zookeeper`) with peer crashes, partitions and pauses: with fencing on, fencing holds on
+//!   every run; without client pauses and clock faults, mutual exclusion holds on every run.
+
+use locksim_protocols::Registry;
+use locksim_scenarios::{load, Prepared, RunResult, Scenario};
+use locksim_sim::history::{History, Kind, Op};
+use locksim_sim::Verdict;
+
+/// Seeds per catalog scenario.
+const SEEDS: u64 = 20;
+/// Seeds per random-fault sweep of `etcd`.
+const SWEEP_SEEDS: u64 = 300;
+/// Seeds per random-fault sweep of `zookeeper`.
+const ZK_SWEEP_SEEDS: u64 = 100;
+
+fn path(relative: &str) -> String {
+    format!("{}/{relative}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn prepared(relative: &str) -> Prepared {
+    load(&path(relative), &Registry::builtin()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A scenario given as text (named after `file` in replay lines).
+fn parsed(text: &str, file: &str) -> Prepared {
+    Scenario::parse(text, file)
+        .and_then(|s| s.prepare(file, &Registry::builtin()))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The catalog file with its `variant` line replaced.
+fn with_variant(file: &str, variant: &str) -> Prepared {
+    let full = path(&format!("catalog/{file}"));
+    let text = std::fs::read_to_string(&full).unwrap();
+    let changed: Vec<String> = text
+        .lines()
+        .map(|l| match l.starts_with("variant = ") {
+            true => format!("variant = \"{variant}\""),
+            false => l.to_owned(),
+        })
+        .collect();
+    assert_ne!(
+        changed.join("\n"),
+        text.trim_end(),
+        "{file} sets no variant"
+    );
+    parsed(&changed.join("\n"), &full)
+}
+
+fn describe(r: &RunResult) -> String {
+    let why = match (&r.error, &r.expect) {
+        (Some(e), _) => e.clone(),
+        (None, Some(e)) => e.mismatches.join("; "),
+        (None, None) => "no [expect] section".into(),
+    };
+    format!("  {}: {why}", r.replay)
+}
+
+fn assert_expect_met(file: &str) {
+    let p = prepared(&format!("catalog/{file}"));
+    let failed: Vec<String> = (1..=SEEDS)
+        .map(|seed| p.run(seed))
+        .filter(|r| !r.expect.as_ref().is_some_and(|e| e.met))
+        .map(|r| describe(&r))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{file}: expectations not met on {} of {SEEDS} seeds:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
+
+/// Asserts that `property` holds on every seed of `p` in `seeds`, and that the runs got
+/// somewhere (`min_acquisitions` grants on average).
+fn assert_holds(p: &Prepared, property: &str, seeds: std::ops::RangeInclusive<u64>) {
+    let n = seeds.clone().count() as u64;
+    let mut granted = 0;
+    let mut failed = vec![];
+    for seed in seeds {
+        let r = p.run(seed);
+        granted += r.stats.liveness.acquisitions;
+        if r.error.is_some()
+            || r.properties
+                .iter()
+                .find(|(k, _)| k.name() == property)
+                .map(|(_, v)| v)
+                != Some(&Verdict::Valid)
+        {
+            failed.push(format!("  {} ({:?})", describe(&r), r.properties));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{property} broken on {} of {n} seeds:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    assert!(
+        granted >= n,
+        "{property}: only {granted} grants in {n} runs"
+    );
+}
+
+#[test]
+fn etcd_healthy_holds() {
+    assert_expect_met("etcd-healthy.toml");
+}
+
+#[test]
+fn etcd_leader_crash_holds() {
+    assert_expect_met("etcd-leader-crash.toml");
+}
+
+#[test]
+fn etcd_minority_partition_with_the_holder_holds() {
+    assert_expect_met("etcd-partition.toml");
+}
+
+#[test]
+fn etcd_gc_pause_breaks_mutual_exclusion() {
+    assert_expect_met("etcd-gc-pause.toml");
+}
+
+#[test]
+fn etcd_gc_pause_fenced_by_create_revision_holds_fencing() {
+    assert_expect_met("etcd-gc-pause-fenced.toml");
+}
+
+#[test]
+fn etcd_lock_delay_longer_than_the_overrun_holds_and_a_shorter_one_does_not() {
+    assert_expect_met("etcd-lock-delay.toml");
+    let full = path("catalog/etcd-lock-delay.toml");
+    let text = std::fs::read_to_string(&full).unwrap();
+    let short = text.replace("lock_delay_ms = 5_000", "lock_delay_ms = 1_000");
+    assert_ne!(short, text);
+    let p = parsed(&short, &full);
+    for seed in 1..=5 {
+        let r = p.run(seed);
+        assert_eq!(
+            r.properties.get(&locksim_sim::Property::MutualExclusion),
+            Some(&Verdict::Invalid),
+            "{}: a 1 s lock-delay cannot cover a 4 s overrun",
+            r.replay
+        );
+    }
+}
+
+#[test]
+fn etcd_lease_recheck_bug_breaks_mutual_exclusion_and_the_fix_holds() {
+    assert_expect_met("etcd-lease-recheck-bug.toml");
+    let fixed = with_variant("etcd-lease-recheck-bug.toml", "correct");
+    assert_holds(&fixed, "mutual_exclusion", 1..=SEEDS);
+}
+
+#[test]
+fn raft_ack_before_fsync_loses_an_acknowledged_lock_and_the_correct_host_does_not() {
+    assert_expect_met("raft-ack-before-fsync.toml");
+    // The host's audit sees what the bug did inside Raft: a peer applied another entry at an
+    // index some peer had applied before the crash.
+    let (_, history) = prepared("catalog/raft-ack-before-fsync.toml").run_with_history(1);
+    let breach = history.iter().find(|e| {
+        e.op == Op::Note
+            && e.detail
+                .as_deref()
+                .is_some_and(|d| d.starts_with("Raft safety broken"))
+    });
+    assert!(breach.is_some(), "the audit missed the lost entries");
+    let correct = with_variant("raft-ack-before-fsync.toml", "correct");
+    assert_holds(&correct, "mutual_exclusion", 1..=SEEDS);
+}
+
+/// Acknowledged writes and how many of them the final value lacks.
+fn lost_updates(history: &History) -> (u64, u64) {
+    let acknowledged = history
+        .iter()
+        .filter(|e| e.op == Op::Write && e.kind == Kind::Ok)
+        .count() as u64;
+    let last = history
+        .iter()
+        .filter(|e| e.op == Op::ResourceAccept)
+        .filter_map(|e| e.value)
+        .last()
+        .unwrap_or(0);
+    (acknowledged, acknowledged.saturating_sub(last as u64))
+}
+
+#[test]
+fn jepsen_lock_set_loses_acknowledged_updates() {
+    let p = prepared("catalog/etcd-jepsen-lock-set.toml");
+    let (mut acknowledged, mut lost, mut runs_with_loss) = (0, 0, 0);
+    for seed in 1..=100 {
+        let (r, history) = p.run_with_history(seed);
+        assert!(r.expect.as_ref().is_some_and(|e| e.met), "{}", describe(&r));
+        let (a, l) = lost_updates(&history);
+        acknowledged += a;
+        lost += l;
+        if l > 0 {
+            runs_with_loss += 1;
+            assert_eq!(
+                r.properties.get(&locksim_sim::Property::LostUpdate),
+                Some(&Verdict::Invalid),
+                "seed {seed}: {l} acknowledged updates lost but the checker saw none"
+            );
+        }
+    }
+    let share = lost as f64 / acknowledged as f64;
+    println!(
+        "etcd-jepsen-lock-set, seeds 1..=100: {lost} of {acknowledged} acknowledged updates \
+         lost ({:.1}%), in {runs_with_loss} runs",
+        share * 100.0
+    );
+    assert!(
+        runs_with_loss >= 10,
+        "only {runs_with_loss} runs lost an update"
+    );
+    assert!(share > 0.0 && share < 1.0);
+}
+
+const SWEEP: &str = r#"
+duration_ms = 10_000
+
+[protocol]
+name = "etcd"
+peers = 5
+lease_ttl_ms = 2_000
+
+[workload]
+clients = 3
+cs_ms_min = 10
+cs_ms_max = 200
+
+[resource]
+fencing = "on"
+
+[faults_random]
+crash_probability = 0.1
+crash_down_ms_min = 100
+crash_down_ms_max = 3_000
+crash_nodes = ["@servers"]
+partition_probability = 0.1
+partition_ms_min = 500
+partition_ms_max = 4_000
+partition_nodes = ["@servers", "@clients"]
+pause_probability = 0.15
+pause_ms_min = 100
+pause_ms_max = 5_000
+"#;
+
+/// The sweep for `protocol` (its own `[protocol]` lines) with these pause targets.
+fn sweep(protocol: &str, pause_nodes: &str) -> Prepared {
+    let text = SWEEP
+        .replace("name = \"etcd\"\npeers = 5\nlease_ttl_ms = 2_000", protocol)
+        .replace(
+            "pause_ms_max = 5_000",
+            &format!("pause_ms_max = 5_000\npause_nodes = {pause_nodes}"),
+        );
+    assert!(text.contains(protocol) && text.contains("pause_nodes"));
+    parsed(&text, "consensus-random.toml")
+}
+
+const ETCD: &str = "name = \"etcd\"\npeers = 5\nlease_ttl_ms = 2_000";
+const ZOOKEEPER: &str = "name = \"zookeeper\"\npeers = 5\nsession_timeout_ms = 3_000";
+const EVERYONE: &str = "[\"@servers\", \"@clients\"]";
+const SERVERS: &str = "[\"@servers\"]";
+
+#[test]
+fn random_faults_fencing_always_holds() {
+    assert_holds(&sweep(ETCD, EVERYONE), "fencing", 1..=SWEEP_SEEDS);
+    assert_holds(&sweep(ZOOKEEPER, EVERYONE), "fencing", 1..=ZK_SWEEP_SEEDS);
+}
+
+#[test]
+fn random_faults_without_client_pauses_or_clock_faults_keep_mutual_exclusion() {
+    let me = "mutual_exclusion";
+    assert_holds(&sweep(ETCD, SERVERS), me, 1..=SWEEP_SEEDS);
+    assert_holds(&sweep(ZOOKEEPER, SERVERS), me, 1..=ZK_SWEEP_SEEDS);
+}
+
+#[test]
+fn zookeeper_healthy_holds() {
+    assert_expect_met("zookeeper-healthy.toml");
+}
+
+#[test]
+fn zookeeper_session_expiry_pause_breaks_mutual_exclusion_and_fencing_stops_the_write() {
+    assert_expect_met("zookeeper-session-expiry-pause.toml");
+    assert_expect_met("zookeeper-session-expiry-pause-fenced.toml");
+}
+
+#[test]
+fn zookeeper_ignoring_suspended_loses_an_update_and_the_correct_client_does_not() {
+    assert_expect_met("zookeeper-ignore-suspended.toml");
+    let correct = with_variant("zookeeper-ignore-suspended.toml", "correct");
+    assert_holds(&correct, "lost_update", 1..=SEEDS);
+}
