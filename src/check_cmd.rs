@@ -1,11 +1,10 @@
 //! `locksim check`: the checker on a history recorded elsewhere (or by `locksim run
 //! --history`), in the simulator's JSON Lines format.
 
-use crate::input;
-use locksim_scenarios::runner::kept_violations;
-use locksim_sim::checker::{Liveness, Violation};
-use locksim_sim::history::{format_hash, read_jsonl, trace_hash};
-use locksim_sim::{check, Event, Verdict};
+use crate::{input, text};
+use locksim_check::checker::{Liveness, Updates, Violation};
+use locksim_check::history::{format_hash, read_jsonl, trace_hash};
+use locksim_check::{check, Event, Property, Verdict};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -28,14 +27,15 @@ struct CheckOutput {
     history: String,
     events: u64,
     verdict: Verdict,
-    properties: BTreeMap<String, Verdict>,
+    properties: BTreeMap<Property, Verdict>,
     /// Why a property is `unknown`, where one is.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    reasons: BTreeMap<String, String>,
+    reasons: BTreeMap<Property, String>,
     violations: Vec<Violation>,
-    violation_counts: BTreeMap<String, u64>,
+    violation_counts: BTreeMap<Property, u64>,
     trace_hash: String,
     liveness: Liveness,
+    updates: Updates,
 }
 
 /// Checks the history. Exit 1 if a safety property is violated; 2 if the file is missing or
@@ -46,24 +46,18 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| input(format!("{path}: cannot read: {e}")))?;
     let history = read_jsonl(&path, std::io::BufReader::new(file)).map_err(input)?;
     let report = check(&history);
-    let mut out = CheckOutput {
+    let out = CheckOutput {
         history: path,
         events: history.len() as u64,
         verdict: report.verdict,
-        properties: BTreeMap::new(),
-        reasons: BTreeMap::new(),
-        violations: vec![],
-        violation_counts: BTreeMap::new(),
+        properties: report.verdicts(),
+        reasons: report.reasons(),
+        violations: report.violations.clone(),
+        violation_counts: report.violation_counts(),
         trace_hash: format_hash(trace_hash(&history)),
         liveness: report.liveness.clone(),
+        updates: report.updates.clone(),
     };
-    for p in &report.properties {
-        out.properties.insert(p.property.name().into(), p.verdict);
-        if let Some(reason) = &p.reason {
-            out.reasons.insert(p.property.name().into(), reason.clone());
-        }
-    }
-    (out.violations, out.violation_counts) = kept_violations(&report);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -85,32 +79,17 @@ fn text(out: &CheckOutput, history: &[Event]) -> String {
         out.history, out.events
     );
     let _ = writeln!(s, "verdict   {}", out.verdict.to_string().to_uppercase());
-    for (name, v) in &out.properties {
-        let word = match v {
-            Verdict::Valid => "holds".to_owned(),
-            Verdict::Invalid => {
-                let n = out.violation_counts.get(name).copied().unwrap_or(0);
-                format!("VIOLATED ({n} violation{})", if n == 1 { "" } else { "s" })
-            }
-            Verdict::Unknown => match out.reasons.get(name) {
-                Some(reason) => format!("unknown: {reason}"),
-                None => "unknown".to_owned(),
-            },
-        };
-        let _ = writeln!(s, "  {name:<17} {word}");
-    }
-    if !out.violations.is_empty() {
-        let _ = writeln!(s, "witnesses:");
-        for v in &out.violations {
-            let _ = writeln!(s, "  [{}] {}", v.kind.name(), v.description);
-            // Histories from elsewhere may number events from any start: find by index.
-            for idx in &v.events {
-                if let Some(e) = history.iter().find(|e| e.index == *idx) {
-                    let _ = writeln!(s, "      {}", e.describe());
-                }
-            }
-        }
-    }
+    s.push_str(&text::properties(
+        &out.properties,
+        &out.violation_counts,
+        &out.reasons,
+        false,
+    ));
+    s.push_str(&text::witnesses(
+        &out.violations,
+        &out.violation_counts,
+        history,
+    ));
     let l = &out.liveness;
     let _ = writeln!(
         s,
@@ -120,6 +99,11 @@ fn text(out: &CheckOutput, history: &[Event]) -> String {
         l.acquire_latency_ms_p50,
         l.acquire_latency_ms_p99,
         l.held_ms
+    );
+    let _ = writeln!(
+        s,
+        "resource  {}",
+        text::updates_lost(out.updates.updates_lost, out.updates.writes_acknowledged)
     );
     let _ = writeln!(s, "trace     {}", out.trace_hash);
     s

@@ -144,16 +144,24 @@ fn save(
         |s| s.to_string_lossy().into_owned(),
     );
     let faults: Vec<String> = found.schedule.faults.iter().map(describe_fault).collect();
-    let description = format!(
-        "A counterexample to {} in scenario {}, found by fault search (case {}) and shrunk \
+    let description = if found.no_added_fault() {
+        format!(
+            "Scenario {} violates {} with its own scripted faults and no fault added (found \
+             by fault search before its first case).",
+            prepared.scenario.name, found.failure
+        )
+    } else {
+        format!(
+            "A counterexample to {} in scenario {}, found by fault search (case {}) and shrunk \
          from {} faults to {}: {}.",
-        found.failure,
-        prepared.scenario.name,
-        found.case,
-        found.original.faults.len(),
-        found.schedule.faults.len(),
-        faults.join("; ")
-    );
+            found.failure,
+            prepared.scenario.name,
+            found.case,
+            found.original.faults.len(),
+            found.schedule.faults.len(),
+            faults.join("; ")
+        )
+    };
     let scenario = counterexample(
         prepared,
         &found.schedule,
@@ -215,17 +223,26 @@ fn text(
         return s;
     };
     let n = found.schedule.faults.len();
-    let _ = writeln!(
-        s,
-        "found     {} in case {} ({} faults); shrunk in {} steps to {n} fault{} ({} runs, \
+    if found.no_added_fault() {
+        let _ = writeln!(
+            s,
+            "found     {} fails with no added fault: the scenario's own scripted faults already \
+             violate it (seed {}, {} runs, {wall_s:.1} s)",
+            found.failure, found.schedule.seed, outcome.runs
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "found     {} in case {} ({} faults); shrunk in {} steps to {n} fault{} ({} runs, \
          {wall_s:.1} s):",
-        found.failure,
-        found.case,
-        found.original.faults.len(),
-        found.shrink_steps,
-        if n == 1 { "" } else { "s" },
-        outcome.runs
-    );
+            found.failure,
+            found.case,
+            found.original.faults.len(),
+            found.shrink_steps,
+            if n == 1 { "" } else { "s" },
+            outcome.runs
+        );
+    }
     for f in &found.schedule.faults {
         let _ = writeln!(s, "            {}", describe_fault(f));
     }
@@ -256,6 +273,7 @@ fn as_json(
     let found = outcome.found.as_ref().zip(saved).map(|(f, saved)| {
         json!({
             "failure": f.failure.to_string(),
+            "no_added_fault": f.no_added_fault(),
             "case": f.case,
             "shrink_steps": f.shrink_steps,
             "original_faults": f.original.faults,

@@ -4,7 +4,9 @@
 use crate::input;
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use locksim_protocols::Registry;
-use locksim_scenarios::sweep::{run_seeds, ResultsFile, SeedRange, SeedResult, Shard, Summary};
+use locksim_scenarios::sweep::{
+    run_seeds_until, ResultsFile, SeedRange, SeedResult, Shard, Summary,
+};
 use locksim_scenarios::Prepared;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -70,7 +72,8 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     // Wall time is for people (runs/s); it never reaches a result line.
     #[allow(clippy::disallowed_methods)]
     let started = std::time::Instant::now();
-    run_seeds(&prepared, todo, jobs, |run| {
+    signals::install();
+    run_seeds_until(&prepared, todo, jobs, &signals::STOP, |run| {
         let line = SeedResult {
             scenario_hash: fingerprint.clone(),
             path: prepared.path.clone(),
@@ -95,6 +98,17 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         wall_s,
     };
     print!("{}", summary_text(&header, &summary));
+    if let Some(signal) = signals::received() {
+        println!(
+            "interrupted by {signal}: {} of the {} results of this sweep are saved in {}; \
+             resume with:\n  {}",
+            summary.runs,
+            args.seeds.count(shard),
+            args.out.display(),
+            resume_command(&path, &args, shard, jobs)
+        );
+        return Ok(ExitCode::from(signals::exit_code(signal)));
+    }
     if summary.violated() > 0 {
         return Ok(ExitCode::from(1));
     }
@@ -183,10 +197,21 @@ fn summary_text(h: &Header, s: &Summary) -> String {
             let _ = writeln!(
                 t,
                 "  {seed:<8} {:<30} {}",
-                kinds.join(", "),
+                kinds
+                    .iter()
+                    .map(|k| k.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 h.prepared.replay_command(*seed)
             );
         }
+    }
+    for (property, u) in &s.unknown {
+        let _ = writeln!(
+            t,
+            "unknown    {property} in {} runs; seed {}: {}",
+            u.runs, u.seed, u.reason
+        );
     }
     if s.expect_not_met > 0 {
         let _ = writeln!(t, "expect     not met in {} runs", s.expect_not_met);
@@ -196,4 +221,70 @@ fn summary_text(h: &Header, s: &Summary) -> String {
     }
     let _ = writeln!(t, "results    {}", h.out.display());
     t
+}
+
+/// The command that continues this sweep into the same file.
+fn resume_command(scenario: &str, args: &SweepArgs, shard: Shard, jobs: usize) -> String {
+    let mut c = format!("locksim sweep {scenario} --seeds {}", args.seeds);
+    if shard != Shard::ALL {
+        let _ = write!(c, " --shard {shard}");
+    }
+    let _ = write!(c, " --jobs {jobs} --out {} --resume", args.out.display());
+    if args.quiet {
+        c.push_str(" --quiet");
+    }
+    c
+}
+
+/// SIGINT and SIGTERM stop a sweep gracefully: no new run starts, the runs in progress are
+/// written, and the summary says how to resume. A second signal acts as usual (the handler
+/// restores the default after the first).
+mod signals {
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+    /// Set by the first SIGINT or SIGTERM.
+    pub static STOP: AtomicBool = AtomicBool::new(false);
+    static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+    #[cfg(unix)]
+    extern "C" fn on_signal(signal: libc::c_int) {
+        // Only async-signal-safe work here: two atomic stores and `signal`.
+        SIGNAL.store(signal, Ordering::SeqCst);
+        STOP.store(true, Ordering::SeqCst);
+        // SAFETY: restoring the default disposition is async-signal-safe.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+        }
+    }
+
+    /// Installs the handler for SIGINT and SIGTERM.
+    pub fn install() {
+        #[cfg(unix)]
+        for signal in [libc::SIGINT, libc::SIGTERM] {
+            let handler: extern "C" fn(libc::c_int) = on_signal;
+            // SAFETY: the handler only stores to atomics and calls `signal`.
+            unsafe {
+                libc::signal(signal, handler as libc::sighandler_t);
+            }
+        }
+    }
+
+    /// The signal received, by name, if one was.
+    pub fn received() -> Option<&'static str> {
+        match SIGNAL.load(Ordering::SeqCst) {
+            0 => None,
+            #[cfg(unix)]
+            libc::SIGTERM => Some("SIGTERM"),
+            _ => Some("SIGINT"),
+        }
+    }
+
+    /// The shell's convention: 128 + the signal's number.
+    pub fn exit_code(name: &str) -> u8 {
+        if name == "SIGTERM" {
+            143
+        } else {
+            130
+        }
+    }
 }

@@ -1,7 +1,9 @@
 //! Text output for people.
 
 use locksim_scenarios::RunResult;
-use locksim_sim::{Event, Verdict};
+use locksim_sim::checker::{Violation, WITNESSES_MAX};
+use locksim_sim::{Event, Property, Verdict};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Splits text into lines of at most `width` characters, at spaces.
@@ -23,15 +25,70 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// Witnesses printed per kind of violation; `--json` has more.
-const WITNESSES_SHOWN: usize = 3;
-
-fn verdict_word(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Valid => "holds",
-        Verdict::Invalid => "VIOLATED",
-        Verdict::Unknown => "unknown",
+/// One line per property: its verdict, its violation count, or why it is unknown.
+/// A fencing verdict of `valid` with `no_tokens` (no write carried a token) reads "n/a":
+/// not checked is not safe.
+pub fn properties(
+    verdicts: &BTreeMap<Property, Verdict>,
+    counts: &BTreeMap<Property, u64>,
+    reasons: &BTreeMap<Property, String>,
+    no_tokens: bool,
+) -> String {
+    let mut s = String::new();
+    for (property, v) in verdicts {
+        if *property == Property::Fencing && no_tokens && *v == Verdict::Valid {
+            let _ = writeln!(s, "  {property:<17} n/a (no write carried a token)");
+            continue;
+        }
+        let word = match v {
+            Verdict::Valid => "holds".to_owned(),
+            Verdict::Invalid => {
+                let n = counts.get(property).copied().unwrap_or(0);
+                format!("VIOLATED ({n} violation{})", if n == 1 { "" } else { "s" })
+            }
+            Verdict::Unknown => match reasons.get(property) {
+                Some(reason) => format!("unknown: {reason}"),
+                None => "unknown".to_owned(),
+            },
+        };
+        let _ = writeln!(s, "  {property:<17} {word}");
     }
+    s
+}
+
+/// The witnesses, each with its events, then how many violations have none shown. The
+/// witnesses are those `--json` holds (the checker keeps at most
+/// [`WITNESSES_MAX`] per property).
+pub fn witnesses(
+    violations: &[Violation],
+    counts: &BTreeMap<Property, u64>,
+    history: &[Event],
+) -> String {
+    let mut s = String::new();
+    if violations.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "witnesses:");
+    // Histories from elsewhere may number events from any start: find by index.
+    let by_index: BTreeMap<u64, &Event> = history.iter().map(|e| (e.index, e)).collect();
+    for v in violations {
+        let _ = writeln!(s, "  [{}] {}", v.kind, v.description);
+        for e in v.events.iter().filter_map(|i| by_index.get(i)) {
+            let _ = writeln!(s, "      {}", e.describe());
+        }
+    }
+    for (property, count) in counts {
+        let shown = violations.iter().filter(|v| v.kind == *property).count() as u64;
+        if *count > shown {
+            let _ = writeln!(
+                s,
+                "  ... and {} more {property} violations (witnesses are kept for the first \
+                 {WITNESSES_MAX} of each property)",
+                count - shown
+            );
+        }
+    }
+    s
 }
 
 /// The summary `locksim run` prints.
@@ -46,43 +103,14 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
         let _ = writeln!(s, "          {line}");
     }
     let _ = writeln!(s, "verdict   {}", r.verdict.to_string().to_uppercase());
-    for (name, v) in &r.properties {
-        if name == "fencing" && r.stats.writes_with_token == 0 && *v == Verdict::Valid {
-            // Not checked is not safe: without a token no stale token can be accepted.
-            let _ = writeln!(s, "  {name:<17} n/a (no write carried a token)");
-            continue;
-        }
-        let count = r.violation_counts.get(name).copied().unwrap_or(0);
-        let extra = if count > 0 {
-            format!(" ({count} violation{})", if count == 1 { "" } else { "s" })
-        } else {
-            String::new()
-        };
-        let _ = writeln!(s, "  {name:<17} {}{extra}", verdict_word(*v));
-    }
-    if !r.violations.is_empty() {
-        let _ = writeln!(s, "witnesses:");
-        let mut shown: std::collections::BTreeMap<&str, usize> = Default::default();
-        for v in &r.violations {
-            let n = shown.entry(v.kind.name()).or_insert(0);
-            *n += 1;
-            if *n > WITNESSES_SHOWN {
-                continue;
-            }
-            let _ = writeln!(s, "  [{}] {}", v.kind.name(), v.description);
-            for idx in &v.events {
-                if let Some(e) = history.get(*idx as usize) {
-                    let _ = writeln!(s, "      {}", e.describe());
-                }
-            }
-        }
-    }
-    for (kind, count) in &r.violation_counts {
-        if *count as usize > WITNESSES_SHOWN {
-            let more = *count as usize - WITNESSES_SHOWN;
-            let _ = writeln!(s, "  ... and {more} more {kind} violations (see --json)");
-        }
-    }
+    let no_tokens = r.stats.writes_with_token == 0;
+    s.push_str(&properties(
+        &r.properties,
+        &r.violation_counts,
+        &r.reasons,
+        no_tokens,
+    ));
+    s.push_str(&witnesses(&r.violations, &r.violation_counts, history));
     let l = &r.stats.liveness;
     let _ = writeln!(
         s,
@@ -98,8 +126,10 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
     );
     let _ = writeln!(
         s,
-        "resource  {} writes accepted, {} rejected by fencing",
-        l.writes_accepted, l.writes_rejected
+        "resource  {} writes accepted, {} rejected by fencing; {}",
+        l.writes_accepted,
+        l.writes_rejected,
+        updates_lost(r.stats.updates_lost, r.stats.updates_acked)
     );
     if let Some(e) = &r.expect {
         if e.met {
@@ -115,4 +145,16 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
     );
     let _ = writeln!(s, "replay    {}", r.replay);
     s
+}
+
+/// Lost updates in words, as a share of the acknowledged writes.
+pub fn updates_lost(lost: u64, acknowledged: u64) -> String {
+    if acknowledged == 0 {
+        return format!("{lost} updates lost, none acknowledged");
+    }
+    let share = lost as f64 / acknowledged as f64;
+    format!(
+        "{lost} of {acknowledged} acknowledged updates lost ({:.1}%)",
+        share * 100.0
+    )
 }

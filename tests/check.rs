@@ -87,3 +87,63 @@ fn malformed_lines_are_named_and_exit_2() {
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("cannot read"), "{}", stderr(&out));
 }
+
+#[test]
+fn histories_from_real_systems_check_with_their_uncertainty() {
+    let real = |name: &str| repo(&format!("check/tests/histories/{name}"));
+    let out = run(&["check", &real("info-enter.jsonl"), "--json"]);
+    assert_eq!(
+        code(&out),
+        0,
+        "unknown is not a violation: {}",
+        stderr(&out)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["properties"]["mutual_exclusion"], "unknown");
+    let reason = json["reasons"]["mutual_exclusion"].as_str().unwrap();
+    assert!(reason.contains("may not have entered"), "{reason}");
+    let text = run(&["check", &real("info-enter.jsonl")]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("mutual_exclusion  unknown: 1 pair"), "{text}");
+
+    let out = run(&["check", &real("local-clocks-overlap.jsonl")]);
+    assert_eq!(code(&out), 1);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("mutual_exclusion  VIOLATED (1 violation)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("#5 1400.000ms app2 ok cs_enter grant=app2#1 ±5.000ms"),
+        "{text}"
+    );
+}
+
+#[test]
+fn counts_are_exact_and_text_shows_the_witnesses_json_holds() {
+    let dir = scratch("check-many");
+    let file = dir.join("many.jsonl");
+    // 40 clients inside at once: 780 overlapping pairs.
+    let mut lines = vec![];
+    for i in 0..40 {
+        lines.push(format!(
+            r#"{{"index":{i},"time_ns":{i},"node":"c{i}","kind":"ok","op":"cs_enter","grant":"c{i}#1"}}"#
+        ));
+    }
+    lines.push(r#"{"index":40,"time_ns":1000,"node":"c0","kind":"info","op":"note"}"#.into());
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let path = file.display().to_string();
+    let json: serde_json::Value =
+        serde_json::from_slice(&run(&["check", &path, "--json"]).stdout).unwrap();
+    assert_eq!(json["violation_counts"]["mutual_exclusion"], 780);
+    let kept = json["violations"].as_array().unwrap().len();
+    let text = String::from_utf8_lossy(&run(&["check", &path]).stdout).into_owned();
+    assert_eq!(text.matches("[mutual_exclusion]").count(), kept, "{text}");
+    assert!(
+        text.contains(&format!(
+            "... and {} more mutual_exclusion violations",
+            780 - kept
+        )),
+        "{text}"
+    );
+}

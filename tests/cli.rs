@@ -229,3 +229,35 @@ fn a_missing_file_and_bad_usage_exit_2() {
         Some(2)
     );
 }
+
+#[test]
+fn a_scenario_seed_is_any_u64_written_as_a_string() {
+    let text =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(HEALTHY))
+            .unwrap();
+    let file = tmp("max-seed.toml");
+    std::fs::write(&file, format!("seed = \"18446744073709551615\"\n{text}")).unwrap();
+    let path = file.display().to_string();
+    let from_file = json(&locksim(&["run", &path, "--json"]));
+    assert_eq!(from_file["seed"], u64::MAX);
+    assert_eq!(
+        from_file["replay"],
+        format!("locksim run {path} --seed 18446744073709551615")
+    );
+    let from_flag = json(&locksim(&[
+        "run",
+        HEALTHY,
+        "--seed",
+        "18446744073709551615",
+        "--json",
+    ]));
+    assert_eq!(from_file["trace_hash"], from_flag["trace_hash"]);
+    std::fs::write(&file, format!("seed = -1\n{text}")).unwrap();
+    let out = locksim(&["run", &path]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("max-seed.toml:1: seed: must be a whole number"),
+        "{err}"
+    );
+}

@@ -85,3 +85,25 @@ fn a_search_that_finds_nothing_exits_0() {
     assert_eq!(code(&result), 0, "{}", stderr(&result));
     assert!(!out.exists(), "nothing found, nothing saved");
 }
+
+#[test]
+fn a_scenario_that_fails_on_its_own_scripted_faults_needs_no_added_fault() {
+    let dir = scratch("search-scripted");
+    let out = dir.join("cex.toml");
+    let result = run(&[
+        "search",
+        &repo("scenarios/catalog/redis-single-gc-pause.toml"),
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(code(&result), 1, "{}", stderr(&result));
+    let text = String::from_utf8_lossy(&result.stdout);
+    assert!(
+        text.contains("found     mutual_exclusion fails with no added fault"),
+        "{text}"
+    );
+    assert!(!text.contains("shrunk"), "{text}");
+    let saved = std::fs::read_to_string(&out).unwrap();
+    assert!(!saved.contains("[[faults]]\nkind = \"loss\""), "{saved}");
+    assert!(saved.contains("no fault added"), "{saved}");
+}

@@ -208,3 +208,83 @@ fn resume_refuses_the_results_of_an_edited_scenario() {
     assert_eq!(code(&refused), 2);
     assert!(stderr(&refused).contains("edited"), "{}", stderr(&refused));
 }
+
+/// Starts a sweep of `seeds` on one thread, waits for `lines` results, sends `signal`, and
+/// returns its output and the results file.
+fn interrupt(name: &str, seeds: &str, lines: usize, signal: i32) -> (std::process::Output, String) {
+    let file = scratch(name).join("r.jsonl").display().to_string();
+    let child = locksim()
+        .args(["sweep", &repo(SCENARIO), "--seeds", seeds, "--jobs", "1"])
+        .args(["--quiet", "--out", &file])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let count = || std::fs::read(&file).map_or(0, |b| b.iter().filter(|c| **c == b'\n').count());
+    for _ in 0..4_000 {
+        if count() >= lines {
+            break;
+        }
+        // Real time on purpose: the test watches another process, not a simulation.
+        #[allow(clippy::disallowed_methods)]
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: signalling a child process this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+    (child.wait_with_output().unwrap(), file)
+}
+
+#[test]
+fn sigint_flushes_and_prints_the_count_and_the_resume_command() {
+    let (out, file) = interrupt("sweep-sigint", "0..400", 20, libc::SIGINT);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 130, "{text}{}", stderr(&out));
+    let saved = read_results(Path::new(&file)).unwrap().len();
+    assert!((20..400).contains(&saved), "{text}");
+    assert!(
+        text.contains(&format!(
+            "interrupted by SIGINT: {saved} of the 400 results of this sweep are saved in {file}"
+        )),
+        "{text}"
+    );
+    let resume = format!(
+        "locksim sweep {} --seeds 0..=399 --jobs 1 --out {file} --resume --quiet",
+        repo(SCENARIO)
+    );
+    let printed = text.lines().last().unwrap().trim();
+    assert_eq!(printed, resume);
+    // The printed command, run as it is, finishes the sweep: every seed exactly once.
+    let args: Vec<&str> = printed.split(' ').skip(1).collect();
+    let resumed = run(&args);
+    assert!(code(&resumed) <= 1, "{}", stderr(&resumed));
+    let seeds: Vec<u64> = by_seed(read_results(Path::new(&file)).unwrap())
+        .iter()
+        .map(|r| r.seed)
+        .collect();
+    assert_eq!(seeds, (0..400).collect::<Vec<_>>());
+}
+
+#[test]
+fn sigterm_stops_a_sweep_the_same_way() {
+    let (out, file) = interrupt("sweep-sigterm", "0..100000", 5, libc::SIGTERM);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 143, "{text}{}", stderr(&out));
+    let saved = read_results(Path::new(&file)).unwrap().len();
+    assert!(
+        text.contains(&format!("interrupted by SIGTERM: {saved} of the 100000")),
+        "{text}"
+    );
+}
+
+#[test]
+fn seeds_near_u64_max_sweep() {
+    let file = scratch("sweep-max").join("r.jsonl");
+    let top = format!("{}..={}", u64::MAX - 2, u64::MAX);
+    let out = sweep(&top, &["--jobs", "2"], &file);
+    assert!(code(&out) <= 1, "{}", stderr(&out));
+    let seeds: Vec<u64> = by_seed(read_results(&file).unwrap())
+        .iter()
+        .map(|r| r.seed)
+        .collect();
+    assert_eq!(seeds, vec![u64::MAX - 2, u64::MAX - 1, u64::MAX]);
+}

@@ -5,6 +5,16 @@
 //! `{:index :time :process :type :f :value}`: `kind` is `invoke` / `ok` / `fail` / `info`
 //! (`info` = the outcome is unknown, or the event is an instantaneous fact such as a fault).
 //! On disk a history is JSON Lines, one event per line.
+//!
+//! **Histories from real systems.** A simulator stamps every event with true time. A real
+//! recorder only has its node's clock, so an event may carry `clock_error_ns`: then
+//! `time_ns` is the recording node's own clock, and true time is known only to lie within
+//! `time_ns ± clock_error_ns` ([`Event::time_window_ns`]). Such events need to be in time
+//! order only among the events of their own node. A recorder that cannot tell the exact
+//! instant of a critical-section boundary brackets it: a `cs_enter` (or `cs_exit`) of kind
+//! `invoke` before the call, and the usual `ok` after it; the boundary lies somewhere in
+//! between. The checker then reports a violation only where critical sections certainly
+//! overlap, and `unknown` where they may.
 
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -125,6 +135,10 @@ pub struct Event {
     /// Free text for people: why an acquire failed, which links a partition cut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// For histories recorded by real systems: `time_ns` is the recording node's own clock,
+    /// and true time lies within `time_ns ± clock_error_ns`. Absent: `time_ns` is true time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_error_ns: Option<u64>,
     /// The name of a protocol [`Op::Event`] (`failover`, `elected`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -144,6 +158,7 @@ impl Event {
             value: None,
             target: None,
             detail: None,
+            clock_error_ns: None,
             name: None,
         }
     }
@@ -189,12 +204,22 @@ impl Event {
         self.time_ns as f64 / 1e6
     }
 
+    /// The earliest and latest true time the event may have happened at, in ns: `time_ns`
+    /// itself, or `time_ns ± clock_error_ns` for an event stamped by a node's own clock.
+    pub fn time_window_ns(&self) -> (u64, u64) {
+        let error = self.clock_error_ns.unwrap_or(0);
+        (
+            self.time_ns.saturating_sub(error),
+            self.time_ns.saturating_add(error),
+        )
+    }
+
     /// A one-line description for people, e.g. `1203.000ms c1 ok write value=4 token=7 grant=c1#2`.
     pub fn describe(&self) -> String {
         let mut s = format!(
-            "#{} {:.3}ms {} {:?} {}",
+            "#{} {} {} {:?} {}",
             self.index,
-            self.time_ms(),
+            format_time_ns(self.time_ns),
             self.node,
             self.kind,
             serde_json::to_value(&self.op)
@@ -218,11 +243,26 @@ impl Event {
         if let Some(v) = self.value {
             s.push_str(&format!(" value={v}"));
         }
+        if let Some(e) = self.clock_error_ns {
+            s.push_str(&format!(" ±{}", format_time_ns(e)));
+        }
         if let Some(d) = &self.detail {
             s.push_str(&format!(" ({d})"));
         }
         s
     }
+}
+
+/// A time in ns for people, in ms with every digit that is not zero: `25.488ms`,
+/// `0.002001ms`. Never rounded, so a 1 ns overlap never reads as touching.
+pub fn format_time_ns(ns: u64) -> String {
+    let (ms, frac) = (ns / 1_000_000, ns % 1_000_000);
+    let mut digits = format!("{frac:06}");
+    // Keep at least three decimals (µs) so ordinary times line up.
+    while digits.len() > 3 && digits.ends_with('0') {
+        digits.pop();
+    }
+    format!("{ms}.{digits}ms")
 }
 
 /// A whole history.
@@ -285,45 +325,81 @@ pub enum ReadError {
     },
 }
 
-/// Reads a JSON Lines history. Blank lines are skipped; indexes and times must not go down.
+/// Reads a JSON Lines history. Blank lines are skipped; indexes must go up, and times must
+/// not go down: across the whole history for events in true time, within each node for
+/// events stamped by their node's own clock (`clock_error_ns`).
 pub fn read_jsonl(path: &str, input: impl BufRead) -> Result<History, ReadError> {
     let mut history = History::new();
-    for (n, line) in input.lines().enumerate() {
+    // The time of each node's latest event, for events on local clocks.
+    let mut node_time_ns: std::collections::BTreeMap<String, u64> = Default::default();
+    for (n, line) in input.split(b'\n').enumerate() {
         let line = line.map_err(|source| ReadError::Io {
             path: path.to_owned(),
             source,
         })?;
-        if line.trim().is_empty() {
-            continue;
-        }
         let bad = |message: String| ReadError::Line {
             path: path.to_owned(),
             line: n + 1,
             message,
         };
-        let event: Event = serde_json::from_str(&line).map_err(|e| {
-            // serde's own "at line 1 column N" counts within this line: keep the column only.
-            let text = e.to_string();
-            let what = text
-                .rfind(" at line ")
-                .map_or(text.as_str(), |i| &text[..i]);
-            bad(format!("{what} (column {})", e.column()))
-        })?;
-        if let Some(prev) = history.last() {
-            if event.time_ns < prev.time_ns {
-                return Err(bad(format!(
-                    "time_ns {} is earlier than the previous event's {}",
-                    event.time_ns, prev.time_ns
-                )));
-            }
-            if event.index <= prev.index {
-                return Err(bad(format!(
-                    "index {} does not follow the previous index {}",
-                    event.index, prev.index
-                )));
-            }
+        let line = std::str::from_utf8(&line).map_err(|e| bad(format!("not UTF-8: {e}")))?;
+        if line.trim().is_empty() {
+            continue;
         }
+        let event = parse_event(line).map_err(bad)?;
+        if let Some(prev) = history.last() {
+            order_error(prev, &event, node_time_ns.get(&event.node).copied()).map_err(bad)?;
+        }
+        node_time_ns.insert(event.node.clone(), event.time_ns);
         history.push(event);
     }
     Ok(history)
+}
+
+/// One line as an event, or what is wrong with it, naming the field.
+fn parse_event(line: &str) -> Result<Event, String> {
+    // The fast path; a line that fails is parsed again, slowly, to name the field.
+    if let Ok(event) = serde_json::from_str(line) {
+        return Ok(event);
+    }
+    let mut de = serde_json::Deserializer::from_str(line);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        // serde's own "at line 1 column N" counts within this line: keep the column only.
+        let text = inner.to_string();
+        let what = text
+            .rfind(" at line ")
+            .map_or(text.as_str(), |i| &text[..i]);
+        let column = inner.column();
+        if field == "." || field.is_empty() {
+            format!("{what} (column {column})")
+        } else {
+            format!("field `{field}`: {what} (column {column})")
+        }
+    })
+}
+
+/// Why `event` cannot follow `prev` (whose node's latest time is `node_prev_ns`), if so.
+fn order_error(prev: &Event, event: &Event, node_prev_ns: Option<u64>) -> Result<(), String> {
+    if event.index <= prev.index {
+        return Err(format!(
+            "field `index`: {} does not follow the previous index {}",
+            event.index, prev.index
+        ));
+    }
+    let local = event.clock_error_ns.is_some() || prev.clock_error_ns.is_some();
+    let earlier_than = if local {
+        node_prev_ns
+    } else {
+        Some(prev.time_ns)
+    };
+    match earlier_than {
+        Some(t) if event.time_ns < t => Err(format!(
+            "field `time_ns`: {} is earlier than the previous {}event's {t}",
+            event.time_ns,
+            if local { "same node's " } else { "" },
+        )),
+        _ => Ok(()),
+    }
 }

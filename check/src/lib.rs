@@ -10,6 +10,9 @@
 
 pub mod checker;
 pub mod history;
+pub mod mutual_exclusion;
+pub mod overlap;
+pub mod synthetic;
 
 pub use checker::{check, Property, Report, Verdict, Violation};
 pub use history::{Event, History, Kind, Op};

@@ -488,7 +488,12 @@ mod tests {
             } else {
                 Verdict::Invalid
             },
-            violations: kinds.iter().map(|k| (k.to_string(), 2)).collect(),
+            violations: Property::ALL
+                .into_iter()
+                .filter(|p| kinds.contains(&p.name()))
+                .map(|p| (p, 2))
+                .collect(),
+            reasons: Default::default(),
             trace_hash: String::new(),
             stats: Stats {
                 writes_with_token: token_writes,

@@ -2,6 +2,7 @@
 //! that turns (scenario, seed) into a [`RunResult`], seed sweeps ([`sweep`]) and the
 //! property-based fault search ([`search`]).
 
+pub mod bounds;
 pub mod matrix;
 pub mod runner;
 pub mod scenario;

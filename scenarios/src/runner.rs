@@ -4,32 +4,18 @@
 use crate::scenario::{Prepared, Scenario};
 use crate::workload::{client_loop, Holders};
 use locksim_protocols::resource;
-use locksim_sim::checker::{Liveness, Report, Violation};
+use locksim_sim::checker::{Liveness, Violation};
 use locksim_sim::history::{format_hash, trace_hash, History, Kind, Op};
 use locksim_sim::nemesis::{Targets, ROLE_HOLDER};
-use locksim_sim::{check, simulate, Fault, Role, SimSpec, Verdict};
+use locksim_sim::{check, simulate, Fault, Property, Role, SimSpec, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-/// At most this many violations are kept per kind in a result (the counts are complete).
-pub const WITNESSES_KEPT: usize = 10;
-
-/// A report's violations, at most [`WITNESSES_KEPT`] per kind, and how many there were of
-/// each kind in all.
-pub fn kept_violations(report: &Report) -> (Vec<Violation>, BTreeMap<String, u64>) {
-    let mut kept = Vec::new();
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    for v in &report.violations {
-        let count = counts.entry(v.kind.name().into()).or_insert(0);
-        *count += 1;
-        if *count as usize <= WITNESSES_KEPT {
-            kept.push(v.clone());
-        }
-    }
-    (kept, counts)
-}
+/// At most this many violations are kept per kind in a result (the counts are complete): the
+/// checker's own cap, so text, `--json` and results files show the same witnesses.
+pub const WITNESSES_KEPT: usize = locksim_sim::checker::WITNESSES_MAX;
 
 /// Everything one run says, as `locksim run --json` prints it and sweeps store it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,11 +29,14 @@ pub struct RunResult {
     /// valid / invalid / unknown (worst of the properties).
     pub verdict: Verdict,
     /// Per-property verdicts.
-    pub properties: BTreeMap<String, Verdict>,
+    pub properties: BTreeMap<Property, Verdict>,
+    /// Why a property is `unknown`, for each that is.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reasons: BTreeMap<Property, String>,
     /// Violations with witness event indexes (at most [`WITNESSES_KEPT`] per kind).
     pub violations: Vec<Violation>,
-    /// Number of violations per kind, all of them.
-    pub violation_counts: BTreeMap<String, u64>,
+    /// Number of violations per violated property, all of them.
+    pub violation_counts: BTreeMap<Property, u64>,
     /// Stable hash of the history: same (scenario, seed), same hash.
     pub trace_hash: String,
     /// Figures of the run.
@@ -202,6 +191,7 @@ impl Prepared {
             seed,
             verdict: Verdict::Unknown,
             properties: BTreeMap::new(),
+            reasons: BTreeMap::new(),
             violations: vec![],
             violation_counts: BTreeMap::new(),
             trace_hash: String::new(),
@@ -222,12 +212,10 @@ impl Prepared {
         };
         let report = check(&outcome.history);
         result.verdict = report.verdict;
-        for p in &report.properties {
-            result
-                .properties
-                .insert(p.property.name().into(), p.verdict);
-        }
-        (result.violations, result.violation_counts) = kept_violations(&report);
+        result.properties = report.verdicts();
+        result.reasons = report.reasons();
+        result.violation_counts = report.violation_counts();
+        result.violations = report.violations.clone();
         result.trace_hash = format_hash(trace_hash(&outcome.history));
         result.stats.events = outcome.history.len() as u64;
         result.stats.sim_ms = outcome.sim_ms;

@@ -23,8 +23,9 @@ pub struct Scenario {
     /// What the scenario shows, for people (sources welcome).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
-    /// The seed `locksim run` uses when none is given.
-    #[serde(default = "default_seed")]
+    /// The seed `locksim run` uses when none is given: an integer, or a string for seeds
+    /// above `i64::MAX` (TOML integers are signed).
+    #[serde(default = "default_seed", with = "crate::bounds::seed")]
     pub seed: u64,
     /// How long the run lasts, in simulated ms.
     pub duration_ms: u64,
@@ -360,16 +361,24 @@ impl Scenario {
 
     /// Parses scenario text; `path` is only used in errors.
     pub fn parse(text: &str, path: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = toml::from_str(text).map_err(|e| {
+        let toml_error = |e: toml::de::Error| {
             let line = e.span().map(|s| line_of(text, s.start));
-            let message = e.message().trim().to_owned();
             ScenarioError {
                 path: path.into(),
                 line,
-                field: None,
-                message,
+                field: line.and_then(|l| field_at_line(text, l)),
+                message: e.message().trim().to_owned(),
             }
+        };
+        // Bounds first, on the raw table: they name the field of any number in the file.
+        let raw: toml::Table = toml::from_str(text).map_err(toml_error)?;
+        crate::bounds::check(&raw).map_err(|(field, message)| ScenarioError {
+            path: path.into(),
+            line: locate(text, &field),
+            field: Some(field),
+            message,
         })?;
+        let scenario: Scenario = toml::from_str(text).map_err(toml_error)?;
         scenario
             .validate()
             .map_err(|(field, message)| ScenarioError {
@@ -568,6 +577,38 @@ fn field_of(message: &str, section: &str) -> String {
         )
 }
 
+/// The dotted field written on a 1-based line (`workload.clients`, `faults[1].node`): the
+/// line's key under the nearest table header above it, or the table a header line opens.
+/// `None` for a line with neither.
+pub fn field_at_line(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut arrays: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut table = String::new();
+    for l in lines.get(..line)? {
+        let l = l.trim();
+        if let Some((name, _)) = l.strip_prefix("[[").and_then(|r| r.split_once("]]")) {
+            let n = arrays.entry(name.trim()).or_insert(0);
+            table = format!("{}[{}]", name.trim(), *n);
+            *n += 1;
+        } else if let Some((name, _)) = l.strip_prefix('[').and_then(|r| r.split_once(']')) {
+            table = name.trim().to_owned();
+        }
+    }
+    let here = lines[line.checked_sub(1)?].trim();
+    if here.starts_with('[') {
+        return (!table.is_empty()).then_some(table);
+    }
+    let key = here.split_once('=')?.0.trim();
+    if key.is_empty() {
+        return None;
+    }
+    Some(if table.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{table}.{key}")
+    })
+}
+
 /// 1-based line of a byte offset.
 pub fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
@@ -606,7 +647,7 @@ pub fn locate(text: &str, field: &str) -> Option<usize> {
 }
 
 /// A tally of per-property verdicts (for reports).
-pub type PropertyCounts = BTreeMap<String, u64>;
+pub type PropertyCounts = BTreeMap<Property, u64>;
 
 #[cfg(test)]
 mod tests {
@@ -724,6 +765,40 @@ ttl_ms = 500
             .err()
             .unwrap();
         assert!(e.to_string().contains("unknown role `@leader`"), "{e}");
+    }
+
+    #[test]
+    fn seeds_are_u64_as_an_integer_or_a_string() {
+        let text = format!("seed = \"18446744073709551615\"\n{MINIMAL}");
+        let s = Scenario::parse(&text, "m.toml").unwrap();
+        assert_eq!(s.seed, u64::MAX);
+        let back = toml::to_string(&s).unwrap();
+        assert!(back.contains("seed = \"18446744073709551615\""), "{back}");
+        assert_eq!(Scenario::parse(&back, "m.toml").unwrap().seed, u64::MAX);
+        let s = Scenario::parse(&format!("seed = 7\n{MINIMAL}"), "m.toml").unwrap();
+        assert_eq!(s.seed, 7);
+        for bad in ["\"18446744073709551616\"", "\"x\"", "-1", "1.5"] {
+            let e = Scenario::parse(&format!("seed = {bad}\n{MINIMAL}"), "bad.toml").unwrap_err();
+            let text = e.to_string();
+            assert!(text.starts_with("bad.toml:1: seed"), "{bad}: {text}");
+        }
+    }
+
+    #[test]
+    fn out_of_bounds_numbers_name_the_field_and_line() {
+        let text = MINIMAL.replace("ttl_ms = 500", "ttl_ms = 9_223_372_036_854_775_000");
+        let e = Scenario::parse(&text, "bad.toml").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("protocol.ttl_ms"));
+        assert!(
+            e.to_string().starts_with("bad.toml:6: protocol.ttl_ms: "),
+            "{e}"
+        );
+        let text = format!("{MINIMAL}\n[workload]\nclients = \"two\"\n");
+        let e = Scenario::parse(&text, "bad.toml").unwrap_err();
+        assert!(
+            e.to_string().starts_with("bad.toml:9: workload.clients: "),
+            "{e}"
+        );
     }
 
     #[test]

@@ -444,12 +444,7 @@ impl std::fmt::Display for Failure {
 pub fn failures(result: &RunResult) -> Vec<Failure> {
     let mut found: Vec<Failure> = Property::ALL
         .into_iter()
-        .filter(|p| {
-            result
-                .violation_counts
-                .get(p.name())
-                .is_some_and(|n| *n > 0)
-        })
+        .filter(|p| result.violation_counts.get(p).is_some_and(|n| *n > 0))
         .map(Failure::Violation)
         .collect();
     if result.error.is_some() {
@@ -544,7 +539,7 @@ pub struct Progress {
 pub struct Found {
     /// The failure every shrink step kept.
     pub failure: Failure,
-    /// Which case (from 1) first failed.
+    /// Which case (from 1) first failed; 0 when the scenario fails with no added fault.
     pub case: u32,
     /// The failing schedule as generated.
     pub original: Schedule,
@@ -554,6 +549,14 @@ pub struct Found {
     pub result: RunResult,
     /// Shrink steps taken.
     pub shrink_steps: u32,
+}
+
+impl Found {
+    /// Whether the failure needs no added fault: the scenario's own scripted faults (or
+    /// none) already show it.
+    pub fn no_added_fault(&self) -> bool {
+        self.schedule.faults.is_empty()
+    }
 }
 
 /// What a search did.
@@ -623,6 +626,30 @@ pub fn search(
         runs: 0,
         found: None,
     };
+    // A scenario whose own scripted faults already violate a property needs no search: say
+    // so, rather than "shrink" to an added fault that plays no part in the failure.
+    let baseline = Schedule {
+        seed: prepared.scenario.seed,
+        faults: vec![],
+    };
+    let result = runs.run(&baseline);
+    progress(Progress {
+        cases: 0,
+        shrink_steps: 0,
+        runs: runs.count,
+    });
+    if let Some(&failure) = failures(&result).first() {
+        outcome.found = Some(Found {
+            failure,
+            case: 0,
+            original: baseline.clone(),
+            schedule: baseline,
+            result,
+            shrink_steps: 0,
+        });
+        outcome.runs = runs.count;
+        return Ok(outcome);
+    }
     for case in 1..=options.cases {
         let mut tree = strategy
             .new_tree(&mut runner)
@@ -716,7 +743,7 @@ fn drop_faults(
     while removed {
         removed = false;
         let mut i = 0;
-        while i < found.schedule.faults.len() && found.schedule.faults.len() > 1 {
+        while i < found.schedule.faults.len() {
             if found.shrink_steps >= options.shrink_steps_max {
                 return;
             }

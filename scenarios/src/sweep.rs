@@ -13,7 +13,7 @@
 
 use crate::runner::{isolated, RunResult, Stats};
 use crate::scenario::Prepared;
-use locksim_sim::Verdict;
+use locksim_sim::{Property, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
@@ -23,42 +23,44 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-/// A range of seeds: `A..B` (B excluded, as in Rust) or `A..=B` (B included).
+/// A range of seeds: `A..B` (B excluded, as in Rust) or `A..=B` (B included). Held by its
+/// last seed, so a range can end at `u64::MAX`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SeedRange {
     /// The first seed.
     pub start: u64,
-    /// One past the last seed.
-    pub end: u64,
+    /// The last seed (included).
+    pub last: u64,
 }
 
 impl SeedRange {
     /// The seeds of the range that belong to `shard`, in increasing order.
     pub fn seeds(&self, shard: Shard) -> impl Iterator<Item = u64> + Send {
-        let first = self.first(shard);
+        let (first, last) = match self.first(shard) {
+            Some(first) => (first, self.last),
+            None => (1, 0),
+        };
         // Stepping, not filtering: shard 7/1000 of a huge range costs only its own seeds.
-        (first..self.end.max(first)).step_by(shard.count.try_into().unwrap_or(usize::MAX))
+        (first..=last).step_by(shard.count.try_into().unwrap_or(usize::MAX))
     }
 
     /// How many seeds of the range belong to `shard`.
     pub fn count(&self, shard: Shard) -> u64 {
-        let first = self.first(shard);
-        if first >= self.end {
-            0
-        } else {
-            (self.end - 1 - first) / shard.count + 1
-        }
+        self.first(shard)
+            .map_or(0, |first| (self.last - first) / shard.count + 1)
     }
 
-    /// The first seed at or after `start` that belongs to `shard` (may be past `end`).
-    fn first(&self, shard: Shard) -> u64 {
+    /// The first seed of the range that belongs to `shard`, if any.
+    fn first(&self, shard: Shard) -> Option<u64> {
         let offset = (shard.index + shard.count - self.start % shard.count) % shard.count;
-        self.start.saturating_add(offset)
+        self.start
+            .checked_add(offset)
+            .filter(|first| *first <= self.last)
     }
 
     /// Whether `seed` is in the range.
     pub fn contains(&self, seed: u64) -> bool {
-        (self.start..self.end).contains(&seed)
+        (self.start..=self.last).contains(&seed)
     }
 }
 
@@ -66,7 +68,13 @@ impl FromStr for SeedRange {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let bad = || format!("`{text}` is not a seed range: write A..B (B excluded) or A..=B");
+        let bad = || {
+            format!(
+                "`{text}` is not a seed range: write A..B (B excluded) or A..=B, seeds from 0 \
+                 to {}",
+                u64::MAX
+            )
+        };
         let (start, end, inclusive) = match text.split_once("..=") {
             Some((a, b)) => (a, b, true),
             None => {
@@ -75,20 +83,22 @@ impl FromStr for SeedRange {
             }
         };
         let number = |s: &str| s.trim().replace('_', "").parse::<u64>().map_err(|_| bad());
-        let (start, mut end) = (number(start)?, number(end)?);
-        if inclusive {
-            end = end.checked_add(1).ok_or_else(bad)?;
+        let (start, end) = (number(start)?, number(end)?);
+        let last = if inclusive {
+            Some(end)
+        } else {
+            end.checked_sub(1)
+        };
+        match last {
+            Some(last) if start <= last => Ok(SeedRange { start, last }),
+            _ => Err(format!("the seed range `{text}` is empty")),
         }
-        if start >= end {
-            return Err(format!("the seed range `{text}` is empty"));
-        }
-        Ok(SeedRange { start, end })
     }
 }
 
 impl std::fmt::Display for SeedRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}..{}", self.start, self.end)
+        write!(f, "{}..={}", self.start, self.last)
     }
 }
 
@@ -154,7 +164,10 @@ pub struct SeedResult {
     pub verdict: Verdict,
     /// Number of violations per violated property (`mutual_exclusion`, `fencing`,
     /// `lost_update`); empty when none was violated.
-    pub violations: BTreeMap<String, u64>,
+    pub violations: BTreeMap<Property, u64>,
+    /// Why a property is `unknown`, for each that is.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reasons: BTreeMap<Property, String>,
     /// Stable hash of the history.
     pub trace_hash: String,
     /// Figures of the run.
@@ -178,6 +191,7 @@ impl SeedResult {
             protocol: run.protocol.clone(),
             verdict: run.verdict,
             violations: run.violation_counts.clone(),
+            reasons: run.reasons.clone(),
             trace_hash: run.trace_hash.clone(),
             stats: run.stats.clone(),
             expect_met: run.expect.as_ref().map(|e| e.met),
@@ -418,6 +432,18 @@ pub fn run_seeds<E>(
     prepared: &Prepared,
     seeds: impl Iterator<Item = u64> + Send,
     jobs: usize,
+    on_result: impl FnMut(RunResult) -> Result<(), E>,
+) -> Result<(), E> {
+    run_seeds_until(prepared, seeds, jobs, &AtomicBool::new(false), on_result)
+}
+
+/// [`run_seeds`], stopping early once `interrupted` is set (e.g. by a signal handler): no
+/// new run starts, and the results of the runs in progress are still handed over.
+pub fn run_seeds_until<E>(
+    prepared: &Prepared,
+    seeds: impl Iterator<Item = u64> + Send,
+    jobs: usize,
+    interrupted: &AtomicBool,
     mut on_result: impl FnMut(RunResult) -> Result<(), E>,
 ) -> Result<(), E> {
     // Seeds are handed out one at a time: a billion-seed range is never a list in memory.
@@ -425,9 +451,8 @@ pub fn run_seeds<E>(
     let stop = AtomicBool::new(false);
     let next = || {
         let mut seeds = seeds.lock().unwrap_or_else(PoisonError::into_inner);
-        (!stop.load(Ordering::Relaxed))
-            .then(|| seeds.next())
-            .flatten()
+        let stopped = stop.load(Ordering::Relaxed) || interrupted.load(Ordering::Relaxed);
+        (!stopped).then(|| seeds.next()).flatten()
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::scope(|scope| {
@@ -455,6 +480,17 @@ pub fn run_seeds<E>(
 /// How many failing seeds a [`Summary`] names.
 pub const FAILING_SEEDS_KEPT: usize = 10;
 
+/// How often a property was `unknown` in a sweep, and why in its lowest such seed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnknownTally {
+    /// Runs in which the property was `unknown`.
+    pub runs: u64,
+    /// The lowest of those seeds.
+    pub seed: u64,
+    /// Why, in that seed.
+    pub reason: String,
+}
+
 /// The tally of a sweep's results, whatever order they came in.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Summary {
@@ -463,10 +499,13 @@ pub struct Summary {
     /// Runs per verdict.
     pub verdicts: BTreeMap<Verdict, u64>,
     /// Runs that violated each property (a run can count under several).
-    pub violations_by_kind: BTreeMap<String, u64>,
+    pub violations_by_kind: BTreeMap<Property, u64>,
     /// The lowest failing seeds (at most [`FAILING_SEEDS_KEPT`]) with their violated
     /// properties.
-    pub failing: BTreeMap<u64, Vec<String>>,
+    pub failing: BTreeMap<u64, Vec<Property>>,
+    /// Per property that was `unknown` in some run: how many runs, and the lowest such seed
+    /// with its reason.
+    pub unknown: BTreeMap<Property, UnknownTally>,
     /// Runs that did not complete (a panic in a model).
     pub errors: BTreeMap<u64, String>,
     /// Runs whose `[expect]` was not met.
@@ -484,7 +523,22 @@ impl Summary {
         self.runs += 1;
         *self.verdicts.entry(r.verdict).or_default() += 1;
         for kind in r.violations.keys() {
-            *self.violations_by_kind.entry(kind.clone()).or_default() += 1;
+            *self.violations_by_kind.entry(*kind).or_default() += 1;
+        }
+        for (property, reason) in &r.reasons {
+            let tally = self
+                .unknown
+                .entry(*property)
+                .or_insert_with(|| UnknownTally {
+                    runs: 0,
+                    seed: r.seed,
+                    reason: reason.clone(),
+                });
+            tally.runs += 1;
+            // The lowest seed's reason, so the summary does not depend on completion order.
+            if r.seed < tally.seed {
+                (tally.seed, tally.reason) = (r.seed, reason.clone());
+            }
         }
         if r.violated() {
             self.failing
@@ -514,11 +568,12 @@ mod tests {
     #[test]
     fn seed_ranges_parse_both_ways() {
         let r: SeedRange = "0..10".parse().unwrap();
-        assert_eq!((r.start, r.end), (0, 10));
+        assert_eq!((r.start, r.last), (0, 9));
         let r: SeedRange = "5..=7".parse().unwrap();
-        assert_eq!((r.start, r.end), (5, 8));
+        assert_eq!((r.start, r.last), (5, 7));
         let r: SeedRange = "1_000..2_000".parse().unwrap();
-        assert_eq!((r.start, r.end), (1000, 2000));
+        assert_eq!((r.start, r.last), (1000, 1999));
+        assert!("0..0".parse::<SeedRange>().unwrap_err().contains("empty"));
         assert!("7..7".parse::<SeedRange>().unwrap_err().contains("empty"));
         assert!("7".parse::<SeedRange>().is_err());
         assert!("a..b".parse::<SeedRange>().is_err());
@@ -533,7 +588,10 @@ mod tests {
         all.sort_unstable();
         assert_eq!(all, range.seeds(Shard::ALL).collect::<Vec<_>>());
         for (start, end) in [(0, 1), (3, 40), (5, 6), (7, 100), (10, 13)] {
-            let range = SeedRange { start, end };
+            let range = SeedRange {
+                start,
+                last: end - 1,
+            };
             for count in 1..6 {
                 for index in 0..count {
                     let shard = Shard { index, count };
@@ -548,11 +606,27 @@ mod tests {
             }
         }
         assert_eq!("2/3".parse::<Shard>(), Ok(Shard { index: 2, count: 3 }));
+        let top: SeedRange = format!("{}..={}", u64::MAX - 4, u64::MAX).parse().unwrap();
+        let seeds: Vec<u64> = top.seeds(Shard { index: 1, count: 2 }).collect();
+        assert_eq!(seeds, vec![u64::MAX - 4, u64::MAX - 2, u64::MAX]);
+        assert_eq!(top.count(Shard::ALL), 5);
+        assert_eq!(top.count(Shard { index: 1, count: 2 }), 3);
+        assert!(top.contains(u64::MAX) && !top.contains(u64::MAX - 5));
+        let edge = SeedRange {
+            start: u64::MAX,
+            last: u64::MAX,
+        };
+        assert_eq!(
+            edge.count(Shard { index: 0, count: 7 }),
+            0,
+            "u64::MAX % 7 != 0"
+        );
+        assert_eq!(edge.seeds(Shard { index: 0, count: 7 }).count(), 0);
         assert!("3/3".parse::<Shard>().is_err());
         assert!("0/0".parse::<Shard>().is_err());
     }
 
-    fn result(seed: u64, kinds: &[&str]) -> SeedResult {
+    fn result(seed: u64, kinds: &[Property]) -> SeedResult {
         SeedResult {
             seed,
             scenario: "s".into(),
@@ -564,7 +638,8 @@ mod tests {
             } else {
                 Verdict::Invalid
             },
-            violations: kinds.iter().map(|k| (k.to_string(), 1)).collect(),
+            violations: kinds.iter().map(|k| (*k, 1)).collect(),
+            reasons: BTreeMap::new(),
             trace_hash: format!("{seed:016x}"),
             stats: Stats::default(),
             expect_met: None,
@@ -576,8 +651,8 @@ mod tests {
     fn summary_counts_each_seed_once_and_keeps_the_lowest_failures() {
         let mut s = Summary::default();
         for seed in (0..30).rev() {
-            let kinds: &[&str] = if seed % 2 == 0 {
-                &["mutual_exclusion"]
+            let kinds: &[Property] = if seed % 2 == 0 {
+                &[Property::MutualExclusion]
             } else {
                 &[]
             };
@@ -586,9 +661,38 @@ mod tests {
         }
         assert_eq!(s.runs, 30);
         assert_eq!(s.violated(), 15);
-        assert_eq!(s.violations_by_kind["mutual_exclusion"], 15);
+        assert_eq!(s.violations_by_kind[&Property::MutualExclusion], 15);
         let failing: Vec<u64> = s.failing.keys().copied().collect();
         assert_eq!(failing, vec![0, 2, 4, 6, 8, 10, 12, 14, 16, 18]);
+    }
+
+    #[test]
+    fn unknown_reasons_reach_the_summary_whatever_the_order() {
+        let unknown = |seed: u64| SeedResult {
+            verdict: Verdict::Unknown,
+            reasons: [(Property::LostUpdate, format!("why {seed}"))].into(),
+            ..result(seed, &[])
+        };
+        let (mut up, mut down) = (Summary::default(), Summary::default());
+        for seed in 3..7 {
+            up.add(&unknown(seed));
+            down.add(&unknown(9 - seed));
+        }
+        assert_eq!(up, down);
+        let tally = &up.unknown[&Property::LostUpdate];
+        assert_eq!(
+            (tally.runs, tally.seed, tally.reason.as_str()),
+            (4, 3, "why 3")
+        );
+        let line = serde_json::to_string(&unknown(3)).unwrap();
+        assert!(
+            line.contains(r#""reasons":{"lost_update":"why 3"}"#),
+            "{line}"
+        );
+        assert_eq!(
+            serde_json::from_str::<SeedResult>(&line).unwrap(),
+            unknown(3)
+        );
     }
 
     fn temp_file(name: &str) -> PathBuf {
@@ -606,7 +710,7 @@ mod tests {
         let mut file = ResultsFile::open(&path, "s", "f", false, |r| done.push(r)).unwrap();
         assert!(done.is_empty());
         file.append(&result(1, &[])).unwrap();
-        file.append(&result(2, &["fencing"])).unwrap();
+        file.append(&result(2, &[Property::Fencing])).unwrap();
         drop(file);
         let mut raw = OpenOptions::new().append(true).open(&path).unwrap();
         raw.write_all(br#"{"seed":3,"scena"#).unwrap();
@@ -625,7 +729,7 @@ mod tests {
         ));
         let mut done = vec![];
         let mut file = ResultsFile::open(&path, "s", "f", true, |r| done.push(r)).unwrap();
-        assert_eq!(done, vec![result(1, &[]), result(2, &["fencing"])]);
+        assert_eq!(done, vec![result(1, &[]), result(2, &[Property::Fencing])]);
         file.append(&result(3, &[])).unwrap();
         let seeds: Vec<u64> = read_results(&path)
             .unwrap()

@@ -90,7 +90,13 @@ fn assert_holds(p: &Prepared, property: &str, seeds: std::ops::RangeInclusive<u6
     for seed in seeds {
         let r = p.run(seed);
         granted += r.stats.liveness.acquisitions;
-        if r.error.is_some() || r.properties.get(property) != Some(&Verdict::Valid) {
+        if r.error.is_some()
+            || r.properties
+                .iter()
+                .find(|(k, _)| k.name() == property)
+                .map(|(_, v)| v)
+                != Some(&Verdict::Valid)
+        {
             failed.push(format!("  {} ({:?})", describe(&r), r.properties));
         }
     }
@@ -142,7 +148,7 @@ fn etcd_lock_delay_longer_than_the_overrun_holds_and_a_shorter_one_does_not() {
     for seed in 1..=5 {
         let r = p.run(seed);
         assert_eq!(
-            r.properties.get("mutual_exclusion"),
+            r.properties.get(&locksim_sim::Property::MutualExclusion),
             Some(&Verdict::Invalid),
             "{}: a 1 s lock-delay cannot cover a 4 s overrun",
             r.replay
@@ -202,7 +208,7 @@ fn jepsen_lock_set_loses_acknowledged_updates() {
         if l > 0 {
             runs_with_loss += 1;
             assert_eq!(
-                r.properties.get("lost_update"),
+                r.properties.get(&locksim_sim::Property::LostUpdate),
                 Some(&Verdict::Invalid),
                 "seed {seed}: {l} acknowledged updates lost but the checker saw none"
             );

@@ -133,7 +133,7 @@ fn redlock_no_drift_allowance_is_caught_and_the_correct_client_is_not() {
     for seed in 1..=SEEDS {
         let r = correct.run(seed);
         assert_eq!(
-            r.properties["mutual_exclusion"],
+            r.properties[&locksim_sim::Property::MutualExclusion],
             Verdict::Valid,
             "the correct client must reject the late lock:\n{}",
             describe(&r)
@@ -174,7 +174,7 @@ fn redlock_release_quorum_only_blocks_the_lock_for_a_ttl() {
 #[derive(Debug, PartialEq, Eq)]
 struct Outcome {
     verdict: Verdict,
-    counts: BTreeMap<String, u64>,
+    counts: BTreeMap<locksim_sim::Property, u64>,
     trace_hash: String,
 }
 
@@ -219,7 +219,7 @@ fn assert_sweep_reproducible(file: &str) -> BTreeMap<String, u64> {
     for o in first.values() {
         *tally.entry(o.verdict.to_string()).or_insert(0) += 1;
         for (kind, n) in &o.counts {
-            *tally.entry(kind.clone()).or_insert(0) += n;
+            *tally.entry(kind.to_string()).or_insert(0) += n;
         }
     }
     tally

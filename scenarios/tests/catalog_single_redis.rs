@@ -33,7 +33,7 @@ fn meets_expect(name: &str) -> Vec<RunResult> {
 }
 
 fn verdict(r: &RunResult, p: Property) -> Verdict {
-    r.properties[p.name()]
+    r.properties[&p]
 }
 
 #[test]

@@ -46,6 +46,6 @@ proptest! {
     fn fencing_tokens_are_never_accepted_out_of_order(schedule in space().schedule(true)) {
         let result = run_schedule(fenced(), &schedule);
         prop_assert!(result.error.is_none(), "{:?}", result.error);
-        prop_assert_eq!(result.properties["fencing"], Verdict::Valid, "{:?}", result.violations);
+        prop_assert_eq!(result.properties[&locksim_sim::Property::Fencing], Verdict::Valid, "{:?}", result.violations);
     }
 }

@@ -1,8 +1,8 @@
 //! The checker on hand-built histories: each case could fail, and the safe ones must never
 //! be flagged.
 
-use locksim_sim::checker::{check, Property, Verdict};
-use locksim_sim::history::{Event, Kind, Op};
+use locksim_check::checker::{check, Property, Verdict};
+use locksim_check::history::{Event, Kind, Op};
 
 /// Builds a history from (time_ms, node, kind, op, grant, token, value) rows.
 struct H(Vec<Event>);
@@ -372,4 +372,221 @@ fn checking_is_pure() {
         .accept(20, "c1#1", Some(1), 1)
         .sorted();
     assert_eq!(check(&h), check(&h));
+}
+
+#[test]
+fn an_info_enter_that_overlaps_is_unknown_with_the_reason() {
+    let h = H::new()
+        .cs("c1", "c1#1", 0, 10)
+        .at(5, "c2", Kind::Info, Op::CsEnter)
+        .grant("c2#1")
+        .at(20, "c2", Kind::Ok, Op::CsExit)
+        .grant("c2#1")
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.property(Property::MutualExclusion), Verdict::Unknown);
+    assert_eq!(r.verdict, Verdict::Unknown);
+    assert!(r.violations.is_empty());
+    let reason = r
+        .result(Property::MutualExclusion)
+        .unwrap()
+        .reason
+        .clone()
+        .unwrap();
+    assert!(
+        reason.starts_with("1 pair of critical sections may overlap"),
+        "{reason}"
+    );
+    assert!(reason.contains("c2 may have held grant c2#1"), "{reason}");
+    assert!(
+        reason.contains("c2#1 from 5.000ms to 20.000ms (its cs_enter is `info`"),
+        "{reason}"
+    );
+    assert!(
+        !reason.contains("c1#1 from 0.000ms to 10.000ms (its"),
+        "{reason}"
+    );
+    assert_eq!(r.reasons().len(), 1);
+}
+
+#[test]
+fn an_info_enter_alone_is_valid_and_a_certain_overlap_still_invalid() {
+    let alone = H::new()
+        .cs("c1", "c1#1", 0, 10)
+        .at(10, "c2", Kind::Info, Op::CsEnter)
+        .grant("c2#1")
+        .sorted();
+    assert_eq!(check(&alone).verdict, Verdict::Valid);
+    let both = H::new()
+        .cs("c1", "c1#1", 0, 10)
+        .cs("c3", "c3#1", 2, 4)
+        .at(5, "c2", Kind::Info, Op::CsEnter)
+        .grant("c2#1")
+        .sorted();
+    let r = check(&both);
+    assert_eq!(r.property(Property::MutualExclusion), Verdict::Invalid);
+    assert_eq!(r.violation_counts()[&Property::MutualExclusion], 1);
+}
+
+#[test]
+fn counts_are_exact_and_witnesses_capped() {
+    let mut h = H::new();
+    for c in 0..20 {
+        h = h.cs(&format!("c{c}"), &format!("c{c}#1"), c, 100 + c);
+    }
+    let r = check(&h.sorted());
+    let me = r.result(Property::MutualExclusion).unwrap();
+    assert_eq!(me.violation_count, 20 * 19 / 2);
+    assert_eq!(r.violations.len(), locksim_check::checker::WITNESSES_MAX);
+}
+
+#[test]
+fn witness_times_are_exact_to_the_nanosecond() {
+    let mut h = H::new()
+        .cs("c1", "c1#1", 0, 0)
+        .cs("c2", "c2#1", 0, 0)
+        .sorted();
+    // c1 holds [1 µs, 2.000001 ms), c2 from 2 ms: 1 ns of overlap.
+    for (e, t) in h.iter_mut().zip([1_000, 2_000_001, 2_000_000, 3_000_000]) {
+        e.time_ns = t;
+    }
+    h.sort_by_key(|e| e.time_ns);
+    let r = check(&h);
+    assert_eq!(r.property(Property::MutualExclusion), Verdict::Invalid);
+    let text = &r.violations[0].description;
+    assert!(text.contains("to 2.000001ms"), "{text}");
+    assert!(text.contains("from 2.000ms"), "{text}");
+}
+
+#[test]
+fn lost_updates_as_a_share_of_acknowledged_writes() {
+    let h = H::new()
+        .accept(10, "c2#1", None, 1)
+        .acked_write(11, "c2", "c2#1", 1)
+        .accept(20, "c1#1", None, 1)
+        .acked_write(21, "c1", "c1#1", 1)
+        .sorted();
+    let u = check(&h).updates;
+    assert_eq!(
+        (u.writes_acknowledged, u.writes_applied, u.updates_lost),
+        (2, 2, 1)
+    );
+    assert_eq!(u.lost_share_of_acknowledged(), Some(0.5));
+    assert_eq!(check(&[]).updates.lost_share_of_acknowledged(), None);
+}
+
+#[test]
+fn extreme_values_do_not_overflow() {
+    let mut h = H::new()
+        .accept(10, "c1#1", Some(u64::MAX), i64::MIN)
+        .acked_write(11, "c1", "c1#1", i64::MIN)
+        .cs("c2", "c2#1", 12, 13)
+        .sorted();
+    h[2].time_ns = u64::MAX - 1;
+    h[2].clock_error_ns = Some(u64::MAX);
+    h[3].time_ns = u64::MAX;
+    let r = check(&h);
+    assert_eq!(r.property(Property::LostUpdate), Verdict::Invalid);
+    assert_eq!(r.updates.updates_lost, (1u64 << 63) + 1);
+}
+
+#[test]
+fn names_are_those_files_and_reports_use() {
+    let names: Vec<String> = Property::ALL.iter().map(|p| format!("{p:<17}|")).collect();
+    assert_eq!(
+        names,
+        [
+            "mutual_exclusion |",
+            "fencing          |",
+            "lost_update      |"
+        ]
+    );
+    for p in Property::ALL {
+        assert_eq!(serde_json::to_value(p).unwrap(), p.name());
+    }
+    let words: Vec<String> = [Verdict::Valid, Verdict::Unknown, Verdict::Invalid]
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+    assert_eq!(words, ["valid", "unknown", "invalid"]);
+}
+
+#[test]
+fn a_failed_enter_is_no_critical_section() {
+    let h = H::new()
+        .cs("c1", "c1#1", 0, 10)
+        .at(2, "c2", Kind::Invoke, Op::CsEnter)
+        .grant("c2#1")
+        .at(3, "c2", Kind::Fail, Op::CsEnter)
+        .grant("c2#1")
+        .at(5, "c2", Kind::Ok, Op::CsExit)
+        .grant("c2#1")
+        .sorted();
+    assert_eq!(check(&h).verdict, Verdict::Valid);
+}
+
+#[test]
+fn fencing_counts_every_stale_write_and_keeps_the_first_witnesses() {
+    let mut h = H::new().accept(10, "c9#1", Some(100), 1);
+    for i in 0..7 {
+        h = h.accept(20 + i, &format!("c{i}#1"), Some(1 + i), 2 + i as i64);
+    }
+    let r = check(&h.sorted());
+    let fencing = r.result(Property::Fencing).unwrap();
+    assert_eq!(fencing.violation_count, 7);
+    let kept = r.violations.iter().filter(|v| v.kind == Property::Fencing);
+    assert_eq!(kept.count(), locksim_check::checker::WITNESSES_MAX);
+}
+
+#[test]
+fn a_stale_write_is_witnessed_by_the_first_accept_of_the_highest_token() {
+    let h = H::new()
+        .accept(10, "c1#1", Some(5), 1)
+        .accept(11, "c1#1", Some(5), 2)
+        .accept(20, "c2#1", Some(3), 3)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.violations[0].events, vec![0, 2]);
+}
+
+#[test]
+fn report_maps_and_resource_and_liveness_counters() {
+    // c1 asks, its outcome is never learned; c2 asks and crashes while waiting; two writes
+    // of the same grant then one of another grant with the same value overwrite each other.
+    let h = H::new()
+        .at(0, "c1", Kind::Invoke, Op::Acquire)
+        .at(5, "c1", Kind::Info, Op::Acquire)
+        .at(8, "c1", Kind::Ok, Op::Acquire)
+        .cs("c1", "c1#1", 8, 9)
+        .at(10, "c2", Kind::Invoke, Op::Acquire)
+        .at(20, "nemesis", Kind::Info, Op::Crash)
+        .target("c2")
+        .accept(30, "c3#1", None, 1)
+        .accept(31, "c3#1", None, 1)
+        .accept(40, "c4#1", None, 1)
+        .acked_write(41, "c4", "c4#1", 1)
+        .acked_write(42, "c3", "c3#1", 1)
+        .at(100, "c5", Kind::Info, Op::Note)
+        .sorted();
+    let r = check(&h);
+    assert_eq!(r.verdicts().len(), 3);
+    assert_eq!(r.verdicts()[&Property::LostUpdate], Verdict::Invalid);
+    let counts = r.violation_counts();
+    assert_eq!(counts.keys().collect::<Vec<_>>(), [&Property::LostUpdate]);
+    let lost = r
+        .violations
+        .iter()
+        .find(|v| v.kind == Property::LostUpdate)
+        .unwrap();
+    assert_eq!(
+        lost.events,
+        vec![7, 9],
+        "c3's first write and c4's, not c3's two"
+    );
+    let l = &r.liveness;
+    assert_eq!((l.acquire_attempts, l.acquire_unknown), (2, 1));
+    assert_eq!(l.writes_accepted, 3);
+    // Wanted and free: c1 0-8 (an unknown outcome does not end the wanting), c2 10-20 (the
+    // crash ends it).
+    assert_eq!(l.wanted_free_ms, 18.0);
 }

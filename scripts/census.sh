@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The census: what the checker never falsely flags, and what it always catches.
+# Not part of the test suite (it takes minutes); the README quotes its figures.
+#
+#   scripts/census.sh [all|clean|caught|mutants]
+#
+# - clean:   SEEDS seeds (default 100000) of each scenarios/census/*.toml file, the
+#            configurations that must never be flagged; a seed is flagged when its
+#            [expect] is not met. Prints seeds, flagged seeds and wall time per file.
+# - caught:  CATALOG_SEEDS seeds (default 1000) of every scenarios/catalog/*.toml file: every
+#            named bug must be caught (its [expect] met) on every seed.
+# - mutants: cargo-mutants over the checker (check/src/{checker,mutual_exclusion,overlap}.rs),
+#            tested by locksim-check's own tests; needs `cargo install cargo-mutants`.
+#
+# JOBS (default: all cores) threads per sweep; results go to OUT (default target/census).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what="${1:-all}"
+SEEDS="${SEEDS:-100000}"
+CATALOG_SEEDS="${CATALOG_SEEDS:-1000}"
+JOBS="${JOBS:-$(nproc)}"
+OUT="${OUT:-target/census}"
+mkdir -p "$OUT"
+cargo build --release --quiet
+bin=target/release/locksim
+
+# Sweeps one file over 0..N; prints "file seeds flagged seconds".
+sweep() {
+  local file="$1" n="$2" name out start end flagged
+  name="$(basename "$file" .toml)"
+  out="$OUT/$name.jsonl"
+  rm -f "$out"
+  start="$(date +%s.%N)"
+  # Exit 1 means "violations found": a result here, not a failure of the script.
+  "$bin" sweep "$file" --seeds "0..$n" --jobs "$JOBS" --out "$out" --quiet >"$OUT/$name.txt" || [ $? -eq 1 ]
+  end="$(date +%s.%N)"
+  flagged="$(grep -c '"expect_met":false' "$out" || true)"
+  printf '%-72s %8s seeds %6s flagged %8.1f s\n' "$file" "$(wc -l <"$out")" "$flagged" \
+    "$(echo "$end - $start" | bc)"
+}
+
+if [ "$what" = all ] || [ "$what" = clean ]; then
+  echo "== nothing falsely flagged: $SEEDS seeds per configuration, --jobs $JOBS"
+  for f in scenarios/census/*.toml; do sweep "$f" "$SEEDS"; done
+fi
+if [ "$what" = all ] || [ "$what" = caught ]; then
+  echo "== everything caught: $CATALOG_SEEDS seeds per catalog file (flagged = expect not met)"
+  for f in scenarios/catalog/*.toml; do sweep "$f" "$CATALOG_SEEDS"; done
+fi
+if [ "$what" = all ] || [ "$what" = mutants ]; then
+  echo "== cargo mutants over the checker"
+  cargo mutants --in-place --package locksim-check \
+    --file check/src/checker.rs --file check/src/mutual_exclusion.rs \
+    --file check/src/overlap.rs --output "$OUT" -- --release
+fi
