@@ -358,6 +358,30 @@ fn details_table(s: &mut String, c: &Comparison) {
     s.push_str("</table></div>");
 }
 
+/// Runs whose verdict was `unknown`, with the checker's reasons and their replay commands.
+fn undecided_section(s: &mut String, c: &Comparison) {
+    let cells: Vec<_> = c.cells.iter().filter(|c| !c.undecided.is_empty()).collect();
+    if cells.is_empty() {
+        return;
+    }
+    s.push_str("<h2 id=\"undecided\">Undecided runs (verdict unknown)</h2><ul>");
+    for cell in cells {
+        for u in &cell.undecided {
+            let why: Vec<String> = u.reasons.iter().map(|(p, r)| format!("{p}: {r}")).collect();
+            let _ = write!(
+                s,
+                "<li>{} under {}, seed {}: {} <code>{}</code></li>",
+                escape(&cell.protocol),
+                escape(&cell.profile),
+                u.seed,
+                escape(&why.join("; ")),
+                escape(&u.replay)
+            );
+        }
+    }
+    s.push_str("</ul>");
+}
+
 fn liveness_table(s: &mut String, cells: &[CellSummary]) {
     s.push_str(
         "<h2 id=\"liveness\">Liveness</h2><div class=\"wide\"><table><tr><th>protocol</th><th>profile</th><th>runs</th>\
@@ -444,6 +468,7 @@ pub fn render(c: &Comparison) -> String {
         catalog_section(&mut s, c);
     }
     details_table(&mut s, c);
+    undecided_section(&mut s, c);
     s.push_str("<h2>Protocols</h2><ul>");
     for (p, d) in &c.protocols {
         let _ = write!(s, "<li><b>{}</b>: {}</li>", escape(p), escape(d));

@@ -74,6 +74,8 @@ pub struct CellSummary {
     pub writes_rejected: u64,
     /// The first failing seeds, with the commands that replay them.
     pub failing: Vec<FailingSeed>,
+    /// The first runs whose verdict was `unknown`, with the checker's reasons.
+    pub undecided: Vec<UndecidedSeed>,
     /// Mean acquisitions per run.
     pub acquisitions_mean: f64,
     /// Mean over runs of each run's median acquire latency, in ms.
@@ -93,6 +95,27 @@ pub struct FailingSeed {
     pub kinds: Vec<String>,
     /// The replay command.
     pub replay: String,
+}
+
+/// A run the checker could not decide (`unknown`), with why, to replay.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UndecidedSeed {
+    /// The seed.
+    pub seed: u64,
+    /// Per undecided property (by name), the checker's reason.
+    pub reasons: BTreeMap<String, String>,
+    /// The replay command.
+    pub replay: String,
+}
+
+/// Inserts `item` into `kept` (sorted by seed), keeping the [`FAILING_SEEDS_KEPT`] smallest
+/// seeds, so a summary does not depend on the order in which parallel runs finish.
+fn keep_smallest<T>(kept: &mut Vec<T>, item: T, seed: u64, seed_of: impl Fn(&T) -> u64) {
+    let at = kept.partition_point(|k| seed_of(k) < seed);
+    if at < FAILING_SEEDS_KEPT {
+        kept.insert(at, item);
+        kept.truncate(FAILING_SEEDS_KEPT);
+    }
 }
 
 impl FailingSeed {
@@ -203,13 +226,19 @@ impl CellAccumulator {
         );
         self.harm += u64::from(failing.harmed());
         if !failing.kinds.is_empty() {
-            // Keep the smallest seeds, so the summary does not depend on the order in which
-            // parallel runs finish.
-            let at = s.failing.partition_point(|f| f.seed < r.seed);
-            if at < FAILING_SEEDS_KEPT {
-                s.failing.insert(at, failing);
-                s.failing.truncate(FAILING_SEEDS_KEPT);
-            }
+            keep_smallest(&mut s.failing, failing, r.seed, |f| f.seed);
+        }
+        if r.verdict == Verdict::Unknown {
+            let undecided = UndecidedSeed {
+                seed: r.seed,
+                reasons: r
+                    .reasons
+                    .iter()
+                    .map(|(p, why)| (p.name().to_owned(), why.clone()))
+                    .collect(),
+                replay: replay.to_owned(),
+            };
+            keep_smallest(&mut s.undecided, undecided, r.seed, |u| u.seed);
         }
         // Integer sums (µs): the same totals in any order of addition.
         let (st, l) = (&r.stats, &r.stats.liveness);
@@ -504,6 +533,53 @@ mod tests {
             expect_met: None,
             error: None,
         }
+    }
+
+    #[test]
+    fn undecided_runs_keep_their_reasons_and_the_smallest_seeds_in_any_order() {
+        let undecided = |seed: u64| SeedResult {
+            verdict: Verdict::Unknown,
+            reasons: [(Property::MutualExclusion, format!("why {seed}"))].into(),
+            ..line(seed, &[], 0)
+        };
+        let (mut fwd, mut back) = (
+            CellAccumulator::new("p", "f"),
+            CellAccumulator::new("p", "f"),
+        );
+        for seed in 1..=8 {
+            let r = if seed % 2 == 0 {
+                undecided(seed)
+            } else {
+                line(seed, &[], 0)
+            };
+            fwd.add(&r, &format!("replay {seed}"));
+        }
+        for seed in (1..=8).rev() {
+            let r = if seed % 2 == 0 {
+                undecided(seed)
+            } else {
+                line(seed, &[], 0)
+            };
+            back.add(&r, &format!("replay {seed}"));
+        }
+        let s = fwd.finish();
+        assert_eq!(s, back.finish());
+        assert_eq!(s.runs_unknown, 4);
+        let seeds: Vec<u64> = s.undecided.iter().map(|u| u.seed).collect();
+        assert_eq!(seeds, [2, 4, 6, 8]);
+        assert_eq!(s.undecided[1].reasons["mutual_exclusion"], "why 4");
+        assert_eq!(s.undecided[1].replay, "replay 4");
+        let c = Comparison {
+            cells: vec![s],
+            ..Comparison::default()
+        };
+        for page in [markdown::render(&c), html::render(&c)] {
+            assert!(page.contains("Undecided runs"), "{page}");
+            assert!(page.contains("mutual_exclusion: why 6"), "{page}");
+            assert!(page.contains("replay 8"), "{page}");
+        }
+        let back = Comparison::from_json(&c.to_json()).unwrap();
+        assert_eq!(back.cells[0].undecided, c.cells[0].undecided);
     }
 
     #[test]

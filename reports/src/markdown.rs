@@ -283,6 +283,7 @@ fn failing(s: &mut String, c: &Comparison) {
             }
         }
     }
+    undecided(s, c);
     if !c.counterexamples.is_empty() {
         let _ = writeln!(s, "\n## Counterexamples\n");
         for x in &c.counterexamples {
@@ -293,5 +294,31 @@ fn failing(s: &mut String, c: &Comparison) {
             );
         }
         let _ = writeln!(s, "\nTimelines of these are in `report.html`.");
+    }
+}
+
+/// Runs the checker could not decide, with its reasons: an `unknown` is a finding too.
+fn undecided(s: &mut String, c: &Comparison) {
+    let cells: Vec<_> = c.cells.iter().filter(|c| !c.undecided.is_empty()).collect();
+    if cells.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n## Undecided runs (verdict unknown; first {} per cell)\n",
+        crate::FAILING_SEEDS_KEPT
+    );
+    for cell in cells {
+        let _ = writeln!(s, "- {} under {}:", cell.protocol, cell.profile);
+        for u in &cell.undecided {
+            let why: Vec<String> = u.reasons.iter().map(|(p, r)| format!("{p}: {r}")).collect();
+            let _ = writeln!(
+                s,
+                "  - seed {} ({}): `{}`",
+                u.seed,
+                why.join("; "),
+                u.replay
+            );
+        }
     }
 }

@@ -4,7 +4,7 @@
 use crate::scenario::{Prepared, Scenario};
 use crate::workload::{client_loop, Holders};
 use locksim_protocols::resource;
-use locksim_sim::checker::{Liveness, Violation};
+use locksim_sim::checker::{Liveness, Updates, Violation};
 use locksim_sim::history::{format_hash, trace_hash, History, Kind, Op};
 use locksim_sim::nemesis::{Targets, ROLE_HOLDER};
 use locksim_sim::{check, simulate, Fault, Property, Role, SimSpec, Verdict};
@@ -90,26 +90,23 @@ pub struct Stats {
     /// Writes the resource acknowledged (each one increment of the counter).
     #[serde(default)]
     pub updates_acked: u64,
-    /// Acknowledged increments the counter's final value does not show (0 if it shows them
-    /// all).
+    /// Increments the counter's final value does not show (0 if it shows them all): the
+    /// checker's count, over the writes the resource applied or acknowledged, whichever is
+    /// more (so an applied but unacknowledged write cannot hide a lost one).
     #[serde(default)]
     pub updates_lost: u64,
 }
 
 impl Stats {
-    /// Adds the resource's figures from a history: token-carrying writes, acknowledged
-    /// writes, and how many of those the final counter lost.
-    fn count_updates(&mut self, history: &History) {
-        let mut last_value = 0;
-        for e in history {
-            match (&e.op, e.kind) {
-                (Op::Write, Kind::Invoke) if e.token.is_some() => self.writes_with_token += 1,
-                (Op::Write, Kind::Ok) => self.updates_acked += 1,
-                (Op::ResourceAccept, _) => last_value = e.value.unwrap_or(last_value),
-                _ => {}
-            }
-        }
-        self.updates_lost = self.updates_acked.saturating_sub(last_value.max(0) as u64);
+    /// Adds the resource's figures: token-carrying writes from the history, acknowledged and
+    /// lost updates as the checker counted them (one definition of a lost update, not two).
+    fn count_updates(&mut self, history: &History, updates: &Updates) {
+        self.writes_with_token = history
+            .iter()
+            .filter(|e| e.op == Op::Write && e.kind == Kind::Invoke && e.token.is_some())
+            .count() as u64;
+        self.updates_acked = updates.writes_acknowledged;
+        self.updates_lost = updates.updates_lost;
     }
 }
 
@@ -222,7 +219,9 @@ impl Prepared {
         result.stats.messages = outcome.net.sent;
         result.stats.messages_dropped = outcome.net.lost + outcome.net.cut + outcome.net.to_dead;
         result.stats.liveness = report.liveness.clone();
-        result.stats.count_updates(&outcome.history);
+        result
+            .stats
+            .count_updates(&outcome.history, &report.updates);
         if let Some(expect) = &s.expect {
             let mut mismatches = expect.mismatches(|p| report.property(p));
             mismatches.extend(expect.liveness_mismatches(&report.liveness));
