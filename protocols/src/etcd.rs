@@ -136,36 +136,25 @@ fn d_acquire_timeout() -> u64 {
 
 impl Params {
     fn validate(&self) -> Result<(), ParamError> {
-        if !(self.peers == 3 || self.peers == 5) {
-            return Err(ParamError::field("peers", "must be 3 or 5"));
-        }
         if self.lease_ttl_ms < 3 {
             return Err(ParamError::field("lease_ttl_ms", "must be at least 3"));
         }
-        for (field, v) in [
+        self.host().validate(&[
             ("lease_check_interval_ms", self.lease_check_interval_ms),
-            ("tick_ms", self.tick_ms),
             ("request_timeout_ms", self.request_timeout_ms),
             ("watch_poll_ms", self.watch_poll_ms),
-        ] {
-            if v == 0 {
-                return Err(ParamError::field(field, "must be positive"));
-            }
-        }
-        if self.election_ticks < 2 {
-            return Err(ParamError::field("election_ticks", "must be at least 2"));
-        }
-        Ok(())
+        ])
     }
 
     fn host(&self) -> HostConfig {
-        HostConfig {
-            peers: (1..=self.peers).map(|i| format!("etcd{i}")).collect(),
-            tick_ms: self.tick_ms,
-            election_ticks: self.election_ticks,
-            heartbeat_ticks: 1,
-            ack_before_fsync: self.variant == Variant::AckBeforeFsync,
-        }
+        let ack_before_fsync = self.variant == Variant::AckBeforeFsync;
+        HostConfig::named(
+            "etcd",
+            self.peers,
+            self.tick_ms,
+            self.election_ticks,
+            ack_before_fsync,
+        )
     }
 }
 

@@ -116,38 +116,20 @@ fn d_acquire_timeout() -> u64 {
 
 impl Params {
     fn validate(&self) -> Result<(), ParamError> {
-        if !(self.peers == 3 || self.peers == 5) {
-            return Err(ParamError::field("peers", "must be 3 or 5"));
-        }
         if self.session_timeout_ms < 3 {
             return Err(ParamError::field(
                 "session_timeout_ms",
                 "must be at least 3",
             ));
         }
-        for (field, v) in [
-            ("tick_ms", self.tick_ms),
+        self.host().validate(&[
             ("request_timeout_ms", self.request_timeout_ms),
             ("watch_poll_ms", self.watch_poll_ms),
-        ] {
-            if v == 0 {
-                return Err(ParamError::field(field, "must be positive"));
-            }
-        }
-        if self.election_ticks < 2 {
-            return Err(ParamError::field("election_ticks", "must be at least 2"));
-        }
-        Ok(())
+        ])
     }
 
     fn host(&self) -> HostConfig {
-        HostConfig {
-            peers: (1..=self.peers).map(|i| format!("zk{i}")).collect(),
-            tick_ms: self.tick_ms,
-            election_ticks: self.election_ticks,
-            heartbeat_ticks: 1,
-            ack_before_fsync: false,
-        }
+        HostConfig::named("zk", self.peers, self.tick_ms, self.election_ticks, false)
     }
 
     fn timeout(&self) -> Duration {

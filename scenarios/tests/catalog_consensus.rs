@@ -11,10 +11,12 @@
 //!   `zookeeper`) with peer crashes, partitions and pauses: with fencing on, fencing holds on
 //!   every run; without client pauses and clock faults, mutual exclusion holds on every run.
 
-use locksim_protocols::Registry;
-use locksim_scenarios::{load, Prepared, RunResult, Scenario};
+use locksim_scenarios::Prepared;
 use locksim_sim::history::{History, Kind, Op};
 use locksim_sim::Verdict;
+
+mod common;
+use common::{describe, parsed, path, prepared, with_variant};
 
 /// Seeds per catalog scenario.
 const SEEDS: u64 = 20;
@@ -23,62 +25,8 @@ const SWEEP_SEEDS: u64 = 300;
 /// Seeds per random-fault sweep of `zookeeper`.
 const ZK_SWEEP_SEEDS: u64 = 100;
 
-fn path(relative: &str) -> String {
-    format!("{}/{relative}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn prepared(relative: &str) -> Prepared {
-    load(&path(relative), &Registry::builtin()).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// A scenario given as text (named after `file` in replay lines).
-fn parsed(text: &str, file: &str) -> Prepared {
-    Scenario::parse(text, file)
-        .and_then(|s| s.prepare(file, &Registry::builtin()))
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// The catalog file with its `variant` line replaced.
-fn with_variant(file: &str, variant: &str) -> Prepared {
-    let full = path(&format!("catalog/{file}"));
-    let text = std::fs::read_to_string(&full).unwrap();
-    let changed: Vec<String> = text
-        .lines()
-        .map(|l| match l.starts_with("variant = ") {
-            true => format!("variant = \"{variant}\""),
-            false => l.to_owned(),
-        })
-        .collect();
-    assert_ne!(
-        changed.join("\n"),
-        text.trim_end(),
-        "{file} sets no variant"
-    );
-    parsed(&changed.join("\n"), &full)
-}
-
-fn describe(r: &RunResult) -> String {
-    let why = match (&r.error, &r.expect) {
-        (Some(e), _) => e.clone(),
-        (None, Some(e)) => e.mismatches.join("; "),
-        (None, None) => "no [expect] section".into(),
-    };
-    format!("  {}: {why}", r.replay)
-}
-
 fn assert_expect_met(file: &str) {
-    let p = prepared(&format!("catalog/{file}"));
-    let failed: Vec<String> = (1..=SEEDS)
-        .map(|seed| p.run(seed))
-        .filter(|r| !r.expect.as_ref().is_some_and(|e| e.met))
-        .map(|r| describe(&r))
-        .collect();
-    assert!(
-        failed.is_empty(),
-        "{file}: expectations not met on {} of {SEEDS} seeds:\n{}",
-        failed.len(),
-        failed.join("\n")
-    );
+    common::assert_expect_met(file, SEEDS);
 }
 
 /// Asserts that `property` holds on every seed of `p` in `seeds`, and that the runs got
@@ -159,7 +107,7 @@ fn etcd_lock_delay_longer_than_the_overrun_holds_and_a_shorter_one_does_not() {
 #[test]
 fn etcd_lease_recheck_bug_breaks_mutual_exclusion_and_the_fix_holds() {
     assert_expect_met("etcd-lease-recheck-bug.toml");
-    let fixed = with_variant("etcd-lease-recheck-bug.toml", "correct");
+    let fixed = with_variant("catalog/etcd-lease-recheck-bug.toml", "correct");
     assert_holds(&fixed, "mutual_exclusion", 1..=SEEDS);
 }
 
@@ -176,7 +124,7 @@ fn raft_ack_before_fsync_loses_an_acknowledged_lock_and_the_correct_host_does_no
                 .is_some_and(|d| d.starts_with("Raft safety broken"))
     });
     assert!(breach.is_some(), "the audit missed the lost entries");
-    let correct = with_variant("raft-ack-before-fsync.toml", "correct");
+    let correct = with_variant("catalog/raft-ack-before-fsync.toml", "correct");
     assert_holds(&correct, "mutual_exclusion", 1..=SEEDS);
 }
 
@@ -301,6 +249,6 @@ fn zookeeper_session_expiry_pause_breaks_mutual_exclusion_and_fencing_stops_the_
 #[test]
 fn zookeeper_ignoring_suspended_loses_an_update_and_the_correct_client_does_not() {
     assert_expect_met("zookeeper-ignore-suspended.toml");
-    let correct = with_variant("zookeeper-ignore-suspended.toml", "correct");
+    let correct = with_variant("catalog/zookeeper-ignore-suspended.toml", "correct");
     assert_holds(&correct, "lost_update", 1..=SEEDS);
 }

@@ -8,71 +8,21 @@
 //!   different order and on other threads) and gives the same verdict, violation counts and
 //!   trace hash for every seed.
 
-use locksim_protocols::Registry;
-use locksim_scenarios::{load, Prepared, RunResult, Scenario};
+use locksim_scenarios::{Prepared, RunResult};
 use locksim_sim::history::Op;
 use locksim_sim::Verdict;
 use std::collections::BTreeMap;
+
+mod common;
+use common::{describe, prepared, with_variant};
 
 /// Seeds per catalog scenario.
 const SEEDS: u64 = 20;
 /// Seeds per random-fault sweep.
 const SWEEP_SEEDS: u64 = 500;
 
-fn path(relative: &str) -> String {
-    format!("{}/{relative}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn prepared(relative: &str) -> Prepared {
-    load(&path(relative), &Registry::builtin()).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// The scenario file with its `variant` line replaced.
-fn with_variant(relative: &str, variant: &str) -> Prepared {
-    let file = path(relative);
-    let text = std::fs::read_to_string(&file).unwrap();
-    let changed: Vec<String> = text
-        .lines()
-        .map(|l| {
-            if l.starts_with("variant = ") {
-                format!("variant = \"{variant}\"")
-            } else {
-                l.to_owned()
-            }
-        })
-        .collect();
-    assert_ne!(
-        changed.join("\n"),
-        text.trim_end(),
-        "{relative} sets no variant"
-    );
-    Scenario::parse(&changed.join("\n"), &file)
-        .and_then(|s| s.prepare(&file, &Registry::builtin()))
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn describe(r: &RunResult) -> String {
-    let why = match (&r.error, &r.expect) {
-        (Some(e), _) => e.clone(),
-        (None, Some(e)) => e.mismatches.join("; "),
-        (None, None) => "no [expect] section".into(),
-    };
-    format!("  {}: {why}", r.replay)
-}
-
 fn assert_expect_met(file: &str) {
-    let p = prepared(&format!("catalog/{file}"));
-    let failed: Vec<String> = (1..=SEEDS)
-        .map(|seed| p.run(seed))
-        .filter(|r| !r.expect.as_ref().is_some_and(|e| e.met))
-        .map(|r| describe(&r))
-        .collect();
-    assert!(
-        failed.is_empty(),
-        "{file}: expectations not met on {} of {SEEDS} seeds:\n{}",
-        failed.len(),
-        failed.join("\n")
-    );
+    common::assert_expect_met(file, SEEDS);
 }
 
 #[test]

@@ -36,6 +36,7 @@ pub mod audit;
 pub mod client;
 pub mod log;
 
+use crate::ParamError;
 use audit::Audit;
 use futures::channel::mpsc::unbounded;
 use futures::StreamExt;
@@ -72,6 +73,41 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
+    /// The host of a flavour's cluster: `peers` peers named `{prefix}1`, `{prefix}2`, …,
+    /// heartbeats every tick.
+    pub fn named(
+        prefix: &str,
+        peers: usize,
+        tick_ms: u64,
+        election_ticks: usize,
+        ack_before_fsync: bool,
+    ) -> Self {
+        HostConfig {
+            peers: (1..=peers).map(|i| format!("{prefix}{i}")).collect(),
+            tick_ms,
+            election_ticks,
+            heartbeat_ticks: 1,
+            ack_before_fsync,
+        }
+    }
+
+    /// Checks what every flavour's `[protocol]` table shares: 3 or 5 peers, ticks of a
+    /// positive length, at least 2 ticks to an election, and the flavour's other durations
+    /// in `positive_ms`, which must not be 0. The error names the field.
+    pub fn validate(&self, positive_ms: &[(&str, u64)]) -> Result<(), ParamError> {
+        if !(self.peers.len() == 3 || self.peers.len() == 5) {
+            return Err(ParamError::field("peers", "must be 3 or 5"));
+        }
+        let tick = [("tick_ms", self.tick_ms)];
+        if let Some((field, _)) = tick.iter().chain(positive_ms).find(|(_, v)| *v == 0) {
+            return Err(ParamError::field(field, "must be positive"));
+        }
+        if self.election_ticks < 2 {
+            return Err(ParamError::field("election_ticks", "must be at least 2"));
+        }
+        Ok(())
+    }
+
     /// The election timeout, in local ms (what etcd extends leases by on promotion).
     pub fn election_timeout(&self) -> Duration {
         Duration::from_millis(self.tick_ms * self.election_ticks as u64)
