@@ -6,7 +6,7 @@
 //! `before_release`) are where scripted pauses and crashes can strike.
 
 use crate::scenario::Workload;
-use locksim_protocols::resource::{ResourceHandle, WriteOutcome};
+use locksim_protocols::resource::{ResourceClient, ResourceHandle, WriteOutcome};
 use locksim_protocols::{Acquired, Connector, Grant, LockClient, Outcome, Validity};
 use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::{NodeCtx, NodeIdx, World};
@@ -99,33 +99,16 @@ pub async fn client_loop(
             ctx.point("after_read").await;
             let work = between(workload.cs_ms_min, workload.cs_ms_max);
             work_extending(&ctx, lock.as_mut(), &mut grant, &id, work, &workload).await;
-            let validity = lock.validity(&grant);
-            if workload.check_validity && !validity.holds_at(ctx.mono_now()) {
-                let why = match validity {
-                    Validity::Lost(why) => format!("lock lost ({why}): write skipped"),
-                    _ => "lease expired on the client's clock: write skipped".into(),
-                };
-                ctx.record_event(ev(Kind::Info, Op::Note).grant(&id).detail(why));
-            } else {
-                ctx.point("after_validity_check").await;
-                ctx.point("before_write").await;
-                let new = value + 1;
-                ctx.record_event(
-                    ev(Kind::Invoke, Op::Write)
-                        .grant(&id)
-                        .token(token)
-                        .value(new),
-                );
-                let kind = match resource
-                    .write(new, token, Some(value), &id, io_timeout)
-                    .await
-                {
-                    WriteOutcome::Accepted => Kind::Ok,
-                    WriteOutcome::Rejected => Kind::Fail,
-                    WriteOutcome::Unknown => Kind::Info,
-                };
-                ctx.record_event(ev(kind, Op::Write).grant(&id).token(token).value(new));
-            }
+            write_if_valid(
+                &ctx,
+                lock.as_mut(),
+                &resource,
+                &grant,
+                &id,
+                value,
+                &workload,
+            )
+            .await;
         }
 
         ctx.record_event(ev(Kind::Ok, Op::CsExit).grant(&id));
@@ -138,6 +121,51 @@ pub async fn client_loop(
             Outcome::Unknown(why) => ev(Kind::Info, Op::Release).detail(why),
         };
         ctx.record_event(done.grant(&id));
+    }
+}
+
+/// The end of a critical section: asks the lock library whether the lock still holds (if
+/// the workload checks) and, if so, writes `value + 1` to the resource.
+async fn write_if_valid(
+    ctx: &NodeCtx,
+    lock: &mut dyn LockClient,
+    resource: &ResourceClient,
+    grant: &Grant,
+    id: &str,
+    value: i64,
+    workload: &Workload,
+) {
+    let ev = |kind, op| Event::new(ctx.name(), kind, op);
+    let (token, io_timeout) = (
+        grant.token,
+        Duration::from_millis(workload.resource_timeout_ms),
+    );
+    let validity = lock.validity(grant);
+    if workload.check_validity && !validity.holds_at(ctx.mono_now()) {
+        let why = match validity {
+            Validity::Lost(why) => format!("lock lost ({why}): write skipped"),
+            _ => "lease expired on the client's clock: write skipped".into(),
+        };
+        ctx.record_event(ev(Kind::Info, Op::Note).grant(id).detail(why));
+    } else {
+        ctx.point("after_validity_check").await;
+        ctx.point("before_write").await;
+        let new = value + 1;
+        ctx.record_event(
+            ev(Kind::Invoke, Op::Write)
+                .grant(id)
+                .token(token)
+                .value(new),
+        );
+        let kind = match resource
+            .write(new, token, Some(value), id, io_timeout)
+            .await
+        {
+            WriteOutcome::Accepted => Kind::Ok,
+            WriteOutcome::Rejected => Kind::Fail,
+            WriteOutcome::Unknown => Kind::Info,
+        };
+        ctx.record_event(ev(kind, Op::Write).grant(id).token(token).value(new));
     }
 }
 
