@@ -39,7 +39,8 @@ struct CheckOutput {
 }
 
 /// Checks the history. Exit 1 if a safety property is violated; 2 if the file is missing or
-/// a line is not an event (the error names the line).
+/// a line is not an event (the error names the line); 4 if it holds no event (verdict
+/// `unknown`: nothing to check).
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let path = args.history.display().to_string();
     let file = std::fs::File::open(&args.history)
@@ -65,6 +66,9 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(if report.verdict == Verdict::Invalid {
         ExitCode::from(1)
+    } else if history.is_empty() {
+        // Nothing checked is not "no violation": a distinct code a script cannot misread.
+        ExitCode::from(4)
     } else {
         ExitCode::SUCCESS
     })
@@ -83,7 +87,6 @@ fn text(out: &CheckOutput, history: &[Event]) -> String {
         &out.properties,
         &out.violation_counts,
         &out.reasons,
-        false,
     ));
     s.push_str(&text::witnesses(
         &out.violations,

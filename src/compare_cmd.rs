@@ -401,7 +401,7 @@ fn add_job(c: &mut Comparison, job: &Job) {
                 description: sc.description.clone(),
                 expect: expect
                     .iter()
-                    .map(|(p, e)| (p.name().into(), format!("{e:?}").to_lowercase()))
+                    .map(|(p, e)| (p.name().into(), e.name().into()))
                     .collect(),
                 expect_met: locksim_reports::stats::Share::of(job.expect_met, s.runs),
                 timeline: Some(timeline(job, (&sc.name, "catalog"), 1)),
@@ -418,6 +418,7 @@ fn add_job(c: &mut Comparison, job: &Job) {
 
 /// Runs the matrix and writes the reports; returns the comparison.
 fn compare(opts: &CompareArgs, registry: &Registry) -> anyhow::Result<Comparison> {
+    locksim_check::input::check_output_dir(&opts.out).map_err(|e| input(format!("--out {e}")))?;
     let matrix = match &opts.matrix {
         Some(path) => Matrix::load(path).map_err(input)?,
         None => Matrix::standard(),

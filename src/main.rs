@@ -10,6 +10,7 @@ mod text;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use locksim_check::input::check_output_file;
 use locksim_protocols::Registry;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -112,6 +113,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let path = scenario.display().to_string();
             let prepared = locksim_scenarios::load(&path, &registry).map_err(input)?;
+            for (flag, file) in [("--history", &history), ("--timeline", &timeline)] {
+                if let Some(file) = file {
+                    check_output_file(file).map_err(|e| input(format!("{flag} {e}")))?;
+                }
+            }
             let seed = seed.unwrap_or(prepared.scenario.seed);
             let (result, events) = prepared.run_with_history(seed);
             if let Some(file) = history {

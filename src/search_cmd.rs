@@ -3,6 +3,7 @@
 
 use crate::input;
 use indicatif::{ProgressBar, ProgressStyle};
+use locksim_check::input::check_output_file;
 use locksim_protocols::Registry;
 use locksim_scenarios::search::{
     counterexample, describe_fault, search, Found, Progress, SearchOptions, SearchOutcome,
@@ -50,6 +51,13 @@ pub fn run(args: SearchArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
     if args.faults_max == 0 {
         return Err(input("--faults-max must be at least 1"));
+    }
+    // No case searched is no evidence: "no violation" after 0 cases would mislead.
+    if args.cases == 0 {
+        return Err(input("--cases must be at least 1"));
+    }
+    if let Some(out) = &args.out {
+        check_output_file(out).map_err(|e| input(format!("--out {e}")))?;
     }
     let options = SearchOptions {
         cases: args.cases,

@@ -3,6 +3,7 @@
 
 use crate::input;
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
+use locksim_check::input::check_output_file;
 use locksim_protocols::Registry;
 use locksim_scenarios::sweep::{
     run_seeds_until, ResultsFile, SeedRange, SeedResult, Shard, Summary,
@@ -49,6 +50,7 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     if jobs == 0 {
         return Err(input("--jobs must be at least 1"));
     }
+    check_output_file(&args.out).map_err(|e| input(format!("--out {e}")))?;
     let mut summary = Summary::default();
     let mut done = BTreeSet::new();
     let fingerprint = prepared.scenario.fingerprint();

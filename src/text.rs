@@ -25,22 +25,18 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// One line per property: its verdict, its violation count, or why it is unknown.
-/// A fencing verdict of `valid` with `no_tokens` (no write carried a token) reads "n/a":
-/// not checked is not safe.
+/// One line per property: its verdict, its violation count, or why it is unknown. The
+/// checker's `not_applicable` (fencing, when no write carried a token) reads "n/a": not
+/// checked is not safe.
 pub fn properties(
     verdicts: &BTreeMap<Property, Verdict>,
     counts: &BTreeMap<Property, u64>,
     reasons: &BTreeMap<Property, String>,
-    no_tokens: bool,
 ) -> String {
     let mut s = String::new();
     for (property, v) in verdicts {
-        if *property == Property::Fencing && no_tokens && *v == Verdict::Valid {
-            let _ = writeln!(s, "  {property:<17} n/a (no write carried a token)");
-            continue;
-        }
         let word = match v {
+            Verdict::NotApplicable => "n/a (no write carried a token)".to_owned(),
             Verdict::Valid => "holds".to_owned(),
             Verdict::Invalid => {
                 let n = counts.get(property).copied().unwrap_or(0);
@@ -103,13 +99,7 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
         let _ = writeln!(s, "          {line}");
     }
     let _ = writeln!(s, "verdict   {}", r.verdict.to_string().to_uppercase());
-    let no_tokens = r.stats.writes_with_token == 0;
-    s.push_str(&properties(
-        &r.properties,
-        &r.violation_counts,
-        &r.reasons,
-        no_tokens,
-    ));
+    s.push_str(&properties(&r.properties, &r.violation_counts, &r.reasons));
     s.push_str(&witnesses(&r.violations, &r.violation_counts, history));
     let l = &r.stats.liveness;
     let _ = writeln!(

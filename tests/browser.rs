@@ -4,30 +4,27 @@
 //! and saves full-page screenshots, 1200 and 800 px wide, under `target/tmp/`.
 
 mod common;
+#[path = "support/tools.rs"]
+mod tools;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn chromium() -> String {
-    if let Ok(bin) = std::env::var("LOCKSIM_CHROMIUM") {
-        return bin;
-    }
-    for bin in ["chromium", "chromium-browser", "google-chrome"] {
-        let found = Command::new(bin).arg("--version").output();
-        if found.is_ok_and(|o| o.status.success()) {
-            return bin.into();
-        }
-    }
-    panic!(
-        "no Chromium found: install it (`apt-get install -y chromium`, as .ci/run does) or set \
-         LOCKSIM_CHROMIUM to a Chromium or Chrome binary"
-    );
+/// Chromium, or `None` where it is missing and the test skips (it fails instead under `CI`).
+fn chromium(test: &str) -> Option<String> {
+    tools::require(
+        test,
+        &["chromium", "chromium-browser", "google-chrome"],
+        Some("LOCKSIM_CHROMIUM"),
+        "`apt-get install -y chromium`, as .ci/run does, or set LOCKSIM_CHROMIUM",
+    )
 }
 
-/// Loads `page` headless; returns (the parsed page as HTML, the console messages).
-fn load(page: &Path, extra: &[&str]) -> (String, Vec<String>) {
+/// Loads `page` headless in `chromium`; returns (the parsed page as HTML, the console
+/// messages).
+fn load(chromium: &str, page: &Path, extra: &[&str]) -> (String, Vec<String>) {
     let url = format!("file://{}", page.display());
-    let out = Command::new(chromium())
+    let out = Command::new(chromium)
         .args([
             "--headless",
             "--no-sandbox",
@@ -55,6 +52,9 @@ fn tmp() -> PathBuf {
 
 #[test]
 fn a_console_error_is_caught() {
+    let Some(chromium) = chromium("browser::a_console_error_is_caught") else {
+        return;
+    };
     // The detector itself: a page that logs an error must be caught.
     let page = tmp().join("console-canary.html");
     std::fs::write(
@@ -62,7 +62,7 @@ fn a_console_error_is_caught() {
         "<!doctype html><p>x</p><script>console.error('canary')</script>",
     )
     .unwrap();
-    let (_, console) = load(&page, &["--dump-dom"]);
+    let (_, console) = load(&chromium, &page, &["--dump-dom"]);
     assert!(console.iter().any(|l| l.contains("canary")), "{console:?}");
 }
 
@@ -92,6 +92,10 @@ fn page_height(html: &str) -> u32 {
 
 #[test]
 fn the_report_loads_in_chromium_with_every_section_and_no_console_error() {
+    let test = "browser::the_report_loads_in_chromium_with_every_section_and_no_console_error";
+    let Some(chromium) = chromium(test) else {
+        return;
+    };
     let dir = tmp().join("browser-report");
     let _ = std::fs::remove_dir_all(&dir);
     let out = common::in_repo(&[
@@ -104,7 +108,7 @@ fn the_report_loads_in_chromium_with_every_section_and_no_console_error() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     let page = dir.join("report.html").canonicalize().unwrap();
-    let (dom, console) = load(&page, &["--dump-dom"]);
+    let (dom, console) = load(&chromium, &page, &["--dump-dom"]);
     assert!(console.is_empty(), "console messages: {console:?}");
     for id in [
         "verdict",
@@ -141,7 +145,7 @@ fn the_report_loads_in_chromium_with_every_section_and_no_console_error() {
         let _ = std::fs::remove_file(&shot);
         let size = format!("--window-size={width},{height}");
         let file = format!("--screenshot={}", shot.display());
-        let (_, console) = load(&page, &[&size, &file]);
+        let (_, console) = load(&chromium, &page, &[&size, &file]);
         assert!(console.is_empty(), "console messages: {console:?}");
         let png = std::fs::read(&shot).unwrap();
         assert_eq!(&png[1..4], b"PNG", "{} is a PNG", shot.display());

@@ -72,7 +72,21 @@ fn json_output_has_the_documented_fields() {
         .map(|x| x["kind"].as_str().unwrap())
         .collect();
     assert!(kinds.contains(&"mutual_exclusion") && kinds.contains(&"lost_update"));
-    assert!(v["violations"][0]["events"].as_array().unwrap().len() >= 2);
+    // Seed 3's first overlap: c1 enters (#3), c2 enters (#11) and leaves (#17) while c1 is
+    // paused, c1 leaves (#272); c2's accepted write (#15) is lost to c1's (#270).
+    assert_eq!(
+        v["violations"][0]["events"],
+        serde_json::json!([3, 11, 17, 272])
+    );
+    assert_eq!(v["violations"][5]["events"], serde_json::json!([15, 270]));
+    assert_eq!(
+        v["violation_counts"],
+        serde_json::json!({"mutual_exclusion": 20, "lost_update": 1})
+    );
+    assert_eq!(
+        v["properties"]["fencing"], "not_applicable",
+        "no write carried a token"
+    );
 }
 
 #[test]

@@ -54,6 +54,10 @@ pub const WITNESSES_MAX: usize = 5;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// The history cannot show this property (fencing, when no write carried a token): not
+    /// checked is not safe, so it is never read as `valid`. Lowest in the order, so combining
+    /// ignores it.
+    NotApplicable,
     /// Every property held.
     Valid,
     /// The history cannot decide (e.g. acknowledged writes but no record of the resource).
@@ -72,6 +76,7 @@ impl Verdict {
 impl std::fmt::Display for Verdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            Verdict::NotApplicable => "n/a",
             Verdict::Valid => "valid",
             Verdict::Unknown => "unknown",
             Verdict::Invalid => "invalid",
@@ -257,7 +262,14 @@ pub fn check(history: &[Event]) -> Report {
     let (me, me_violations) = crate::mutual_exclusion::check(&intervals);
     let (fencing, fence_violations) = check_fencing(history);
     let (lost, lost_violations, updates) = check_lost_update(history);
-    let properties = vec![me, fencing, lost];
+    let mut properties = vec![me, fencing, lost];
+    if history.is_empty() {
+        // An empty file is no evidence of safety.
+        for p in &mut properties {
+            p.verdict = Verdict::Unknown;
+            p.reason = Some(NO_EVENTS.into());
+        }
+    }
     let verdict = properties
         .iter()
         .fold(Verdict::Valid, |v, p| v.combine(p.verdict));
@@ -272,6 +284,9 @@ pub fn check(history: &[Event]) -> Report {
         updates,
     }
 }
+
+/// The reason every property of an empty history gives.
+pub const NO_EVENTS: &str = "no events: nothing to check";
 
 /// A property's result from its violations: `invalid` if there are any.
 fn counted(property: Property, count: u64) -> PropertyResult {
@@ -322,7 +337,16 @@ fn check_fencing(history: &[Event]) -> (PropertyResult, Vec<Violation>) {
             }
         }
     }
-    (counted(Property::Fencing, count), violations)
+    let mut result = counted(Property::Fencing, count);
+    // Without a token on any write the resource saw, there was nothing to fence.
+    let tokens = history.iter().any(|e| {
+        e.token.is_some() && matches!(e.op, Op::Write | Op::ResourceAccept | Op::ResourceReject)
+    });
+    if !tokens {
+        assert_eq!(count, 0, "a fencing violation needs tokens");
+        result.verdict = Verdict::NotApplicable;
+    }
+    (result, violations)
 }
 
 fn who(e: &Event) -> &str {

@@ -16,6 +16,7 @@
 //! between. The checker then reports a violation only where critical sections certainly
 //! overlap, and `unknown` where they may.
 
+use crate::input::{read_line_bounded, Line, LINE_BYTES_MAX};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 
@@ -107,8 +108,10 @@ impl Op {
     }
 }
 
-/// One step of a run.
+/// One step of a run. Unknown fields are refused: a misspelt `clock_error_ns` silently
+/// dropped would turn an uncertain overlap into a certain one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Event {
     /// Position in the history, from 0.
     pub index: u64,
@@ -327,31 +330,43 @@ pub enum ReadError {
 
 /// Reads a JSON Lines history. Blank lines are skipped; indexes must go up, and times must
 /// not go down: across the whole history for events in true time, within each node for
-/// events stamped by their node's own clock (`clock_error_ns`).
-pub fn read_jsonl(path: &str, input: impl BufRead) -> Result<History, ReadError> {
+/// events stamped by their node's own clock (`clock_error_ns`). A line longer than
+/// [`LINE_BYTES_MAX`] is an error naming it (a file without newlines is never held whole).
+pub fn read_jsonl(path: &str, mut input: impl BufRead) -> Result<History, ReadError> {
     let mut history = History::new();
     // The time of each node's latest event, for events on local clocks.
     let mut node_time_ns: std::collections::BTreeMap<String, u64> = Default::default();
-    for (n, line) in input.split(b'\n').enumerate() {
-        let line = line.map_err(|source| ReadError::Io {
-            path: path.to_owned(),
-            source,
+    let mut line = Vec::new();
+    for n in 1.. {
+        let read = read_line_bounded(&mut input, &mut line, LINE_BYTES_MAX).map_err(|source| {
+            ReadError::Io {
+                path: path.to_owned(),
+                source,
+            }
         })?;
         let bad = |message: String| ReadError::Line {
             path: path.to_owned(),
-            line: n + 1,
+            line: n,
             message,
         };
-        let line = std::str::from_utf8(&line).map_err(|e| bad(format!("not UTF-8: {e}")))?;
-        if line.trim().is_empty() {
+        match read {
+            Line::Last(0) => break,
+            Line::TooLong => return Err(bad(format!("longer than {LINE_BYTES_MAX} bytes"))),
+            Line::Complete(_) | Line::Last(_) => {}
+        }
+        let text = std::str::from_utf8(&line).map_err(|e| bad(format!("not UTF-8: {e}")))?;
+        if text.trim().is_empty() {
             continue;
         }
-        let event = parse_event(line).map_err(bad)?;
+        let event = parse_event(text.trim_end_matches(['\n', '\r'])).map_err(bad)?;
         if let Some(prev) = history.last() {
             order_error(prev, &event, node_time_ns.get(&event.node).copied()).map_err(bad)?;
         }
         node_time_ns.insert(event.node.clone(), event.time_ns);
         history.push(event);
+        if matches!(read, Line::Last(_)) {
+            break;
+        }
     }
     Ok(history)
 }

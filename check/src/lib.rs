@@ -2,7 +2,8 @@
 //!
 //! - [`history`]: the flat, append-only record of a run (JSON Lines on disk), and its trace
 //!   hash;
-//! - [`checker`]: the pure function from a history to a verdict with witnesses.
+//! - [`checker`]: the pure function from a history to a verdict with witnesses;
+//! - [`input`]: bounded reading of user files and output-path checks.
 //!
 //! This crate depends on neither madsim nor any lock protocol: it builds with or without
 //! `--cfg madsim`, so a project can check histories recorded from its own system in its own
@@ -10,6 +11,7 @@
 
 pub mod checker;
 pub mod history;
+pub mod input;
 pub mod mutual_exclusion;
 pub mod overlap;
 pub mod synthetic;

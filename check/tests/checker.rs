@@ -364,14 +364,52 @@ fn a_failed_attempt_does_not_end_the_wanting() {
 }
 
 #[test]
-fn checking_is_pure() {
+fn one_history_breaking_every_property_once() {
     let h = H::new()
         .cs("c1", "c1#1", 0, 10)
         .cs("c2", "c2#1", 9, 30)
         .accept(10, "c2#1", Some(2), 1)
         .accept(20, "c1#1", Some(1), 1)
         .sorted();
-    assert_eq!(check(&h), check(&h));
+    let report = check(&h);
+    // The sections overlap from 9 to 10 ms; token 1 is accepted after token 2; two applied
+    // increments leave the counter at 1.
+    let counts: Vec<(Property, u64)> = report.violation_counts().into_iter().collect();
+    assert_eq!(
+        counts,
+        [
+            (Property::MutualExclusion, 1),
+            (Property::Fencing, 1),
+            (Property::LostUpdate, 1)
+        ]
+    );
+    assert_eq!(report.updates.writes_applied, 2);
+    assert_eq!(report.updates.updates_lost, 1);
+    assert_eq!(report.verdict, Verdict::Invalid);
+}
+
+#[test]
+fn fencing_without_a_token_is_not_applicable_and_an_empty_history_is_unknown() {
+    let h = H::new()
+        .cs("c1", "c1#1", 0, 10)
+        .accept(5, "c1#1", None, 1)
+        .sorted();
+    let report = check(&h);
+    assert_eq!(report.property(Property::Fencing), Verdict::NotApplicable);
+    assert_eq!(
+        report.verdict,
+        Verdict::Valid,
+        "n/a does not make a run unknown"
+    );
+    let empty = check(&[]);
+    assert_eq!(empty.verdict, Verdict::Unknown);
+    for p in Property::ALL {
+        assert_eq!(empty.property(p), Verdict::Unknown);
+        assert_eq!(
+            empty.result(p).unwrap().reason.as_deref(),
+            Some("no events: nothing to check")
+        );
+    }
 }
 
 #[test]

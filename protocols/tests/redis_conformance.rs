@@ -2,7 +2,8 @@
 //!
 //! The test starts `redis-server` itself on a free loopback port (no persistence), talks
 //! RESP to it over a `TcpStream`, and stops it with `SHUTDOWN NOSAVE` when it ends, also when
-//! it fails. Without `redis-server` on `PATH` it says so and passes (CI installs Debian's).
+//! it fails. Without `redis-server` on `PATH` it says it skipped and passes; with `CI` set it
+//! fails (`tests/support/tools.rs`; CI installs Debian's).
 //!
 //! - *Deterministic part*: every command and script the lock clients send, on fresh keys,
 //!   with its reply (type and value) and each touched key's value and `PEXPIRETIME` after
@@ -22,6 +23,9 @@
 // A conformance test runs against a real server in real time: the clock and sleeps the
 // simulation code may not use are exactly what it needs.
 #![allow(clippy::disallowed_methods)]
+
+#[path = "../../tests/support/tools.rs"]
+mod tools;
 
 use locksim_protocols::redis::store::{
     self, standalone_wait, Cmd, Deferred, Effect, Entry, IntArg, Reply, Store, Value,
@@ -167,13 +171,27 @@ struct Server {
 }
 
 impl Server {
-    /// Starts one on a free loopback port; `None` if `redis-server` is not on `PATH`.
+    /// Starts one on a free loopback port; `None` if `redis-server` is not on `PATH` (the
+    /// test then skips, or fails under `CI`: see `tools::require`).
     fn start() -> Option<Server> {
-        match Command::new("redis-server").arg("--version").output() {
-            Err(e) if e.kind() == ErrorKind::NotFound => return None,
-            Err(e) => panic!("cannot run redis-server: {e}"),
-            Ok(_) => {}
-        }
+        let bin = tools::require(
+            "redis_conformance",
+            &["redis-server"],
+            None,
+            "install it, e.g. `apt-get install -y redis-server`, to compare the Redis model",
+        )?;
+        let out = Command::new(&bin).arg("--version").output();
+        let text =
+            String::from_utf8_lossy(&out.expect("redis-server --version").stdout).into_owned();
+        // "Redis server v=7.0.15 sha=...": PEXPIRETIME and `--enable-debug-command` are 7.0's.
+        let version = text.split_whitespace().find_map(|w| w.strip_prefix("v="));
+        let major = version.and_then(|v| v.split('.').next()?.parse::<u32>().ok());
+        assert!(
+            major.is_some_and(|m| m >= 7),
+            "redis-server {} is older than 7.0, the oldest this test supports (it needs \
+             PEXPIRETIME and `--enable-debug-command`, both new in 7.0)",
+            version.unwrap_or(text.trim())
+        );
         for _ in 0..5 {
             if let Some(server) = Server::try_start() {
                 return Some(server);
@@ -1019,10 +1037,6 @@ fn active_expiry(server: &Server, seed: u64) -> (Lateness, Lateness) {
 #[test]
 fn the_redis_model_matches_a_real_redis_server() {
     let Some(server) = Server::start() else {
-        report(
-            "redis_conformance: SKIPPED: `redis-server` is not on PATH \
-             (install it, e.g. `apt-get install -y redis-server`, to compare the Redis model)",
-        );
         return;
     };
     let started = Instant::now();

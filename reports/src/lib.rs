@@ -207,7 +207,8 @@ impl CellAccumulator {
         match r.verdict {
             Verdict::Invalid => s.runs_invalid += 1,
             Verdict::Unknown => s.runs_unknown += 1,
-            Verdict::Valid => {}
+            // A run's verdict combines its properties: never n/a, counted as valid anyway.
+            Verdict::Valid | Verdict::NotApplicable => {}
         }
         let kinds = violated_kinds(&r.violations);
         for k in &kinds {
@@ -409,7 +410,7 @@ pub struct CatalogEntry {
     pub protocol: String,
     /// What it shows, from the file.
     pub description: String,
-    /// Per property, what `[expect]` says: `holds` or `violated`.
+    /// Per property, what `[expect]` says: `holds`, `violated` or `not_applicable`.
     pub expect: BTreeMap<String, String>,
     /// The outcome, as a cell.
     pub outcome: CellSummary,

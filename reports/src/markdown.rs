@@ -161,7 +161,8 @@ pub fn catalog_outcome(e: &crate::CatalogEntry, p: Property) -> (String, String)
 }
 
 /// Whether what a catalog file expects of a property is what its runs showed: `holds` and
-/// no run violating it, `violated` and every run violating it.
+/// no run violating it, `violated` and every run violating it, `not_applicable` and no run
+/// able to show it.
 pub fn catalog_agrees(e: &crate::CatalogEntry, p: Property) -> bool {
     match (
         e.expect.get(p.name()).map(String::as_str),
@@ -170,6 +171,7 @@ pub fn catalog_agrees(e: &crate::CatalogEntry, p: Property) -> bool {
         (None, _) => true,
         (Some("holds"), Some(s)) => s.k == 0,
         (Some("violated"), Some(s)) => s.k == s.n && s.n > 0,
+        (Some("not_applicable"), None) => true,
         _ => false,
     }
 }

@@ -13,6 +13,7 @@
 //! `half_width_max`), `catalog_seeds`, and a `[phase]` table.
 
 use crate::scenario::Scenario;
+use locksim_check::input::FILE_BYTES_MAX;
 use serde::Deserialize;
 use std::path::Path;
 
@@ -248,7 +249,8 @@ impl Matrix {
     pub fn load(path: impl AsRef<Path>) -> Result<Matrix, String> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
+        let text = locksim_check::input::read_to_string_bounded(path, FILE_BYTES_MAX)
+            .map_err(|e| format!("{shown}: {e}"))?;
         Matrix::parse(&text, &shown)
     }
 

@@ -4,6 +4,7 @@
 //!
 //! Bad input gets a clear error: [`ScenarioError`] names the file, the line and the field.
 
+use locksim_check::input::{read_to_string_bounded, FILE_BYTES_MAX};
 use locksim_protocols::resource::{Fencing, ResourceRules, WriteMode};
 use locksim_protocols::{Deployment, Registry};
 use locksim_sim::checker::Liveness;
@@ -198,9 +199,24 @@ pub enum Expectation {
     Holds,
     /// At least one violation.
     Violated,
+    /// The run cannot show the property (fencing, when no write carries a token): `holds`
+    /// is refused there, as nothing was checked.
+    NotApplicable,
 }
 
-/// `[expect]`: per property, `holds` or `violated` (unlisted properties are not checked), and
+impl Expectation {
+    /// The name a scenario file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Expectation::Holds => "holds",
+            Expectation::Violated => "violated",
+            Expectation::NotApplicable => "not_applicable",
+        }
+    }
+}
+
+/// `[expect]`: per property, `holds`, `violated` or `not_applicable` (unlisted properties are
+/// not checked), and
 /// optional liveness bounds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -282,8 +298,9 @@ impl Expect {
                 let met = match e {
                     Expectation::Holds => v == Verdict::Valid,
                     Expectation::Violated => v == Verdict::Invalid,
+                    Expectation::NotApplicable => v == Verdict::NotApplicable,
                 };
-                (!met).then(|| format!("{}: expected {e:?}, got {v}", p.name()).to_lowercase())
+                (!met).then(|| format!("{}: expected {}, got {v}", p.name(), e.name()))
             })
             .collect()
     }
@@ -344,12 +361,13 @@ impl Scenario {
     pub fn load(path: impl AsRef<Path>) -> Result<Scenario, ScenarioError> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-            path: shown.clone(),
-            line: None,
-            field: None,
-            message: format!("cannot read: {e}"),
-        })?;
+        let text =
+            read_to_string_bounded(path, FILE_BYTES_MAX).map_err(|message| ScenarioError {
+                path: shown.clone(),
+                line: None,
+                field: None,
+                message,
+            })?;
         let mut scenario = Scenario::parse(&text, &shown)?;
         if scenario.name.is_empty() {
             scenario.name = path
@@ -372,6 +390,16 @@ impl Scenario {
         };
         // Bounds first, on the raw table: they name the field of any number in the file.
         let raw: toml::Table = toml::from_str(text).map_err(toml_error)?;
+        if !raw.contains_key("protocol") {
+            return Err(ScenarioError {
+                path: path.into(),
+                line: None,
+                field: None,
+                message: "missing table [protocol] (the lock protocol and its parameters, e.g. \
+                          `[protocol]` with `name = \"single-redis\"`)"
+                    .into(),
+            });
+        }
         crate::bounds::check(&raw).map_err(|(field, message)| ScenarioError {
             path: path.into(),
             line: locate(text, &field),
@@ -426,6 +454,28 @@ impl Scenario {
         self.faults_random
             .validate()
             .or_else(|m| err(&field_of(&m, "faults_random"), m))?;
+        self.faults_within_the_run()
+    }
+
+    /// A scripted fault timed at or after the run's end would never fire, yet count in "N
+    /// faults": refused, naming the fault and the duration.
+    fn faults_within_the_run(&self) -> Result<(), (String, String)> {
+        for (i, fault) in self.faults.iter().enumerate() {
+            let Some(at_ms) = fault.at_ms() else { continue };
+            if at_ms >= self.duration_ms {
+                // The kind as the file spells it (`clock_jump`).
+                let value = serde_json::to_value(fault).expect("a fault serialises");
+                let kind = value["kind"].as_str().unwrap_or("scripted").to_owned();
+                return Err((
+                    format!("faults[{i}].at_ms"),
+                    format!(
+                        "the {kind} fault at {at_ms} ms would never fire: the run ends at \
+                         duration_ms = {} ms",
+                        self.duration_ms
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -434,7 +484,10 @@ impl Scenario {
         // The file is read again only to name the line of an error.
         let fail = |field: String, message: String| ScenarioError {
             path: path.into(),
-            line: locate(&std::fs::read_to_string(path).unwrap_or_default(), &field),
+            line: locate(
+                &read_to_string_bounded(Path::new(path), FILE_BYTES_MAX).unwrap_or_default(),
+                &field,
+            ),
             field: Some(field),
             message,
         };

@@ -13,6 +13,7 @@
 
 use crate::runner::{isolated, RunResult, Stats};
 use crate::scenario::Prepared;
+use locksim_check::input::{read_line_bounded, Line, LINE_BYTES_MAX};
 use locksim_sim::{Property, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -297,15 +298,8 @@ impl ResultsFile {
             .open(path)
             .map_err(io)?;
         let mut reader = BufReader::new(&file);
-        if !resume {
-            let mut text = String::new();
-            // Reading up to the first non-blank line is enough to refuse the file.
-            while reader.read_line(&mut text).map_err(io)? > 0 {
-                if !text.trim().is_empty() {
-                    return Err(SweepError::NotEmpty { path: shown });
-                }
-                text.clear();
-            }
+        if !resume && !blank(&mut reader).map_err(io)? {
+            return Err(SweepError::NotEmpty { path: shown });
         }
         let complete = scan(&shown, reader, |line, r| {
             if r.scenario != scenario {
@@ -390,6 +384,20 @@ pub fn for_each_result(path: &Path, mut each: impl FnMut(SeedResult)) -> Result<
     Ok(())
 }
 
+/// Whether a file holds only whitespace, read one bounded line at a time: the first line
+/// that is not blank (or too long to be) answers, whatever the file's size.
+fn blank(reader: &mut impl BufRead) -> std::io::Result<bool> {
+    let mut line = Vec::new();
+    loop {
+        match read_line_bounded(reader, &mut line, LINE_BYTES_MAX)? {
+            Line::TooLong => return Ok(false),
+            _ if !line.iter().all(u8::is_ascii_whitespace) => return Ok(false),
+            Line::Last(_) => return Ok(true),
+            Line::Complete(_) => {}
+        }
+    }
+}
+
 /// Hands each complete line's result (with its 1-based line number) to `each`; stops at a
 /// last line without a newline. Returns the length in bytes of the complete lines.
 fn scan(
@@ -400,16 +408,23 @@ fn scan(
     let mut line = Vec::new();
     let mut complete = 0;
     for n in 1.. {
-        line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|source| SweepError::Io {
+        let read = read_line_bounded(&mut reader, &mut line, LINE_BYTES_MAX).map_err(|source| {
+            SweepError::Io {
                 path: path.into(),
                 source,
-            })?;
-        if read == 0 || line.last() != Some(&b'\n') {
-            break;
-        }
+            }
+        })?;
+        let read = match read {
+            Line::Complete(read) => read,
+            Line::Last(_) => break,
+            Line::TooLong => {
+                return Err(SweepError::Line {
+                    path: path.into(),
+                    line: n,
+                    message: format!("longer than {LINE_BYTES_MAX} bytes"),
+                })
+            }
+        };
         complete += read as u64;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;

@@ -1,0 +1,185 @@
+//! Reading user files within bounds, and checking output paths before any work is done.
+//!
+//! A file a user names can be anything: `/dev/zero`, a 10 GB file without a newline, a
+//! directory. Every reader of a user file (histories, results, scenarios, matrices) reads a
+//! line of at most [`LINE_BYTES_MAX`] and a whole file of at most [`FILE_BYTES_MAX`], so a
+//! bad file is an error naming it, never a memory blow-up. An output path must be a regular
+//! file or creatable as one: `/dev/full` or a directory is refused before a run starts.
+
+use std::io::{BufRead, Read};
+use std::path::Path;
+
+/// The longest line a line-structured file (history, results) may have, in bytes. A
+/// simulated event or a result line is under a kilobyte; a megabyte leaves room for long
+/// `detail` texts from real systems.
+pub const LINE_BYTES_MAX: usize = 1 << 20;
+
+/// The largest file read whole (a scenario or a matrix), in bytes.
+pub const FILE_BYTES_MAX: u64 = 16 << 20;
+
+/// One read of [`read_line_bounded`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A complete line of this many bytes (its newline included) is in the buffer.
+    Complete(usize),
+    /// The file ended after this many bytes without a newline (0: the file ended).
+    Last(usize),
+    /// The line is longer than the bound: nothing useful is in the buffer.
+    TooLong,
+}
+
+/// Reads one line (up to and including `\n`) into `buf`, reading at most `max_bytes` of it:
+/// a file without newlines costs `max_bytes` of memory, not its size.
+pub fn read_line_bounded(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    max_bytes: usize,
+) -> std::io::Result<Line> {
+    buf.clear();
+    // One byte over the bound tells a line of exactly `max_bytes` from a longer one.
+    let limit = u64::try_from(max_bytes)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
+    let read = reader.by_ref().take(limit).read_until(b'\n', buf)?;
+    if buf.last() == Some(&b'\n') {
+        assert!(read <= max_bytes + 1);
+        return Ok(if read > max_bytes {
+            Line::TooLong
+        } else {
+            Line::Complete(read)
+        });
+    }
+    Ok(if read > max_bytes {
+        Line::TooLong
+    } else {
+        Line::Last(read)
+    })
+}
+
+/// The text of a file read whole, refusing one larger than `max_bytes` (or not UTF-8)
+/// with an error in words (the caller adds the file's name).
+pub fn read_to_string_bounded(path: &Path, max_bytes: u64) -> Result<String, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    if meta.is_dir() {
+        return Err("is a directory, not a file".into());
+    }
+    let mut bytes = Vec::new();
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(format!(
+            "larger than {max_bytes} bytes: not a file to read whole"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))
+}
+
+/// Whether `path` can be written as a regular file: it is one, or it does not exist and its
+/// directory does. Anything else (a device such as `/dev/full`, a directory, a FIFO) is
+/// refused with the reason, before any work is done.
+pub fn check_output_file(path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(meta) if meta.is_dir() => Err(format!("{shown}: is a directory, not a file")),
+        Ok(_) => Err(format!(
+            "{shown}: not a regular file (a device, FIFO or socket): write to a file"
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            if dir.is_dir() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{shown}: its directory {} does not exist",
+                    dir.display()
+                ))
+            }
+        }
+        Err(e) => Err(format!("{shown}: {e}")),
+    }
+}
+
+/// Whether `path` can be an output directory: it is one, or it does not exist (it is then
+/// created). A file or a device is refused before any work is done.
+pub fn check_output_dir(path: &Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(format!("{}: exists and is not a directory", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &[u8], max: usize) -> Vec<Line> {
+        let mut reader = std::io::BufReader::with_capacity(4, text);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            let line = read_line_bounded(&mut reader, &mut buf, max).unwrap();
+            let stop = !matches!(line, Line::Complete(_));
+            out.push(line);
+            if stop {
+                return out;
+            }
+        }
+    }
+
+    #[test]
+    fn lines_are_cut_at_the_bound() {
+        use Line::*;
+        assert_eq!(lines(b"ab\ncd\n", 3), [Complete(3), Complete(3), Last(0)]);
+        assert_eq!(lines(b"ab\ncd", 3), [Complete(3), Last(2)]);
+        // "abc\n" is 4 bytes: one over a bound of 3.
+        assert_eq!(lines(b"abc\n", 3), [TooLong]);
+        assert_eq!(lines(b"abcd", 3), [TooLong]);
+        assert_eq!(lines(b"abc", 3), [Last(3)]);
+        assert_eq!(lines(b"", 3), [Last(0)]);
+    }
+
+    #[test]
+    fn an_endless_file_costs_only_the_bound() {
+        let mut reader = std::io::BufReader::new(std::io::repeat(b'x'));
+        let mut buf = Vec::new();
+        let line = read_line_bounded(&mut reader, &mut buf, 1000).unwrap();
+        assert_eq!(line, Line::TooLong);
+        assert_eq!(buf.len(), 1001);
+    }
+
+    #[test]
+    fn output_paths() {
+        let dir = std::env::temp_dir();
+        assert!(check_output_file(Path::new("/dev/full"))
+            .unwrap_err()
+            .contains("not a regular file"));
+        assert!(check_output_file(&dir)
+            .unwrap_err()
+            .contains("is a directory"));
+        let missing = dir.join("locksim-no-such-dir-7f3a").join("r.jsonl");
+        assert!(check_output_file(&missing)
+            .unwrap_err()
+            .contains("does not exist"));
+        assert_eq!(
+            check_output_file(&dir.join("locksim-new-file-7f3a.jsonl")),
+            Ok(())
+        );
+        assert_eq!(check_output_dir(&dir), Ok(()));
+        assert!(check_output_dir(Path::new("/dev/null"))
+            .unwrap_err()
+            .contains("not a directory"));
+        let big = read_to_string_bounded(Path::new("/dev/zero"), 10).unwrap_err();
+        assert!(big.contains("larger than 10 bytes"), "{big}");
+        assert!(read_to_string_bounded(&dir, 10)
+            .unwrap_err()
+            .contains("directory"));
+    }
+}

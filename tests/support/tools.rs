@@ -1,0 +1,38 @@
+//! Outside tools a test needs (`redis-server`, `chromium`, `etcd`, ZooKeeper): one rule for
+//! every such test. Where the tool is missing, the test says that it skipped, in a line of
+//! its own past the test harness' capture, and passes; where `CI` is set, a missing tool fails
+//! the test instead, so CI can never pass by skipping.
+//!
+//! Shared by source (`#[path]`) between the crates' test directories.
+
+use std::io::Write;
+use std::process::Command;
+
+/// The first of `candidates` that runs with `--version` (or the binary `env_var` names, if
+/// set), or `None` after saying the test skipped. Under `CI` a missing tool panics.
+pub fn require(
+    test: &str,
+    candidates: &[&str],
+    env_var: Option<&str>,
+    install: &str,
+) -> Option<String> {
+    if let Some(bin) = env_var.and_then(|v| std::env::var(v).ok()) {
+        return Some(bin);
+    }
+    let found = candidates.iter().find(|bin| {
+        Command::new(bin)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if let Some(bin) = found {
+        return Some((*bin).to_owned());
+    }
+    let missing = format!("none of {} is on PATH ({install})", candidates.join(", "));
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: CI is set and {missing}: the test cannot run, so it fails"
+    );
+    let _ = writeln!(std::io::stderr(), "{test}: SKIPPED: {missing}");
+    None
+}
