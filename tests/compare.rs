@@ -241,6 +241,16 @@ fn runs_from_any_directory_with_the_built_in_matrix() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     assert!(dir.join("r/report.html").is_file());
+    // The built-in matrix's catalog is every catalog file, each meeting its [expect] on seed 1.
+    let json = std::fs::read_to_string(dir.join("r/report.json")).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let catalog = report["catalog"].as_array().unwrap();
+    let files = std::fs::read_dir(common::repo("scenarios/catalog")).unwrap().count();
+    assert_eq!(catalog.len(), files);
+    for entry in catalog {
+        let met = &entry["expect_met"];
+        assert_eq!((met["k"].as_u64(), met["n"].as_u64()), (Some(1), Some(1)), "{entry:#}");
+    }
 }
 
 #[test]

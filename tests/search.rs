@@ -71,19 +71,32 @@ fn search_without_swarm_also_finds_it() {
 }
 
 #[test]
-fn a_search_that_finds_nothing_exits_0() {
+fn a_search_that_finds_nothing_exits_0_and_one_of_no_cases_is_refused() {
     let dir = scratch("search-none");
     let out = dir.join("never.toml");
-    let result = run(&[
-        "search",
-        &repo("scenarios/catalog/redis-single-healthy.toml"),
-        "--cases",
-        "0",
-        "--out",
-        &out.display().to_string(),
-    ]);
+    let healthy = repo("scenarios/catalog/redis-single-healthy.toml");
+    let out_arg = out.display().to_string();
+    let args = [
+        "search", &healthy, "--cases", "2", "--out", &out_arg, "--json",
+    ];
+    let result = run(&args);
     assert_eq!(code(&result), 0, "{}", stderr(&result));
+    let v: Value = serde_json::from_slice(&result.stdout).unwrap();
+    // Search seed 1's two cases on the healthy lock find nothing, in 3 runs.
+    assert_eq!(v["found"], Value::Null, "{v:#}");
+    assert_eq!(
+        (v["cases"].as_u64(), v["runs"].as_u64()),
+        (Some(2), Some(3)),
+        "{v:#}"
+    );
     assert!(!out.exists(), "nothing found, nothing saved");
+    // No case searched is no evidence: refused rather than "no violation".
+    let result = run(&["search", &healthy, "--cases", "0"]);
+    assert_eq!(code(&result), 2);
+    assert_eq!(
+        stderr(&result).trim(),
+        "locksim: --cases must be at least 1"
+    );
 }
 
 #[test]

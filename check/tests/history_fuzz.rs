@@ -2,8 +2,8 @@
 //! rejection names the file and the line (and the field, where one is at fault), and the
 //! checker never panics on what it accepts.
 
-use locksim_check::check;
-use locksim_check::history::{read_jsonl, ReadError};
+use locksim_check::history::{read_jsonl, write_jsonl, ReadError};
+use locksim_check::{check, Verdict};
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -60,7 +60,24 @@ fn mutate(text: &str, (kind, at, byte): (u8, usize, u8)) -> Vec<u8> {
 fn assert_clear(input: &[u8]) -> Result<(), TestCaseError> {
     match read_jsonl("f.jsonl", input) {
         Ok(history) => {
-            check(&history);
+            // What parses round-trips: written out and read back, the same events.
+            let mut out = Vec::new();
+            write_jsonl(&history, &mut out).unwrap();
+            prop_assert_eq!(read_jsonl("g.jsonl", &out[..]).ok(), Some(history.clone()));
+            // And its report is consistent: the verdict is the worst property's, and a
+            // property is invalid exactly when it counts violations.
+            let report = check(&history);
+            let worst =
+                (report.properties.iter()).fold(Verdict::Valid, |v, p| v.combine(p.verdict));
+            prop_assert_eq!(report.verdict, worst);
+            for p in &report.properties {
+                prop_assert_eq!(
+                    p.violation_count > 0,
+                    p.verdict == Verdict::Invalid,
+                    "{:?}",
+                    p
+                );
+            }
         }
         Err(ReadError::Line { line, message, .. }) => {
             let lines = input.split(|c| *c == b'\n').count();

@@ -168,11 +168,9 @@ fn jepsen_lock_set_loses_acknowledged_updates() {
          lost ({:.1}%), in {runs_with_loss} runs",
         share * 100.0
     );
-    assert!(
-        runs_with_loss >= 10,
-        "only {runs_with_loss} runs lost an update"
-    );
-    assert!(share > 0.0 && share < 1.0);
+    // The figures the README quotes: a run depends only on (scenario, seed), so they are
+    // exact; a change to the model that moves them must say so there too.
+    assert_eq!((lost, acknowledged, runs_with_loss), (25, 1767, 22));
 }
 
 const SWEEP: &str = r#"
