@@ -79,9 +79,16 @@ pub fn run(args: LiveArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         json["servers"] = serde_json::to_value(locksim_live::servers_json(&live))?;
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        print!("{}", summary(&result, &live, &prepared.scenario.description));
+        print!(
+            "{}",
+            summary(&result, &live, &prepared.scenario.description)
+        );
     }
-    Ok(if result.violated() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if result.violated() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `run`'s text, with the live facts where a simulated run shows its trace.
@@ -114,7 +121,8 @@ fn summary(
 /// Refusals and missing binaries are bad input (exit 2); everything else exits 3.
 fn classify(e: anyhow::Error) -> anyhow::Error {
     let bad_input = e.downcast_ref::<locksim_live::Refused>().is_some()
-        || e.downcast_ref::<locksim_live::servers::MissingBinary>().is_some()
+        || e.downcast_ref::<locksim_live::servers::MissingBinary>()
+            .is_some()
         || e.downcast_ref::<locksim_protocols::ParamError>().is_some();
     if bad_input {
         anyhow::Error::new(InputError(format!("{e:#}")))

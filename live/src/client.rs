@@ -48,7 +48,10 @@ pub struct Ctx {
 
 impl Ctx {
     fn new(spec: ClientSpec) -> Ctx {
-        let name_hash = spec.name.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+        let name_hash = spec
+            .name
+            .bytes()
+            .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
         let seed = spec.seed ^ name_hash.rotate_left(17) ^ ((spec.incarnation as u64) << 48);
         Ctx {
             spec,
@@ -116,7 +119,11 @@ impl Ctx {
             *n += 1;
             *n
         };
-        let stop = self.spec.stops.iter().find(|s| s.point == point && s.occurrence == n);
+        let stop = self
+            .spec
+            .stops
+            .iter()
+            .find(|s| s.point == point && s.occurrence == n);
         if let Some(stop) = stop {
             self.send(&ClientMsg::Stop(stop.clone()));
             crate::procs::stop_self();
@@ -129,13 +136,18 @@ pub fn main(spec: ClientSpec) -> anyhow::Result<()> {
     crate::procs::die_with_parent();
     clock::assert_real();
     let resource_addr = spec.resource.parse()?;
-    let ctx = Ctx::new(spec.clone());
+    let ctx = Arc::new(Ctx::new(spec.clone()));
     let mut lock: Box<dyn LiveLock> = match &spec.lock {
-        LockSpec::SingleRedis { params, server } => {
-            Box::new(crate::redis_lock::SingleRedisLock::new(params.clone(), server.parse()?))
+        LockSpec::SingleRedis { params, server } => Box::new(
+            crate::redis_lock::SingleRedisLock::new(params.clone(), server.parse()?),
+        ),
+        LockSpec::Etcd { params, endpoints } => {
+            let endpoints = endpoints.iter().map(|e| e.parse()).collect::<Result<_, _>>()?;
+            Box::new(crate::etcd_lock::EtcdLock::new(params.clone(), endpoints, ctx.clone()))
         }
-        LockSpec::Etcd { .. } | LockSpec::ZooKeeper { .. } => {
-            anyhow::bail!("this protocol has no live client yet")
+        LockSpec::ZooKeeper { params, servers } => {
+            let servers = servers.iter().map(|e| e.parse()).collect::<Result<_, _>>()?;
+            Box::new(crate::zk_lock::ZkLock::new(params.clone(), servers, ctx.clone()))
         }
     };
     let mut resource = ResourceClient::new(resource_addr);
@@ -150,7 +162,9 @@ pub fn main(spec: ClientSpec) -> anyhow::Result<()> {
 /// `locksim_scenarios::workload`.
 fn one_round(ctx: &Ctx, lock: &mut dyn LiveLock, resource: &mut ResourceClient, grants: &mut u64) {
     let w = &ctx.spec.workload;
-    clock::sleep(Duration::from_millis(ctx.between(w.think_ms_min, w.think_ms_max)));
+    clock::sleep(Duration::from_millis(
+        ctx.between(w.think_ms_min, w.think_ms_max),
+    ));
     ctx.record(ctx.ev(Kind::Invoke, Op::Acquire));
     let mut grant = match lock.acquire(ctx) {
         Acquired::Granted(grant) => grant,
@@ -209,8 +223,18 @@ fn write_if_valid(
     ctx.point("after_validity_check");
     ctx.point("before_write");
     let (new, token) = (value + 1, grant.token);
-    ctx.record(ctx.ev(Kind::Invoke, Op::Write).grant(id).token(token).value(new));
-    let req = Request::Write { value: new, token, grant: id.into(), expected: Some(value) };
+    ctx.record(
+        ctx.ev(Kind::Invoke, Op::Write)
+            .grant(id)
+            .token(token)
+            .value(new),
+    );
+    let req = Request::Write {
+        value: new,
+        token,
+        grant: id.into(),
+        expected: Some(value),
+    };
     let kind = match resource.call(&req, Duration::from_millis(w.resource_timeout_ms)) {
         Some(Answer::Accepted) => Kind::Ok,
         Some(_) => Kind::Fail,

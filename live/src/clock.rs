@@ -26,7 +26,10 @@ pub fn now_ns() -> u64 {
     };
     // SAFETY: `ts` is a valid, writable timespec.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC) fails only on a bad clock id");
+    assert_eq!(
+        rc, 0,
+        "clock_gettime(CLOCK_MONOTONIC) fails only on a bad clock id"
+    );
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

@@ -13,7 +13,9 @@
 pub mod client;
 pub mod clock;
 pub mod deploy;
+pub mod etcd_lock;
 pub mod history;
+pub mod http;
 pub mod procs;
 pub mod redis_lock;
 pub mod refuse;
@@ -22,6 +24,8 @@ pub mod resp;
 pub mod run;
 pub mod servers;
 pub mod spec;
+pub mod zk_lock;
+pub mod zookeeper_deploy;
 
 pub use refuse::Refused;
 pub use run::{run, LiveOptions, LiveRun};
@@ -56,7 +60,10 @@ pub fn result(prepared: &Prepared, seed: u64, live: &LiveRun) -> RunResult {
     let expect = s.expect.as_ref().map(|expect| {
         let mut mismatches = expect.mismatches(|p| report.property(p));
         mismatches.extend(expect.liveness_mismatches(&report.liveness));
-        ExpectResult { met: mismatches.is_empty(), mismatches }
+        ExpectResult {
+            met: mismatches.is_empty(),
+            mismatches,
+        }
     });
     RunResult {
         scenario: s.name.clone(),
@@ -70,7 +77,10 @@ pub fn result(prepared: &Prepared, seed: u64, live: &LiveRun) -> RunResult {
         trace_hash: NOT_REPLAYABLE.into(),
         stats,
         expect,
-        replay: format!("locksim live {} --seed {seed} (a new live run, not a replay)", prepared.path),
+        replay: format!(
+            "locksim live {} --seed {seed} (a new live run, not a replay)",
+            prepared.path
+        ),
         error: None,
     }
 }
@@ -79,6 +89,12 @@ pub fn result(prepared: &Prepared, seed: u64, live: &LiveRun) -> RunResult {
 pub fn servers_json(live: &LiveRun) -> Vec<BTreeMap<&'static str, String>> {
     live.servers
         .iter()
-        .map(|s| BTreeMap::from([("name", s.name.clone()), ("software", s.software.clone()), ("version", s.version.clone())]))
+        .map(|s| {
+            BTreeMap::from([
+                ("name", s.name.clone()),
+                ("software", s.software.clone()),
+                ("version", s.version.clone()),
+            ])
+        })
         .collect()
 }

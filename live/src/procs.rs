@@ -109,7 +109,10 @@ impl Proc {
         if let Some(dir) = PID_LOG.lock().unwrap().as_ref() {
             // For post-mortems and for tests that check nothing outlives a run.
             let line = format!("{} {name}\n", child.id());
-            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(dir)?;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir)?;
             std::io::Write::write_all(&mut f, line.as_bytes())?;
         }
         Ok(Proc {
@@ -134,13 +137,21 @@ impl Proc {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()));
         // The state follows the command name, which is in parentheses and may hold spaces.
         stat.ok()
-            .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with('T')))
+            .and_then(|s| {
+                s.rfind(')')
+                    .map(|i| s[i + 1..].trim_start().starts_with('T'))
+            })
             .unwrap_or(false)
     }
 
     /// Whether it has exited (reaping it if so).
     pub fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    /// Whether it has exited with a failure (reaping it if so).
+    pub fn failed(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(status)) if !status.success())
     }
 
     /// Kills the group and reaps the child.

@@ -31,7 +31,10 @@ impl SingleRedisLock {
             matches!(params.variant, Variant::Correct),
             "the parent refuses bug variants in live mode"
         );
-        SingleRedisLock { params, server: Resp::new(addr) }
+        SingleRedisLock {
+            params,
+            server: Resp::new(addr),
+        }
     }
 
     fn call(&mut self, cmd: &Cmd) -> Result<Reply, String> {
@@ -51,7 +54,7 @@ impl SingleRedisLock {
             Ok(Reply::Error(e)) => {
                 ctx.note(format!("redis error: {e}"));
                 return Attempt::Busy;
-            },
+            }
             Ok(_) => return Attempt::Busy,
             Err(_) => {
                 // The SET may have succeeded: free it (if it did), as the model does.
@@ -66,7 +69,11 @@ impl SingleRedisLock {
             let _ = self.release_value(&value);
             return Attempt::Busy;
         }
-        Attempt::Granted(Grant { token, valid_until, handle: value })
+        Attempt::Granted(Grant {
+            token,
+            valid_until,
+            handle: value,
+        })
     }
 
     fn release_value(&mut self, value: &str) -> Outcome {
@@ -91,7 +98,8 @@ impl LiveLock for SingleRedisLock {
                 Attempt::Granted(grant) => return Acquired::Granted(grant),
                 other => other,
             };
-            let delay = Duration::from_millis(ctx.between(p.retry_delay_ms_min, p.retry_delay_ms_max));
+            let delay =
+                Duration::from_millis(ctx.between(p.retry_delay_ms_min, p.retry_delay_ms_max));
             if ctx.mono_now() + delay >= start + give_up || ctx.over() {
                 return match last {
                     Attempt::Unknown => Acquired::Unknown("last request timed out".into()),

@@ -42,10 +42,24 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
     for (i, fault) in s.faults.iter().enumerate() {
         let kind = fault.kind();
         if let Some(why) = why_not(kind) {
-            return Err(Refused(format!("{}: faults[{i}] (kind = {:?}): {why}", prepared.path, snake(kind))));
+            return Err(Refused(format!(
+                "{}: faults[{i}] (kind = {:?}): {why}",
+                prepared.path,
+                snake(kind)
+            )));
         }
         let clients = s.workload.client_names();
-        if let Fault::Pause { node, point: Some(point), .. } | Fault::Crash { node, point: Some(point), .. } = fault {
+        if let Fault::Pause {
+            node,
+            point: Some(point),
+            ..
+        }
+        | Fault::Crash {
+            node,
+            point: Some(point),
+            ..
+        } = fault
+        {
             if !clients.contains(node) {
                 return Err(Refused(format!(
                     "{}: faults[{i}]: the point `{point}` is inside the server `{node}`: a real server has no named points (use `at_ms`)",
@@ -56,7 +70,10 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
     }
     if s.clocks != locksim_sim::ClockConfig::default() {
         let why = why_not(FaultKind::ClockDrift).expect("refused");
-        return Err(Refused(format!("{}: [clocks] sets clock drift or offsets: {why}", prepared.path)));
+        return Err(Refused(format!(
+            "{}: [clocks] sets clock drift or offsets: {why}",
+            prepared.path
+        )));
     }
     let profile = &s.faults_random;
     let drawn = [
@@ -69,12 +86,19 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
     for (kind, p) in drawn {
         if p > 0.0 {
             let why = why_not(kind).expect("these kinds are refused");
-            return Err(Refused(format!("{}: faults_random draws {:?} faults: {why}", prepared.path, snake(kind))));
+            return Err(Refused(format!(
+                "{}: faults_random draws {:?} faults: {why}",
+                prepared.path,
+                snake(kind)
+            )));
         }
     }
     Ok(())
 }
 
 fn snake(kind: FaultKind) -> String {
-    serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }

@@ -57,7 +57,12 @@ struct State {
 
 /// Why a write is refused: the same rules as the model's resource (`refusal` in
 /// `locksim_protocols::resource`).
-fn refusal(rules: ResourceRules, s: &State, token: Option<u64>, expected: Option<i64>) -> Option<String> {
+fn refusal(
+    rules: ResourceRules,
+    s: &State,
+    token: Option<u64>,
+    expected: Option<i64>,
+) -> Option<String> {
     if let (Fencing::On, Some(t), Some(h)) = (rules.fencing, token, s.highest_token) {
         if t < h {
             return Some(format!("token below highest seen ({h})"));
@@ -85,14 +90,23 @@ impl Resource {
         let mut s = self.state.lock().unwrap();
         let (value, token, grant, expected) = match req {
             Request::Read => return Answer::Value(s.value),
-            Request::Write { value, token, grant, expected } => (value, token, grant, expected),
+            Request::Write {
+                value,
+                token,
+                grant,
+                expected,
+            } => (value, token, grant, expected),
         };
         let event = Event::new(RESOURCE, Kind::Info, Op::ResourceAccept)
             .grant(grant)
             .token(token)
             .value(value);
         if let Some(why) = refusal(self.rules, &s, token, expected) {
-            self.recorder.record(Event { op: Op::ResourceReject, detail: Some(why), ..event });
+            self.recorder.record(Event {
+                op: Op::ResourceReject,
+                detail: Some(why),
+                ..event
+            });
             return Answer::Rejected;
         }
         s.value = value;
@@ -102,7 +116,9 @@ impl Resource {
         // Committed before it is acknowledged.
         let text = serde_json::to_string(&*s).expect("the state serialises");
         let mut f = std::fs::File::create(&self.file).expect("the run directory is writable");
-        f.write_all(text.as_bytes()).and_then(|_| f.sync_data()).expect("the resource file syncs");
+        f.write_all(text.as_bytes())
+            .and_then(|_| f.sync_data())
+            .expect("the resource file syncs");
         self.recorder.record(event);
         Answer::Accepted
     }
@@ -129,7 +145,11 @@ impl Resource {
 
 /// Starts the resource on a free loopback port (a thread per connection); returns its
 /// address. Its threads end with the process.
-pub fn start(rules: ResourceRules, dir: &std::path::Path, recorder: Recorder) -> anyhow::Result<SocketAddr> {
+pub fn start(
+    rules: ResourceRules,
+    dir: &std::path::Path,
+    recorder: Recorder,
+) -> anyhow::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let resource = Arc::new(Resource {
@@ -176,7 +196,9 @@ impl ResourceClient {
             stream.set_nodelay(true)?;
             self.conn = Some(BufReader::new(stream));
         }
-        let left = timeout.saturating_sub(clock::since(start_ns)).max(Duration::from_millis(1));
+        let left = timeout
+            .saturating_sub(clock::since(start_ns))
+            .max(Duration::from_millis(1));
         let conn = self.conn.as_mut().expect("connected above");
         conn.get_ref().set_read_timeout(Some(left))?;
         let mut text = serde_json::to_string(req).expect("requests serialise");
@@ -184,6 +206,7 @@ impl ResourceClient {
         conn.get_mut().write_all(text.as_bytes())?;
         let mut line = String::new();
         conn.read_line(&mut line)?;
-        serde_json::from_str(&line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        serde_json::from_str(&line)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
     }
 }

@@ -65,7 +65,10 @@ fn read_reply(conn: &mut BufReader<TcpStream>) -> std::io::Result<Reply> {
     }
     let line = line.trim_end_matches("\r\n");
     let (tag, rest) = line.split_at(1.min(line.len()));
-    let int = |s: &str| s.parse::<i64>().map_err(|_| bad(format!("bad integer {s:?}")));
+    let int = |s: &str| {
+        s.parse::<i64>()
+            .map_err(|_| bad(format!("bad integer {s:?}")))
+    };
     match tag {
         "+" if rest == "OK" => Ok(Reply::Ok),
         "+" => Ok(Reply::Bulk(rest.to_owned())),

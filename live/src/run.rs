@@ -82,12 +82,16 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     let _reaper = Reaper;
     let (dir, _temp) = run_dir(opts)?;
     crate::procs::log_pids_to(dir.join("pids.txt"));
-    let mut deployment = deploy::plan(&prepared.scenario, &dir)?;
+    let mut deployment = deploy::plan(prepared, &dir)?;
     for server in &mut deployment.servers {
         server.spawn()?;
     }
     for server in &mut deployment.servers {
         server.wait_ready()?;
+    }
+    if deployment.infos.is_empty() {
+        // ZooKeeper tells its version only once it runs.
+        deployment.infos = crate::zookeeper_deploy::infos(&deployment.client_addrs);
     }
     let faults = prepared.faults_for(opts.seed);
     let s = &prepared.scenario;
@@ -117,20 +121,26 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     for name in s.workload.client_names() {
         live.start_client(&name, point_stops(&faults, &name))?;
     }
-    live.main_loop(&rx, start_ns + s.duration_ms * 1_000_000);
+    live.main_loop(&rx, start_ns + s.duration_ms * 1_000_000)?;
     if s.heal_ms > 0 {
         live.heal_all();
-        live.main_loop(&rx, live.end_ns);
+        live.main_loop(&rx, live.end_ns)?;
     }
     let run_ms = clock::since(start_ns).as_millis() as u64;
     // Clients first: every event they stamped comes before the end.
     live.stop_clients(&rx);
-    live.recorder.record(Event::new(NEMESIS, Kind::Info, Op::RunEnd));
+    live.recorder
+        .record(Event::new(NEMESIS, Kind::Info, Op::RunEnd));
     let servers = live.deployment.infos.clone();
     for server in &mut live.deployment.servers {
         server.kill();
     }
-    Ok(LiveRun { history: live.recorder.history(), servers, run_ms, faults: faults.len() as u64 })
+    Ok(LiveRun {
+        history: live.recorder.history(),
+        servers,
+        run_ms,
+        faults: faults.len() as u64,
+    })
 }
 
 /// The run's directory: `--keep DIR` (kept), or a fresh temporary one (removed at the end).
@@ -139,7 +149,11 @@ fn run_dir(opts: &LiveOptions) -> anyhow::Result<(PathBuf, Option<TempDir>)> {
         std::fs::create_dir_all(keep)?;
         return Ok((keep.clone(), None));
     }
-    let base = std::env::temp_dir().join(format!("locksim-live-{}-{}", std::process::id(), clock::now_ns()));
+    let base = std::env::temp_dir().join(format!(
+        "locksim-live-{}-{}",
+        std::process::id(),
+        clock::now_ns()
+    ));
     std::fs::create_dir_all(&base)?;
     Ok((base.clone(), Some(TempDir(base))))
 }
@@ -158,12 +172,30 @@ fn point_stops(faults: &[Fault], name: &str) -> Vec<PointStop> {
     faults
         .iter()
         .filter_map(|f| match f {
-            Fault::Pause { node, point: Some(point), occurrence, duration_ms, .. } if node == name => {
-                Some(PointStop { point: point.clone(), occurrence: *occurrence, duration_ms: Some(*duration_ms), crash: false })
-            }
-            Fault::Crash { node, point: Some(point), occurrence, restart_after_ms, .. } if node == name => {
-                Some(PointStop { point: point.clone(), occurrence: *occurrence, duration_ms: *restart_after_ms, crash: true })
-            }
+            Fault::Pause {
+                node,
+                point: Some(point),
+                occurrence,
+                duration_ms,
+                ..
+            } if node == name => Some(PointStop {
+                point: point.clone(),
+                occurrence: *occurrence,
+                duration_ms: Some(*duration_ms),
+                crash: false,
+            }),
+            Fault::Crash {
+                node,
+                point: Some(point),
+                occurrence,
+                restart_after_ms,
+                ..
+            } if node == name => Some(PointStop {
+                point: point.clone(),
+                occurrence: *occurrence,
+                duration_ms: *restart_after_ms,
+                crash: true,
+            }),
             _ => None,
         })
         .collect()
@@ -182,8 +214,16 @@ impl Live<'_> {
     /// Starts (or restarts) client `name`, with a reader thread forwarding its lines.
     fn start_client(&mut self, name: &str, stops: Vec<PointStop>) -> anyhow::Result<()> {
         let s = &self.prepared.scenario;
-        let entry = self.clients.entry(name.to_owned()).or_insert(ClientProc { proc: None, incarnation: 0, grants: 0, fired: vec![] });
-        let stops: Vec<PointStop> = stops.into_iter().filter(|p| !entry.fired.contains(p)).collect();
+        let entry = self.clients.entry(name.to_owned()).or_insert(ClientProc {
+            proc: None,
+            incarnation: 0,
+            grants: 0,
+            fired: vec![],
+        });
+        let stops: Vec<PointStop> = stops
+            .into_iter()
+            .filter(|p| !entry.fired.contains(p))
+            .collect();
         let spec = ClientSpec {
             name: name.into(),
             start_ns: self.recorder.start_ns(),
@@ -198,9 +238,16 @@ impl Live<'_> {
         };
         let spec_file = self.dir.join(format!("{name}.{}.json", entry.incarnation));
         std::fs::write(&spec_file, serde_json::to_string_pretty(&spec)?)?;
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(format!("{name}.log")))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{name}.log")))?;
         let mut cmd = Command::new(&self.opts.exe);
-        cmd.arg("live-client").arg(&spec_file).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log);
+        cmd.arg("live-client")
+            .arg(&spec_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log);
         let mut proc = Proc::spawn(name, &mut cmd)?;
         let stdout = proc.take_stdout().expect("stdout is piped");
         let (tx, who, incarnation) = (self.tx.clone(), name.to_owned(), entry.incarnation);
@@ -222,13 +269,26 @@ impl Live<'_> {
         Ok(())
     }
 
+    /// A client process that failed (it runs until the end unless killed): the run is
+    /// broken, and its log says why.
+    fn check_clients(&mut self) -> anyhow::Result<()> {
+        for (name, c) in &mut self.clients {
+            if c.proc.as_mut().is_some_and(|p| p.failed()) {
+                let log = crate::servers::tail(&self.dir.join(format!("{name}.log")), 10);
+                anyhow::bail!("client {name} exited during the run; its log ends:\n{log}");
+            }
+        }
+        Ok(())
+    }
+
     /// Fires due timers and handles client messages until `until_ns`.
-    fn main_loop(&mut self, rx: &Receiver<(String, u32, ClientMsg)>, until_ns: u64) {
+    fn main_loop(&mut self, rx: &Receiver<(String, u32, ClientMsg)>, until_ns: u64) -> anyhow::Result<()> {
         loop {
             let now = clock::now_ns();
             if now >= until_ns {
-                return;
+                return Ok(());
             }
+            self.check_clients()?;
             while let Some(entry) = self.timers.first_entry() {
                 if entry.key().0 > now {
                     break;
@@ -236,8 +296,14 @@ impl Live<'_> {
                 let action = entry.remove();
                 self.fire(action);
             }
-            let next = self.timers.keys().next().map_or(until_ns, |k| k.0).min(until_ns);
-            let wait = Duration::from_nanos(next.saturating_sub(clock::now_ns())).min(Duration::from_millis(20));
+            let next = self
+                .timers
+                .keys()
+                .next()
+                .map_or(until_ns, |k| k.0)
+                .min(until_ns);
+            let wait = Duration::from_nanos(next.saturating_sub(clock::now_ns()))
+                .min(Duration::from_millis(20));
             if let Ok((who, incarnation, msg)) = rx.recv_timeout(wait) {
                 self.on_message(&who, incarnation, msg);
             }
@@ -246,7 +312,10 @@ impl Live<'_> {
 
     fn on_message(&mut self, who: &str, incarnation: u32, msg: ClientMsg) {
         // Lines of an earlier incarnation may still arrive after a restart.
-        let current = self.clients.get(who).is_some_and(|c| c.incarnation == incarnation + 1);
+        let current = self
+            .clients
+            .get(who)
+            .is_some_and(|c| c.incarnation == incarnation + 1);
         match msg {
             ClientMsg::Event(event) => {
                 if current {
@@ -296,16 +365,25 @@ impl Live<'_> {
 
     fn apply(&mut self, fault: Fault) {
         let (role, why) = match fault.nodes().first() {
-            Some(n) if locksim_sim::nemesis::is_role(n) => (n.to_string(), format!("scheduled on {n}")),
+            Some(n) if locksim_sim::nemesis::is_role(n) => {
+                (n.to_string(), format!("scheduled on {n}"))
+            }
             _ => (String::new(), "scheduled".to_owned()),
         };
         let Some(concrete) = fault.map_nodes(|n| self.resolve(n)) else {
-            let skipped = Event::new(NEMESIS, Kind::Info, Op::Note).detail(format!("{:?} skipped: nobody is {role}", fault.kind()));
+            let skipped = Event::new(NEMESIS, Kind::Info, Op::Note)
+                .detail(format!("{:?} skipped: nobody is {role}", fault.kind()));
             return self.recorder.record(skipped);
         };
         match concrete {
-            Fault::Pause { node, duration_ms, .. } => self.pause(&node, duration_ms, &why),
-            Fault::Crash { node, restart_after_ms, .. } => self.crash(&node, restart_after_ms, &why),
+            Fault::Pause {
+                node, duration_ms, ..
+            } => self.pause(&node, duration_ms, &why),
+            Fault::Crash {
+                node,
+                restart_after_ms,
+                ..
+            } => self.crash(&node, restart_after_ms, &why),
             other => unreachable!("refused before the run: {other:?}"),
         }
     }
@@ -313,14 +391,21 @@ impl Live<'_> {
     fn proc_of(&self, node: &str) -> Option<&Proc> {
         match self.clients.get(node) {
             Some(c) => c.proc.as_ref(),
-            None => self.deployment.servers.iter().find(|s| s.name == node).and_then(|s| s.proc()),
+            None => self
+                .deployment
+                .servers
+                .iter()
+                .find(|s| s.name == node)
+                .and_then(|s| s.proc()),
         }
     }
 
     /// SIGSTOP to the node's group for `duration_ms` (a longer pause already on wins).
     fn pause(&mut self, node: &str, duration_ms: u64, why: &str) {
         let until = clock::now_ns() + duration_ms * 1_000_000;
-        let Some(proc) = self.proc_of(node) else { return };
+        let Some(proc) = self.proc_of(node) else {
+            return;
+        };
         let epoch = match self.paused.get(node) {
             Some((u, _)) if *u >= until => return,
             Some((_, e)) => e + 1,
@@ -328,9 +413,18 @@ impl Live<'_> {
         };
         proc.signal(libc::SIGSTOP);
         self.paused.insert(node.to_owned(), (until, epoch));
-        let event = self.fault_event(Op::Pause, node).value(duration_ms as i64).detail(why);
+        let event = self
+            .fault_event(Op::Pause, node)
+            .value(duration_ms as i64)
+            .detail(why);
         self.recorder.record(event);
-        self.at(until, Action::Resume { node: node.to_owned(), epoch });
+        self.at(
+            until,
+            Action::Resume {
+                node: node.to_owned(),
+                epoch,
+            },
+        );
     }
 
     fn resume(&mut self, node: &str, epoch: Option<u64>) {
@@ -353,7 +447,9 @@ impl Live<'_> {
         // The client sent the line, then raised SIGSTOP: wait for it to take effect, so the
         // pause is measured from the stop and a SIGCONT cannot come first.
         let start_ns = clock::now_ns();
-        while self.proc_of(who).is_some_and(|p| !p.is_stopped()) && clock::since(start_ns) < Duration::from_secs(2) {
+        while self.proc_of(who).is_some_and(|p| !p.is_stopped())
+            && clock::since(start_ns) < Duration::from_secs(2)
+        {
             clock::sleep(Duration::from_micros(200));
         }
         let why = format!("at {} (passage {})", stop.point, stop.occurrence);
@@ -365,9 +461,18 @@ impl Live<'_> {
         let until = clock::now_ns() + duration_ms * 1_000_000;
         let epoch = self.paused.get(who).map_or(1, |(_, e)| e + 1);
         self.paused.insert(who.to_owned(), (until, epoch));
-        let event = self.fault_event(Op::Pause, who).value(duration_ms as i64).detail(why);
+        let event = self
+            .fault_event(Op::Pause, who)
+            .value(duration_ms as i64)
+            .detail(why);
         self.recorder.record(event);
-        self.at(until, Action::Resume { node: who.to_owned(), epoch });
+        self.at(
+            until,
+            Action::Resume {
+                node: who.to_owned(),
+                epoch,
+            },
+        );
     }
 
     /// SIGKILL; a restart after `restart_after_ms` if given.
@@ -390,7 +495,12 @@ impl Live<'_> {
         let mut event = self.fault_event(Op::Crash, node).detail(why);
         if let Some(ms) = restart_after_ms {
             event = event.value(ms as i64);
-            self.at(clock::now_ns() + ms * 1_000_000, Action::Restart { node: node.to_owned() });
+            self.at(
+                clock::now_ns() + ms * 1_000_000,
+                Action::Restart {
+                    node: node.to_owned(),
+                },
+            );
         }
         self.recorder.record(event);
     }
@@ -417,8 +527,18 @@ impl Live<'_> {
         for node in paused {
             self.resume(&node, None);
         }
-        let crashed: Vec<String> = self.clients.iter().filter(|(_, c)| c.proc.is_none()).map(|(n, _)| n.clone())
-            .chain(self.deployment.servers.iter().filter(|s| !s.running()).map(|s| s.name.clone()))
+        let crashed: Vec<String> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.proc.is_none())
+            .map(|(n, _)| n.clone())
+            .chain(
+                self.deployment
+                    .servers
+                    .iter()
+                    .filter(|s| !s.running())
+                    .map(|s| s.name.clone()),
+            )
             .collect();
         for node in crashed {
             self.restart(&node);
@@ -444,4 +564,3 @@ impl Live<'_> {
         }
     }
 }
-

@@ -46,7 +46,11 @@ pub struct NotReady {
 
 impl std::fmt::Display for NotReady {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "server {} did not come up: {}\n--- last lines of its log ---\n{}", self.name, self.why, self.log_tail)
+        write!(
+            f,
+            "server {} did not come up: {}\n--- last lines of its log ---\n{}",
+            self.name, self.why, self.log_tail
+        )
     }
 }
 
@@ -54,9 +58,15 @@ impl std::error::Error for NotReady {}
 
 /// Finds `program` on PATH (or as an absolute path).
 pub fn find_binary(program: &str, package: &'static str) -> Result<PathBuf, MissingBinary> {
-    let missing = || MissingBinary { what: program.into(), package };
+    let missing = || MissingBinary {
+        what: program.into(),
+        package,
+    };
     if program.starts_with('/') {
-        return Path::new(program).exists().then(|| program.into()).ok_or_else(missing);
+        return Path::new(program)
+            .exists()
+            .then(|| program.into())
+            .ok_or_else(missing);
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
@@ -67,7 +77,8 @@ pub fn find_binary(program: &str, package: &'static str) -> Result<PathBuf, Miss
 
 /// The last `n` lines of a file.
 pub fn tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| format!("(cannot read {}: {e})", path.display()));
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| format!("(cannot read {}: {e})", path.display()));
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
@@ -91,15 +102,32 @@ pub struct Server {
 
 impl Server {
     /// A server to run `program args` in `dir` (created), logging to `dir/NAME.log`.
-    pub fn new(name: &str, dir: PathBuf, program: PathBuf, args: Vec<String>, probe: Probe) -> anyhow::Result<Server> {
+    pub fn new(
+        name: &str,
+        dir: PathBuf,
+        program: PathBuf,
+        args: Vec<String>,
+        probe: Probe,
+    ) -> anyhow::Result<Server> {
         std::fs::create_dir_all(&dir)?;
-        Ok(Server { name: name.into(), log: dir.join(format!("{name}.log")), dir, program, args, probe, proc: None })
+        Ok(Server {
+            name: name.into(),
+            log: dir.join(format!("{name}.log")),
+            dir,
+            program,
+            args,
+            probe,
+            proc: None,
+        })
     }
 
     /// Starts the process (without waiting for it to be ready).
     pub fn spawn(&mut self) -> anyhow::Result<()> {
         assert!(self.proc.is_none(), "{} is already running", self.name);
-        let log = OpenOptions::new().create(true).append(true).open(&self.log)?;
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .current_dir(&self.dir)
@@ -119,8 +147,16 @@ impl Server {
             }
             let exited = self.proc.as_mut().is_none_or(|p| p.exited());
             if exited || clock::since(start_ns) > READY_TIMEOUT {
-                let why = if exited { "it exited".to_owned() } else { format!("not ready within {} s", READY_TIMEOUT.as_secs()) };
-                return Err(NotReady { name: self.name.clone(), why, log_tail: tail(&self.log, 20) });
+                let why = if exited {
+                    "it exited".to_owned()
+                } else {
+                    format!("not ready within {} s", READY_TIMEOUT.as_secs())
+                };
+                return Err(NotReady {
+                    name: self.name.clone(),
+                    why,
+                    log_tail: tail(&self.log, 20),
+                });
             }
             clock::sleep(Duration::from_millis(50));
         }
@@ -155,7 +191,9 @@ pub fn output_of(program: &Path, args: &[&str]) -> String {
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+        })
         .unwrap_or_default()
 }
 
