@@ -268,3 +268,70 @@ fn ctrl_c_leaves_no_server_or_client_running() {
     assert_eq!(status.code(), Some(128 + libc::SIGINT));
     assert_none_left(&keep);
 }
+
+/// Runs a catalog scenario live with `--json` and returns (exit code, result).
+fn live_json(scenario: &str, keep: &Path) -> (i32, serde_json::Value) {
+    let k = keep.display().to_string();
+    let out = in_repo(&["live", scenario, "--json", "--keep", &k]);
+    let c = code(&out);
+    assert!(
+        c <= 1,
+        "{scenario}: exit {c}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (c, json(&out))
+}
+
+#[test]
+fn etcd_gc_pause_fenced_violates_mutual_exclusion_and_fencing_holds() {
+    if !have("etcd", "etcd-server") {
+        return;
+    }
+    let keep = scratch("etcd");
+    let (c, j) = live_json("scenarios/catalog/etcd-gc-pause-fenced.toml", &keep);
+    assert_eq!(c, 1);
+    assert_eq!(j["properties"]["mutual_exclusion"], "invalid");
+    assert_eq!(j["properties"]["fencing"], "valid");
+    assert_eq!(j["properties"]["lost_update"], "valid");
+    assert_eq!(j["expect"]["met"], true, "{j}");
+    assert_eq!(j["servers"].as_array().unwrap().len(), 3);
+    assert_eq!(j["servers"][0]["software"], "etcd");
+    assert!(
+        j["servers"][0]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("3."),
+        "{j}"
+    );
+    assert_none_left(&keep);
+}
+
+#[test]
+fn zookeeper_session_expiry_pause_violates_mutual_exclusion() {
+    if !have("java", "zookeeper") || !Path::new("/usr/share/java/zookeeper.jar").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ZooKeeper is missing under CI"
+        );
+        return;
+    }
+    let keep = scratch("zk");
+    let (c, j) = live_json(
+        "scenarios/catalog/zookeeper-session-expiry-pause.toml",
+        &keep,
+    );
+    assert_eq!(c, 1);
+    assert_eq!(j["properties"]["mutual_exclusion"], "invalid");
+    assert_eq!(j["expect"]["met"], true, "{j}");
+    assert_eq!(j["servers"][0]["software"], "zookeeper");
+    assert!(
+        j["servers"][0]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("3.8"),
+        "{j}"
+    );
+    // The servers logged where --keep put them.
+    assert!(keep.join("zk1/zk1.log").exists());
+    assert_none_left(&keep);
+}

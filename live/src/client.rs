@@ -142,12 +142,26 @@ pub fn main(spec: ClientSpec) -> anyhow::Result<()> {
             crate::redis_lock::SingleRedisLock::new(params.clone(), server.parse()?),
         ),
         LockSpec::Etcd { params, endpoints } => {
-            let endpoints = endpoints.iter().map(|e| e.parse()).collect::<Result<_, _>>()?;
-            Box::new(crate::etcd_lock::EtcdLock::new(params.clone(), endpoints, ctx.clone()))
+            let endpoints = endpoints
+                .iter()
+                .map(|e| e.parse())
+                .collect::<Result<_, _>>()?;
+            Box::new(crate::etcd_lock::EtcdLock::new(
+                params.clone(),
+                endpoints,
+                ctx.clone(),
+            ))
         }
         LockSpec::ZooKeeper { params, servers } => {
-            let servers = servers.iter().map(|e| e.parse()).collect::<Result<_, _>>()?;
-            Box::new(crate::zk_lock::ZkLock::new(params.clone(), servers, ctx.clone()))
+            let servers = servers
+                .iter()
+                .map(|e| e.parse())
+                .collect::<Result<_, _>>()?;
+            Box::new(crate::zk_lock::ZkLock::new(
+                params.clone(),
+                servers,
+                ctx.clone(),
+            ))
         }
     };
     let mut resource = ResourceClient::new(resource_addr);

@@ -158,7 +158,13 @@ fn single_redis(params: single_redis::Params, dir: &Path) -> anyhow::Result<Depl
 
 /// A member's status: (its member id, the leader it knows), from etcd's maintenance API.
 fn etcd_status(addr: SocketAddr) -> Option<(String, String)> {
-    let v = crate::http::call(addr, "/v3/maintenance/status", &json!({}), Duration::from_millis(300)).ok()?;
+    let v = crate::http::call(
+        addr,
+        "/v3/maintenance/status",
+        &json!({}),
+        Duration::from_millis(300),
+    )
+    .ok()?;
     let id = v["header"]["member_id"].as_str()?.to_owned();
     let leader = v["leader"].as_str().filter(|l| *l != "0")?.to_owned();
     Some((id, leader))
@@ -168,10 +174,15 @@ fn etcd_status(addr: SocketAddr) -> Option<(String, String)> {
 fn etcd_leader(addrs: &[(String, SocketAddr)]) -> Option<String> {
     let statuses: Vec<(String, String, String)> = addrs
         .iter()
-        .filter_map(|(name, addr)| etcd_status(*addr).map(|(id, leader)| (name.clone(), id, leader)))
+        .filter_map(|(name, addr)| {
+            etcd_status(*addr).map(|(id, leader)| (name.clone(), id, leader))
+        })
         .collect();
     let (_, _, leader) = statuses.first()?;
-    statuses.iter().find(|(_, id, _)| id == leader).map(|(name, _, _)| name.clone())
+    statuses
+        .iter()
+        .find(|(_, id, _)| id == leader)
+        .map(|(name, _, _)| name.clone())
 }
 
 fn etcd(params: etcd::Params, names: &[String], dir: &Path) -> anyhow::Result<Deployment> {
@@ -179,37 +190,82 @@ fn etcd(params: etcd::Params, names: &[String], dir: &Path) -> anyhow::Result<De
     if params.variant == etcd::Variant::AckBeforeFsync {
         return refuse("variant `ack-before-fsync` is a bug of the model's server: a real etcd fsyncs before it acknowledges".into());
     }
-    if params.lease_ttl_ms % 1000 != 0 {
-        return refuse(format!("protocol.lease_ttl_ms = {}: a real etcd lease's TTL is whole seconds", params.lease_ttl_ms));
+    if params.lease_ttl_ms / 1000 * 1000 != params.lease_ttl_ms {
+        return refuse(format!(
+            "protocol.lease_ttl_ms = {}: a real etcd lease's TTL is whole seconds",
+            params.lease_ttl_ms
+        ));
     }
     if params.lock_delay_ms != 0 {
         return refuse("protocol.lock_delay_ms: etcd has no lock-delay (it is Chubby's)".into());
     }
     let program = find_binary("etcd", "etcd-server")?;
     let version = version_in(&output_of(&program, &["--version"]));
-    let ports: Vec<(u16, u16)> = names.iter().map(|_| Ok((free_port()?, free_port()?))).collect::<anyhow::Result<_>>()?;
-    let cluster: Vec<String> = names.iter().zip(&ports).map(|(n, (_, peer))| format!("{n}=http://127.0.0.1:{peer}")).collect();
-    let mut deployment = Deployment { servers: vec![], infos: vec![], lock: LockSpec::Etcd { params: params.clone(), endpoints: vec![] }, client_addrs: vec![] };
+    let ports: Vec<(u16, u16)> = names
+        .iter()
+        .map(|_| Ok((free_port()?, free_port()?)))
+        .collect::<anyhow::Result<_>>()?;
+    let cluster: Vec<String> = names
+        .iter()
+        .zip(&ports)
+        .map(|(n, (_, peer))| format!("{n}=http://127.0.0.1:{peer}"))
+        .collect();
+    let mut deployment = Deployment {
+        servers: vec![],
+        infos: vec![],
+        lock: LockSpec::Etcd {
+            params: params.clone(),
+            endpoints: vec![],
+        },
+        client_addrs: vec![],
+    };
     for (name, (client, peer)) in names.iter().zip(&ports) {
         let args = [
-            "--name", name, "--data-dir", "data",
-            "--listen-client-urls", &format!("http://127.0.0.1:{client}"),
-            "--advertise-client-urls", &format!("http://127.0.0.1:{client}"),
-            "--listen-peer-urls", &format!("http://127.0.0.1:{peer}"),
-            "--initial-advertise-peer-urls", &format!("http://127.0.0.1:{peer}"),
-            "--initial-cluster", &cluster.join(","), "--initial-cluster-state", "new",
-            "--initial-cluster-token", "locksim-live",
-            "--heartbeat-interval", &params.tick_ms.to_string(),
-            "--election-timeout", &(params.tick_ms * params.election_ticks as u64).to_string(),
+            "--name",
+            name,
+            "--data-dir",
+            "data",
+            "--listen-client-urls",
+            &format!("http://127.0.0.1:{client}"),
+            "--advertise-client-urls",
+            &format!("http://127.0.0.1:{client}"),
+            "--listen-peer-urls",
+            &format!("http://127.0.0.1:{peer}"),
+            "--initial-advertise-peer-urls",
+            &format!("http://127.0.0.1:{peer}"),
+            "--initial-cluster",
+            &cluster.join(","),
+            "--initial-cluster-state",
+            "new",
+            "--initial-cluster-token",
+            "locksim-live",
+            "--heartbeat-interval",
+            &params.tick_ms.to_string(),
+            "--election-timeout",
+            &(params.tick_ms * params.election_ticks as u64).to_string(),
         ];
         let addr = SocketAddr::from(([127, 0, 0, 1], *client));
         let probe: crate::servers::Probe = Box::new(move || etcd_status(addr).is_some());
         let args = args.iter().map(|s| s.to_string()).collect();
-        deployment.servers.push(Server::new(name, dir.join(name), program.clone(), args, probe)?);
-        deployment.infos.push(ServerInfo { name: name.clone(), software: "etcd".into(), version: version.clone() });
+        deployment.servers.push(Server::new(
+            name,
+            dir.join(name),
+            program.clone(),
+            args,
+            probe,
+        )?);
+        deployment.infos.push(ServerInfo {
+            name: name.clone(),
+            software: "etcd".into(),
+            version: version.clone(),
+        });
         deployment.client_addrs.push((name.clone(), addr));
     }
-    let endpoints = deployment.client_addrs.iter().map(|(_, a)| a.to_string()).collect();
+    let endpoints = deployment
+        .client_addrs
+        .iter()
+        .map(|(_, a)| a.to_string())
+        .collect();
     deployment.lock = LockSpec::Etcd { params, endpoints };
     Ok(deployment)
 }

@@ -23,7 +23,9 @@ fn b64(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = String::new();
     for c in bytes.chunks(3) {
-        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
         for i in 0..4 {
             if i <= c.len() {
                 out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -37,7 +39,9 @@ fn b64(s: &str) -> String {
 
 /// A JSON field holding a 64-bit integer (the gateway writes them as strings).
 fn int(v: &Value) -> Option<u64> {
-    v.as_str().and_then(|s| s.parse().ok()).or_else(|| v.as_u64())
+    v.as_str()
+        .and_then(|s| s.parse().ok())
+        .or_else(|| v.as_u64())
 }
 
 /// The end of the prefix's key range (`clientv3.GetPrefixRangeEnd`).
@@ -64,7 +68,14 @@ pub struct EtcdLock {
 
 /// Calls an endpoint after another (round robin from a random one) until one answers or
 /// `budget` passes: etcd forwards writes to its leader itself.
-fn call(ctx: &Ctx, endpoints: &[SocketAddr], timeout: Duration, path: &str, body: &Value, budget: Duration) -> Result<Value, String> {
+fn call(
+    ctx: &Ctx,
+    endpoints: &[SocketAddr],
+    timeout: Duration,
+    path: &str,
+    body: &Value,
+    budget: Duration,
+) -> Result<Value, String> {
     let deadline = ctx.mono_now() + budget;
     let mut i = ctx.between(0, endpoints.len() as u64 - 1) as usize;
     let mut last = String::from("no request sent");
@@ -84,7 +95,12 @@ impl EtcdLock {
     /// A client of the members at `endpoints`.
     pub fn new(params: Params, endpoints: Vec<SocketAddr>, ctx: Arc<Ctx>) -> Self {
         assert!(!endpoints.is_empty(), "an etcd cluster has members");
-        EtcdLock { params, endpoints, session: Arc::default(), ctx }
+        EtcdLock {
+            params,
+            endpoints,
+            session: Arc::default(),
+            ctx,
+        }
     }
 
     fn timeout(&self) -> Duration {
@@ -97,7 +113,14 @@ impl EtcdLock {
     }
 
     fn call(&self, path: &str, body: Value, budget: Duration) -> Result<Value, String> {
-        call(&self.ctx, &self.endpoints, self.timeout(), path, &body, budget)
+        call(
+            &self.ctx,
+            &self.endpoints,
+            self.timeout(),
+            path,
+            &body,
+            budget,
+        )
     }
 
     fn ttl(&self) -> Duration {
@@ -116,13 +139,21 @@ impl EtcdLock {
         let Some(lease) = answer.ok().and_then(|v| int(&v["ID"])) else {
             return Err(Acquired::Unknown("no answer to LeaseGrant".into()));
         };
-        *self.session.lock().unwrap() = Some(Session { lease, valid_until: sent + self.ttl() });
+        *self.session.lock().unwrap() = Some(Session {
+            lease,
+            valid_until: sent + self.ttl(),
+        });
         self.spawn_keep_alive(lease);
         Ok(lease)
     }
 
     fn spawn_keep_alive(&self, lease: u64) {
-        let (ctx, session, endpoints, ttl) = (self.ctx.clone(), self.session.clone(), self.endpoints.clone(), self.ttl());
+        let (ctx, session, endpoints, ttl) = (
+            self.ctx.clone(),
+            self.session.clone(),
+            self.endpoints.clone(),
+            self.ttl(),
+        );
         std::thread::spawn(move || keep_alive(&ctx, &session, &endpoints, lease, ttl));
     }
 
@@ -134,12 +165,22 @@ impl EtcdLock {
 
     fn session_live(&self) -> bool {
         let now = self.ctx.mono_now();
-        self.session.lock().unwrap().as_ref().is_some_and(|s| s.valid_until > now)
+        self.session
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|s| s.valid_until > now)
     }
 }
 
 /// The session's keep-alive loop (`lease.go`: the next keep-alive TTL/3 after the last).
-fn keep_alive(ctx: &Ctx, session: &SharedSession, endpoints: &[SocketAddr], lease: u64, ttl: Duration) {
+fn keep_alive(
+    ctx: &Ctx,
+    session: &SharedSession,
+    endpoints: &[SocketAddr],
+    lease: u64,
+    ttl: Duration,
+) {
     let current = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.lease == lease);
     while !ctx.over() {
         clock::sleep(ttl / 3);
@@ -147,7 +188,14 @@ fn keep_alive(ctx: &Ctx, session: &SharedSession, endpoints: &[SocketAddr], leas
             return;
         }
         let sent = ctx.mono_now();
-        let answer = call(ctx, endpoints, ttl / 3, "/v3/lease/keepalive", &json!({ "ID": lease.to_string() }), ttl / 3);
+        let answer = call(
+            ctx,
+            endpoints,
+            ttl / 3,
+            "/v3/lease/keepalive",
+            &json!({ "ID": lease.to_string() }),
+            ttl / 3,
+        );
         let mut s = session.lock().unwrap();
         if !current(&s) {
             return;
@@ -194,10 +242,19 @@ impl EtcdLock {
                 self.end_session("the lease is gone");
                 return Err(Acquired::Failed("lease not found".into()));
             }
-            Err(_) => return Err(Acquired::Unknown("no answer to the acquire transaction".into())),
+            Err(_) => {
+                return Err(Acquired::Unknown(
+                    "no answer to the acquire transaction".into(),
+                ))
+            }
         };
-        let kvs = |i: usize| v["responses"][i]["response_range"]["kvs"][0]["create_revision"].clone();
-        let mine = if v["succeeded"] == true { int(&v["header"]["revision"]) } else { int(&kvs(0)) };
+        let kvs =
+            |i: usize| v["responses"][i]["response_range"]["kvs"][0]["create_revision"].clone();
+        let mine = if v["succeeded"] == true {
+            int(&v["header"]["revision"])
+        } else {
+            int(&kvs(0))
+        };
         let mine = mine.ok_or_else(|| Acquired::Unknown(format!("unexpected answer {v}")))?;
         Ok((mine, int(&kvs(1)).unwrap_or(mine)))
     }
@@ -212,10 +269,18 @@ impl EtcdLock {
             older["sort_target"] = "CREATE".into();
             older["limit"] = "1".into();
             older["max_create_revision"] = (mine - 1).to_string().into();
-            let Ok(v) = self.call("/v3/kv/range", older, self.budget()) else { continue };
-            let Some(key) = v["kvs"][0]["key"].as_str().map(str::to_owned) else { return true };
+            let Ok(v) = self.call("/v3/kv/range", older, self.budget()) else {
+                continue;
+            };
+            let Some(key) = v["kvs"][0]["key"].as_str().map(str::to_owned) else {
+                return true;
+            };
             let rev = int(&v["header"]["revision"]).unwrap_or(0);
-            self.watch_delete(&key, rev, poll.min(deadline.saturating_sub(self.ctx.mono_now())));
+            self.watch_delete(
+                &key,
+                rev,
+                poll.min(deadline.saturating_sub(self.ctx.mono_now())),
+            );
         }
         false
     }
@@ -224,8 +289,10 @@ impl EtcdLock {
     fn watch_delete(&self, key_b64: &str, rev: u64, wait: Duration) {
         let start = self.ctx.mono_now();
         let i = self.ctx.between(0, self.endpoints.len() as u64 - 1) as usize;
-        let body = json!({ "create_request": { "key": key_b64, "start_revision": rev.to_string() } });
-        let Ok(mut stream) = http::post(self.endpoints[i], "/v3/watch", &body, self.timeout()) else {
+        let body =
+            json!({ "create_request": { "key": key_b64, "start_revision": rev.to_string() } });
+        let Ok(mut stream) = http::post(self.endpoints[i], "/v3/watch", &body, self.timeout())
+        else {
             return clock::sleep(self.timeout().min(wait));
         };
         loop {
@@ -235,7 +302,10 @@ impl EtcdLock {
             }
             match stream.next_json() {
                 Ok(Some(v)) => {
-                    let events = v["result"]["events"].as_array().cloned().unwrap_or_default();
+                    let events = v["result"]["events"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default();
                     if events.iter().any(|e| e["type"] == "DELETE") {
                         return;
                     }
@@ -266,9 +336,16 @@ impl EtcdLock {
             Some(s) if s.valid_until < now + ttl / 2 => s.lease,
             _ => return,
         };
-        let answer = self.call("/v3/lease/keepalive", json!({ "ID": lease.to_string() }), ttl / 3);
+        let answer = self.call(
+            "/v3/lease/keepalive",
+            json!({ "ID": lease.to_string() }),
+            ttl / 3,
+        );
         let mut session = self.session.lock().unwrap();
-        match (answer.map(|v| int(&v["result"]["TTL"]).unwrap_or(0)), session.as_mut()) {
+        match (
+            answer.map(|v| int(&v["result"]["TTL"]).unwrap_or(0)),
+            session.as_mut(),
+        ) {
             (Ok(t), Some(s)) if s.lease == lease && t > 0 => s.valid_until = now + ttl,
             (Ok(_), Some(s)) if s.lease == lease => s.valid_until = now,
             _ => {}
@@ -276,8 +353,17 @@ impl EtcdLock {
     }
 
     fn grant(&self, key: String, mine: u64) -> Acquired {
-        let valid_until = self.session.lock().unwrap().as_ref().map_or(Duration::ZERO, |s| s.valid_until);
-        Acquired::Granted(Grant { token: Some(mine), valid_until: Some(valid_until), handle: key })
+        let valid_until = self
+            .session
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map_or(Duration::ZERO, |s| s.valid_until);
+        Acquired::Granted(Grant {
+            token: Some(mine),
+            valid_until: Some(valid_until),
+            handle: key,
+        })
     }
 }
 
@@ -317,7 +403,9 @@ impl LiveLock for EtcdLock {
 
     fn validity(&mut self, _ctx: &Ctx, grant: &Grant) -> Validity {
         match self.session.lock().unwrap().as_ref() {
-            Some(s) if grant.handle == format!("{PREFIX}{:x}", s.lease) => Validity::Until(s.valid_until),
+            Some(s) if grant.handle == format!("{PREFIX}{:x}", s.lease) => {
+                Validity::Until(s.valid_until)
+            }
             _ => Validity::Lost("the session is over".into()),
         }
     }

@@ -19,7 +19,12 @@ pub struct Response {
 }
 
 /// POSTs `body` to `path` on `addr` and reads the status line and headers within `timeout`.
-pub fn post(addr: SocketAddr, path: &str, body: &serde_json::Value, timeout: Duration) -> std::io::Result<Response> {
+pub fn post(
+    addr: SocketAddr,
+    path: &str,
+    body: &serde_json::Value,
+    timeout: Duration,
+) -> std::io::Result<Response> {
     assert!(addr.ip().is_loopback(), "live mode talks to loopback only");
     let stream = TcpStream::connect_timeout(&addr, timeout)?;
     stream.set_read_timeout(Some(timeout))?;
@@ -52,7 +57,12 @@ pub fn post(addr: SocketAddr, path: &str, body: &serde_json::Value, timeout: Dur
             length = n.trim().parse().ok();
         }
     }
-    let mut response = Response { reader, chunked, length, pending: vec![] };
+    let mut response = Response {
+        reader,
+        chunked,
+        length,
+        pending: vec![],
+    };
     if !ok {
         // The gateway's error body names the gRPC error (`requested lease not found`).
         let body = response.next_json().ok().flatten().unwrap_or_default();
@@ -98,14 +108,18 @@ impl Response {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                return serde_json::from_slice(&line).map(Some).map_err(|e| bad(e.to_string()));
+                return serde_json::from_slice(&line)
+                    .map(Some)
+                    .map_err(|e| bad(e.to_string()));
             }
             match self.chunk()? {
                 Some(data) => self.pending.extend(data),
                 None if self.pending.iter().all(u8::is_ascii_whitespace) => return Ok(None),
                 None => {
                     let rest = std::mem::take(&mut self.pending);
-                    return serde_json::from_slice(&rest).map(Some).map_err(|e| bad(e.to_string()));
+                    return serde_json::from_slice(&rest)
+                        .map(Some)
+                        .map_err(|e| bad(e.to_string()));
                 }
             }
         }
@@ -113,11 +127,20 @@ impl Response {
 
     /// Sets the timeout of the next reads.
     pub fn set_timeout(&mut self, timeout: Duration) -> std::io::Result<()> {
-        self.reader.get_ref().set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
     }
 }
 
 /// POSTs and reads one JSON answer.
-pub fn call(addr: SocketAddr, path: &str, body: &serde_json::Value, timeout: Duration) -> std::io::Result<serde_json::Value> {
-    post(addr, path, body, timeout)?.next_json()?.ok_or_else(|| bad("empty answer"))
+pub fn call(
+    addr: SocketAddr,
+    path: &str,
+    body: &serde_json::Value,
+    timeout: Duration,
+) -> std::io::Result<serde_json::Value> {
+    post(addr, path, body, timeout)?
+        .next_json()?
+        .ok_or_else(|| bad("empty answer"))
 }

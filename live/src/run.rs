@@ -282,7 +282,11 @@ impl Live<'_> {
     }
 
     /// Fires due timers and handles client messages until `until_ns`.
-    fn main_loop(&mut self, rx: &Receiver<(String, u32, ClientMsg)>, until_ns: u64) -> anyhow::Result<()> {
+    fn main_loop(
+        &mut self,
+        rx: &Receiver<(String, u32, ClientMsg)>,
+        until_ns: u64,
+    ) -> anyhow::Result<()> {
         loop {
             let now = clock::now_ns();
             if now >= until_ns {

@@ -116,11 +116,22 @@ type Writer = Arc<Mutex<TcpStream>>;
 
 impl Session {
     /// Connects to `addr` and opens a session of `timeout`.
-    fn open(ctx: &Arc<Ctx>, addr: SocketAddr, timeout: Duration, io_timeout: Duration) -> std::io::Result<Session> {
+    fn open(
+        ctx: &Arc<Ctx>,
+        addr: SocketAddr,
+        timeout: Duration,
+        io_timeout: Duration,
+    ) -> std::io::Result<Session> {
         let mut stream = TcpStream::connect_timeout(&addr, io_timeout)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(io_timeout))?;
-        let hello = Out::default().int(0).long(0).int(timeout.as_millis() as i32).long(0).buf(&[0; 16]).boolean(false);
+        let hello = Out::default()
+            .int(0)
+            .long(0)
+            .int(timeout.as_millis() as i32)
+            .long(0)
+            .buf(&[0; 16])
+            .boolean(false);
         stream.write_all(&hello.framed())?;
         let reply = read_frame(&mut stream)?;
         let mut r = In(&reply);
@@ -129,7 +140,11 @@ impl Session {
             return Err(std::io::Error::other("the server refused the session"));
         }
         stream.set_read_timeout(None)?;
-        let (pending, heard, closed): (Pending, _, _) = (Arc::default(), Arc::new(Mutex::new(ctx.mono_now())), Arc::new(Mutex::new(None)));
+        let (pending, heard, closed): (Pending, _, _) = (
+            Arc::default(),
+            Arc::new(Mutex::new(ctx.mono_now())),
+            Arc::new(Mutex::new(None)),
+        );
         let (watch_tx, watches) = channel();
         let writer: Writer = Arc::new(Mutex::new(stream.try_clone()?));
         let reader = stream.try_clone()?;
@@ -137,7 +152,14 @@ impl Session {
         std::thread::spawn(move || read_loop(&x, reader, &p, &h, &c, &watch_tx));
         let (h, c, x, w) = (heard.clone(), closed.clone(), ctx.clone(), writer.clone());
         std::thread::spawn(move || ping_loop(&x, &w, &h, &c, timeout));
-        Ok(Session { writer, pending, watches, next_xid: 1, heard, closed })
+        Ok(Session {
+            writer,
+            pending,
+            watches,
+            next_xid: 1,
+            heard,
+            closed,
+        })
     }
 
     /// One request; the reply's error code and body, or why there was none in `timeout`.
@@ -159,13 +181,22 @@ impl Session {
         if sent.is_err() {
             return Err("connection lost".into());
         }
-        let answer = rx.recv_timeout(timeout).map_err(|_| "request timed out".to_owned());
+        let answer = rx
+            .recv_timeout(timeout)
+            .map_err(|_| "request timed out".to_owned());
         self.pending.lock().unwrap().remove(&xid);
         answer
     }
 }
 
-fn read_loop(ctx: &Ctx, mut s: TcpStream, pending: &Pending, heard: &Mutex<Duration>, closed: &Mutex<Option<String>>, watches: &Sender<String>) {
+fn read_loop(
+    ctx: &Ctx,
+    mut s: TcpStream,
+    pending: &Pending,
+    heard: &Mutex<Duration>,
+    closed: &Mutex<Option<String>>,
+    watches: &Sender<String>,
+) {
     loop {
         let Ok(frame) = read_frame(&mut s) else {
             *closed.lock().unwrap() = Some("connection lost: the session is over".into());
@@ -174,7 +205,9 @@ fn read_loop(ctx: &Ctx, mut s: TcpStream, pending: &Pending, heard: &Mutex<Durat
         };
         *heard.lock().unwrap() = ctx.mono_now();
         let mut r = In(&frame);
-        let (Some(xid), Some(_zxid), Some(err)) = (r.int(), r.long(), r.int()) else { continue };
+        let (Some(xid), Some(_zxid), Some(err)) = (r.int(), r.long(), r.int()) else {
+            continue;
+        };
         if xid == XID_WATCH {
             let (kind, _state, path) = (r.int(), r.int(), r.string());
             if kind == Some(EVENT_NODE_DELETED) {
@@ -188,7 +221,13 @@ fn read_loop(ctx: &Ctx, mut s: TcpStream, pending: &Pending, heard: &Mutex<Durat
     }
 }
 
-fn ping_loop(ctx: &Ctx, writer: &Writer, heard: &Mutex<Duration>, closed: &Mutex<Option<String>>, timeout: Duration) {
+fn ping_loop(
+    ctx: &Ctx,
+    writer: &Writer,
+    heard: &Mutex<Duration>,
+    closed: &Mutex<Option<String>>,
+    timeout: Duration,
+) {
     let mut suspended = false;
     while !ctx.over() && closed.lock().unwrap().is_none() {
         clock::sleep(timeout / 3);
@@ -221,14 +260,26 @@ fn sequence(name: &str) -> Option<u64> {
 
 fn create_body(path: &str, flags: i32) -> Out {
     // World-readable and -writable (the `OPEN_ACL_UNSAFE` ACL): perms ALL, world:anyone.
-    Out::default().string(path).buf(&[]).int(1).int(31).string("world").string("anyone").int(flags)
+    Out::default()
+        .string(path)
+        .buf(&[])
+        .int(1)
+        .int(31)
+        .string("world")
+        .string("anyone")
+        .int(flags)
 }
 
 impl ZkLock {
     /// A client of the servers at `servers`.
     pub fn new(params: Params, servers: Vec<SocketAddr>, ctx: Arc<Ctx>) -> Self {
         assert!(!servers.is_empty(), "an ensemble has servers");
-        ZkLock { params, servers, session: None, ctx }
+        ZkLock {
+            params,
+            servers,
+            session: None,
+            ctx,
+        }
     }
 
     fn timeout(&self) -> Duration {
@@ -248,12 +299,21 @@ impl ZkLock {
 
     /// The open session, opening one on a random server if needed.
     fn session(&mut self) -> Result<&mut Session, Acquired> {
-        if self.session.as_ref().is_some_and(|s| s.closed.lock().unwrap().is_some()) {
+        if self
+            .session
+            .as_ref()
+            .is_some_and(|s| s.closed.lock().unwrap().is_some())
+        {
             self.session = None;
         }
         if self.session.is_none() {
             let i = self.ctx.between(0, self.servers.len() as u64 - 1) as usize;
-            let opened = Session::open(&self.ctx, self.servers[i], self.timeout(), self.io_timeout());
+            let opened = Session::open(
+                &self.ctx,
+                self.servers[i],
+                self.timeout(),
+                self.io_timeout(),
+            );
             let mut s = opened.map_err(|e| Acquired::Unknown(format!("no session: {e}")))?;
             // The lock's directory, once (it may exist already).
             let made = s.request(OP_CREATE, create_body(DIR, 0), self.io_timeout());
@@ -268,15 +328,25 @@ impl ZkLock {
     fn delete(&mut self, path: &str) -> Result<i32, String> {
         let t = self.io_timeout();
         let s = self.session.as_mut().ok_or("no session")?;
-        s.request(OP_DELETE, Out::default().string(path).int(-1), t).map(|(err, _)| err)
+        s.request(OP_DELETE, Out::default().string(path).int(-1), t)
+            .map(|(err, _)| err)
     }
 
     /// Waits until the own node is the lowest; None if it is gone or the deadline passes.
     fn wait_turn(&mut self, mine: &str, deadline: Duration) -> Option<()> {
-        let (t, poll) = (self.io_timeout(), Duration::from_millis(self.params.watch_poll_ms));
+        let (t, poll) = (
+            self.io_timeout(),
+            Duration::from_millis(self.params.watch_poll_ms),
+        );
         while self.ctx.mono_now() < deadline {
             let s = self.session.as_mut()?;
-            let Ok((0, body)) = s.request(OP_GET_CHILDREN, Out::default().string(DIR).boolean(false), t) else { continue };
+            let Ok((0, body)) = s.request(
+                OP_GET_CHILDREN,
+                Out::default().string(DIR).boolean(false),
+                t,
+            ) else {
+                continue;
+            };
             let mut r = In(&body);
             let n = r.int()?.max(0);
             let mut children: Vec<String> = (0..n).filter_map(|_| r.string()).collect();
@@ -337,7 +407,11 @@ impl LiveLock for ZkLock {
             let _ = self.delete(&name);
             return Acquired::Failed("gave up waiting (or the node is gone)".into());
         }
-        let grant = Grant { token: Some(seq), valid_until: None, handle: name };
+        let grant = Grant {
+            token: Some(seq),
+            valid_until: None,
+            handle: name,
+        };
         if !self.validity(ctx, &grant).holds_at(ctx.mono_now()) {
             let _ = self.delete(&grant.handle);
             return Acquired::Failed("connection lost while acquiring".into());

@@ -17,11 +17,22 @@ use std::time::Duration;
 /// `slf4j-simple` to stderr: `log4j-over-slf4j` and `slf4j-log4j12` must not both be on
 /// the classpath (they delegate to each other).
 const JARS: [&str; 16] = [
-    "zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-simple.jar",
-    "netty-handler.jar", "netty-transport.jar", "netty-common.jar", "netty-buffer.jar",
-    "netty-codec.jar", "netty-resolver.jar", "netty-transport-native-epoll.jar",
-    "netty-transport-native-unix-common.jar", "metrics-core.jar", "commons-cli.jar",
-    "commons-io.jar", "snappy-java.jar",
+    "zookeeper.jar",
+    "zookeeper-jute.jar",
+    "slf4j-api.jar",
+    "slf4j-simple.jar",
+    "netty-handler.jar",
+    "netty-transport.jar",
+    "netty-common.jar",
+    "netty-buffer.jar",
+    "netty-codec.jar",
+    "netty-resolver.jar",
+    "netty-transport-native-epoll.jar",
+    "netty-transport-native-unix-common.jar",
+    "metrics-core.jar",
+    "commons-cli.jar",
+    "commons-io.jar",
+    "snappy-java.jar",
 ];
 
 /// A four-letter word's answer, or None.
@@ -51,13 +62,31 @@ pub fn tick_ms(session_timeout_ms: u64) -> u64 {
 /// The deployment of `params.peers` servers named `names`.
 pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Deployment> {
     let java = find_binary("java", "zookeeper")?;
-    let jars: Vec<String> = JARS.iter().map(|j| format!("/usr/share/java/{j}")).collect();
+    let jars: Vec<String> = JARS
+        .iter()
+        .map(|j| format!("/usr/share/java/{j}"))
+        .collect();
     for jar in &jars {
         find_binary(jar, "zookeeper")?;
     }
-    let ports: Vec<[u16; 3]> = names.iter().map(|_| Ok([free_port()?, free_port()?, free_port()?])).collect::<anyhow::Result<_>>()?;
-    let quorum: Vec<String> = ports.iter().enumerate().map(|(i, p)| format!("server.{}=127.0.0.1:{}:{}", i + 1, p[1], p[2])).collect();
-    let mut d = Deployment { servers: vec![], infos: vec![], lock: LockSpec::ZooKeeper { params: params.clone(), servers: vec![] }, client_addrs: vec![] };
+    let ports: Vec<[u16; 3]> = names
+        .iter()
+        .map(|_| Ok([free_port()?, free_port()?, free_port()?]))
+        .collect::<anyhow::Result<_>>()?;
+    let quorum: Vec<String> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("server.{}=127.0.0.1:{}:{}", i + 1, p[1], p[2]))
+        .collect();
+    let mut d = Deployment {
+        servers: vec![],
+        infos: vec![],
+        lock: LockSpec::ZooKeeper {
+            params: params.clone(),
+            servers: vec![],
+        },
+        client_addrs: vec![],
+    };
     for (i, (name, p)) in names.iter().zip(&ports).enumerate() {
         let home = dir.join(name);
         std::fs::create_dir_all(home.join("data"))?;
@@ -69,17 +98,26 @@ pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Depl
         );
         std::fs::write(home.join("zoo.cfg"), cfg)?;
         let args = vec![
-            "-Xmx128m".to_owned(), "-XX:+UseSerialGC".into(), "-Xshare:auto".into(),
-            "-cp".into(), jars.join(":"),
-            "org.apache.zookeeper.server.quorum.QuorumPeerMain".into(), "zoo.cfg".into(),
+            "-Xmx128m".to_owned(),
+            "-XX:+UseSerialGC".into(),
+            "-Xshare:auto".into(),
+            "-cp".into(),
+            jars.join(":"),
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain".into(),
+            "zoo.cfg".into(),
         ];
         let addr = SocketAddr::from(([127, 0, 0, 1], p[0]));
-        let probe: Probe = Box::new(move || four_letters(addr, "srvr").is_some_and(|s| s.contains("Mode: ")));
-        d.servers.push(Server::new(name, home, java.clone(), args, probe)?);
+        let probe: Probe =
+            Box::new(move || four_letters(addr, "srvr").is_some_and(|s| s.contains("Mode: ")));
+        d.servers
+            .push(Server::new(name, home, java.clone(), args, probe)?);
         d.client_addrs.push((name.clone(), addr));
     }
     let endpoints = d.client_addrs.iter().map(|(_, a)| a.to_string()).collect();
-    d.lock = LockSpec::ZooKeeper { params, servers: endpoints };
+    d.lock = LockSpec::ZooKeeper {
+        params,
+        servers: endpoints,
+    };
     Ok(d)
 }
 
@@ -89,8 +127,16 @@ pub fn infos(addrs: &[(String, SocketAddr)]) -> Vec<ServerInfo> {
         .iter()
         .map(|(name, a)| {
             let srvr = four_letters(*a, "srvr").unwrap_or_default();
-            let version = srvr.lines().next().map(version_in).unwrap_or_else(|| "unknown".into());
-            ServerInfo { name: name.clone(), software: "zookeeper".into(), version }
+            let version = srvr
+                .lines()
+                .next()
+                .map(version_in)
+                .unwrap_or_else(|| "unknown".into());
+            ServerInfo {
+                name: name.clone(),
+                software: "zookeeper".into(),
+                version,
+            }
         })
         .collect()
 }
