@@ -245,11 +245,17 @@ fn runs_from_any_directory_with_the_built_in_matrix() {
     let json = std::fs::read_to_string(dir.join("r/report.json")).unwrap();
     let report: serde_json::Value = serde_json::from_str(&json).unwrap();
     let catalog = report["catalog"].as_array().unwrap();
-    let files = std::fs::read_dir(common::repo("scenarios/catalog")).unwrap().count();
+    let files = std::fs::read_dir(common::repo("scenarios/catalog"))
+        .unwrap()
+        .count();
     assert_eq!(catalog.len(), files);
     for entry in catalog {
         let met = &entry["expect_met"];
-        assert_eq!((met["k"].as_u64(), met["n"].as_u64()), (Some(1), Some(1)), "{entry:#}");
+        assert_eq!(
+            (met["k"].as_u64(), met["n"].as_u64()),
+            (Some(1), Some(1)),
+            "{entry:#}"
+        );
     }
 }
 

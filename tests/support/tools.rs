@@ -4,8 +4,10 @@
 //! the test instead, so CI can never pass by skipping.
 //!
 //! Shared by source (`#[path]`) between the crates' test directories.
+#![allow(dead_code)]
 
 use std::io::Write;
+use std::path::Path;
 use std::process::Command;
 
 /// The first of `candidates` that runs with `--version` (or the binary `env_var` names, if
@@ -25,14 +27,33 @@ pub fn require(
             .output()
             .is_ok_and(|o| o.status.success())
     });
-    if let Some(bin) = found {
-        return Some((*bin).to_owned());
+    match found {
+        Some(bin) => Some((*bin).to_owned()),
+        None => {
+            missing(
+                test,
+                &format!("none of {} is on PATH", candidates.join(", ")),
+                install,
+            );
+            None
+        }
     }
-    let missing = format!("none of {} is on PATH ({install})", candidates.join(", "));
+}
+
+/// Whether a file the test needs (a jar, say) is there; if not, says the test skipped, or
+/// panics under `CI`.
+pub fn require_file(test: &str, path: &Path, install: &str) -> bool {
+    let found = path.is_file();
+    if !found {
+        missing(test, &format!("{} does not exist", path.display()), install);
+    }
+    found
+}
+
+fn missing(test: &str, what: &str, install: &str) {
     assert!(
         std::env::var_os("CI").is_none(),
-        "{test}: CI is set and {missing}: the test cannot run, so it fails"
+        "{test}: CI is set and {what} ({install}): the test cannot run, so it fails"
     );
-    let _ = writeln!(std::io::stderr(), "{test}: SKIPPED: {missing}");
-    None
+    let _ = writeln!(std::io::stderr(), "{test}: SKIPPED: {what} ({install})");
 }
