@@ -1,7 +1,7 @@
 //! `locksim sweep`: every seed of a range (or of one shard of it), in parallel, one JSON
 //! line per seed appended to the results file as each run finishes.
 
-use crate::input;
+use crate::cli::input;
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use locksim_protocols::Registry;
 use locksim_scenarios::sweep::{
@@ -45,7 +45,7 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let path = args.scenario.display().to_string();
     let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
     let shard = args.shard.unwrap_or(Shard::ALL);
-    let jobs = args.jobs.unwrap_or_else(crate::default_jobs);
+    let jobs = args.jobs.unwrap_or_else(crate::cli::default_jobs);
     if jobs == 0 {
         return Err(input("--jobs must be at least 1"));
     }
