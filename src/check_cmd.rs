@@ -1,7 +1,7 @@
 //! `locksim check`: the checker on a history recorded elsewhere (or by `locksim run
 //! --history`), in the simulator's JSON Lines format.
 
-use crate::cli::input;
+use crate::shared::input;
 use crate::text;
 use locksim_check::checker::{Liveness, Updates, Violation};
 use locksim_check::history::{format_hash, read_jsonl, trace_hash};

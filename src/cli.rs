@@ -6,6 +6,7 @@
 //! `run(args, &Registry) -> anyhow::Result<ExitCode>`; registering it is one variant of
 //! [`Command`] and one arm of [`dispatch`].
 
+pub use crate::shared::{default_jobs, input, InputError};
 use crate::{check_cmd, compare_cmd, report_cmd, run_cmd, search_cmd, sweep_cmd};
 use clap::{Parser, Subcommand};
 use locksim_protocols::Registry;
@@ -38,28 +39,6 @@ pub enum Command {
     Report(report_cmd::ReportArgs),
     /// List the protocols a scenario can name, with one line about each.
     Protocols,
-}
-
-/// Bad input: exit code 2.
-#[derive(Debug)]
-pub struct InputError(pub String);
-
-impl std::fmt::Display for InputError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for InputError {}
-
-/// An [`InputError`] (exit code 2) saying `e`.
-pub fn input(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::Error::new(InputError(e.to_string()))
-}
-
-/// Worker threads when `--jobs` is not given: one per core.
-pub fn default_jobs() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The whole command line on the process' arguments, with the protocols of `registry`: what

@@ -17,7 +17,7 @@
 //! description its summary, and a `[protocol]` table with nothing but `name`, so its
 //! parameters take their defaults (see [`extra_rows`]).
 
-use crate::cli::input;
+use crate::shared::input;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use locksim_protocols::Registry;

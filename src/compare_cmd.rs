@@ -34,7 +34,7 @@ impl CompareArgs {
         Options {
             matrix: self.matrix,
             seeds: self.seeds,
-            jobs: self.jobs.unwrap_or_else(crate::cli::default_jobs),
+            jobs: self.jobs.unwrap_or_else(crate::shared::default_jobs),
             out: self.out,
             resume: self.resume,
             progress: !self.quiet,

@@ -15,5 +15,6 @@ pub mod compare_cmd;
 pub mod report_cmd;
 pub mod run_cmd;
 pub mod search_cmd;
+pub mod shared;
 pub mod sweep_cmd;
 pub mod text;

@@ -1,6 +1,6 @@
 //! `locksim report`: a comparison report from the results files of earlier sweeps.
 
-use crate::cli::input;
+use crate::shared::input;
 use locksim_protocols::Registry;
 use locksim_reports::{CellAccumulator, Comparison, SCHEMA_VERSION};
 use locksim_scenarios::sweep::{for_each_result, SeedResult};

@@ -1,6 +1,6 @@
 //! `locksim run`: one scenario, one seed, the history checked.
 
-use crate::cli::input;
+use crate::shared::input;
 use crate::text;
 use anyhow::Context;
 use locksim_protocols::Registry;

@@ -759,70 +759,16 @@ const LOOKBACK_NS: u64 = 3_000_000_000;
 pub fn caption(history: &[Event], kind: &str, witness: &[u64]) -> String {
     let ev = |i: &u64| history.get(*i as usize);
     let events: Vec<&Event> = witness.iter().filter_map(ev).collect();
-    let (what, from, to) = match kind {
-        "mutual_exclusion" => {
-            let enters: Vec<&&Event> = events.iter().filter(|e| e.op == Op::CsEnter).collect();
-            let [a, b] = enters[..] else {
-                return String::new();
-            };
-            (
-                format!(
-                    "{} entered its critical section at {:.0} ms while {} (inside since {:.0} ms, \
-                     grant {}) had not left it",
-                    b.node,
-                    b.time_ms(),
-                    a.node,
-                    a.time_ms(),
-                    a.grant.as_deref().unwrap_or("?")
-                ),
-                a.time_ns,
-                b.time_ns,
-            )
-        }
+    let found = match kind {
+        "mutual_exclusion" => overlap_caption(&events),
         "fencing" | "lost_update" if events.len() >= 2 => {
-            let (a, b) = (events[0], events[1]);
-            let who = |e: &Event| e.grant.clone().unwrap_or_else(|| e.node.clone());
-            let what = if kind == "fencing" && a.token == b.token {
-                format!(
-                    "the resource accepted token {} from {} at {:.0} ms, a token {} had already \
-                     used at {:.0} ms: the token was reused",
-                    b.token.unwrap_or(0),
-                    who(b),
-                    b.time_ms(),
-                    who(a),
-                    a.time_ms()
-                )
-            } else if kind == "fencing" {
-                format!(
-                    "the resource accepted token {} from {} at {:.0} ms after token {} from {} \
-                     at {:.0} ms: a stale write",
-                    b.token.unwrap_or(0),
-                    who(b),
-                    b.time_ms(),
-                    a.token.unwrap_or(0),
-                    who(a),
-                    a.time_ms()
-                )
-            } else {
-                format!(
-                    "{} wrote {} at {:.0} ms, the value {} had written at {:.0} ms: one increment \
-                     is lost",
-                    who(b),
-                    b.value.unwrap_or(0),
-                    b.time_ms(),
-                    who(a),
-                    a.time_ms()
-                )
-            };
-            // The cause lies between the earlier writer's entry and the later write.
-            let grant_node = b.grant.as_deref().and_then(|g| g.split('#').next());
-            let start = grant_node
-                .and_then(|n| cs_enter_before(history, n, b.index as usize))
-                .map_or(a.time_ns, |e| e.time_ns.min(a.time_ns));
-            (what, start, b.time_ns)
+            Some(write_caption(history, kind, events[0], events[1]))
         }
         "" => return "No violation in this run.".into(),
-        _ => return String::new(),
+        _ => None,
+    };
+    let Some((what, from, to)) = found else {
+        return String::new();
     };
     let mut faults = faults_between(history, from, to);
     if faults.is_empty() {
@@ -842,6 +788,61 @@ pub fn caption(history: &[Event], kind: &str, witness: &[u64]) -> String {
     }
     line.push('.');
     line
+}
+
+/// Two clients inside at once: what happened, and the span to look for its cause in.
+fn overlap_caption(events: &[&Event]) -> Option<(String, u64, u64)> {
+    let enters: Vec<&&Event> = events.iter().filter(|e| e.op == Op::CsEnter).collect();
+    let [a, b] = enters[..] else {
+        return None;
+    };
+    let what = format!(
+        "{} entered its critical section at {:.0} ms while {} (inside since {:.0} ms, grant {}) \
+         had not left it",
+        b.node,
+        b.time_ms(),
+        a.node,
+        a.time_ms(),
+        a.grant.as_deref().unwrap_or("?")
+    );
+    Some((what, a.time_ns, b.time_ns))
+}
+
+/// A harmful write (`a` the earlier accepted one, `b` the later): what happened, and the
+/// span to look for its cause in.
+fn write_caption(history: &[Event], kind: &str, a: &Event, b: &Event) -> (String, u64, u64) {
+    let who = |e: &Event| e.grant.clone().unwrap_or_else(|| e.node.clone());
+    let (b_token, a_token) = (b.token.unwrap_or(0), a.token.unwrap_or(0));
+    let (b_ms, a_ms) = (b.time_ms(), a.time_ms());
+    let what = if kind == "fencing" && a.token == b.token {
+        format!(
+            "the resource accepted token {b_token} from {} at {b_ms:.0} ms, a token {} had \
+             already used at {a_ms:.0} ms: the token was reused",
+            who(b),
+            who(a),
+        )
+    } else if kind == "fencing" {
+        format!(
+            "the resource accepted token {b_token} from {} at {b_ms:.0} ms after token \
+             {a_token} from {} at {a_ms:.0} ms: a stale write",
+            who(b),
+            who(a),
+        )
+    } else {
+        format!(
+            "{} wrote {} at {b_ms:.0} ms, the value {} had written at {a_ms:.0} ms: one \
+             increment is lost",
+            who(b),
+            b.value.unwrap_or(0),
+            who(a),
+        )
+    };
+    // The cause lies between the earlier writer's entry and the later write.
+    let grant_node = b.grant.as_deref().and_then(|g| g.split('#').next());
+    let start = grant_node
+        .and_then(|n| cs_enter_before(history, n, b.index as usize))
+        .map_or(a.time_ns, |e| e.time_ns.min(a.time_ns));
+    (what, start, b.time_ns)
 }
 
 #[cfg(test)]
