@@ -204,3 +204,113 @@ fn functions_fit_on_a_screen() {
         found.join("\n")
     );
 }
+
+/// The files of one crate's source directory (one level: `name.rs`) and the sibling files
+/// each one's code (not its comments or tests) names through `crate::`.
+fn imports(dir: &Path) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(dir, &mut files);
+    let module = |p: &Path| p.file_stem().unwrap().to_string_lossy().into_owned();
+    let names: std::collections::BTreeSet<String> = files
+        .iter()
+        .filter(|p| p.parent() == Some(dir))
+        .map(|p| module(p))
+        .filter(|m| m != "lib" && m != "main")
+        .collect();
+    let mut graph = std::collections::BTreeMap::new();
+    for file in files.iter().filter(|p| names.contains(&module(p))) {
+        let text = std::fs::read_to_string(file).unwrap();
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+        let code: String = code
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut uses = std::collections::BTreeSet::new();
+        for part in code.split("crate::").skip(1) {
+            // `crate::a::…` names `a`; `crate::{a, b::c}` names `a` and `b` (and `c`,
+            // which only counts if it is a sibling too).
+            let named = match part.strip_prefix('{') {
+                Some(group) => group.split('}').next().unwrap_or(""),
+                None => part
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap_or(""),
+            };
+            uses.extend(
+                named
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .filter(|w| names.contains(*w) && *w != module(file)),
+            );
+        }
+        let uses = uses.into_iter().map(String::from).collect();
+        graph.insert(module(file), uses);
+    }
+    graph
+}
+
+/// A cycle in `graph`, as the files around it, if there is one.
+fn cycle(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut ring = path[at..].to_vec();
+            ring.push(node.to_string());
+            return Some(ring);
+        }
+        if !done.insert(node.to_string()) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(ring) = visit(next, graph, path, done) {
+                return Some(ring);
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|n| visit(n, graph, &mut vec![], &mut done))
+}
+
+#[test]
+fn the_cycle_check_finds_a_ring() {
+    let graph = |edges: &[(&str, &str)]| {
+        let mut g = std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+        for (a, b) in edges {
+            g.entry(a.to_string()).or_default().insert(b.to_string());
+            g.entry(b.to_string()).or_default();
+        }
+        g
+    };
+    let ring = cycle(&graph(&[("a", "b"), ("b", "c"), ("c", "a"), ("d", "a")]));
+    assert_eq!(ring.map(|r| r.len()), Some(4), "a -> b -> c -> a");
+    assert_eq!(cycle(&graph(&[("a", "b"), ("b", "c"), ("a", "c")])), None);
+}
+
+#[test]
+fn files_do_not_import_each_other_in_a_ring() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for dir in FUNCTION_LINES_ROOTS {
+        let graph = imports(&root.join(dir));
+        assert!(!graph.is_empty(), "found the files of {dir}");
+        if let Some(ring) = cycle(&graph) {
+            found.push(format!("{dir}: {}", ring.join(" -> ")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "files importing each other:\n{}",
+        found.join("\n")
+    );
+}
