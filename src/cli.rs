@@ -7,7 +7,7 @@
 //! [`Command`] and one arm of [`dispatch`].
 
 pub use crate::shared::{default_jobs, input, InputError};
-use crate::{check_cmd, compare_cmd, report_cmd, run_cmd, search_cmd, sweep_cmd};
+use crate::{check_cmd, compare_cmd, live_cmd, report_cmd, run_cmd, search_cmd, sweep_cmd};
 use clap::{Parser, Subcommand};
 use locksim_protocols::Registry;
 use std::ffi::OsString;
@@ -39,6 +39,11 @@ pub enum Command {
     Report(report_cmd::ReportArgs),
     /// List the protocols a scenario can name, with one line about each.
     Protocols,
+    /// Run a scenario's workload and faults against real servers started on loopback.
+    Live(live_cmd::LiveArgs),
+    /// One client process of a live run (started by `locksim live`).
+    #[command(hide = true)]
+    LiveClient(live_cmd::ClientArgs),
 }
 
 /// The whole command line on the process' arguments, with the protocols of `registry`: what
@@ -92,6 +97,8 @@ pub fn dispatch(command: Command, registry: &Registry) -> anyhow::Result<ExitCod
         Command::Check(args) => check_cmd::run(args),
         Command::Compare(args) => compare_cmd::run(args, registry),
         Command::Report(args) => report_cmd::run(args, registry),
+        Command::Live(args) => live_cmd::run(args, registry),
+        Command::LiveClient(args) => live_cmd::client(args),
         Command::Protocols => {
             for id in registry.ids() {
                 let protocol = registry.get(id).expect("listed ids are registered");
