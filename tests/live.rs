@@ -382,3 +382,28 @@ fn leader_faults_hit_the_member_that_leads() {
     }
     assert_eq!(faults[0]["detail"], "scheduled on @leader");
 }
+
+#[test]
+fn etcd_3_4_lock_enters_without_its_key_after_a_pause_and_3_5_does_not() {
+    if !have("etcd", "etcd-server") {
+        return;
+    }
+    let runs: Vec<_> = ["bug", "fixed"]
+        .into_iter()
+        .map(|form| {
+            std::thread::spawn(move || {
+                let keep = scratch(&format!("11456-{form}"));
+                let file = format!("live/scenarios/etcd-lease-recheck-{form}-pause.toml");
+                (live_json(&file, &keep), keep)
+            })
+        })
+        .collect();
+    let results: Vec<_> = runs.into_iter().map(|r| r.join().unwrap()).collect();
+    let ((bug_code, bug), _) = &results[0];
+    let ((fixed_code, fixed), keep) = &results[1];
+    assert_eq!(*bug_code, 1);
+    assert_eq!(bug["properties"]["mutual_exclusion"], "invalid", "{bug}");
+    assert_eq!(*fixed_code, 0);
+    assert_eq!(fixed["properties"]["mutual_exclusion"], "valid", "{fixed}");
+    assert_none_left(keep);
+}
