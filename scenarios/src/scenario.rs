@@ -269,6 +269,11 @@ pub struct Prepared {
     pub deployment: Box<dyn Deployment>,
 }
 
+/// A scenario file's text (bounded), or nothing: only to name the line of an error.
+fn text_of(path: &str) -> String {
+    read_to_string_bounded(Path::new(path), FILE_BYTES_MAX).unwrap_or_default()
+}
+
 impl Scenario {
     /// A stable hash of everything in the scenario that can change a run's result (its
     /// `description` and default `seed` do not): a sweep refuses to resume into the results
@@ -408,10 +413,7 @@ impl Scenario {
         // The file is read again only to name the line of an error.
         let fail = |field: String, message: String| ScenarioError {
             path: path.into(),
-            line: locate(
-                &read_to_string_bounded(Path::new(path), FILE_BYTES_MAX).unwrap_or_default(),
-                &field,
-            ),
+            line: locate(&text_of(path), &field),
             field: Some(field),
             message,
         };
