@@ -135,6 +135,7 @@ registry! {
     clock_drift::ClockDrift,
     loss::Loss,
     fsync_stall::FsyncStall,
+    pause_periodic::PausePeriodic,
 }
 
 /// A kind's [`Spec`] behind a pointer (the registry dispatches through it).
@@ -545,7 +546,8 @@ mod tests {
         let p = profile(
             r#"{"pause_probability": 1, "crash_probability": 1, "partition_probability": 1,
                 "clock_jump_probability": 1, "clock_drift_probability": 1,
-                "loss_period_probability": 1, "fsync_stall_probability": 1}"#,
+                "loss_period_probability": 1, "fsync_stall_probability": 1,
+                "pause_periodic_probability": 1}"#,
         );
         let faults = p.generate(5, 2_000, &targets());
         let mut kinds: Vec<FaultKind> = faults.iter().map(Fault::kind).collect();
