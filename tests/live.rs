@@ -335,3 +335,83 @@ fn zookeeper_session_expiry_pause_violates_mutual_exclusion() {
     assert!(keep.join("zk1/zk1.log").exists());
     assert_none_left(&keep);
 }
+
+#[test]
+fn a_server_that_does_not_come_up_exits_3_with_its_log() {
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    // A file where redis-server wants its AOF directory: it exits at start.
+    let dir = scratch("notready");
+    std::fs::create_dir_all(dir.join("keep/redis")).unwrap();
+    std::fs::write(dir.join("keep/redis/appendonlydir"), "").unwrap();
+    let path = scenario(
+        &dir,
+        "aof",
+        "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\npersistence = \"always\"\n",
+    );
+    let keep = dir.join("keep").display().to_string();
+    let out = in_repo(&["live", &path, "--keep", &keep]);
+    assert_eq!(code(&out), 3);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("server redis did not come up: it exited"),
+        "{err}"
+    );
+    assert!(
+        err.contains("append-only dir"),
+        "the log's tail says why: {err}"
+    );
+    assert_none_left(Path::new(&keep));
+}
+
+#[test]
+fn leader_faults_hit_the_member_that_leads() {
+    if !have("etcd", "etcd-server") {
+        return;
+    }
+    let dir = scratch("leader");
+    let path = scenario(&dir, "leader", "duration_ms = 4000\n[protocol]\nname = \"etcd\"\npeers = 3\n[[faults]]\nkind = \"pause\"\nnode = \"@leader\"\nat_ms = 1000\nduration_ms = 1500\n[[faults]]\nkind = \"crash\"\nnode = \"@leader\"\nat_ms = 3000\nrestart_after_ms = 300\n");
+    let history = dir.join("h.jsonl");
+    let h = history.display().to_string();
+    let out = in_repo(&["live", &path, "--history", &h]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&history).unwrap();
+    let faults: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["node"] == "nemesis" && e["op"] != "run_end")
+        .collect();
+    let ops: Vec<&str> = faults.iter().map(|e| e["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["pause", "resume", "crash", "restart"], "{text}");
+    for e in &faults {
+        let target = e["target"].as_str().unwrap();
+        assert!(["etcd1", "etcd2", "etcd3"].contains(&target), "{e}");
+    }
+    assert_eq!(faults[0]["detail"], "scheduled on @leader");
+}
+
+#[test]
+fn etcd_3_4_lock_enters_without_its_key_after_a_pause_and_3_5_does_not() {
+    if !have("etcd", "etcd-server") {
+        return;
+    }
+    let runs: Vec<_> = ["bug", "fixed"]
+        .into_iter()
+        .map(|form| {
+            std::thread::spawn(move || {
+                let keep = scratch(&format!("11456-{form}"));
+                let file = format!("live/scenarios/etcd-lease-recheck-{form}-pause.toml");
+                (live_json(&file, &keep), keep)
+            })
+        })
+        .collect();
+    let results: Vec<_> = runs.into_iter().map(|r| r.join().unwrap()).collect();
+    let ((bug_code, bug), _) = &results[0];
+    let ((fixed_code, fixed), keep) = &results[1];
+    assert_eq!(*bug_code, 1);
+    assert_eq!(bug["properties"]["mutual_exclusion"], "invalid", "{bug}");
+    assert_eq!(*fixed_code, 0);
+    assert_eq!(fixed["properties"]["mutual_exclusion"], "valid", "{fixed}");
+    assert_none_left(keep);
+}

@@ -1,6 +1,7 @@
 //! Process hygiene: every server and client of a live run is a child in a process group of
 //! its own, registered here, and killed on every way out of the run:
-//! - a normal end or an error: [`Reaper`]'s `Drop` (also on a panic, which unwinds);
+//! - a normal end, an error or a panic (which unwinds): each [`Proc`]'s `Drop` (only the
+//!   run's own processes: several runs may share a process, as a validation's jobs do);
 //! - SIGINT / SIGTERM to locksim: a signal handler kills every registered group, then exits;
 //! - locksim itself killed: each child has `PR_SET_PDEATHSIG = SIGKILL` (set in `pre_exec`),
 //!   so the kernel kills it when the thread that spawned it dies. Children are spawned from
@@ -175,16 +176,6 @@ impl Drop for Proc {
     fn drop(&mut self) {
         // Kill the group even if its leader exited: a JVM's children may remain.
         self.kill_in_place();
-    }
-}
-
-/// Kills every live process still registered when dropped: the backstop for early returns
-/// and panics in the code that owns the [`Proc`]s.
-pub struct Reaper;
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        kill_registered();
     }
 }
 

@@ -5,7 +5,7 @@
 use crate::clock;
 use crate::deploy::{self, Deployment, ServerInfo};
 use crate::history::Recorder;
-use crate::procs::{Proc, Reaper};
+use crate::procs::Proc;
 use crate::spec::{ClientMsg, ClientSpec, PointStop};
 use locksim_check::{Event, History, Kind, Op};
 use locksim_scenarios::Prepared;
@@ -80,7 +80,6 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     clock::assert_real();
     crate::refuse::check(prepared)?;
     crate::procs::install_signal_handlers();
-    let _reaper = Reaper;
     let (dir, _temp) = run_dir(opts)?;
     crate::procs::log_pids_to(dir.join("pids.txt"));
     let mut deployment = deploy::plan(prepared, &dir)?;
