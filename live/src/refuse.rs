@@ -1,7 +1,8 @@
 //! What live mode cannot do, refused before anything starts (exit 2), never faked.
 
 use locksim_scenarios::Prepared;
-use locksim_sim::{Fault, FaultKind};
+use locksim_sim::nodes::ArmedPoint;
+use locksim_sim::FaultKind;
 
 /// A scenario live mode refuses: the message names the fault (or parameter) and why.
 #[derive(Debug)]
@@ -32,6 +33,9 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
             "live mode has no TCP proxy on its links yet, so it cannot cut or lose messages; \
              run it in the simulator",
         ),
+        FaultKind::PausePeriodic => {
+            Some("live mode does not repeat pauses on a schedule yet; run it in the simulator")
+        }
         FaultKind::Pause | FaultKind::Crash => None,
     }
 }
@@ -49,18 +53,8 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
             )));
         }
         let clients = s.workload.client_names();
-        if let Fault::Pause {
-            node,
-            point: Some(point),
-            ..
-        }
-        | Fault::Crash {
-            node,
-            point: Some(point),
-            ..
-        } = fault
-        {
-            if !clients.contains(node) {
+        if let Some(ArmedPoint { node, point, .. }) = fault.armed_point() {
+            if !clients.contains(&node) {
                 return Err(Refused(format!(
                     "{}: faults[{i}]: the point `{point}` is inside the server `{node}`: a real server has no named points (use `at_ms`)",
                     prepared.path
@@ -76,16 +70,11 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
         )));
     }
     let profile = &s.faults_random;
-    let drawn = [
-        (FaultKind::ClockJump, profile.clock_jump_probability),
-        (FaultKind::ClockDrift, profile.clock_drift_probability),
-        (FaultKind::FsyncStall, profile.fsync_stall_probability),
-        (FaultKind::Partition, profile.partition_probability),
-        (FaultKind::Loss, profile.loss_probability),
-    ];
-    for (kind, p) in drawn {
-        if p > 0.0 {
-            let why = why_not(kind).expect("these kinds are refused");
+    for kind in FaultKind::ALL.iter().copied() {
+        if profile.probability(kind) > 0.0 {
+            let Some(why) = why_not(kind) else {
+                continue;
+            };
             return Err(Refused(format!(
                 "{}: faults_random draws {:?} faults: {why}",
                 prepared.path,
