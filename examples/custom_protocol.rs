@@ -13,16 +13,12 @@
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use locksim_protocols::{
-    parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError,
-    Protocol, Registry,
-};
+use locksim_protocols::{Acquired, Grant, LockClient, Outcome, ParamError, Protocol, Registry};
 use locksim_scenarios::{RunResult, Scenario};
 use locksim_sim::rpc::{endpoint, Caller, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::Deserialize;
 use std::cell::RefCell;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Requests to the lease server.
@@ -55,46 +51,52 @@ fn retry_ms() -> u64 {
     20
 }
 
+/// The protocol: its id, its parameters, its server, its client.
+#[derive(Clone)]
 struct MonoLease;
 
+/// What a client needs to reach the server.
+struct Server {
+    net: LeaseNet,
+    node: NodeIdx,
+}
+
 impl Protocol for MonoLease {
-    fn id(&self) -> &'static str {
-        "mono-lease"
-    }
+    const ID: &'static str = "mono-lease";
+    const SUMMARY: &'static str =
+        "one lease server timing leases on its monotonic clock, with fencing tokens";
+    type Params = Params;
+    type Servers = Server;
+    type Client = MonoLeaseClient;
 
-    fn summary(&self) -> &'static str {
-        "one lease server timing leases on its monotonic clock, with fencing tokens"
-    }
-
-    fn configure(&self, params: &toml::Table) -> Result<Box<dyn Deployment>, ParamError> {
-        let params: Params = parse_params(params)?;
+    fn validate(&self, params: &Params) -> Result<(), ParamError> {
         if params.ttl_ms == 0 {
             return Err(ParamError::field("ttl_ms", "must be positive"));
         }
-        Ok(Box::new(MonoLeaseDeployment { params }))
+        Ok(())
     }
-}
 
-struct MonoLeaseDeployment {
-    params: Params,
-}
-
-impl Deployment for MonoLeaseDeployment {
-    fn servers(&self) -> Vec<String> {
+    fn servers(&self, _: &Params) -> Vec<String> {
         vec!["lease".into()]
     }
 
-    fn start(&self, world: &World) -> Arc<dyn Connector> {
+    fn start(&self, params: &Params, world: &World) -> Server {
         let net = LeaseNet::new(world);
-        let (server_net, ttl) = (net.clone(), Duration::from_millis(self.params.ttl_ms));
-        let server = world.add_node("lease", Role::Server, move |ctx| {
+        let (server_net, ttl) = (net.clone(), Duration::from_millis(params.ttl_ms));
+        let node = world.add_node("lease", Role::Server, move |ctx| {
             serve(ctx, server_net.clone(), ttl)
         });
-        Arc::new(MonoLeaseConnector {
-            net,
-            server,
-            params: self.params.clone(),
-        })
+        Server { net, node }
+    }
+
+    fn connect(&self, params: &Params, server: &Server, ctx: &NodeCtx) -> MonoLeaseClient {
+        let (caller, _) = endpoint(&server.net, ctx);
+        MonoLeaseClient {
+            ctx: ctx.clone(),
+            caller,
+            server: server.node,
+            params: params.clone(),
+        }
     }
 }
 
@@ -125,24 +127,6 @@ async fn serve(ctx: NodeCtx, net: LeaseNet, ttl: Duration) {
         };
         drop(s);
         caller.reply(req.from, req.id, resp);
-    }
-}
-
-struct MonoLeaseConnector {
-    net: LeaseNet,
-    server: NodeIdx,
-    params: Params,
-}
-
-impl Connector for MonoLeaseConnector {
-    fn connect(&self, ctx: &NodeCtx) -> Box<dyn LockClient> {
-        let (caller, _) = endpoint(&self.net, ctx);
-        Box::new(MonoLeaseClient {
-            ctx: ctx.clone(),
-            caller,
-            server: self.server,
-            params: self.params.clone(),
-        })
     }
 }
 
@@ -197,7 +181,7 @@ impl LockClient for MonoLeaseClient {
 /// A registry with the built-in protocols plus ours.
 fn registry() -> Registry {
     let mut r = Registry::builtin();
-    r.add(Arc::new(MonoLease));
+    r.add(MonoLease);
     r
 }
 

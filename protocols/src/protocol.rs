@@ -1,36 +1,72 @@
-//! Lock protocols for locksim: servers, client libraries, and the fenced resource.
+//! The typed template every protocol fills in, and the types its client library speaks.
 //!
-//! # Adding your own protocol
-//! A protocol is three small pieces, all public so that a protocol can live in its own crate:
-//! 1. a [`Protocol`]: an id (used as `protocol.name` in scenario files) and
-//!    [`Protocol::configure`], which parses the scenario's `[protocol]` table (use
-//!    [`parse_params`] for errors that name the field) into a
-//! 2. [`Deployment`]: the names of its server nodes and named points, and
-//!    [`Deployment::start`], which adds the server nodes to the [`World`] and returns a
-//! 3. [`Connector`], which gives each client node a [`LockClient`]: `acquire`, `release`
-//!    and optionally `extend` and `validity` (for grants whose validity changes after the
-//!    grant: keep-alives, pushes, sessions; see [`locksim_sim::rpc`] for connections with
-//!    server push).
-//!
-//! Servers talk over [`locksim_sim::rpc`]; clients time everything with their node's
-//! monotonic clock ([`NodeCtx::mono_now`]). Register the protocol in a [`Registry`] and run
-//! scenarios with it; `examples/custom_protocol.rs` in the repository is a complete example.
-
-pub mod etcd;
-pub mod raft;
-pub mod redis;
-pub mod redlock;
-pub mod replicated_redis;
-pub mod resource;
-pub mod single_redis;
-pub mod zookeeper;
+//! A protocol is one [`Protocol`] implementation: an id, its `[protocol]` parameters as a
+//! typed struct (parsed once by [`parse_params`], errors naming the field, then
+//! [`Protocol::validate`]d), the server nodes it adds ([`Protocol::start`] returns what its
+//! clients need to reach them), and a client library per client node
+//! ([`Protocol::connect`], a [`LockClient`]). The registry (`crate::registry`) erases the
+//! types once for every protocol; nothing here knows any protocol.
 
 use async_trait::async_trait;
 use locksim_sim::{NodeCtx, World};
 use serde::de::DeserializeOwned;
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use serde::Deserialize;
 use std::time::Duration;
+
+/// A lock protocol: its parameters, its servers, its client and its fault roles.
+///
+/// Implement this, add the value to a `Registry` (`registry.add(MyProtocol)`) and every
+/// scenario, fault, check and report works with it.
+pub trait Protocol: Clone + Send + Sync + 'static {
+    /// The id used in scenario files (`[protocol] name = "..."`).
+    const ID: &'static str;
+    /// One line for people.
+    const SUMMARY: &'static str;
+    /// The `[protocol]` table without `name` (use `#[serde(deny_unknown_fields)]` and
+    /// defaults); parsed once, before the run.
+    type Params: DeserializeOwned + Clone + Send + Sync + 'static;
+    /// What [`Protocol::start`] hands to every client: networks, server node indexes.
+    type Servers: Send + Sync + 'static;
+    /// The client library, one per client node (and per restart of it).
+    type Client: LockClient + 'static;
+
+    /// Checks what serde cannot (ranges, fields that depend on each other); the error names
+    /// the field.
+    fn validate(&self, params: &Self::Params) -> Result<(), ParamError> {
+        let _ = params;
+        Ok(())
+    }
+    /// The names of the server nodes it will add (known before the run, for validating
+    /// fault targets).
+    fn servers(&self, params: &Self::Params) -> Vec<String>;
+    /// Named points in its code where faults can be triggered: `(node, point)`, `node`
+    /// being a server name or `client`.
+    fn points(&self, params: &Self::Params) -> Vec<(String, &'static str)> {
+        let _ = params;
+        vec![]
+    }
+    /// The fault targets it answers when a fault fires (e.g. `@primary`): [`Protocol::start`]
+    /// registers an answer for each with [`World::answer_role`]. A scenario naming another
+    /// role is refused.
+    fn roles(&self, params: &Self::Params) -> Vec<&'static str> {
+        let _ = params;
+        vec![]
+    }
+    /// Adds the server nodes to the world (and answers its roles).
+    fn start(&self, params: &Self::Params, world: &World) -> Self::Servers;
+    /// The client library of the client node `ctx` (called at every start of the node).
+    fn connect(
+        &self,
+        params: &Self::Params,
+        servers: &Self::Servers,
+        ctx: &NodeCtx,
+    ) -> Self::Client;
+}
+
+/// The parameters of a protocol that has none: an empty `[protocol]` table (besides `name`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
 
 /// A lock held by a client.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,43 +148,6 @@ pub trait LockClient {
     }
 }
 
-/// Gives each client node its [`LockClient`].
-pub trait Connector: Send + Sync {
-    /// A client for the node `ctx` (called at every start of the node).
-    fn connect(&self, ctx: &NodeCtx) -> Box<dyn LockClient>;
-}
-
-/// A configured protocol, ready to be started in a world.
-pub trait Deployment: Send + Sync {
-    /// The names of the server nodes it will add (known before the run, for validating
-    /// fault targets).
-    fn servers(&self) -> Vec<String>;
-    /// Named points in its code where faults can be triggered, by role: `(node, point)`,
-    /// `node` being a server name or `client`.
-    fn points(&self) -> Vec<(String, &'static str)> {
-        vec![]
-    }
-    /// The fault targets it answers when a fault fires (e.g. `@primary`): [`Deployment::start`]
-    /// registers an answer for each with [`World::answer_role`]. A scenario naming another
-    /// role is refused.
-    fn roles(&self) -> Vec<&'static str> {
-        vec![]
-    }
-    /// Adds the server nodes to the world (and answers its roles) and returns the connector
-    /// for clients.
-    fn start(&self, world: &World) -> Arc<dyn Connector>;
-}
-
-/// A lock protocol.
-pub trait Protocol: Send + Sync {
-    /// The id used in scenario files (`[protocol] name = "..."`).
-    fn id(&self) -> &'static str;
-    /// One line for people.
-    fn summary(&self) -> &'static str;
-    /// Parses the `[protocol]` table (without `name`).
-    fn configure(&self, params: &toml::Table) -> Result<Box<dyn Deployment>, ParamError>;
-}
-
 /// A protocol parameter that is wrong: which field and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -195,44 +194,4 @@ fn quoted_field(message: &str) -> Option<String> {
     let start = message.find('`')? + 1;
     let end = start + message[start..].find('`')?;
     Some(message[start..end].to_owned())
-}
-
-/// The protocols a run can use, by id.
-#[derive(Clone, Default)]
-pub struct Registry {
-    protocols: BTreeMap<&'static str, Arc<dyn Protocol>>,
-}
-
-impl Registry {
-    /// An empty registry.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The protocols that ship with locksim.
-    pub fn builtin() -> Self {
-        let mut r = Self::new();
-        r.add(Arc::new(single_redis::SingleRedis));
-        r.add(Arc::new(replicated_redis::ReplicatedRedis));
-        r.add(Arc::new(redlock::Redlock));
-        r.add(Arc::new(etcd::Etcd));
-        r.add(Arc::new(zookeeper::ZooKeeper));
-        r
-    }
-
-    /// Adds (or replaces) a protocol.
-    pub fn add(&mut self, protocol: Arc<dyn Protocol>) -> &mut Self {
-        self.protocols.insert(protocol.id(), protocol);
-        self
-    }
-
-    /// The protocol with this id.
-    pub fn get(&self, id: &str) -> Option<&Arc<dyn Protocol>> {
-        self.protocols.get(id)
-    }
-
-    /// All ids, sorted.
-    pub fn ids(&self) -> Vec<&'static str> {
-        self.protocols.keys().copied().collect()
-    }
 }

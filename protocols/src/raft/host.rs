@@ -16,34 +16,30 @@
 //! - raft-rs draws its election timeout from `rand::thread_rng()`, which escapes the run's
 //!   seed: whenever a new timeout starts (`election_elapsed == 0` after `new`, `tick` or
 //!   `step`) the host overrides it from madsim's seeded RNG, within raft-rs's own range;
-//! - persistence ([`log`]): a write is durable only after an fsync whose latency comes from
+//! - persistence ([`super::log`]): a write is durable only after an fsync whose latency comes from
 //!   the seed; a peer acknowledges only what it synced; a crash loses the rest; a restart
 //!   recovers hard state and log from the disk and re-applies the log from index 1. The bug
 //!   variant `ack-before-fsync` sends the acknowledgements (and advances) before the fsync;
 //! - linearizable reads by **ReadIndex** through the leader (`ReadOnlyOption::Safe`): a read
 //!   is answered once a quorum confirmed the leadership and the peer applied up to the index;
-//! - Raft's safety ([`audit`]): at most one leader per term, the same entry at every applied
+//! - Raft's safety ([`super::audit`]): at most one leader per term, the same entry at every applied
 //!   index on every peer, checked on every run of the correct variant.
 //!
 //! Left out: membership changes, snapshots and log compaction (a run is seconds long),
 //! batching and pipelining knobs, learners, leader transfer.
 //!
-//! The service on top ([`Service`]: the etcd flavour in [`crate::etcd`]) is itself a state
+//! The service on top ([`Service`]: the etcd flavour in [`crate::raft::etcd`]) is itself a state
 //! machine applied from the log; the host gives it client requests, committed commands,
 //! confirmed reads, ticks and role changes, and sends what it answers.
 
-pub mod audit;
-pub mod client;
-pub mod log;
-
-use crate::ParamError;
-use audit::Audit;
+use super::audit::Audit;
+use super::log::DurableLog;
+use crate::protocol::ParamError;
 use futures::channel::mpsc::unbounded;
 use futures::StreamExt;
 use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::rpc::{endpoint, Caller, Request, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
-use log::DurableLog;
 use raft::eraftpb::{Entry, EntryType, Message};
 use raft::storage::MemStorage;
 use raft::{RawNode, StateRole};

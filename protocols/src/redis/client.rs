@@ -6,7 +6,7 @@
 //! late" check. What differs (Redlock's quorum, Sentinel's primary, `WAIT`, the bug
 //! variants) stays in each protocol's file.
 
-use crate::{Acquired, Grant, LockClient, Outcome, ParamError};
+use crate::protocol::{Acquired, Grant, LockClient, Outcome, ParamError};
 use async_trait::async_trait;
 use locksim_sim::rpc::RpcError;
 use locksim_sim::NodeCtx;
