@@ -18,7 +18,6 @@ use locksim_scenarios::{RunResult, Scenario};
 use locksim_sim::rpc::{endpoint, Caller, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::Deserialize;
-use std::cell::RefCell;
 use std::time::Duration;
 
 /// Requests to the lease server.
@@ -103,29 +102,22 @@ impl Protocol for MonoLease {
 /// The server: one lease, expiring by the server's monotonic clock.
 async fn serve(ctx: NodeCtx, net: LeaseNet, ttl: Duration) {
     let (caller, mut requests) = endpoint(&net, &ctx);
-    let state: RefCell<(Option<(String, Duration)>, u64)> = RefCell::new((None, 0));
+    let (mut holder, mut token): (Option<(String, Duration)>, u64) = (None, 0);
     while let Some(req) = requests.next().await {
         let now = ctx.mono_now();
-        let mut s = state.borrow_mut();
-        if s.0.as_ref().is_some_and(|(_, until)| now >= *until) {
-            s.0 = None;
-        }
+        holder.take_if(|(_, until)| now >= *until);
         let resp = match req.body {
-            Req::Acquire { owner } if s.0.is_none() => {
-                s.1 += 1;
-                s.0 = Some((owner, now + ttl));
-                Resp::Granted { token: s.1 }
+            Req::Acquire { owner } if holder.is_none() => {
+                token += 1;
+                holder = Some((owner, now + ttl));
+                Resp::Granted { token }
             }
             Req::Acquire { .. } => Resp::Busy,
             Req::Release { owner } => {
-                let ours = s.0.as_ref().is_some_and(|(o, _)| *o == owner);
-                if ours {
-                    s.0 = None;
-                }
+                let ours = holder.take_if(|(o, _)| *o == owner).is_some();
                 Resp::Released(ours)
             }
         };
-        drop(s);
         caller.reply(req.from, req.id, resp);
     }
 }

@@ -218,6 +218,7 @@ pub trait OneServer: Attempts {
         token: Option<u64>,
         value: String,
     ) -> Attempt {
+        assert!(!value.is_empty(), "a grant has the value its key holds");
         if valid_until.is_some_and(|v| self.ctx().mono_now() >= v) {
             self.ctx()
                 .note("grant arrived after its validity: released");

@@ -35,14 +35,19 @@ impl Node {
         if self.repl.is_none() {
             return (self.store.exec(cmd, now_ms, expired), vec![]);
         }
-        match cmd {
+        let (reply, effects) = match cmd {
             _ if self.is_primary() => self.store.exec_with_effects(cmd, now_ms, expired),
             Cmd::Get { key } => (self.store.get_readonly(key, now_ms), vec![]),
             _ => (
                 Reply::Error("READONLY You can't write against a read only replica.".into()),
                 vec![],
             ),
-        }
+        };
+        assert!(
+            effects.is_empty() || self.is_primary(),
+            "only a primary writes"
+        );
+        (reply, effects)
     }
 }
 

@@ -422,6 +422,7 @@ impl RedlockClient {
         let elapsed = self.ctx.mono_now() - start;
         match p.decide(granted.len(), elapsed) {
             Ok(validity) => {
+                assert!(granted.len() >= quorum(p.instances), "a grant has a quorum");
                 self.locked.insert(value.clone(), granted);
                 Ok(Grant {
                     token,

@@ -181,6 +181,24 @@ impl Kv {
         }
     }
 
+    /// Every key is attached to exactly one live lease and every attached key exists: a key
+    /// never outlives its lease's revocation. The lessor tracks only live leases.
+    fn assert_leases(&self) {
+        let mut attached = 0;
+        for (_, keys) in self.leases.values() {
+            attached += keys.len();
+            assert!(
+                keys.iter().all(|k| self.keys.contains_key(k)),
+                "a lease's key exists"
+            );
+        }
+        assert_eq!(attached, self.keys.len(), "every key has one lease");
+        assert!(
+            self.expiry.keys().all(|l| self.leases.contains_key(l)),
+            "the lessor never tracks a revoked lease"
+        );
+    }
+
     fn delete(&mut self, key: &str) -> bool {
         let Some(_) = self.keys.remove(key) else {
             return false;
@@ -227,6 +245,10 @@ impl Kv {
         for key in keys {
             self.keys.remove(&key);
         }
+        assert!(
+            !self.expiry.contains_key(&lease),
+            "revoked: never renewed again"
+        );
         if self.owner() != owner {
             self.owner_expiries += 1;
             if env.leader && !self.lock_delay.is_zero() {
@@ -261,6 +283,10 @@ impl Kv {
             );
         }
         let mine = self.keys[&key].create_rev;
+        assert!(
+            mine <= self.rev,
+            "a key's revision was the store's at its creation"
+        );
         Resp::Acquired {
             mine,
             owner: self.owner().expect("the waiter's key exists"),
@@ -303,6 +329,7 @@ impl Service for Kv {
     }
 
     fn apply(&mut self, cmd: Cmd, env: &Env) -> Resp {
+        let rev_before = self.rev;
         let resp = match cmd {
             Cmd::LeaseGrant { lease, ttl_ms } => {
                 let ttl = Duration::from_millis(ttl_ms);
@@ -321,6 +348,11 @@ impl Service for Kv {
                 Resp::Deleted
             }
         };
+        assert!(
+            self.rev >= rev_before,
+            "revisions (the fencing tokens) only grow"
+        );
+        self.assert_leases();
         self.fire_watches();
         resp
     }
@@ -362,6 +394,7 @@ impl Service for Kv {
             return vec![];
         }
         self.ticks = 0;
+        self.assert_leases();
         let now = env.ctx.mono_now();
         self.expiry
             .iter()

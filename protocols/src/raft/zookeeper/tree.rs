@@ -124,6 +124,24 @@ pub struct Tree {
 }
 
 impl Tree {
+    /// Every node is the ephemeral of exactly one live session and every ephemeral exists:
+    /// a session's ephemerals go with it. The tracker follows only live sessions.
+    fn assert_sessions(&self) {
+        let mut ephemerals = 0;
+        for (_, names) in self.sessions.values() {
+            ephemerals += names.len();
+            assert!(
+                names.iter().all(|n| self.nodes.contains_key(n)),
+                "an ephemeral exists"
+            );
+        }
+        assert_eq!(ephemerals, self.nodes.len(), "every node has one session");
+        assert!(
+            self.expiry.keys().all(|s| self.sessions.contains_key(s)),
+            "the tracker never follows a closed session"
+        );
+    }
+
     fn delete(&mut self, name: &str) -> bool {
         if self.nodes.remove(name).is_none() {
             return false;
@@ -160,6 +178,10 @@ impl Tree {
         for name in ephemerals {
             self.nodes.remove(&name);
         }
+        assert!(
+            !self.expiry.contains_key(&session),
+            "closed: never touched again"
+        );
         Resp::Deleted
     }
 
@@ -177,6 +199,10 @@ impl Tree {
         self.zxid += 1;
         self.cversion += 1;
         let seq = self.cversion;
+        assert!(
+            self.nodes.values().all(|s| *s < seq),
+            "sequence numbers (the fencing tokens) grow"
+        );
         let name = format!("lock-{seq:010}");
         ephemerals.insert(name.clone());
         self.nodes.insert(name.clone(), seq);
@@ -215,6 +241,7 @@ impl Service for Tree {
     }
 
     fn apply(&mut self, cmd: Cmd, env: &Env) -> Resp {
+        let zxid_before = self.zxid;
         let resp = match cmd {
             Cmd::CreateSession {
                 session,
@@ -236,6 +263,8 @@ impl Service for Tree {
                 Resp::Deleted
             }
         };
+        assert!(self.zxid >= zxid_before, "zxids only grow");
+        self.assert_sessions();
         self.fire_watches();
         resp
     }
