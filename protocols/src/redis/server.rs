@@ -199,7 +199,7 @@ async fn recover(ctx: &NodeCtx, config: &ServerConfig, restarted: bool) -> Store
         }
     }
     assert!(
-        config.persistence != Persistence::None || store.len() == 0,
+        config.persistence != Persistence::None || store.is_empty(),
         "without persistence a (re)started server is empty"
     );
     store
