@@ -3,6 +3,7 @@
 
 mod check_cmd;
 mod compare_cmd;
+mod live_cmd;
 mod report_cmd;
 mod search_cmd;
 mod sweep_cmd;
@@ -55,6 +56,11 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// List the protocols a scenario can name, with one line about each.
     Protocols,
+    /// Run a scenario's workload and faults against real servers started on loopback.
+    Live(live_cmd::LiveArgs),
+    /// One client process of a live run (started by `locksim live`).
+    #[command(hide = true)]
+    LiveClient(live_cmd::ClientArgs),
 }
 
 /// Bad input: exit code 2.
@@ -151,6 +157,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check(args) => check_cmd::run(args),
         Command::Compare(args) => compare_cmd::run(args, &registry),
         Command::Report(args) => report_cmd::run(args, &registry),
+        Command::Live(args) => live_cmd::run(args, &registry),
+        Command::LiveClient(args) => live_cmd::client(args),
         Command::Protocols => {
             for id in registry.ids() {
                 let protocol = registry.get(id).expect("listed ids are registered");

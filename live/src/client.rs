@@ -1,0 +1,285 @@
+//! The client role: one OS process per client, running the workload of
+//! `locksim_scenarios::workload::client_loop` step for step against real servers, and
+//! writing its events as JSON lines on stdout, each stamped on the machine's monotonic
+//! clock. A pause is a real stop-the-world: SIGSTOP stops every thread of the process,
+//! keep-alives included, as a GC pause does.
+
+use crate::clock;
+use crate::resource::{Answer, Request, ResourceClient};
+use crate::spec::{ClientMsg, ClientSpec, LockSpec};
+use locksim_check::{Event, Kind, Op};
+use locksim_protocols::{Acquired, Grant, Outcome, Validity};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A lock client library, as the model's `LockClient` (blocking: each call is bounded by
+/// the protocol's own timeouts).
+pub trait LiveLock {
+    /// Tries to take the lock (with the protocol's retries and timeout).
+    fn acquire(&mut self, ctx: &Ctx) -> Acquired;
+    /// Gives the lock back.
+    fn release(&mut self, ctx: &Ctx, grant: &Grant) -> Outcome;
+    /// Extends the lease.
+    fn extend(&mut self, ctx: &Ctx, grant: &mut Grant) -> Outcome {
+        let _ = (ctx, grant);
+        Outcome::Failed("this protocol cannot extend a lock".into())
+    }
+    /// How far `grant` may be trusted now.
+    fn validity(&mut self, ctx: &Ctx, grant: &Grant) -> Validity {
+        let _ = ctx;
+        match grant.valid_until {
+            Some(until) => Validity::Until(until),
+            None => Validity::Indefinite,
+        }
+    }
+}
+
+/// The client process's context: its name, clock, random draws, output and named points.
+pub struct Ctx {
+    spec: ClientSpec,
+    out: Arc<Mutex<std::io::Stdout>>,
+    rng: Mutex<StdRng>,
+    passages: Mutex<BTreeMap<String, u32>>,
+}
+
+impl Ctx {
+    fn new(spec: ClientSpec) -> Ctx {
+        let name_hash = spec
+            .name
+            .bytes()
+            .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+        let seed = spec.seed ^ name_hash.rotate_left(17) ^ ((spec.incarnation as u64) << 48);
+        Ctx {
+            spec,
+            out: Arc::new(Mutex::new(std::io::stdout())),
+            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            passages: Mutex::default(),
+        }
+    }
+
+    /// The client's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Time since the run's zero (the client's monotonic clock is the machine's).
+    pub fn mono_now(&self) -> Duration {
+        clock::since(self.spec.start_ns)
+    }
+
+    /// Whether the run is over.
+    pub fn over(&self) -> bool {
+        clock::now_ns() >= self.spec.end_ns
+    }
+
+    /// A uniform draw in `lo..=hi`.
+    pub fn between(&self, lo: u64, hi: u64) -> u64 {
+        self.rng.lock().unwrap().gen_range(lo..=hi)
+    }
+
+    /// A random u64 (lock values).
+    pub fn random(&self) -> u64 {
+        self.rng.lock().unwrap().gen()
+    }
+
+    fn send(&self, msg: &ClientMsg) {
+        let mut line = serde_json::to_string(msg).expect("messages serialise");
+        line.push('\n');
+        let mut out = self.out.lock().unwrap();
+        // The parent gone: nothing to report to; PDEATHSIG ends this process.
+        let _ = out.write_all(line.as_bytes()).and_then(|_| out.flush());
+    }
+
+    /// Records an event, stamped now.
+    pub fn record(&self, mut event: Event) {
+        event.time_ns = clock::now_ns().saturating_sub(self.spec.start_ns);
+        self.send(&ClientMsg::Event(event));
+    }
+
+    /// An event of this client.
+    pub fn ev(&self, kind: Kind, op: Op) -> Event {
+        Event::new(self.name(), kind, op)
+    }
+
+    /// A note on the timeline.
+    pub fn note(&self, detail: impl Into<String>) {
+        self.record(self.ev(Kind::Info, Op::Note).detail(detail));
+    }
+
+    /// Passes a named point: stops here if a scripted fault says so (the parent resumes
+    /// the process after the pause, or kills it for a crash).
+    pub fn point(&self, point: &str) {
+        let n = {
+            let mut passages = self.passages.lock().unwrap();
+            let n = passages.entry(point.to_owned()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let stop = self
+            .spec
+            .stops
+            .iter()
+            .find(|s| s.point == point && s.occurrence == n);
+        if let Some(stop) = stop {
+            self.send(&ClientMsg::Stop(stop.clone()));
+            crate::procs::stop_self();
+        }
+    }
+}
+
+/// The client process's main: runs the workload until the run's end.
+pub fn main(spec: ClientSpec) -> anyhow::Result<()> {
+    crate::procs::die_with_parent();
+    clock::assert_real();
+    let resource_addr = spec.resource.parse()?;
+    let ctx = Arc::new(Ctx::new(spec.clone()));
+    let mut lock: Box<dyn LiveLock> = match &spec.lock {
+        LockSpec::SingleRedis { params, server } => Box::new(
+            crate::redis_lock::SingleRedisLock::new(params.clone(), server.parse()?),
+        ),
+        LockSpec::Etcd { params, endpoints } => {
+            let endpoints = endpoints
+                .iter()
+                .map(|e| e.parse())
+                .collect::<Result<_, _>>()?;
+            Box::new(crate::etcd_lock::EtcdLock::new(
+                params.clone(),
+                endpoints,
+                ctx.clone(),
+            ))
+        }
+        LockSpec::ZooKeeper { params, servers } => {
+            let servers = servers
+                .iter()
+                .map(|e| e.parse())
+                .collect::<Result<_, _>>()?;
+            Box::new(crate::zk_lock::ZkLock::new(
+                params.clone(),
+                servers,
+                ctx.clone(),
+            ))
+        }
+    };
+    let mut resource = ResourceClient::new(resource_addr);
+    let mut grants = spec.grants_before;
+    while !ctx.over() {
+        one_round(&ctx, lock.as_mut(), &mut resource, &mut grants);
+    }
+    Ok(())
+}
+
+/// One think → acquire → critical section → release, as `client_loop` in
+/// `locksim_scenarios::workload`.
+fn one_round(ctx: &Ctx, lock: &mut dyn LiveLock, resource: &mut ResourceClient, grants: &mut u64) {
+    let w = &ctx.spec.workload;
+    clock::sleep(Duration::from_millis(
+        ctx.between(w.think_ms_min, w.think_ms_max),
+    ));
+    ctx.record(ctx.ev(Kind::Invoke, Op::Acquire));
+    let mut grant = match lock.acquire(ctx) {
+        Acquired::Granted(grant) => grant,
+        Acquired::Failed(why) => return ctx.record(ctx.ev(Kind::Fail, Op::Acquire).detail(why)),
+        Acquired::Unknown(why) => return ctx.record(ctx.ev(Kind::Info, Op::Acquire).detail(why)),
+    };
+    *grants += 1;
+    let id = format!("{}#{grants}", ctx.name());
+    let token = grant.token;
+    ctx.record(ctx.ev(Kind::Ok, Op::Acquire).grant(&id).token(token));
+    ctx.record(ctx.ev(Kind::Ok, Op::CsEnter).grant(&id).token(token));
+    ctx.point("after_acquire");
+
+    let io_timeout = Duration::from_millis(w.resource_timeout_ms);
+    ctx.record(ctx.ev(Kind::Invoke, Op::Read).grant(&id));
+    match resource.call(&Request::Read, io_timeout) {
+        Some(Answer::Value(value)) => {
+            ctx.record(ctx.ev(Kind::Ok, Op::Read).grant(&id).value(value));
+            ctx.point("after_read");
+            let work = Duration::from_millis(ctx.between(w.cs_ms_min, w.cs_ms_max));
+            work_extending(ctx, lock, &mut grant, &id, work);
+            write_if_valid(ctx, lock, resource, &grant, &id, value);
+        }
+        _ => ctx.record(ctx.ev(Kind::Info, Op::Read).grant(&id).detail("timed out")),
+    }
+
+    ctx.record(ctx.ev(Kind::Ok, Op::CsExit).grant(&id));
+    ctx.point("before_release");
+    ctx.record(ctx.ev(Kind::Invoke, Op::Release).grant(&id));
+    let done = match lock.release(ctx, &grant) {
+        Outcome::Ok => ctx.ev(Kind::Ok, Op::Release),
+        Outcome::Failed(why) => ctx.ev(Kind::Fail, Op::Release).detail(why),
+        Outcome::Unknown(why) => ctx.ev(Kind::Info, Op::Release).detail(why),
+    };
+    ctx.record(done.grant(&id));
+}
+
+/// As `write_if_valid` in `locksim_scenarios::workload`: the validity check, then the write.
+fn write_if_valid(
+    ctx: &Ctx,
+    lock: &mut dyn LiveLock,
+    resource: &mut ResourceClient,
+    grant: &Grant,
+    id: &str,
+    value: i64,
+) {
+    let w = &ctx.spec.workload;
+    let validity = lock.validity(ctx, grant);
+    if w.check_validity && !validity.holds_at(ctx.mono_now()) {
+        let why = match validity {
+            Validity::Lost(why) => format!("lock lost ({why}): write skipped"),
+            _ => "lease expired on the client's clock: write skipped".into(),
+        };
+        return ctx.record(ctx.ev(Kind::Info, Op::Note).grant(id).detail(why));
+    }
+    ctx.point("after_validity_check");
+    ctx.point("before_write");
+    let (new, token) = (value + 1, grant.token);
+    ctx.record(
+        ctx.ev(Kind::Invoke, Op::Write)
+            .grant(id)
+            .token(token)
+            .value(new),
+    );
+    let req = Request::Write {
+        value: new,
+        token,
+        grant: id.into(),
+        expected: Some(value),
+    };
+    let kind = match resource.call(&req, Duration::from_millis(w.resource_timeout_ms)) {
+        Some(Answer::Accepted) => Kind::Ok,
+        Some(_) => Kind::Fail,
+        None => Kind::Info,
+    };
+    ctx.record(ctx.ev(kind, Op::Write).grant(id).token(token).value(new));
+}
+
+/// As `work_extending` in `locksim_scenarios::workload`.
+fn work_extending(ctx: &Ctx, lock: &mut dyn LiveLock, grant: &mut Grant, id: &str, work: Duration) {
+    let every_ms = ctx.spec.workload.extend_every_ms;
+    if every_ms == 0 {
+        return clock::sleep(work);
+    }
+    let every = Duration::from_millis(every_ms);
+    let end = ctx.mono_now() + work;
+    loop {
+        let left = end.saturating_sub(ctx.mono_now());
+        if left <= every {
+            return clock::sleep(left);
+        }
+        clock::sleep(every);
+        ctx.record(ctx.ev(Kind::Invoke, Op::Extend).grant(id));
+        let done = match lock.extend(ctx, grant) {
+            Outcome::Ok => ctx.ev(Kind::Ok, Op::Extend),
+            Outcome::Failed(why) => {
+                ctx.record(ctx.ev(Kind::Fail, Op::Extend).detail(why).grant(id));
+                return clock::sleep(end.saturating_sub(ctx.mono_now()));
+            }
+            Outcome::Unknown(why) => ctx.ev(Kind::Info, Op::Extend).detail(why),
+        };
+        ctx.record(done.grant(id));
+    }
+}

@@ -1,0 +1,271 @@
+//! The deployment a scenario's `[protocol]` describes, as real servers: which binaries,
+//! which arguments, which ports, and how to answer roles such as `@leader`.
+
+use crate::procs::free_port;
+use crate::servers::{find_binary, output_of, version_in, Server};
+use crate::spec::LockSpec;
+use locksim_protocols::redis::Persistence;
+use locksim_protocols::{etcd, parse_params, single_redis};
+use locksim_scenarios::Prepared;
+use locksim_sim::nemesis::ROLE_LEADER;
+use serde::Serialize;
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// A server software and the version it reports (`redis-server` `7.0.15`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ServerInfo {
+    /// The node name in the run.
+    pub name: String,
+    /// The software.
+    pub software: String,
+    /// Its version, as it reports it.
+    pub version: String,
+}
+
+/// Real servers for a scenario, not yet started.
+pub struct Deployment {
+    /// The servers, by node name as the scenario names them.
+    pub servers: Vec<Server>,
+    /// What each server is.
+    pub infos: Vec<ServerInfo>,
+    /// What clients need to reach them.
+    pub lock: LockSpec,
+    /// Each server's client address, for asking who leads.
+    pub client_addrs: Vec<(String, SocketAddr)>,
+}
+
+impl Deployment {
+    /// The server named `name`.
+    pub fn server_mut(&mut self, name: &str) -> Option<&mut Server> {
+        self.servers.iter_mut().find(|s| s.name == name)
+    }
+
+    /// Who has `role` now (`@leader`), asking the servers; None if nobody or unknown.
+    pub fn resolve_role(&self, role: &str) -> Option<String> {
+        if role != ROLE_LEADER {
+            return None;
+        }
+        match self.lock {
+            LockSpec::Etcd { .. } => etcd_leader(&self.client_addrs),
+            LockSpec::ZooKeeper { .. } => crate::zookeeper_deploy::leader(&self.client_addrs),
+            LockSpec::SingleRedis { .. } => None,
+        }
+    }
+}
+
+/// The real deployment for `prepared`, with data directories under `dir`.
+pub fn plan(prepared: &Prepared, dir: &Path) -> anyhow::Result<Deployment> {
+    let scenario = &prepared.scenario;
+    let params = &scenario.protocol.params;
+    let names = prepared.deployment.servers();
+    match scenario.protocol.name.as_str() {
+        "single-redis" => single_redis(parse_params(params)?, dir),
+        "etcd" => etcd(parse_params(params)?, &names, dir),
+        "zookeeper" => crate::zookeeper_deploy::plan(parse_params(params)?, &names, dir),
+        other => Err(crate::Refused(format!(
+            "protocol `{other}` has no live deployment yet (live mode runs single-redis)"
+        ))
+        .into()),
+    }
+}
+
+fn redis_probe(port: u16) -> crate::servers::Probe {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    Box::new(move || {
+        let mut c = crate::resp::Resp::new(addr);
+        let ping = vec!["PING".to_owned()];
+        matches!(c.call(&ping, std::time::Duration::from_millis(200)), Ok(locksim_protocols::redis::store::Reply::Bulk(p)) if p == "PONG")
+    })
+}
+
+/// The arguments of one redis-server on loopback with the model's persistence policy.
+pub fn redis_args(
+    port: u16,
+    persistence: Persistence,
+    active_expire_interval_ms: u64,
+) -> Vec<String> {
+    let (aof, fsync) = match persistence {
+        Persistence::None => ("no", "no"),
+        Persistence::Everysec => ("yes", "everysec"),
+        Persistence::Always => ("yes", "always"),
+    };
+    // Redis runs its active expiry `hz` times a second (1..=500).
+    let hz = (1000 / active_expire_interval_ms.max(2)).clamp(1, 500);
+    let args = [
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--protected-mode",
+        "no",
+        "--daemonize",
+        "no",
+        "--dir",
+        ".",
+        "--save",
+        "",
+        "--appendonly",
+        aof,
+        "--appendfsync",
+        fsync,
+        "--hz",
+        &hz.to_string(),
+        "--logfile",
+        "",
+    ];
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+fn single_redis(params: single_redis::Params, dir: &Path) -> anyhow::Result<Deployment> {
+    if params.variant != single_redis::Variant::Correct {
+        return Err(crate::Refused(format!(
+            "variant `{:?}` is a bug of the model's client: live mode runs the correct client",
+            params.variant
+        ))
+        .into());
+    }
+    let program = find_binary("redis-server", "redis-server")?;
+    let version = version_in(&output_of(&program, &["--version"]));
+    let port = free_port()?;
+    let args = redis_args(port, params.persistence, params.active_expire_interval_ms);
+    let server = Server::new(
+        single_redis::SERVER,
+        dir.join(single_redis::SERVER),
+        program,
+        args,
+        redis_probe(port),
+    )?;
+    Ok(Deployment {
+        servers: vec![server],
+        infos: vec![ServerInfo {
+            name: single_redis::SERVER.into(),
+            software: "redis-server".into(),
+            version,
+        }],
+        lock: LockSpec::SingleRedis {
+            params,
+            server: format!("127.0.0.1:{port}"),
+        },
+        client_addrs: vec![(
+            single_redis::SERVER.into(),
+            SocketAddr::from(([127, 0, 0, 1], port)),
+        )],
+    })
+}
+
+/// A member's status: (its member id, the leader it knows), from etcd's maintenance API.
+fn etcd_status(addr: SocketAddr) -> Option<(String, String)> {
+    let v = crate::http::call(
+        addr,
+        "/v3/maintenance/status",
+        &json!({}),
+        Duration::from_millis(300),
+    )
+    .ok()?;
+    let id = v["header"]["member_id"].as_str()?.to_owned();
+    let leader = v["leader"].as_str().filter(|l| *l != "0")?.to_owned();
+    Some((id, leader))
+}
+
+/// The member that leads now, asking every member.
+fn etcd_leader(addrs: &[(String, SocketAddr)]) -> Option<String> {
+    let statuses: Vec<(String, String, String)> = addrs
+        .iter()
+        .filter_map(|(name, addr)| {
+            etcd_status(*addr).map(|(id, leader)| (name.clone(), id, leader))
+        })
+        .collect();
+    let (_, _, leader) = statuses.first()?;
+    statuses
+        .iter()
+        .find(|(_, id, _)| id == leader)
+        .map(|(name, _, _)| name.clone())
+}
+
+fn etcd(params: etcd::Params, names: &[String], dir: &Path) -> anyhow::Result<Deployment> {
+    let refuse = |m: String| -> anyhow::Result<Deployment> { Err(crate::Refused(m).into()) };
+    if params.variant == etcd::Variant::AckBeforeFsync {
+        return refuse("variant `ack-before-fsync` is a bug of the model's server: a real etcd fsyncs before it acknowledges".into());
+    }
+    if params.lease_ttl_ms / 1000 * 1000 != params.lease_ttl_ms {
+        return refuse(format!(
+            "protocol.lease_ttl_ms = {}: a real etcd lease's TTL is whole seconds",
+            params.lease_ttl_ms
+        ));
+    }
+    if params.lock_delay_ms != 0 {
+        return refuse("protocol.lock_delay_ms: etcd has no lock-delay (it is Chubby's)".into());
+    }
+    let program = find_binary("etcd", "etcd-server")?;
+    let version = version_in(&output_of(&program, &["--version"]));
+    let ports: Vec<(u16, u16)> = names
+        .iter()
+        .map(|_| Ok((free_port()?, free_port()?)))
+        .collect::<anyhow::Result<_>>()?;
+    let cluster: Vec<String> = names
+        .iter()
+        .zip(&ports)
+        .map(|(n, (_, peer))| format!("{n}=http://127.0.0.1:{peer}"))
+        .collect();
+    let mut deployment = Deployment {
+        servers: vec![],
+        infos: vec![],
+        lock: LockSpec::Etcd {
+            params: params.clone(),
+            endpoints: vec![],
+        },
+        client_addrs: vec![],
+    };
+    for (name, (client, peer)) in names.iter().zip(&ports) {
+        let args = [
+            "--name",
+            name,
+            "--data-dir",
+            "data",
+            "--listen-client-urls",
+            &format!("http://127.0.0.1:{client}"),
+            "--advertise-client-urls",
+            &format!("http://127.0.0.1:{client}"),
+            "--listen-peer-urls",
+            &format!("http://127.0.0.1:{peer}"),
+            "--initial-advertise-peer-urls",
+            &format!("http://127.0.0.1:{peer}"),
+            "--initial-cluster",
+            &cluster.join(","),
+            "--initial-cluster-state",
+            "new",
+            "--initial-cluster-token",
+            "locksim-live",
+            "--heartbeat-interval",
+            &params.tick_ms.to_string(),
+            "--election-timeout",
+            &(params.tick_ms * params.election_ticks as u64).to_string(),
+        ];
+        let addr = SocketAddr::from(([127, 0, 0, 1], *client));
+        let probe: crate::servers::Probe = Box::new(move || etcd_status(addr).is_some());
+        let args = args.iter().map(|s| s.to_string()).collect();
+        deployment.servers.push(Server::new(
+            name,
+            dir.join(name),
+            program.clone(),
+            args,
+            probe,
+        )?);
+        deployment.infos.push(ServerInfo {
+            name: name.clone(),
+            software: "etcd".into(),
+            version: version.clone(),
+        });
+        deployment.client_addrs.push((name.clone(), addr));
+    }
+    let endpoints = deployment
+        .client_addrs
+        .iter()
+        .map(|(_, a)| a.to_string())
+        .collect();
+    deployment.lock = LockSpec::Etcd { params, endpoints };
+    Ok(deployment)
+}

@@ -1,0 +1,208 @@
+//! Process hygiene: every server and client of a live run is a child in a process group of
+//! its own, registered here, and killed on every way out of the run:
+//! - a normal end, an error or a panic (which unwinds): each [`Proc`]'s `Drop` (only the
+//!   run's own processes: several runs may share a process, as a validation's jobs do);
+//! - SIGINT / SIGTERM to locksim: a signal handler kills every registered group, then exits;
+//! - locksim itself killed: each child has `PR_SET_PDEATHSIG = SIGKILL` (set in `pre_exec`),
+//!   so the kernel kills it when the thread that spawned it dies. Children are spawned from
+//!   the run's main thread only, which lives as long as the run.
+//!
+//! A signal stops or kills the whole group (`kill(-pgid, ...)`): a JVM's or a shell's own
+//! children go with it.
+
+use anyhow::Context;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+/// Enough slots for the largest deployment (5 servers, 5 sentinels, clients) and restarts.
+const SLOTS: usize = 256;
+static GROUPS: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
+static HANDLERS_INSTALLED: AtomicBool = AtomicBool::new(false);
+static PID_LOG: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
+
+/// Appends `pid name` of every process started from now on to `file`.
+pub fn log_pids_to(file: std::path::PathBuf) {
+    *PID_LOG.lock().unwrap() = Some(file);
+}
+
+fn register(pgid: i32) {
+    assert!(pgid > 0, "a process group id is positive");
+    for slot in &GROUPS {
+        if slot
+            .compare_exchange(0, pgid, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            return;
+        }
+    }
+    // Out of slots: do not leave it running untracked.
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    panic!("more than {SLOTS} live processes at once");
+}
+
+fn unregister(pgid: i32) {
+    for slot in &GROUPS {
+        let _ = slot.compare_exchange(pgid, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+}
+
+/// Kills every registered group (async-signal-safe: atomics and `kill` only).
+fn kill_registered() {
+    for slot in &GROUPS {
+        let pgid = slot.swap(0, Ordering::SeqCst);
+        if pgid > 0 {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+}
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    kill_registered();
+    let msg = b"locksim: interrupted: every live server and client was killed\n";
+    // SAFETY: write(2) and _exit(2) are async-signal-safe.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::_exit(128 + signal);
+    }
+}
+
+/// Installs the SIGINT/SIGTERM/SIGHUP handler that kills every live process (once).
+pub fn install_signal_handlers() {
+    if HANDLERS_INSTALLED.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: `on_signal` only uses async-signal-safe calls.
+        unsafe { libc::signal(signal, on_signal as *const () as libc::sighandler_t) };
+    }
+}
+
+/// A child in a process group of its own, killed (with its group) when dropped.
+pub struct Proc {
+    /// Its name in the run (`redis`, `e1`, `c2`, ...).
+    pub name: String,
+    child: Child,
+}
+
+impl Proc {
+    /// Spawns `cmd` in a new process group, to die with the spawning thread.
+    pub fn spawn(name: &str, cmd: &mut Command) -> anyhow::Result<Proc> {
+        let parent = std::process::id() as i32;
+        cmd.process_group(0);
+        // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid, _exit).
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                // The parent may have died before prctl took effect.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {name} ({:?})", cmd.get_program()))?;
+        register(child.id() as i32);
+        if let Some(dir) = PID_LOG.lock().unwrap().as_ref() {
+            // For post-mortems and for tests that check nothing outlives a run.
+            let line = format!("{} {name}\n", child.id());
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir)?;
+            std::io::Write::write_all(&mut f, line.as_bytes())?;
+        }
+        Ok(Proc {
+            name: name.into(),
+            child,
+        })
+    }
+
+    /// The process (and group) id.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends `signal` to the whole group.
+    pub fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(-self.pid(), signal) };
+    }
+
+    /// Whether the process is stopped (state `T` in /proc): a SIGSTOP has taken effect.
+    pub fn is_stopped(&self) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()));
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        stat.ok()
+            .and_then(|s| {
+                s.rfind(')')
+                    .map(|i| s[i + 1..].trim_start().starts_with('T'))
+            })
+            .unwrap_or(false)
+    }
+
+    /// Whether it has exited (reaping it if so).
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    /// Whether it has exited with a failure (reaping it if so).
+    pub fn failed(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(status)) if !status.success())
+    }
+
+    /// Kills the group and reaps the child.
+    pub fn kill(mut self) {
+        self.kill_in_place();
+    }
+
+    fn kill_in_place(&mut self) {
+        self.signal(libc::SIGKILL);
+        let _ = self.child.wait();
+        unregister(self.pid());
+    }
+
+    /// The child's stdout, once.
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // Kill the group even if its leader exited: a JVM's children may remain.
+        self.kill_in_place();
+    }
+}
+
+/// In a client process: die with the parent (the client is a child of locksim).
+pub fn die_with_parent() {
+    // SAFETY: prctl with PR_SET_PDEATHSIG has no memory-safety preconditions.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+}
+
+/// Stops this process (SIGSTOP to itself): the parent resumes it with SIGCONT.
+pub fn stop_self() {
+    // SAFETY: raise has no memory-safety preconditions.
+    unsafe { libc::raise(libc::SIGSTOP) };
+}
+
+/// A free TCP port on 127.0.0.1 (bound, read, released: the caller binds it next), never
+/// one handed out before in this process.
+pub fn free_port() -> anyhow::Result<u16> {
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    for _ in 0..100 {
+        let listener =
+            std::net::TcpListener::bind("127.0.0.1:0").context("no free loopback port")?;
+        let port = listener.local_addr()?.port();
+        if GIVEN.lock().unwrap().insert(port) {
+            return Ok(port);
+        }
+    }
+    anyhow::bail!("no fresh free loopback port in 100 tries")
+}

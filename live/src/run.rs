@@ -1,0 +1,569 @@
+//! One live run: start the servers and the resource, start one client process per client,
+//! apply the fault schedule with signals, stop everything at the end, merge the history and
+//! check it with the simulator's checker.
+
+use crate::clock;
+use crate::deploy::{self, Deployment, ServerInfo};
+use crate::history::Recorder;
+use crate::procs::Proc;
+use crate::spec::{ClientMsg, ClientSpec, PointStop};
+use locksim_check::{Event, History, Kind, Op};
+use locksim_scenarios::Prepared;
+use locksim_sim::nemesis::ROLE_HOLDER;
+use locksim_sim::Fault;
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::time::Duration;
+
+/// The nemesis's node name in the history (as in the simulator).
+const NEMESIS: &str = locksim_sim::world::NEMESIS;
+
+/// How a live run is started.
+#[derive(Clone, Debug)]
+pub struct LiveOptions {
+    /// The seed (the clients' random draws and the random fault profile derive from it).
+    pub seed: u64,
+    /// Keep the servers' data and logs here (else a temporary directory, removed).
+    pub keep: Option<PathBuf>,
+    /// The `locksim` binary, started with `live-client SPEC` for each client.
+    pub exe: PathBuf,
+}
+
+/// What a live run produced.
+pub struct LiveRun {
+    /// The merged history.
+    pub history: History,
+    /// Each server and its version.
+    pub servers: Vec<ServerInfo>,
+    /// Wall time of the workload phase, in ms.
+    pub run_ms: u64,
+    /// Faults in the schedule.
+    pub faults: u64,
+}
+
+enum Action {
+    Fault(Fault),
+    Resume { node: String, epoch: u64 },
+    Restart { node: String },
+}
+
+struct ClientProc {
+    proc: Option<Proc>,
+    incarnation: u32,
+    grants: u64,
+    fired: Vec<PointStop>,
+}
+
+/// A run in progress: the parent's state.
+struct Live<'a> {
+    prepared: &'a Prepared,
+    opts: &'a LiveOptions,
+    dir: PathBuf,
+    recorder: Recorder,
+    deployment: Deployment,
+    resource: String,
+    clients: BTreeMap<String, ClientProc>,
+    holders: Vec<String>,
+    paused: BTreeMap<String, (u64, u64)>,
+    timers: BTreeMap<(u64, u64), Action>,
+    timer_seq: u64,
+    end_ns: u64,
+    tx: Sender<(String, u32, ClientMsg)>,
+}
+
+/// Runs `prepared` live. Every process it starts is gone when it returns (or unwinds).
+pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
+    clock::assert_real();
+    crate::refuse::check(prepared)?;
+    crate::procs::install_signal_handlers();
+    let (dir, _temp) = run_dir(opts)?;
+    crate::procs::log_pids_to(dir.join("pids.txt"));
+    let mut deployment = deploy::plan(prepared, &dir)?;
+    for server in &mut deployment.servers {
+        server.spawn()?;
+    }
+    for server in &mut deployment.servers {
+        server.wait_ready()?;
+    }
+    if deployment.infos.is_empty() {
+        // ZooKeeper tells its version only once it runs.
+        deployment.infos = crate::zookeeper_deploy::infos(&deployment.client_addrs);
+    }
+    let faults = prepared.faults_for(opts.seed);
+    let s = &prepared.scenario;
+    let start_ns = clock::now_ns();
+    let recorder = Recorder::new(start_ns);
+    let resource = crate::resource::start(s.resource.rules(), &dir, recorder.clone())?;
+    let (tx, rx) = channel();
+    let mut live = Live {
+        prepared,
+        opts,
+        dir,
+        recorder,
+        deployment,
+        resource: resource.to_string(),
+        clients: BTreeMap::new(),
+        holders: vec![],
+        paused: BTreeMap::new(),
+        timers: BTreeMap::new(),
+        timer_seq: 0,
+        end_ns: start_ns + s.duration_ms * 1_000_000 + s.heal_ms * 1_000_000,
+        tx,
+    };
+    for fault in faults.iter().filter(|f| f.at_ms().is_some()) {
+        let at_ns = start_ns + fault.at_ms().unwrap_or(0) * 1_000_000;
+        live.at(at_ns, Action::Fault(fault.clone()));
+    }
+    for name in s.workload.client_names() {
+        live.start_client(&name, point_stops(&faults, &name))?;
+    }
+    live.main_loop(&rx, start_ns + s.duration_ms * 1_000_000)?;
+    if s.heal_ms > 0 {
+        live.heal_all();
+        live.main_loop(&rx, live.end_ns)?;
+    }
+    let run_ms = clock::since(start_ns).as_millis() as u64;
+    // Clients first: every event they stamped comes before the end.
+    live.stop_clients(&rx);
+    live.recorder
+        .record(Event::new(NEMESIS, Kind::Info, Op::RunEnd));
+    let servers = live.deployment.infos.clone();
+    for server in &mut live.deployment.servers {
+        server.kill();
+    }
+    Ok(LiveRun {
+        history: live.recorder.history(),
+        servers,
+        run_ms,
+        faults: faults.len() as u64,
+    })
+}
+
+/// The run's directory: `--keep DIR` (kept), or a fresh temporary one (removed at the end).
+fn run_dir(opts: &LiveOptions) -> anyhow::Result<(PathBuf, Option<TempDir>)> {
+    if let Some(keep) = &opts.keep {
+        std::fs::create_dir_all(keep)?;
+        return Ok((keep.clone(), None));
+    }
+    let base = std::env::temp_dir().join(format!(
+        "locksim-live-{}-{}",
+        std::process::id(),
+        clock::now_ns()
+    ));
+    std::fs::create_dir_all(&base)?;
+    Ok((base.clone(), Some(TempDir(base))))
+}
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The point-triggered pauses and crashes of client `name`.
+fn point_stops(faults: &[Fault], name: &str) -> Vec<PointStop> {
+    faults
+        .iter()
+        .filter_map(|f| match f {
+            Fault::Pause {
+                node,
+                point: Some(point),
+                occurrence,
+                duration_ms,
+                ..
+            } if node == name => Some(PointStop {
+                point: point.clone(),
+                occurrence: *occurrence,
+                duration_ms: Some(*duration_ms),
+                crash: false,
+            }),
+            Fault::Crash {
+                node,
+                point: Some(point),
+                occurrence,
+                restart_after_ms,
+                ..
+            } if node == name => Some(PointStop {
+                point: point.clone(),
+                occurrence: *occurrence,
+                duration_ms: *restart_after_ms,
+                crash: true,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Live<'_> {
+    fn at(&mut self, at_ns: u64, action: Action) {
+        self.timer_seq += 1;
+        self.timers.insert((at_ns, self.timer_seq), action);
+    }
+
+    fn fault_event(&self, op: Op, target: &str) -> Event {
+        Event::new(NEMESIS, Kind::Info, op).target(target)
+    }
+
+    /// Starts (or restarts) client `name`, with a reader thread forwarding its lines.
+    fn start_client(&mut self, name: &str, stops: Vec<PointStop>) -> anyhow::Result<()> {
+        let s = &self.prepared.scenario;
+        let entry = self.clients.entry(name.to_owned()).or_insert(ClientProc {
+            proc: None,
+            incarnation: 0,
+            grants: 0,
+            fired: vec![],
+        });
+        let stops: Vec<PointStop> = stops
+            .into_iter()
+            .filter(|p| !entry.fired.contains(p))
+            .collect();
+        let spec = ClientSpec {
+            name: name.into(),
+            start_ns: self.recorder.start_ns(),
+            end_ns: self.end_ns,
+            seed: self.opts.seed,
+            incarnation: entry.incarnation,
+            grants_before: entry.grants,
+            workload: s.workload.clone(),
+            lock: self.deployment.lock.clone(),
+            resource: self.resource.clone(),
+            stops,
+        };
+        let spec_file = self.dir.join(format!("{name}.{}.json", entry.incarnation));
+        std::fs::write(&spec_file, serde_json::to_string_pretty(&spec)?)?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{name}.log")))?;
+        let mut cmd = Command::new(&self.opts.exe);
+        cmd.arg("live-client")
+            .arg(&spec_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log);
+        let mut proc = Proc::spawn(name, &mut cmd)?;
+        let stdout = proc.take_stdout().expect("stdout is piped");
+        let (tx, who, incarnation) = (self.tx.clone(), name.to_owned(), entry.incarnation);
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                match serde_json::from_str::<ClientMsg>(&line) {
+                    Ok(msg) => {
+                        if tx.send((who.clone(), incarnation, msg)).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => eprintln!("locksim: {who}: bad line from the client ({e}): {line}"),
+                }
+            }
+        });
+        entry.proc = Some(proc);
+        entry.incarnation += 1;
+        Ok(())
+    }
+
+    /// A client process that failed (it runs until the end unless killed): the run is
+    /// broken, and its log says why.
+    fn check_clients(&mut self) -> anyhow::Result<()> {
+        for (name, c) in &mut self.clients {
+            if c.proc.as_mut().is_some_and(|p| p.failed()) {
+                let log = crate::servers::tail(&self.dir.join(format!("{name}.log")), 10);
+                anyhow::bail!("client {name} exited during the run; its log ends:\n{log}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Fires due timers and handles client messages until `until_ns`.
+    fn main_loop(
+        &mut self,
+        rx: &Receiver<(String, u32, ClientMsg)>,
+        until_ns: u64,
+    ) -> anyhow::Result<()> {
+        loop {
+            let now = clock::now_ns();
+            if now >= until_ns {
+                return Ok(());
+            }
+            self.check_clients()?;
+            while let Some(entry) = self.timers.first_entry() {
+                if entry.key().0 > now {
+                    break;
+                }
+                let action = entry.remove();
+                self.fire(action);
+            }
+            let next = self
+                .timers
+                .keys()
+                .next()
+                .map_or(until_ns, |k| k.0)
+                .min(until_ns);
+            let wait = Duration::from_nanos(next.saturating_sub(clock::now_ns()))
+                .min(Duration::from_millis(20));
+            if let Ok((who, incarnation, msg)) = rx.recv_timeout(wait) {
+                self.on_message(&who, incarnation, msg);
+            }
+        }
+    }
+
+    fn on_message(&mut self, who: &str, incarnation: u32, msg: ClientMsg) {
+        // Lines of an earlier incarnation may still arrive after a restart.
+        let current = self
+            .clients
+            .get(who)
+            .is_some_and(|c| c.incarnation == incarnation + 1);
+        match msg {
+            ClientMsg::Event(event) => {
+                if current {
+                    self.track_holder(who, &event);
+                }
+                self.recorder.push_stamped(event);
+            }
+            ClientMsg::Stop(stop) if current => self.stop_at_point(who, stop),
+            ClientMsg::Stop(_) => {}
+        }
+    }
+
+    fn track_holder(&mut self, who: &str, event: &Event) {
+        match (event.op.clone(), event.kind) {
+            (Op::CsEnter, Kind::Ok) => self.holders.push(who.to_owned()),
+            (Op::CsExit, _) => self.holders.retain(|h| h != who),
+            (Op::Acquire, Kind::Ok) => {
+                if let Some(c) = self.clients.get_mut(who) {
+                    c.grants += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The nemesis: faults by signals.
+impl Live<'_> {
+    fn fire(&mut self, action: Action) {
+        match action {
+            Action::Fault(fault) => self.apply(fault),
+            Action::Resume { node, epoch } => self.resume(&node, Some(epoch)),
+            Action::Restart { node } => self.restart(&node),
+        }
+    }
+
+    /// Resolves a role (`@holder`, `@leader`, ...) to a node now.
+    fn resolve(&self, node: &str) -> Option<String> {
+        if node == ROLE_HOLDER {
+            return self.holders.first().cloned();
+        }
+        if locksim_sim::nemesis::is_role(node) {
+            return self.deployment.resolve_role(node);
+        }
+        Some(node.to_owned())
+    }
+
+    fn apply(&mut self, fault: Fault) {
+        let (role, why) = match fault.nodes().first() {
+            Some(n) if locksim_sim::nemesis::is_role(n) => {
+                (n.to_string(), format!("scheduled on {n}"))
+            }
+            _ => (String::new(), "scheduled".to_owned()),
+        };
+        let Some(concrete) = fault.map_nodes(|n| self.resolve(n)) else {
+            let skipped = Event::new(NEMESIS, Kind::Info, Op::Note)
+                .detail(format!("{:?} skipped: nobody is {role}", fault.kind()));
+            return self.recorder.record(skipped);
+        };
+        match concrete {
+            Fault::Pause {
+                node, duration_ms, ..
+            } => self.pause(&node, duration_ms, &why),
+            Fault::Crash {
+                node,
+                restart_after_ms,
+                ..
+            } => self.crash(&node, restart_after_ms, &why),
+            other => unreachable!("refused before the run: {other:?}"),
+        }
+    }
+
+    fn proc_of(&self, node: &str) -> Option<&Proc> {
+        match self.clients.get(node) {
+            Some(c) => c.proc.as_ref(),
+            None => self
+                .deployment
+                .servers
+                .iter()
+                .find(|s| s.name == node)
+                .and_then(|s| s.proc()),
+        }
+    }
+
+    /// SIGSTOP to the node's group for `duration_ms` (a longer pause already on wins).
+    fn pause(&mut self, node: &str, duration_ms: u64, why: &str) {
+        let until = clock::now_ns() + duration_ms * 1_000_000;
+        let Some(proc) = self.proc_of(node) else {
+            return;
+        };
+        let epoch = match self.paused.get(node) {
+            Some((u, _)) if *u >= until => return,
+            Some((_, e)) => e + 1,
+            None => 1,
+        };
+        proc.signal(libc::SIGSTOP);
+        self.paused.insert(node.to_owned(), (until, epoch));
+        let event = self
+            .fault_event(Op::Pause, node)
+            .value(duration_ms as i64)
+            .detail(why);
+        self.recorder.record(event);
+        self.at(
+            until,
+            Action::Resume {
+                node: node.to_owned(),
+                epoch,
+            },
+        );
+    }
+
+    fn resume(&mut self, node: &str, epoch: Option<u64>) {
+        match self.paused.get(node) {
+            Some((_, e)) if epoch.is_none_or(|x| x == *e) => {}
+            _ => return,
+        }
+        self.paused.remove(node);
+        if let Some(proc) = self.proc_of(node) {
+            proc.signal(libc::SIGCONT);
+            self.recorder.record(self.fault_event(Op::Resume, node));
+        }
+    }
+
+    /// A client stopped itself at a named point: a pause resumes it later, a crash kills it.
+    fn stop_at_point(&mut self, who: &str, stop: PointStop) {
+        if let Some(c) = self.clients.get_mut(who) {
+            c.fired.push(stop.clone());
+        }
+        // The client sent the line, then raised SIGSTOP: wait for it to take effect, so the
+        // pause is measured from the stop and a SIGCONT cannot come first.
+        let start_ns = clock::now_ns();
+        while self.proc_of(who).is_some_and(|p| !p.is_stopped())
+            && clock::since(start_ns) < Duration::from_secs(2)
+        {
+            clock::sleep(Duration::from_micros(200));
+        }
+        let why = format!("at {} (passage {})", stop.point, stop.occurrence);
+        if stop.crash {
+            self.crash(who, stop.duration_ms, &why);
+            return;
+        }
+        let duration_ms = stop.duration_ms.expect("a pause has a duration");
+        let until = clock::now_ns() + duration_ms * 1_000_000;
+        let epoch = self.paused.get(who).map_or(1, |(_, e)| e + 1);
+        self.paused.insert(who.to_owned(), (until, epoch));
+        let event = self
+            .fault_event(Op::Pause, who)
+            .value(duration_ms as i64)
+            .detail(why);
+        self.recorder.record(event);
+        self.at(
+            until,
+            Action::Resume {
+                node: who.to_owned(),
+                epoch,
+            },
+        );
+    }
+
+    /// SIGKILL; a restart after `restart_after_ms` if given.
+    fn crash(&mut self, node: &str, restart_after_ms: Option<u64>, why: &str) {
+        let killed = match self.clients.get_mut(node) {
+            Some(c) => c.proc.take().map(Proc::kill).is_some(),
+            None => match self.deployment.server_mut(node) {
+                Some(s) if s.running() => {
+                    s.kill();
+                    true
+                }
+                _ => false,
+            },
+        };
+        if !killed {
+            return;
+        }
+        self.paused.remove(node);
+        self.holders.retain(|h| h != node);
+        let mut event = self.fault_event(Op::Crash, node).detail(why);
+        if let Some(ms) = restart_after_ms {
+            event = event.value(ms as i64);
+            self.at(
+                clock::now_ns() + ms * 1_000_000,
+                Action::Restart {
+                    node: node.to_owned(),
+                },
+            );
+        }
+        self.recorder.record(event);
+    }
+
+    fn restart(&mut self, node: &str) {
+        let started = if self.clients.contains_key(node) {
+            let alive = self.clients.get(node).is_some_and(|c| c.proc.is_some());
+            let stops = point_stops(&self.prepared.faults_for(self.opts.seed), node);
+            !alive && self.start_client(node, stops).is_ok()
+        } else {
+            match self.deployment.server_mut(node) {
+                Some(s) if !s.running() => s.spawn().is_ok(),
+                _ => false,
+            }
+        };
+        if started {
+            self.recorder.record(self.fault_event(Op::Restart, node));
+        }
+    }
+
+    /// The liveness phase: every paused node resumes, every crashed one restarts.
+    fn heal_all(&mut self) {
+        let paused: Vec<String> = self.paused.keys().cloned().collect();
+        for node in paused {
+            self.resume(&node, None);
+        }
+        let crashed: Vec<String> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.proc.is_none())
+            .map(|(n, _)| n.clone())
+            .chain(
+                self.deployment
+                    .servers
+                    .iter()
+                    .filter(|s| !s.running())
+                    .map(|s| s.name.clone()),
+            )
+            .collect();
+        for node in crashed {
+            self.restart(&node);
+        }
+        self.timers.clear();
+    }
+
+    /// Kills every client and collects the lines they wrote before.
+    fn stop_clients(&mut self, rx: &Receiver<(String, u32, ClientMsg)>) {
+        for c in self.clients.values_mut() {
+            if let Some(p) = c.proc.take() {
+                p.kill();
+            }
+        }
+        // The readers end at EOF, now that the writers are dead.
+        let (tx, _) = channel();
+        drop(std::mem::replace(&mut self.tx, tx));
+        while let Ok((who, incarnation, msg)) = rx.recv_timeout(Duration::from_millis(500)) {
+            if let ClientMsg::Event(event) = msg {
+                self.recorder.push_stamped(event);
+            }
+            let _ = (who, incarnation);
+        }
+    }
+}

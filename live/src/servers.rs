@@ -1,0 +1,206 @@
+//! Real servers on loopback: each one a child process in a group of its own with its own
+//! data directory and log, started, waited for (readiness with a timeout; on failure the
+//! log's tail), signalled (SIGSTOP/SIGCONT, SIGKILL) and restarted from its data directory.
+
+use crate::clock;
+use crate::procs::Proc;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// How long a server may take to come up before the run fails (exit 3).
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A missing binary: the error names the Debian package (exit 2).
+#[derive(Debug)]
+pub struct MissingBinary {
+    /// The binary or file looked for.
+    pub what: String,
+    /// The Debian package that installs it.
+    pub package: &'static str,
+}
+
+impl std::fmt::Display for MissingBinary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "live mode needs `{}`, which is not installed: apt-get install -y {}",
+            self.what, self.package
+        )
+    }
+}
+
+impl std::error::Error for MissingBinary {}
+
+/// A server that did not come up in time (exit 3), with the tail of its log.
+#[derive(Debug)]
+pub struct NotReady {
+    /// The server's name.
+    pub name: String,
+    /// Why (timeout, or it exited).
+    pub why: String,
+    /// The last lines of its log.
+    pub log_tail: String,
+}
+
+impl std::fmt::Display for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "server {} did not come up: {}\n--- last lines of its log ---\n{}",
+            self.name, self.why, self.log_tail
+        )
+    }
+}
+
+impl std::error::Error for NotReady {}
+
+/// Finds `program` on PATH (or as an absolute path).
+pub fn find_binary(program: &str, package: &'static str) -> Result<PathBuf, MissingBinary> {
+    let missing = || MissingBinary {
+        what: program.into(),
+        package,
+    };
+    if program.starts_with('/') {
+        return Path::new(program)
+            .exists()
+            .then(|| program.into())
+            .ok_or_else(missing);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .ok_or_else(missing)
+}
+
+/// The last `n` lines of a file.
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| format!("(cannot read {}: {e})", path.display()));
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Answers whether a server is ready to serve (one quick probe; false on any error).
+pub type Probe = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// One server: how to start it, and its process while it runs.
+pub struct Server {
+    /// Its node name in the run (`redis`, `e1`, `zk2`, ...).
+    pub name: String,
+    /// Its data directory.
+    pub dir: PathBuf,
+    /// Its log file.
+    pub log: PathBuf,
+    program: PathBuf,
+    args: Vec<String>,
+    probe: Probe,
+    proc: Option<Proc>,
+}
+
+impl Server {
+    /// A server to run `program args` in `dir` (created), logging to `dir/NAME.log`.
+    pub fn new(
+        name: &str,
+        dir: PathBuf,
+        program: PathBuf,
+        args: Vec<String>,
+        probe: Probe,
+    ) -> anyhow::Result<Server> {
+        std::fs::create_dir_all(&dir)?;
+        Ok(Server {
+            name: name.into(),
+            log: dir.join(format!("{name}.log")),
+            dir,
+            program,
+            args,
+            probe,
+            proc: None,
+        })
+    }
+
+    /// Starts the process (without waiting for it to be ready).
+    pub fn spawn(&mut self) -> anyhow::Result<()> {
+        assert!(self.proc.is_none(), "{} is already running", self.name);
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        self.proc = Some(Proc::spawn(&self.name, &mut cmd)?);
+        Ok(())
+    }
+
+    /// Waits until the probe answers, the process exits, or [`READY_TIMEOUT`] passes.
+    pub fn wait_ready(&mut self) -> Result<(), NotReady> {
+        let start_ns = clock::now_ns();
+        loop {
+            if (self.probe)() {
+                return Ok(());
+            }
+            let exited = self.proc.as_mut().is_none_or(|p| p.exited());
+            if exited || clock::since(start_ns) > READY_TIMEOUT {
+                let why = if exited {
+                    "it exited".to_owned()
+                } else {
+                    format!("not ready within {} s", READY_TIMEOUT.as_secs())
+                };
+                return Err(NotReady {
+                    name: self.name.clone(),
+                    why,
+                    log_tail: tail(&self.log, 20),
+                });
+            }
+            clock::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether the probe answers now.
+    pub fn ready(&self) -> bool {
+        (self.probe)()
+    }
+
+    /// The running process, if any.
+    pub fn proc(&self) -> Option<&Proc> {
+        self.proc.as_ref()
+    }
+
+    /// SIGKILL to its group (a crash); its data directory stays for a restart.
+    pub fn kill(&mut self) {
+        if let Some(p) = self.proc.take() {
+            p.kill();
+        }
+    }
+
+    /// Whether it is running (not crashed).
+    pub fn running(&self) -> bool {
+        self.proc.is_some()
+    }
+}
+
+/// Runs `program args` and returns its stdout (for `--version`), or an empty string.
+pub fn output_of(program: &Path, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+        })
+        .unwrap_or_default()
+}
+
+/// The first `x.y.z` in `text`.
+pub fn version_in(text: &str) -> String {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .find(|w| w.split('.').count() == 3 && w.split('.').all(|p| !p.is_empty()))
+        .unwrap_or("unknown")
+        .to_owned()
+}

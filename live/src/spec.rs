@@ -1,0 +1,83 @@
+//! What the parent tells a client process (a JSON file named on its command line) and what
+//! the client tells the parent (JSON lines on its stdout).
+
+use locksim_check::Event;
+use locksim_protocols::{etcd, single_redis, zookeeper};
+use locksim_scenarios::Workload;
+use serde::{Deserialize, Serialize};
+
+/// Everything a client process needs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClientSpec {
+    /// Its node name (`c1`, ...).
+    pub name: String,
+    /// The run's zero on the machine's monotonic clock, in ns.
+    pub start_ns: u64,
+    /// When to stop, on the same clock, in ns.
+    pub end_ns: u64,
+    /// The run's seed (the client's random draws derive from it).
+    pub seed: u64,
+    /// How many times this client has been started before (restarts after crashes).
+    pub incarnation: u32,
+    /// Grants this client took in earlier incarnations (grant ids stay unique).
+    pub grants_before: u64,
+    /// The workload.
+    pub workload: Workload,
+    /// The lock and where its servers are.
+    pub lock: LockSpec,
+    /// The resource's address (`127.0.0.1:port`).
+    pub resource: String,
+    /// Where the client stops itself.
+    pub stops: Vec<PointStop>,
+}
+
+/// A scripted pause or crash at a named point of the workload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PointStop {
+    /// The point (`before_write`, ...).
+    pub point: String,
+    /// Which passage, from 1.
+    pub occurrence: u32,
+    /// Pause for this long (or, with `crash`, restart after this long; `None` = never).
+    pub duration_ms: Option<u64>,
+    /// A crash (SIGKILL) instead of a pause.
+    pub crash: bool,
+}
+
+/// The lock protocol with its parameters, and its servers' client addresses.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockSpec {
+    /// One redis-server.
+    SingleRedis {
+        /// The model's parameters.
+        params: single_redis::Params,
+        /// `127.0.0.1:port`.
+        server: String,
+    },
+    /// An etcd cluster (its gRPC gateway's HTTP/JSON API).
+    Etcd {
+        /// The model's parameters.
+        params: etcd::Params,
+        /// Client URLs' `127.0.0.1:port`, one per member.
+        endpoints: Vec<String>,
+    },
+    /// A ZooKeeper ensemble.
+    ZooKeeper {
+        /// The model's parameters.
+        params: zookeeper::Params,
+        /// Client ports' `127.0.0.1:port`, one per server.
+        servers: Vec<String>,
+    },
+}
+
+/// A line a client writes on its stdout.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientMsg {
+    /// A history event, stamped by the client (ns since the run's zero).
+    Event(Event),
+    /// The client is about to stop itself (SIGSTOP) at a named point: the parent records
+    /// the fault and resumes (or kills) it.
+    Stop(PointStop),
+}

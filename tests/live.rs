@@ -1,0 +1,417 @@
+//! Live mode against real servers, as users run it: `locksim live` starts its own servers on
+//! free loopback ports, and nothing it started outlives it (normal end, Ctrl-C). A test
+//! whose server binary is missing says so and passes, except under CI (`CI` set), where
+//! every binary must be there and a missing one fails.
+#![allow(clippy::disallowed_methods)] // live runs are measured in real time
+
+mod common;
+
+use common::{code, in_repo};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Whether `program` is installed; if not, skips (or fails under CI) naming the package.
+fn have(program: &str, package: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+        .unwrap_or(false);
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{program} is missing under CI: apt-get install -y {package}"
+        );
+        eprintln!("skipped: {program} is not installed (apt-get install -y {package})");
+    }
+    found
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("locksim-live-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Whether a pid is a live (not zombie) process.
+fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rfind(')')
+        .is_some_and(|i| !stat[i + 1..].trim_start().starts_with('Z'))
+}
+
+/// Every process the run started (its `pids.txt`) is gone within two seconds.
+fn assert_none_left(keep: &Path) {
+    let pids = std::fs::read_to_string(keep.join("pids.txt")).expect("the run logs its pids");
+    let pids: Vec<(u32, String)> = pids
+        .lines()
+        .map(|l| {
+            let (pid, name) = l.split_once(' ').unwrap();
+            (pid.parse().unwrap(), name.to_owned())
+        })
+        .collect();
+    assert!(!pids.is_empty(), "the run started processes");
+    let start = Instant::now();
+    while pids.iter().any(|(p, _)| alive(*p)) && start.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<_> = pids.iter().filter(|(p, _)| alive(*p)).collect();
+    assert!(left.is_empty(), "processes outlived the run: {left:?}");
+}
+
+/// Writes a scenario file and returns its path.
+fn scenario(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn redis_gc_pause_violates_mutual_exclusion_and_loses_an_update() {
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    let keep = scratch("gc");
+    let k = keep.display().to_string();
+    let started = Instant::now();
+    let out = in_repo(&[
+        "live",
+        "scenarios/catalog/redis-single-gc-pause.toml",
+        "--json",
+        "--keep",
+        &k,
+    ]);
+    let wall = started.elapsed();
+    let j = json(&out);
+    assert_eq!(
+        code(&out),
+        1,
+        "a violation exits 1: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(j["mode"], "live");
+    assert_eq!(j["properties"]["mutual_exclusion"], "invalid");
+    assert_eq!(j["properties"]["lost_update"], "invalid");
+    assert_eq!(j["expect"]["met"], true, "{j}");
+    assert_eq!(j["servers"][0]["software"], "redis-server");
+    assert!(
+        j["servers"][0]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with('7'),
+        "{j}"
+    );
+    assert!(
+        j["trace_hash"].as_str().unwrap().starts_with("none"),
+        "no hash for a live run"
+    );
+    // 8 s of scenario: real time, not simulated (a few seconds of grace for the servers).
+    assert!(
+        wall >= Duration::from_secs(8) && wall < Duration::from_secs(20),
+        "{wall:?}"
+    );
+    assert_none_left(&keep);
+}
+
+#[test]
+fn a_two_second_scenario_takes_two_seconds_and_a_healthy_lock_holds() {
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    let dir = scratch("healthy");
+    let path = scenario(&dir, "short", "duration_ms = 2000\n[protocol]\nname = \"single-redis\"\nttl_ms = 1000\ntokens = true\n[workload]\nclients = 3\n[resource]\nfencing = \"on\"\n");
+    let history = dir.join("h.jsonl").display().to_string();
+    let keep = dir.join("keep").display().to_string();
+    let out = in_repo(&[
+        "live",
+        &path,
+        "--json",
+        "--history",
+        &history,
+        "--keep",
+        &keep,
+    ]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let j = json(&out);
+    assert_eq!(j["verdict"], "valid");
+    assert!(
+        j["stats"]["liveness"]["acquisitions"].as_u64().unwrap() >= 5,
+        "{j}"
+    );
+    // The run's own clock: 2 s of workload in 2 s of real time.
+    let run_ms = j["stats"]["sim_ms"].as_u64().unwrap();
+    assert!((2_000..2_300).contains(&run_ms), "run took {run_ms} ms");
+    // The history checks the same offline.
+    let checked = in_repo(&["check", &history, "--json"]);
+    assert_eq!(code(&checked), 0);
+    assert_eq!(json(&checked)["verdict"], "valid");
+    assert_none_left(Path::new(&keep));
+}
+
+#[test]
+fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    // Someone holds the lock nearly all the time (long critical sections, short gaps), so
+    // `@holder` at 500 ms names a client.
+    let dir = scratch("faults");
+    let path = scenario(&dir, "faults", "duration_ms = 3000\n[protocol]\nname = \"single-redis\"\nttl_ms = 300\nretry_delay_ms_min = 1\nretry_delay_ms_max = 2\n[workload]\nclients = 2\ncs_ms_min = 200\ncs_ms_max = 200\nthink_ms_min = 0\nthink_ms_max = 2\n[[faults]]\nkind = \"pause\"\nnode = \"@holder\"\nat_ms = 500\nduration_ms = 800\n[[faults]]\nkind = \"crash\"\nnode = \"redis\"\nat_ms = 1800\nrestart_after_ms = 300\n");
+    let history = dir.join("h.jsonl");
+    let h = history.display().to_string();
+    let out = in_repo(&["live", &path, "--history", &h]);
+    assert!(
+        matches!(code(&out), 0 | 1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&history).unwrap();
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let find = |op: &str| {
+        events
+            .iter()
+            .find(|e| e["op"] == op)
+            .unwrap_or_else(|| panic!("no {op} in {text}"))
+    };
+    let pause = find("pause");
+    assert!(
+        pause["target"] == "c1" || pause["target"] == "c2",
+        "@holder is a client: {pause}"
+    );
+    assert_eq!(find("resume")["target"], pause["target"]);
+    assert_eq!(find("crash")["target"], "redis");
+    assert_eq!(find("restart")["target"], "redis");
+    let at_ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
+    assert!(
+        (500..600).contains(&at_ms(pause)),
+        "paused at {} ms",
+        at_ms(pause)
+    );
+    let resumed = at_ms(find("resume"));
+    assert!((1_300..1_400).contains(&resumed), "resumed at {resumed} ms");
+    // The holder was inside for 800 ms with a 300 ms TTL: the other client took the lock.
+    assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn clock_and_fsync_faults_are_refused_with_exit_2() {
+    let out = in_repo(&["live", "scenarios/catalog/redis-single-clock-jump.toml"]);
+    assert_eq!(code(&out), 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("clock_jump") && err.contains("faults[0]"),
+        "{err}"
+    );
+    let dir = scratch("fsync");
+    let path = scenario(&dir, "fsync", "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[[faults]]\nkind = \"fsync_stall\"\nnode = \"redis\"\nat_ms = 100\nduration_ms = 100\n");
+    let out = in_repo(&["live", &path]);
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fsync_stall"));
+}
+
+#[test]
+fn a_missing_server_binary_names_its_debian_package() {
+    let empty = scratch("nopath");
+    let out = common::locksim()
+        .args(["live", "scenarios/catalog/redis-single-healthy.toml"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("apt-get install -y redis-server"), "{err}");
+}
+
+#[test]
+fn ctrl_c_leaves_no_server_or_client_running() {
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    let keep = scratch("sigint");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_locksim"))
+        .args([
+            "live",
+            "scenarios/catalog/redis-single-healthy.toml",
+            "--keep",
+        ])
+        .arg(&keep)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the server and the three clients are up.
+    let start = Instant::now();
+    let started =
+        |k: &Path| std::fs::read_to_string(k.join("pids.txt")).map_or(0, |t| t.lines().count());
+    while started(&keep) < 4 && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(started(&keep), 4, "the server and three clients started");
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGINT));
+    assert_none_left(&keep);
+}
+
+/// Runs a catalog scenario live with `--json` and returns (exit code, result).
+fn live_json(scenario: &str, keep: &Path) -> (i32, serde_json::Value) {
+    let k = keep.display().to_string();
+    let out = in_repo(&["live", scenario, "--json", "--keep", &k]);
+    let c = code(&out);
+    assert!(
+        c <= 1,
+        "{scenario}: exit {c}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (c, json(&out))
+}
+
+#[test]
+fn etcd_gc_pause_fenced_violates_mutual_exclusion_and_fencing_holds() {
+    if !have("etcd", "etcd-server") {
+        return;
+    }
+    let keep = scratch("etcd");
+    let (c, j) = live_json("scenarios/catalog/etcd-gc-pause-fenced.toml", &keep);
+    assert_eq!(c, 1);
+    assert_eq!(j["properties"]["mutual_exclusion"], "invalid");
+    assert_eq!(j["properties"]["fencing"], "valid");
+    assert_eq!(j["properties"]["lost_update"], "valid");
+    assert_eq!(j["expect"]["met"], true, "{j}");
+    assert_eq!(j["servers"].as_array().unwrap().len(), 3);
+    assert_eq!(j["servers"][0]["software"], "etcd");
+    assert!(
+        j["servers"][0]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("3."),
+        "{j}"
+    );
+    assert_none_left(&keep);
+}
+
+#[test]
+fn zookeeper_session_expiry_pause_violates_mutual_exclusion() {
+    if !have("java", "zookeeper") || !Path::new("/usr/share/java/zookeeper.jar").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ZooKeeper is missing under CI"
+        );
+        return;
+    }
+    let keep = scratch("zk");
+    let (c, j) = live_json(
+        "scenarios/catalog/zookeeper-session-expiry-pause.toml",
+        &keep,
+    );
+    assert_eq!(c, 1);
+    assert_eq!(j["properties"]["mutual_exclusion"], "invalid");
+    assert_eq!(j["expect"]["met"], true, "{j}");
+    assert_eq!(j["servers"][0]["software"], "zookeeper");
+    assert!(
+        j["servers"][0]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("3.8"),
+        "{j}"
+    );
+    // The servers logged where --keep put them.
+    assert!(keep.join("zk1/zk1.log").exists());
+    assert_none_left(&keep);
+}
+
+#[test]
+fn a_server_that_does_not_come_up_exits_3_with_its_log() {
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    // A file where redis-server wants its AOF directory: it exits at start.
+    let dir = scratch("notready");
+    std::fs::create_dir_all(dir.join("keep/redis")).unwrap();
+    std::fs::write(dir.join("keep/redis/appendonlydir"), "").unwrap();
+    let path = scenario(
+        &dir,
+        "aof",
+        "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\npersistence = \"always\"\n",
+    );
+    let keep = dir.join("keep").display().to_string();
+    let out = in_repo(&["live", &path, "--keep", &keep]);
+    assert_eq!(code(&out), 3);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("server redis did not come up: it exited"),
+        "{err}"
+    );
+    assert!(
+        err.contains("append-only dir"),
+        "the log's tail says why: {err}"
+    );
+    assert_none_left(Path::new(&keep));
+}
+
+#[test]
+fn leader_faults_hit_the_member_that_leads() {
+    if !have("etcd", "etcd-server") {
+        return;
+    }
+    let dir = scratch("leader");
+    let path = scenario(&dir, "leader", "duration_ms = 4000\n[protocol]\nname = \"etcd\"\npeers = 3\n[[faults]]\nkind = \"pause\"\nnode = \"@leader\"\nat_ms = 1000\nduration_ms = 1500\n[[faults]]\nkind = \"crash\"\nnode = \"@leader\"\nat_ms = 3000\nrestart_after_ms = 300\n");
+    let history = dir.join("h.jsonl");
+    let h = history.display().to_string();
+    let out = in_repo(&["live", &path, "--history", &h]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&history).unwrap();
+    let faults: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["node"] == "nemesis" && e["op"] != "run_end")
+        .collect();
+    let ops: Vec<&str> = faults.iter().map(|e| e["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["pause", "resume", "crash", "restart"], "{text}");
+    for e in &faults {
+        let target = e["target"].as_str().unwrap();
+        assert!(["etcd1", "etcd2", "etcd3"].contains(&target), "{e}");
+    }
+    assert_eq!(faults[0]["detail"], "scheduled on @leader");
+}
+
+#[test]
+fn etcd_3_4_lock_enters_without_its_key_after_a_pause_and_3_5_does_not() {
+    if !have("etcd", "etcd-server") {
+        return;
+    }
+    let runs: Vec<_> = ["bug", "fixed"]
+        .into_iter()
+        .map(|form| {
+            std::thread::spawn(move || {
+                let keep = scratch(&format!("11456-{form}"));
+                let file = format!("live/scenarios/etcd-lease-recheck-{form}-pause.toml");
+                (live_json(&file, &keep), keep)
+            })
+        })
+        .collect();
+    let results: Vec<_> = runs.into_iter().map(|r| r.join().unwrap()).collect();
+    let ((bug_code, bug), _) = &results[0];
+    let ((fixed_code, fixed), keep) = &results[1];
+    assert_eq!(*bug_code, 1);
+    assert_eq!(bug["properties"]["mutual_exclusion"], "invalid", "{bug}");
+    assert_eq!(*fixed_code, 0);
+    assert_eq!(fixed["properties"]["mutual_exclusion"], "valid", "{fixed}");
+    assert_none_left(keep);
+}
