@@ -2,7 +2,8 @@
 //! the client tells the parent (JSON lines on its stdout).
 
 use locksim_check::Event;
-use locksim_protocols::{etcd, single_redis, zookeeper};
+use locksim_protocols::raft::{etcd, zookeeper};
+use locksim_protocols::redis::single as single_redis;
 use locksim_scenarios::Workload;
 use serde::{Deserialize, Serialize};
 
