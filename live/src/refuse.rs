@@ -28,10 +28,11 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
              filesystem); a SIGKILL loses nothing the kernel already has, so power-loss \
              semantics stay the simulator's; run it in the simulator",
         ),
-        FaultKind::Partition | FaultKind::Loss => Some(
-            "live mode has no TCP proxy on its links yet, so it cannot cut or lose messages; \
-             run it in the simulator",
+        FaultKind::Loss => Some(
+            "live mode's TCP proxies cut links but do not drop single messages (TCP would \
+             resend them); run it in the simulator",
         ),
+        FaultKind::Partition => None,
         FaultKind::Pause | FaultKind::Crash => None,
     }
 }
@@ -49,6 +50,14 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
             )));
         }
         let clients = s.workload.client_names();
+        if let Fault::Partition { .. } = fault {
+            partition_links(fault, &clients, &prepared.deployment.servers()).map_err(|why| {
+                Refused(format!(
+                    "{}: faults[{i}] (kind = \"partition\"): {why}",
+                    prepared.path
+                ))
+            })?;
+        }
         if let Fault::Pause {
             node,
             point: Some(point),
@@ -85,7 +94,8 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
     ];
     for (kind, p) in drawn {
         if p > 0.0 {
-            let why = why_not(kind).expect("these kinds are refused");
+            // Random partitions may cut links between servers, which live mode cannot.
+            let why = why_not(kind).unwrap_or("live mode cuts only scripted client links");
             return Err(Refused(format!(
                 "{}: faults_random draws {:?} faults: {why}",
                 prepared.path,
@@ -101,4 +111,71 @@ fn snake(kind: FaultKind) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
+}
+
+/// The client links a partition cuts, as (client, server or `resource`) pairs; an error if it
+/// would cut a link live mode has no proxy on (between servers) or is one-way.
+pub fn partition_links(
+    fault: &Fault,
+    clients: &[String],
+    servers: &[String],
+) -> Result<Vec<(String, String)>, String> {
+    let Fault::Partition {
+        isolate,
+        groups,
+        one_way,
+        ..
+    } = fault
+    else {
+        return Ok(vec![]);
+    };
+    if *one_way {
+        return Err("live mode cuts TCP links both ways: `one_way` is the simulator's".into());
+    }
+    let mut nodes: Vec<String> = clients.iter().chain(servers).cloned().collect();
+    nodes.push(locksim_protocols::resource::RESOURCE.into());
+    let side = |n: &str| -> Option<usize> {
+        if isolate.is_empty() {
+            groups.iter().position(|g| g.iter().any(|x| x == n))
+        } else {
+            Some(usize::from(isolate.iter().any(|x| x == n)))
+        }
+    };
+    let is_client =
+        |n: &str| clients.iter().any(|c| c == n) || n == locksim_sim::nemesis::ROLE_HOLDER;
+    let named: Vec<&String> = isolate.iter().chain(groups.iter().flatten()).collect();
+    if let Some(role) = named
+        .iter()
+        .find(|n| locksim_sim::nemesis::is_role(n) && !is_client(n))
+    {
+        return Err(format!(
+            "`{role}` is a server role: live mode has no proxy between servers yet"
+        ));
+    }
+    for n in named {
+        if !nodes.contains(n) {
+            nodes.push(n.clone());
+        }
+    }
+    let mut links = vec![];
+    for a in &nodes {
+        for b in &nodes {
+            let (Some(sa), Some(sb)) = (side(a), side(b)) else {
+                continue;
+            };
+            if sa == sb || !is_client(a) || is_client(b) {
+                continue;
+            }
+            links.push((a.clone(), b.clone()));
+        }
+    }
+    for a in &nodes {
+        for b in &nodes {
+            let cut = matches!((side(a), side(b)), (Some(x), Some(y)) if x != y);
+            if cut && servers.contains(a) && servers.contains(b) {
+                return Err(format!("it cuts {a} from {b}: live mode has no proxy between servers yet (only client links)"));
+            }
+        }
+    }
+    Ok(links)
 }
