@@ -2,14 +2,23 @@
 //!
 //! The protocol here, `mono-lease`, is a single lock server that times leases on its
 //! **monotonic** clock (not its wall clock, as Redis does) and hands out a fencing token
-//! with every grant. The example runs it next to `single-redis` under the same fault, a
-//! forward jump of the server's wall clock, and shows that the jump breaks Redis but not
-//! this server:
+//! with every grant. Without arguments, the example runs it next to `single-redis` under the
+//! same fault, a forward jump of the server's wall clock, and shows that the jump breaks
+//! Redis but not this server:
 //!
 //! ```sh
 //! cargo run --release --example custom_protocol
 //! ```
-//! The tests at the bottom run with `cargo test` and hold it to that claim.
+//!
+//! With arguments it is the whole `locksim` command line (`run`, `sweep`, `search`, `check`,
+//! `compare`, `report`, `protocols`) over a registry that has `mono-lease` too: its `main`
+//! hands the registry to `locksim::cli::main_with`. `compare` gives `mono-lease` a row of
+//! its own in the standard matrix, with its parameters' defaults:
+//!
+//! ```sh
+//! cargo run --release --example custom_protocol -- compare --seeds 5 --out /tmp/mono
+//! ```
+//! The tests at the bottom run with `cargo test` and hold it to these claims.
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -46,9 +55,14 @@ type LeaseNet = Net<Wire<Req, Resp>>;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Params {
+    #[serde(default = "ttl_ms")]
     ttl_ms: u64,
     #[serde(default = "retry_ms")]
     retry_ms: u64,
+}
+
+fn ttl_ms() -> u64 {
+    2_000
 }
 
 fn retry_ms() -> u64 {
@@ -233,7 +247,16 @@ fn run(protocol: &str, server: &str, seed: u64) -> RunResult {
         .run(seed)
 }
 
-fn main() {
+fn main() -> std::process::ExitCode {
+    if std::env::args_os().len() > 1 {
+        return locksim::cli::main_with(registry());
+    }
+    demo();
+    std::process::ExitCode::SUCCESS
+}
+
+/// The clock jump under both protocols, side by side.
+fn demo() {
     for (protocol, server) in [("single-redis", "redis"), ("mono-lease", "lease")] {
         let r = run(protocol, server, 1);
         println!(
@@ -261,6 +284,131 @@ mod tests {
             );
             assert!(ours.stats.liveness.acquisitions > 3);
         }
+    }
+
+    /// A fresh directory for one test's files.
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("locksim-custom-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// The command line, in this process, over our registry.
+    fn cli(args: &[&str]) -> std::process::ExitCode {
+        let argv = std::iter::once("custom_protocol").chain(args.iter().copied());
+        locksim::cli::run_with(&registry(), argv)
+    }
+
+    fn json(path: &std::path::Path) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    /// `mono-lease` under client pauses: a lease without fencing lets a paused holder
+    /// overlap, which `search` must find.
+    const PAUSES: &str = r#"
+name = "mono-lease-pauses"
+duration_ms = 5000
+[protocol]
+name = "mono-lease"
+[workload]
+clients = 3
+cs_ms_min = 50
+cs_ms_max = 200
+[faults_random]
+pause_probability = 0.5
+pause_ms_min = 2500
+pause_ms_max = 3000
+pause_nodes = ["@clients"]
+"#;
+
+    #[test]
+    fn every_command_runs_our_protocol() {
+        use std::process::ExitCode;
+        let dir = tmp("commands");
+        let scenario = dir.join("pauses.toml");
+        std::fs::write(&scenario, PAUSES).unwrap();
+        let path = |name: &str| dir.join(name).display().to_string();
+        let sc = scenario.display().to_string();
+        let hist = path("h.jsonl");
+        let run = cli(&["run", &sc, "--seed", "1", "--history", &hist, "--json"]);
+        assert_ne!(run, ExitCode::from(2), "the scenario loads");
+        assert_eq!(cli(&["check", &hist]), run, "check agrees with run");
+        let sweep = path("sweep.jsonl");
+        let args = [
+            "sweep", &sc, "--seeds", "1..4", "--jobs", "1", "--out", &sweep,
+        ];
+        assert_ne!(cli(&args), ExitCode::from(2));
+        let lines = std::fs::read_to_string(&sweep).unwrap();
+        assert_eq!(
+            lines.lines().filter(|l| l.contains("mono-lease")).count(),
+            3
+        );
+        let found = path("found.toml");
+        let args = ["search", &sc, "--cases", "32", "--quiet", "--out", &found];
+        assert_eq!(
+            cli(&args),
+            ExitCode::from(1),
+            "a pause breaks an unfenced lease"
+        );
+        assert_eq!(
+            cli(&["run", &found]),
+            ExitCode::from(1),
+            "the counterexample replays"
+        );
+        let report = path("report");
+        assert_eq!(
+            cli(&["report", &sweep, "--out", &report]),
+            ExitCode::SUCCESS
+        );
+        let r = json(&dir.join("report/report.json"));
+        assert_eq!(r["cells"][0]["protocol"], "mono-lease", "{r}");
+        assert_eq!(cli(&["protocols"]), ExitCode::SUCCESS);
+        assert_eq!(cli(&["run", "no-such-file.toml"]), ExitCode::from(2));
+    }
+
+    /// A small matrix: one built-in row, one profile, no phase diagrams, no catalog.
+    const MATRIX: &str = r#"
+title = "mono-lease beside single-redis"
+catalog_seeds = 0
+[base]
+duration_ms = 3000
+[base.workload]
+clients = 3
+[[protocols]]
+label = "single-redis"
+[protocols.protocol]
+name = "single-redis"
+[[profiles]]
+label = "client-pauses"
+[profiles.faults_random]
+pause_probability = 0.5
+pause_nodes = ["@clients"]
+"#;
+
+    #[test]
+    fn compare_gives_our_protocol_a_row_from_its_defaults() {
+        let dir = tmp("compare");
+        let matrix = dir.join("matrix.toml");
+        std::fs::write(&matrix, MATRIX).unwrap();
+        let (m, out) = (matrix.display().to_string(), dir.join("out"));
+        let out_text = out.display().to_string();
+        let args = [
+            "compare", "--matrix", &m, "--jobs", "1", "--quiet", "--out", &out_text,
+        ];
+        assert_eq!(cli(&args), std::process::ExitCode::SUCCESS);
+        let r = json(&out.join("report.json"));
+        let rows: Vec<&str> = r["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["protocol"].as_str().unwrap())
+            .collect();
+        assert_eq!(rows, ["single-redis", "mono-lease"], "{r}");
+        assert!(r["cells"][1]["runs"].as_u64().unwrap() > 0, "{r}");
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(md.contains("| mono-lease |"), "{md}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `locksim check`: the checker on a history recorded elsewhere (or by `locksim run
 //! --history`), in the simulator's JSON Lines format.
 
-use crate::{input, text};
+use crate::shared::input;
+use crate::text;
 use locksim_check::checker::{Liveness, Updates, Violation};
 use locksim_check::history::{format_hash, read_jsonl, trace_hash};
 use locksim_check::{check, Event, Property, Verdict};

@@ -3,7 +3,8 @@
 //! 1 = violation found, 2 = bad input or a scenario live mode refuses (or a missing server
 //! binary), 3 = a server that did not come up, or another failure.
 
-use crate::{input, text, InputError};
+use crate::shared::{input, InputError};
+use crate::text;
 use anyhow::Context;
 use clap::Args;
 use locksim_protocols::Registry;

@@ -1,6 +1,6 @@
 //! `locksim report`: a comparison report from the results files of earlier sweeps.
 
-use crate::input;
+use crate::shared::input;
 use locksim_protocols::Registry;
 use locksim_reports::{CellAccumulator, Comparison, SCHEMA_VERSION};
 use locksim_scenarios::sweep::{for_each_result, SeedResult};
@@ -125,7 +125,7 @@ pub fn run(args: ReportArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         cells: cells.values().map(|c| c.acc.finish()).collect(),
         ..Comparison::default()
     };
-    crate::compare_cmd::write_reports(&comparison, &args.out)?;
+    crate::compare::write_reports(&comparison, &args.out)?;
     println!(
         "{} ({} runs, {} per cell). Share of runs with harm and with overlap, one column per \
          scenario:\n",

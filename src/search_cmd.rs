@@ -1,7 +1,7 @@
 //! `locksim search`: property-based fault search with shrinking; the shrunk counterexample
 //! is saved as a runnable scenario file and replayed once to prove it.
 
-use crate::input;
+use crate::shared::input;
 use indicatif::{ProgressBar, ProgressStyle};
 use locksim_protocols::Registry;
 use locksim_scenarios::search::{

@@ -1,7 +1,7 @@
 //! `locksim sweep`: every seed of a range (or of one shard of it), in parallel, one JSON
 //! line per seed appended to the results file as each run finishes.
 
-use crate::input;
+use crate::shared::input;
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use locksim_protocols::Registry;
 use locksim_scenarios::sweep::{
@@ -45,26 +45,12 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let path = args.scenario.display().to_string();
     let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
     let shard = args.shard.unwrap_or(Shard::ALL);
-    let jobs = args.jobs.unwrap_or_else(crate::default_jobs);
+    let jobs = args.jobs.unwrap_or_else(crate::shared::default_jobs);
     if jobs == 0 {
         return Err(input("--jobs must be at least 1"));
     }
-    let mut summary = Summary::default();
-    let mut done = BTreeSet::new();
     let fingerprint = prepared.scenario.fingerprint();
-    let mut file = ResultsFile::open(
-        &args.out,
-        &prepared.scenario.name,
-        &fingerprint,
-        args.resume,
-        |r| {
-            if args.seeds.contains(r.seed) && shard.contains(r.seed) {
-                done.insert(r.seed);
-                summary.add(&r);
-            }
-        },
-    )
-    .map_err(input)?;
+    let (mut file, mut summary, done) = open_results(&args, &prepared, &fingerprint, shard)?;
     let from_earlier = summary.runs;
     let todo = args.seeds.seeds(shard).filter(|s| !done.contains(s));
     let bar = progress_bar(args.seeds.count(shard) - from_earlier, args.quiet);
@@ -98,6 +84,38 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         wall_s,
     };
     print!("{}", summary_text(&header, &summary));
+    outcome(&args, &header, &summary, &path)
+}
+
+/// The results file, with the results of this range and shard already in it (`--resume`):
+/// their summary and their seeds.
+fn open_results(
+    args: &SweepArgs,
+    prepared: &Prepared,
+    fingerprint: &str,
+    shard: Shard,
+) -> anyhow::Result<(ResultsFile, Summary, BTreeSet<u64>)> {
+    let mut summary = Summary::default();
+    let mut done = BTreeSet::new();
+    let name = &prepared.scenario.name;
+    let file = ResultsFile::open(&args.out, name, fingerprint, args.resume, |r| {
+        if args.seeds.contains(r.seed) && shard.contains(r.seed) {
+            done.insert(r.seed);
+            summary.add(&r);
+        }
+    })
+    .map_err(input)?;
+    Ok((file, summary, done))
+}
+
+/// The exit code: a signal's, 1 on a violation, an error if runs did not complete.
+fn outcome(
+    args: &SweepArgs,
+    header: &Header,
+    summary: &Summary,
+    path: &str,
+) -> anyhow::Result<ExitCode> {
+    let (prepared, shard, jobs) = (header.prepared, header.shard, header.jobs);
     if let Some(signal) = signals::received() {
         println!(
             "interrupted by {signal}: {} of the {} results of this sweep are saved in {}; \
@@ -105,7 +123,7 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
             summary.runs,
             args.seeds.count(shard),
             args.out.display(),
-            resume_command(&path, &args, shard, jobs)
+            resume_command(path, args, shard, jobs)
         );
         return Ok(ExitCode::from(signals::exit_code(signal)));
     }

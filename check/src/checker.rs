@@ -42,139 +42,12 @@
 //! ```
 
 use crate::history::{format_time_ns, Event, Kind, Op};
-use crate::mutual_exclusion::{cs_intervals, end_time_ns, Interval};
+use crate::interpret::interpret;
+pub use crate::liveness::Liveness;
+use crate::verdict::{counted, witness};
+pub use crate::verdict::{Property, PropertyResult, Verdict, Violation, WITNESSES_MAX};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// At most this many violations of each property are kept as witnesses; the counts in
-/// [`PropertyResult::violation_count`] are complete.
-pub const WITNESSES_MAX: usize = 5;
-
-/// The outcome of a check, Jepsen style: worst wins when combining.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Every property held.
-    Valid,
-    /// The history cannot decide (e.g. acknowledged writes but no record of the resource).
-    Unknown,
-    /// At least one property was violated; see the witnesses.
-    Invalid,
-}
-
-impl Verdict {
-    /// The worse of two verdicts.
-    pub fn combine(self, other: Verdict) -> Verdict {
-        self.max(other)
-    }
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Verdict::Valid => "valid",
-            Verdict::Unknown => "unknown",
-            Verdict::Invalid => "invalid",
-        })
-    }
-}
-
-/// The safety properties the checker decides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Property {
-    /// No two grants' critical sections overlap in true time.
-    MutualExclusion,
-    /// The resource never accepts a stale or reused token.
-    Fencing,
-    /// No acknowledged increment of the counter is lost.
-    LostUpdate,
-}
-
-impl Property {
-    /// All properties, in report order.
-    pub const ALL: [Property; 3] = [
-        Property::MutualExclusion,
-        Property::Fencing,
-        Property::LostUpdate,
-    ];
-
-    /// The snake_case name used in files and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Property::MutualExclusion => "mutual_exclusion",
-            Property::Fencing => "fencing",
-            Property::LostUpdate => "lost_update",
-        }
-    }
-}
-
-impl std::fmt::Display for Property {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // `pad`, so widths and alignment work in tables.
-        f.pad(self.name())
-    }
-}
-
-/// One violation of a property, with the events that prove it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Violation {
-    /// Which property.
-    pub kind: Property,
-    /// What happened, in words.
-    pub description: String,
-    /// Indexes of the witness events in the history.
-    pub events: Vec<u64>,
-}
-
-/// The result of one property: its verdict, and why where it is not valid.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PropertyResult {
-    /// Which property.
-    pub property: Property,
-    /// Its verdict.
-    pub verdict: Verdict,
-    /// Why the verdict is `unknown`, where it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// How many violations of the property the history holds, all of them (for mutual
-    /// exclusion: pairs of grants whose critical sections certainly overlap).
-    #[serde(default)]
-    pub violation_count: u64,
-}
-
-/// Liveness figures: not violations, but what a user wants to compare.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Liveness {
-    /// Acquire invocations.
-    pub acquire_attempts: u64,
-    /// Acquires that returned a grant.
-    pub acquisitions: u64,
-    /// Acquires that definitely failed (including giving up after the timeout).
-    pub acquire_failures: u64,
-    /// Acquires whose outcome the client never learned.
-    pub acquire_unknown: u64,
-    /// Median time from acquire invoke to grant, in ms.
-    pub acquire_latency_ms_p50: f64,
-    /// 99th percentile time from acquire invoke to grant, in ms.
-    pub acquire_latency_ms_p99: f64,
-    /// Total time some client was in its CS, in ms (overlaps counted once).
-    pub held_ms: f64,
-    /// Total time some client wanted the lock (from an acquire attempt until it got the lock,
-    /// failed attempts and the pauses between them included) while no live client was inside
-    /// its critical section, in ms.
-    pub wanted_free_ms: f64,
-    /// The longest such stretch, in ms: a long one is a stuck lock.
-    pub wanted_free_ms_max: f64,
-    /// When the first acquire of the run returned a grant, in ms of true time (absent if
-    /// none did): a late first grant is a lock left unavailable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_grant_ms: Option<f64>,
-    /// Writes the resource accepted.
-    pub writes_accepted: u64,
-    /// Writes the resource rejected as fenced.
-    pub writes_rejected: u64,
-}
 
 /// What became of the counter's increments: lost updates as a share of what was promised.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -253,8 +126,8 @@ impl Report {
 /// events is accepted (none makes it panic); [`crate::history::read_jsonl`] is what checks
 /// that a file is a well-formed history.
 pub fn check(history: &[Event]) -> Report {
-    let intervals = cs_intervals(history);
-    let (me, me_violations) = crate::mutual_exclusion::check(&intervals);
+    let interpretation = interpret(history);
+    let (me, me_violations) = crate::mutual_exclusion::check(&interpretation.sections);
     let (fencing, fence_violations) = check_fencing(history);
     let (lost, lost_violations, updates) = check_lost_update(history);
     let properties = vec![me, fencing, lost];
@@ -268,30 +141,8 @@ pub fn check(history: &[Event]) -> Report {
         verdict,
         properties,
         violations,
-        liveness: liveness(history, &intervals),
+        liveness: crate::liveness::liveness(history, &interpretation),
         updates,
-    }
-}
-
-/// A property's result from its violations: `invalid` if there are any.
-fn counted(property: Property, count: u64) -> PropertyResult {
-    PropertyResult {
-        property,
-        verdict: if count > 0 {
-            Verdict::Invalid
-        } else {
-            Verdict::Valid
-        },
-        reason: None,
-        violation_count: count,
-    }
-}
-
-/// Keeps `v` as a witness unless [`WITNESSES_MAX`] are kept already; counts it either way.
-fn witness(violations: &mut Vec<Violation>, count: &mut u64, v: impl FnOnce() -> Violation) {
-    *count += 1;
-    if violations.len() < WITNESSES_MAX {
-        violations.push(v());
     }
 }
 
@@ -432,95 +283,4 @@ fn overwriting_pair(accepts: &[&Event]) -> Option<Vec<u64>> {
         }
     }
     None
-}
-
-fn percentile_ms(sorted_ns: &[u64], pct: f64) -> f64 {
-    if sorted_ns.is_empty() {
-        return 0.0;
-    }
-    // Nearest-rank percentile.
-    let rank = ((pct / 100.0) * sorted_ns.len() as f64).ceil().max(1.0) as usize;
-    sorted_ns[rank.min(sorted_ns.len()) - 1] as f64 / 1e6
-}
-
-fn liveness(history: &[Event], intervals: &[Interval]) -> Liveness {
-    let mut l = Liveness::default();
-    // A client wants the lock from an acquire attempt until it gets it (a failed attempt and
-    // the pause before the next one do not end the wanting) or until it crashes.
-    let mut attempt_start: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut wanting: BTreeSet<&str> = BTreeSet::new();
-    let mut latencies_ns = Vec::new();
-    // Points where the number of waiting clients or holders changes: (time, d_wanting, d_holding).
-    let mut steps: Vec<(u64, i64, i64)> = Vec::new();
-    for e in history {
-        match (&e.op, e.kind) {
-            (Op::Acquire, Kind::Invoke) => {
-                l.acquire_attempts += 1;
-                attempt_start.insert(&e.node, e.time_ns);
-                if wanting.insert(&e.node) {
-                    steps.push((e.time_ns, 1, 0));
-                }
-            }
-            (Op::Acquire, kind) => {
-                match kind {
-                    Kind::Ok => {
-                        l.acquisitions += 1;
-                        l.first_grant_ms.get_or_insert(e.time_ms());
-                    }
-                    Kind::Fail => l.acquire_failures += 1,
-                    _ => l.acquire_unknown += 1,
-                }
-                let start = attempt_start.remove(e.node.as_str());
-                if kind == Kind::Ok {
-                    latencies_ns.extend(start.map(|t| e.time_ns.saturating_sub(t)));
-                    if wanting.remove(e.node.as_str()) {
-                        steps.push((e.time_ns, -1, 0));
-                    }
-                }
-            }
-            (Op::Crash, _) => {
-                let crashed = e.target.as_deref().unwrap_or(&e.node);
-                attempt_start.remove(crashed);
-                if wanting.remove(crashed) {
-                    steps.push((e.time_ns, -1, 0));
-                }
-            }
-            (Op::ResourceAccept, _) => l.writes_accepted += 1,
-            (Op::ResourceReject, _) => l.writes_rejected += 1,
-            _ => {}
-        }
-    }
-    // The last stretch runs to the end of the history.
-    steps.push((end_time_ns(history), 0, 0));
-    for i in intervals {
-        let (start_ns, end_ns) = i.held_ns();
-        steps.push((start_ns, 0, 1));
-        steps.push((end_ns, 0, -1));
-    }
-    steps.sort_unstable();
-    let (mut wanting, mut holding) = (0i64, 0i64);
-    let (mut last_ns, mut held_ns, mut free_ns, mut run_ns, mut run_max_ns) = (0u64, 0, 0, 0, 0);
-    for (t, dw, dh) in steps {
-        let span = t - last_ns;
-        if holding > 0 {
-            held_ns += span;
-        }
-        if wanting > 0 && holding == 0 {
-            free_ns += span;
-            run_ns += span;
-            run_max_ns = run_max_ns.max(run_ns);
-        } else if span > 0 {
-            run_ns = 0;
-        }
-        wanting += dw;
-        holding += dh;
-        last_ns = t;
-    }
-    latencies_ns.sort_unstable();
-    l.acquire_latency_ms_p50 = percentile_ms(&latencies_ns, 50.0);
-    l.acquire_latency_ms_p99 = percentile_ms(&latencies_ns, 99.0);
-    l.held_ms = held_ns as f64 / 1e6;
-    l.wanted_free_ms = free_ns as f64 / 1e6;
-    l.wanted_free_ms_max = run_max_ns as f64 / 1e6;
-    l
 }

@@ -149,49 +149,50 @@ fn chart(c: &Comparison) -> String {
     s
 }
 
+/// The geometry of a phase diagram: size, margins, and the scales of fault size (as a
+/// multiple of the TTL, log scale) and of shares.
+struct PhaseFrame {
+    w: f64,
+    h: f64,
+    l: f64,
+    r: f64,
+    t: f64,
+    b: f64,
+}
+
+impl PhaseFrame {
+    const MULTIPLE_MIN: f64 = 0.1;
+    const MULTIPLE_MAX: f64 = 4.0;
+
+    fn x(&self, multiple: f64) -> f64 {
+        let (lo, hi) = (Self::MULTIPLE_MIN.log10(), Self::MULTIPLE_MAX.log10());
+        let at = multiple.max(Self::MULTIPLE_MIN).log10();
+        self.l + (at - lo) / (hi - lo) * (self.w - self.l - self.r)
+    }
+
+    fn y(&self, rate: f64) -> f64 {
+        self.t + (1.0 - rate) * (self.h - self.t - self.b)
+    }
+}
+
 /// One small phase diagram: harm and overlap against the fault's size (log scale), with
 /// their 95% intervals as bands and the TTL marked.
 fn phase_svg(series: &PhaseSeries) -> String {
-    let (w, h, l, r, t, b) = (260.0, 180.0, 44.0, 10.0, 20.0, 30.0);
-    let (lx_min, lx_max) = (0.1f64.log10(), 4f64.log10());
-    let x = |m: f64| l + (m.max(0.1).log10() - lx_min) / (lx_max - lx_min) * (w - l - r);
-    let y = |rate: f64| t + (1.0 - rate) * (h - t - b);
+    let f = PhaseFrame {
+        w: 260.0,
+        h: 180.0,
+        l: 44.0,
+        r: 10.0,
+        t: 20.0,
+        b: 30.0,
+    };
+    let (w, h) = (f.w, f.h);
     let mut labels = Labels::new(w, h);
     let mut s = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="phase" viewBox="0 0 {w} {h}" width="{w}" height="{h}" font-family="sans-serif" font-size="10">"#
     );
-    labels.place_shrinking(&series.protocol, (l, 12.0), "start", 11.0, "#222");
-    for k in [0.0, 0.5, 1.0] {
-        let _ = write!(
-            s,
-            r##"<line x1="{l}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#eee"/>"##,
-            y(k),
-            w - r
-        );
-        labels.place(&pct(k), &[(l - 8.0, y(k) + 3.0)], "end", 10.0, "#666");
-    }
-    for m in [0.1, 0.25, 0.5, 1.0, 2.0, 4.0] {
-        let _ = write!(
-            s,
-            r##"<line x1="{0:.1}" y1="{t}" x2="{0:.1}" y2="{1:.1}" stroke="{2}"{3}/>"##,
-            x(m),
-            h - b,
-            if m == 1.0 { "#999" } else { "#eee" },
-            if m == 1.0 {
-                r#" stroke-dasharray="3,2""#
-            } else {
-                ""
-            }
-        );
-        labels.place(
-            &format!("{m}×"),
-            &[(x(m), h - b + 12.0)],
-            "middle",
-            10.0,
-            "#666",
-        );
-    }
-    labels.place("size / TTL", &[(w - r, h - 4.0)], "end", 10.0, "#666");
+    labels.place_shrinking(&series.protocol, (f.l, 12.0), "start", 11.0, "#222");
+    phase_grid(&mut s, &mut labels, &f);
     for (colour, get) in [
         (
             OVERLAP_COLOUR,
@@ -202,43 +203,79 @@ fn phase_svg(series: &PhaseSeries) -> String {
         let pts: Vec<(f64, Share)> = series
             .points
             .iter()
-            .map(|p| (x(p.ttl_multiple), get(p)))
+            .map(|p| (f.x(p.ttl_multiple), get(p)))
             .collect();
-        if pts.is_empty() {
-            continue;
-        }
-        let upper: Vec<String> = pts
-            .iter()
-            .map(|(px, sh)| format!("{px:.1},{:.1}", y(sh.hi)))
-            .collect();
-        let lower: Vec<String> = pts
-            .iter()
-            .rev()
-            .map(|(px, sh)| format!("{px:.1},{:.1}", y(sh.lo)))
-            .collect();
-        let line: Vec<String> = pts
-            .iter()
-            .map(|(px, sh)| format!("{px:.1},{:.1}", y(sh.rate())))
-            .collect();
-        let _ = write!(
-            s,
-            r#"<polygon points="{} {}" fill="{colour}" fill-opacity="0.18"/><polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"/>"#,
-            upper.join(" "),
-            lower.join(" "),
-            line.join(" ")
-        );
-        for (px, sh) in &pts {
-            let _ = write!(
-                s,
-                r#"<circle cx="{px:.1}" cy="{:.1}" r="2.5" fill="{colour}"><title>{}</title></circle>"#,
-                y(sh.rate()),
-                escape(&sh.text())
-            );
-        }
+        phase_curve(&mut s, &f, &pts, colour);
     }
     s.push_str(&labels.finish());
     s.push_str("</svg>");
     s
+}
+
+/// The share lines (0, 50%, 100%) and the size ticks, 1× TTL dashed.
+fn phase_grid(s: &mut String, labels: &mut Labels, f: &PhaseFrame) {
+    let (w, h, l, r, t, b) = (f.w, f.h, f.l, f.r, f.t, f.b);
+    for k in [0.0, 0.5, 1.0] {
+        let _ = write!(
+            s,
+            r##"<line x1="{l}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#eee"/>"##,
+            f.y(k),
+            w - r
+        );
+        labels.place(&pct(k), &[(l - 8.0, f.y(k) + 3.0)], "end", 10.0, "#666");
+    }
+    for m in [0.1, 0.25, 0.5, 1.0, 2.0, 4.0] {
+        let _ = write!(
+            s,
+            r##"<line x1="{0:.1}" y1="{t}" x2="{0:.1}" y2="{1:.1}" stroke="{2}"{3}/>"##,
+            f.x(m),
+            h - b,
+            if m == 1.0 { "#999" } else { "#eee" },
+            if m == 1.0 {
+                r#" stroke-dasharray="3,2""#
+            } else {
+                ""
+            }
+        );
+        let text = format!("{m}×");
+        labels.place(&text, &[(f.x(m), h - b + 12.0)], "middle", 10.0, "#666");
+    }
+    labels.place("size / TTL", &[(w - r, h - 4.0)], "end", 10.0, "#666");
+}
+
+/// One share's curve: its 95% band, its line, a dot per point with its figure as tooltip.
+fn phase_curve(s: &mut String, f: &PhaseFrame, pts: &[(f64, Share)], colour: &str) {
+    if pts.is_empty() {
+        return;
+    }
+    let upper: Vec<String> = pts
+        .iter()
+        .map(|(px, sh)| format!("{px:.1},{:.1}", f.y(sh.hi)))
+        .collect();
+    let lower: Vec<String> = pts
+        .iter()
+        .rev()
+        .map(|(px, sh)| format!("{px:.1},{:.1}", f.y(sh.lo)))
+        .collect();
+    let line: Vec<String> = pts
+        .iter()
+        .map(|(px, sh)| format!("{px:.1},{:.1}", f.y(sh.rate())))
+        .collect();
+    let _ = write!(
+        s,
+        r#"<polygon points="{} {}" fill="{colour}" fill-opacity="0.18"/><polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"/>"#,
+        upper.join(" "),
+        lower.join(" "),
+        line.join(" ")
+    );
+    for (px, sh) in pts {
+        let _ = write!(
+            s,
+            r#"<circle cx="{px:.1}" cy="{:.1}" r="2.5" fill="{colour}"><title>{}</title></circle>"#,
+            f.y(sh.rate()),
+            escape(&sh.text())
+        );
+    }
 }
 
 fn phase_section(s: &mut String, c: &Comparison) {

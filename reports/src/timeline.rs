@@ -7,6 +7,7 @@
 //! Every text goes through one [`Labels`] placer that tries a few positions and drops a label
 //! (its mark keeps a tooltip) rather than let two texts overlap or one leave the chart.
 
+use locksim_check::interpret::{interpret, key_note, target, Downtime, Interval, KeyHold};
 use locksim_sim::{Event, Op};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -327,29 +328,79 @@ fn draw_bar(s: &mut String, labels: &mut Labels, b: &Bar, f: &Frame) {
     }
 }
 
-/// Open intervals while walking the history.
-#[derive(Default)]
-struct Open<'a> {
-    /// Per server: since when, and who holds the lock key there (from its `key K = V` notes).
-    keys: BTreeMap<&'a str, (u64, String)>,
-    cs: BTreeMap<&'a str, &'a Event>,
-    pause: BTreeMap<&'a str, &'a Event>,
-    down: BTreeMap<&'a str, &'a Event>,
-    cuts: BTreeMap<String, &'a Event>,
+/// What the chart body draws from the history's interpretation (critical sections, the
+/// lock key's holders, downtimes) and from its fault events (pauses, partitions).
+enum Piece<'a> {
+    Key(&'a KeyHold),
+    Cs(&'a Interval),
+    Down(&'a Downtime),
+    /// A partition and the heal that ended it.
+    Cut(&'a Event, Option<&'a Event>),
+    /// A pause and the resume that ended it.
+    Pause(&'a Event, Option<&'a Event>),
 }
 
-fn close_cs(s: &mut String, labels: &mut Labels, f: &Frame, enter: &Event, exit: Option<&Event>) {
-    let Some(lane) = f.lane(&enter.node) else {
+/// Where a piece comes in the drawing: pieces that ended in the order of the event that
+/// ended them, then those still open at the end, by kind and by name. The order decides
+/// which label gets a contested spot, so it is fixed.
+type Order<'a> = (u64, u8, &'a str);
+
+fn order(closed_by: Option<u64>, kind: u8, name: &str) -> Order<'_> {
+    (closed_by.unwrap_or(u64::MAX), kind, name)
+}
+
+/// Pauses and partitions, with the event that ended each (a crash ends a pause undrawn).
+fn fault_pieces(history: &[Event]) -> Vec<(Order<'_>, Piece<'_>)> {
+    let mut pieces = vec![];
+    let mut pause: BTreeMap<&str, &Event> = BTreeMap::new();
+    let mut cuts: BTreeMap<&str, &Event> = BTreeMap::new();
+    for e in history {
+        let detail = e.detail.as_deref().unwrap_or_default();
+        match e.op {
+            Op::Crash => {
+                pause.remove(target(e));
+            }
+            Op::Pause => {
+                pause.insert(target(e), e);
+            }
+            Op::Resume => {
+                if let Some(p) = pause.remove(target(e)) {
+                    pieces.push((order(Some(e.index), 0, ""), Piece::Pause(p, Some(e))));
+                }
+            }
+            Op::Partition => {
+                cuts.insert(detail, e);
+            }
+            Op::Heal => {
+                if let Some(p) = cuts.remove(detail) {
+                    pieces.push((order(Some(e.index), 2, ""), Piece::Cut(p, Some(e))));
+                }
+            }
+            _ => {}
+        }
+    }
+    let open_pauses = pause
+        .into_iter()
+        .map(|(n, p)| (order(None, 3, n), Piece::Pause(p, None)));
+    let open_cuts = cuts
+        .into_iter()
+        .map(|(d, p)| (order(None, 2, d), Piece::Cut(p, None)));
+    pieces.extend(open_pauses.chain(open_cuts));
+    pieces
+}
+
+fn draw_cs(s: &mut String, labels: &mut Labels, f: &Frame, i: &Interval) {
+    let Some(lane) = f.lane(&i.node) else {
         return;
     };
-    let label = enter.grant.clone().unwrap_or_default()
-        + &enter.token.map_or(String::new(), |t| format!(" token {t}"));
+    let label = i.grant.clone() + &i.token.map_or(String::new(), |t| format!(" token {t}"));
+    let (from, to) = i.held_ns();
     let bar = Bar {
         lane,
-        from: enter.time_ns,
-        to: exit.map_or(f.t1, |e| e.time_ns),
+        from,
+        to: if i.open_at_end { f.t1 } else { to },
         kind: BarKind::Cs,
-        witness: f.is_witness(enter.index) || exit.is_some_and(|e| f.is_witness(e.index)),
+        witness: f.is_witness(i.enter_event) || i.closed_by.is_some_and(|e| f.is_witness(e)),
         label: &label,
     };
     if bar.to >= f.t0 && bar.from <= f.t1 {
@@ -373,17 +424,6 @@ fn band(s: &mut String, f: &Frame, kind: BarKind, node: &str, from: u64, to: u64
     // Bands carry no text of their own: their tooltips say what they are.
     let mut none = Labels::new(0.0, 0.0);
     draw_bar(s, &mut none, &bar, f);
-}
-
-/// A server's note about its lock key: `Some(Some(holder))` when set (the holder is the
-/// lock value's client prefix, `c1:…` → `c1`), `Some(None)` when deleted.
-fn key_note(e: &Event) -> Option<Option<String>> {
-    let rest = e.detail.as_deref()?.strip_prefix("key ")?;
-    if rest.ends_with(" deleted") {
-        return Some(None);
-    }
-    let (_, value) = rest.split_once(" = ")?;
-    Some(Some(value.split(':').next().unwrap_or(value).to_string()))
 }
 
 /// A colour per client, so one holder reads the same on every server.
@@ -429,105 +469,59 @@ fn key_band(
     }
 }
 
+/// Draws a piece: bars and key bands into `s`, pause and downtime bands into `bands` (drawn
+/// over the bars, after them).
+fn draw_piece(s: &mut String, bands: &mut String, labels: &mut Labels, f: &Frame, p: &Piece) {
+    match *p {
+        Piece::Key(k) => {
+            let span = (k.from_ns, k.to_ns.unwrap_or(f.t1));
+            key_band(s, labels, f, &k.server, span, &k.holder);
+        }
+        Piece::Cs(i) => draw_cs(s, labels, f, i),
+        Piece::Cut(p, heal) => partition_band(s, f, p, heal.map_or(f.t1, |h| h.time_ns)),
+        Piece::Down(d) => {
+            let title = match d.to_ns {
+                Some(_) => format!("{} down from {:.0} ms", d.node, d.from_ns as f64 / 1e6),
+                None => "down".into(),
+            };
+            let to = d.to_ns.unwrap_or(f.t1);
+            band(bands, f, BarKind::Down, &d.node, d.from_ns, to, &title);
+        }
+        Piece::Pause(p, resume) => {
+            let node = target(p);
+            let (to, title) = match resume {
+                Some(r) => (
+                    r.time_ns,
+                    format!("{node} paused from {:.0} ms", p.time_ms()),
+                ),
+                None => {
+                    let until = p.time_ns + p.value.unwrap_or(0).max(0) as u64 * 1_000_000;
+                    (until.min(f.t1), "paused".into())
+                }
+            };
+            band(bands, f, BarKind::Pause, node, p.time_ns, to, &title);
+        }
+    }
+}
+
+/// Draws critical sections, key holders, downtimes, pauses and partitions. The first three
+/// come from the history's interpretation, the one the checker's verdict rests on.
 fn draw_intervals(s: &mut String, labels: &mut Labels, history: &[Event], f: &Frame) {
-    let mut open = Open::default();
+    let it = interpret(history);
+    let mut pieces = fault_pieces(history);
+    for k in &it.key_holds {
+        pieces.push((order(k.closed_by, 0, &k.server), Piece::Key(k)));
+    }
+    for i in &it.sections {
+        pieces.push((order(i.closed_by, 1, &i.node), Piece::Cs(i)));
+    }
+    for d in &it.downtimes {
+        pieces.push((order(d.closed_by, 4, &d.node), Piece::Down(d)));
+    }
+    pieces.sort_by(|a, b| a.0.cmp(&b.0));
     let mut bands = String::new();
-    for e in history {
-        let target = e.target.as_deref().unwrap_or(&e.node);
-        let key_ends = match (&e.op, key_note(e)) {
-            (Op::Note, Some(_)) | (Op::Expire, _) => Some(e.node.as_str()),
-            (Op::Crash, _) => Some(target),
-            _ => None,
-        };
-        if let Some((since, holder)) = key_ends.and_then(|n| open.keys.remove(n)) {
-            let node = key_ends.unwrap_or_default();
-            key_band(s, labels, f, node, (since, e.time_ns), &holder);
-        }
-        if let (Op::Note, Some(Some(holder))) = (&e.op, key_note(e)) {
-            open.keys.insert(&e.node, (e.time_ns, holder));
-        }
-        match e.op {
-            Op::CsEnter => {
-                open.cs.insert(&e.node, e);
-            }
-            Op::CsExit => {
-                if let Some(enter) = open.cs.remove(e.node.as_str()) {
-                    close_cs(s, labels, f, enter, Some(e));
-                }
-            }
-            Op::Crash => {
-                if let Some(enter) = open.cs.remove(target) {
-                    close_cs(s, labels, f, enter, Some(e));
-                }
-                open.pause.remove(target);
-                open.down.insert(target, e);
-            }
-            Op::Restart => {
-                if let Some(c) = open.down.remove(target) {
-                    let title = format!("{target} down from {:.0} ms", c.time_ms());
-                    band(
-                        &mut bands,
-                        f,
-                        BarKind::Down,
-                        target,
-                        c.time_ns,
-                        e.time_ns,
-                        &title,
-                    );
-                }
-            }
-            Op::Pause => {
-                open.pause.insert(target, e);
-            }
-            Op::Resume => {
-                if let Some(p) = open.pause.remove(target) {
-                    let title = format!("{target} paused from {:.0} ms", p.time_ms());
-                    band(
-                        &mut bands,
-                        f,
-                        BarKind::Pause,
-                        target,
-                        p.time_ns,
-                        e.time_ns,
-                        &title,
-                    );
-                }
-            }
-            Op::Partition => {
-                open.cuts.insert(e.detail.clone().unwrap_or_default(), e);
-            }
-            Op::Heal => {
-                let key = e.detail.clone().unwrap_or_default();
-                if let Some(p) = open.cuts.remove(&key) {
-                    partition_band(s, f, p, e.time_ns);
-                }
-            }
-            _ => {}
-        }
-    }
-    for (node, (since, holder)) in std::mem::take(&mut open.keys) {
-        key_band(s, labels, f, node, (since, f.t1), &holder);
-    }
-    for enter in std::mem::take(&mut open.cs).into_values() {
-        close_cs(s, labels, f, enter, None);
-    }
-    for (t, p) in open.pause {
-        let until = p.time_ns + p.value.unwrap_or(0).max(0) as u64 * 1_000_000;
-        band(
-            &mut bands,
-            f,
-            BarKind::Pause,
-            t,
-            p.time_ns,
-            until.min(f.t1),
-            "paused",
-        );
-    }
-    for (t, c) in open.down {
-        band(&mut bands, f, BarKind::Down, t, c.time_ns, f.t1, "down");
-    }
-    for p in open.cuts.into_values() {
-        partition_band(s, f, p, f.t1);
+    for (_, piece) in &pieces {
+        draw_piece(s, &mut bands, labels, f, piece);
     }
     s.push_str(&bands);
 }
@@ -765,70 +759,16 @@ const LOOKBACK_NS: u64 = 3_000_000_000;
 pub fn caption(history: &[Event], kind: &str, witness: &[u64]) -> String {
     let ev = |i: &u64| history.get(*i as usize);
     let events: Vec<&Event> = witness.iter().filter_map(ev).collect();
-    let (what, from, to) = match kind {
-        "mutual_exclusion" => {
-            let enters: Vec<&&Event> = events.iter().filter(|e| e.op == Op::CsEnter).collect();
-            let [a, b] = enters[..] else {
-                return String::new();
-            };
-            (
-                format!(
-                    "{} entered its critical section at {:.0} ms while {} (inside since {:.0} ms, \
-                     grant {}) had not left it",
-                    b.node,
-                    b.time_ms(),
-                    a.node,
-                    a.time_ms(),
-                    a.grant.as_deref().unwrap_or("?")
-                ),
-                a.time_ns,
-                b.time_ns,
-            )
-        }
+    let found = match kind {
+        "mutual_exclusion" => overlap_caption(&events),
         "fencing" | "lost_update" if events.len() >= 2 => {
-            let (a, b) = (events[0], events[1]);
-            let who = |e: &Event| e.grant.clone().unwrap_or_else(|| e.node.clone());
-            let what = if kind == "fencing" && a.token == b.token {
-                format!(
-                    "the resource accepted token {} from {} at {:.0} ms, a token {} had already \
-                     used at {:.0} ms: the token was reused",
-                    b.token.unwrap_or(0),
-                    who(b),
-                    b.time_ms(),
-                    who(a),
-                    a.time_ms()
-                )
-            } else if kind == "fencing" {
-                format!(
-                    "the resource accepted token {} from {} at {:.0} ms after token {} from {} \
-                     at {:.0} ms: a stale write",
-                    b.token.unwrap_or(0),
-                    who(b),
-                    b.time_ms(),
-                    a.token.unwrap_or(0),
-                    who(a),
-                    a.time_ms()
-                )
-            } else {
-                format!(
-                    "{} wrote {} at {:.0} ms, the value {} had written at {:.0} ms: one increment \
-                     is lost",
-                    who(b),
-                    b.value.unwrap_or(0),
-                    b.time_ms(),
-                    who(a),
-                    a.time_ms()
-                )
-            };
-            // The cause lies between the earlier writer's entry and the later write.
-            let grant_node = b.grant.as_deref().and_then(|g| g.split('#').next());
-            let start = grant_node
-                .and_then(|n| cs_enter_before(history, n, b.index as usize))
-                .map_or(a.time_ns, |e| e.time_ns.min(a.time_ns));
-            (what, start, b.time_ns)
+            Some(write_caption(history, kind, events[0], events[1]))
         }
         "" => return "No violation in this run.".into(),
-        _ => return String::new(),
+        _ => None,
+    };
+    let Some((what, from, to)) = found else {
+        return String::new();
     };
     let mut faults = faults_between(history, from, to);
     if faults.is_empty() {
@@ -848,6 +788,61 @@ pub fn caption(history: &[Event], kind: &str, witness: &[u64]) -> String {
     }
     line.push('.');
     line
+}
+
+/// Two clients inside at once: what happened, and the span to look for its cause in.
+fn overlap_caption(events: &[&Event]) -> Option<(String, u64, u64)> {
+    let enters: Vec<&&Event> = events.iter().filter(|e| e.op == Op::CsEnter).collect();
+    let [a, b] = enters[..] else {
+        return None;
+    };
+    let what = format!(
+        "{} entered its critical section at {:.0} ms while {} (inside since {:.0} ms, grant {}) \
+         had not left it",
+        b.node,
+        b.time_ms(),
+        a.node,
+        a.time_ms(),
+        a.grant.as_deref().unwrap_or("?")
+    );
+    Some((what, a.time_ns, b.time_ns))
+}
+
+/// A harmful write (`a` the earlier accepted one, `b` the later): what happened, and the
+/// span to look for its cause in.
+fn write_caption(history: &[Event], kind: &str, a: &Event, b: &Event) -> (String, u64, u64) {
+    let who = |e: &Event| e.grant.clone().unwrap_or_else(|| e.node.clone());
+    let (b_token, a_token) = (b.token.unwrap_or(0), a.token.unwrap_or(0));
+    let (b_ms, a_ms) = (b.time_ms(), a.time_ms());
+    let what = if kind == "fencing" && a.token == b.token {
+        format!(
+            "the resource accepted token {b_token} from {} at {b_ms:.0} ms, a token {} had \
+             already used at {a_ms:.0} ms: the token was reused",
+            who(b),
+            who(a),
+        )
+    } else if kind == "fencing" {
+        format!(
+            "the resource accepted token {b_token} from {} at {b_ms:.0} ms after token \
+             {a_token} from {} at {a_ms:.0} ms: a stale write",
+            who(b),
+            who(a),
+        )
+    } else {
+        format!(
+            "{} wrote {} at {b_ms:.0} ms, the value {} had written at {a_ms:.0} ms: one \
+             increment is lost",
+            who(b),
+            b.value.unwrap_or(0),
+            who(a),
+        )
+    };
+    // The cause lies between the earlier writer's entry and the later write.
+    let grant_node = b.grant.as_deref().and_then(|g| g.split('#').next());
+    let start = grant_node
+        .and_then(|n| cs_enter_before(history, n, b.index as usize))
+        .map_or(a.time_ns, |e| e.time_ns.min(a.time_ns));
+    (what, start, b.time_ns)
 }
 
 #[cfg(test)]
@@ -877,6 +872,47 @@ mod tests {
                 .target("redis")
                 .value(5000),
         ]
+    }
+
+    /// The critical-section bars of a drawing: (y, x from, x to).
+    fn cs_bars(svg: &str) -> Vec<(f64, f64, f64)> {
+        let attr = |tag: &str, name: &str| -> f64 {
+            let at = tag.find(&format!(" {name}=\"")).expect("attribute") + name.len() + 3;
+            tag[at..].split('"').next().unwrap().parse().unwrap()
+        };
+        svg.split("<rect")
+            .filter(|tag| tag.contains(r##"fill="#8ecae6""##))
+            .map(|tag| {
+                let x = attr(tag, "x");
+                (attr(tag, "y"), x, x + attr(tag, "width"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_drawing_shows_the_sections_the_verdict_rests_on() {
+        // c2 asks to enter while c1 is inside, and is refused: it never enters. Drawing
+        // every `cs_enter` as an entry would show an overlap the checker rightly denies.
+        let refused = vec![
+            ev(0, 0, "c1", Kind::Ok, Op::CsEnter).grant("c1#1"),
+            ev(1, 30, "c2", Kind::Invoke, Op::CsEnter).grant("c2#1"),
+            ev(2, 40, "c2", Kind::Fail, Op::CsEnter).grant("c2#1"),
+            ev(3, 100, "c1", Kind::Ok, Op::CsExit).grant("c1#1"),
+            ev(4, 200, "c2", Kind::Ok, Op::Acquire),
+        ];
+        for h in [refused, gc_pause_history()] {
+            let report = locksim_sim::check(&h);
+            let bars = cs_bars(&svg(&h, &[]));
+            assert_eq!(bars.len(), interpret(&h).sections.len());
+            let overlap = bars.iter().enumerate().any(|(i, a)| {
+                bars[i + 1..]
+                    .iter()
+                    .any(|b| a.0 != b.0 && a.1.max(b.1) < a.2.min(b.2))
+            });
+            let invalid = report.property(locksim_sim::Property::MutualExclusion)
+                == locksim_sim::Verdict::Invalid;
+            assert_eq!(overlap, invalid, "{bars:?}");
+        }
     }
 
     #[test]

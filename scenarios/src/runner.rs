@@ -7,7 +7,7 @@ use locksim_protocols::resource;
 use locksim_sim::checker::{Liveness, Updates, Violation};
 use locksim_sim::history::{format_hash, trace_hash, History, Kind, Op};
 use locksim_sim::nemesis::{Targets, ROLE_HOLDER};
-use locksim_sim::{check, simulate, Fault, Property, Role, SimSpec, Verdict};
+use locksim_sim::{check, simulate, Fault, Property, Role, SimOutcome, SimSpec, Verdict, World};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -159,32 +159,51 @@ impl Prepared {
             disk: s.disk.clone(),
             faults,
         };
-        let outcome = simulate(&spec, |world| {
-            let connector = self.deployment.start(world);
-            let resource = resource::start(world, s.resource.rules());
-            let holders = Holders::default();
-            let view = holders.clone();
-            world.answer_role(ROLE_HOLDER, Arc::new(move |world| view.holder(world)));
-            for name in s.workload.client_names() {
-                let (connector, resource) = (connector.clone(), resource.clone());
-                let workload = s.workload.clone();
-                let grants = Arc::new(AtomicU64::new(0));
-                let holders = holders.clone();
-                world.add_node(&name, Role::Client, move |ctx| {
-                    client_loop(
-                        ctx,
-                        connector.clone(),
-                        resource.clone(),
-                        workload.clone(),
-                        grants.clone(),
-                        holders.clone(),
-                    )
-                });
+        let outcome = simulate(&spec, |world| self.deploy(world));
+        let mut result = self.empty_result(seed, spec.faults.len() as u64);
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                result.error = Some(e.to_string());
+                return (result, vec![]);
             }
-        });
-        let mut result = RunResult {
-            scenario: s.name.clone(),
-            protocol: s.protocol.name.clone(),
+        };
+        self.judge(&mut result, &outcome);
+        (result, outcome.history)
+    }
+
+    /// Starts the protocol's servers, the resource and one node per client running the
+    /// workload, and answers `@holder`.
+    fn deploy(&self, world: &World) {
+        let s = &self.scenario;
+        let connector = self.deployment.start(world);
+        let resource = resource::start(world, s.resource.rules());
+        let holders = Holders::default();
+        let view = holders.clone();
+        world.answer_role(ROLE_HOLDER, Arc::new(move |world| view.holder(world)));
+        for name in s.workload.client_names() {
+            let (connector, resource) = (connector.clone(), resource.clone());
+            let workload = s.workload.clone();
+            let grants = Arc::new(AtomicU64::new(0));
+            let holders = holders.clone();
+            world.add_node(&name, Role::Client, move |ctx| {
+                client_loop(
+                    ctx,
+                    connector.clone(),
+                    resource.clone(),
+                    workload.clone(),
+                    grants.clone(),
+                    holders.clone(),
+                )
+            });
+        }
+    }
+
+    /// A result for `seed` before the run's history is checked.
+    fn empty_result(&self, seed: u64, faults: u64) -> RunResult {
+        RunResult {
+            scenario: self.scenario.name.clone(),
+            protocol: self.scenario.protocol.name.clone(),
             seed,
             verdict: Verdict::Unknown,
             properties: BTreeMap::new(),
@@ -193,20 +212,18 @@ impl Prepared {
             violation_counts: BTreeMap::new(),
             trace_hash: String::new(),
             stats: Stats {
-                faults: spec.faults.len() as u64,
+                faults,
                 ..Stats::default()
             },
             expect: None,
             replay: self.replay_command(seed),
             error: None,
-        };
-        let outcome = match outcome {
-            Ok(o) => o,
-            Err(e) => {
-                result.error = Some(e.to_string());
-                return (result, vec![]);
-            }
-        };
+        }
+    }
+
+    /// Checks the run's history into `result`: verdicts, witnesses, trace hash, statistics,
+    /// and whether the scenario's `expect` was met.
+    fn judge(&self, result: &mut RunResult, outcome: &SimOutcome) {
         let report = check(&outcome.history);
         result.verdict = report.verdict;
         result.properties = report.verdicts();
@@ -222,7 +239,7 @@ impl Prepared {
         result
             .stats
             .count_updates(&outcome.history, &report.updates);
-        if let Some(expect) = &s.expect {
+        if let Some(expect) = &self.scenario.expect {
             let mut mismatches = expect.mismatches(|p| report.property(p));
             mismatches.extend(expect.liveness_mismatches(&report.liveness));
             result.expect = Some(ExpectResult {
@@ -230,7 +247,6 @@ impl Prepared {
                 mismatches,
             });
         }
-        (result, outcome.history)
     }
 }
 

@@ -4,6 +4,7 @@
 //!
 //! Bad input gets a clear error: [`ScenarioError`] names the file, the line and the field.
 
+pub use crate::workload::Workload;
 use locksim_protocols::resource::{Fencing, ResourceRules, WriteMode};
 use locksim_protocols::{Deployment, Registry};
 use locksim_sim::checker::Liveness;
@@ -84,83 +85,6 @@ pub struct ProtocolSection {
     /// The protocol's parameters.
     #[serde(flatten)]
     pub params: toml::Table,
-}
-
-/// `[workload]`: clients loop think → acquire → read → work → validity check → write →
-/// release, incrementing the resource's counter under the lock.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Workload {
-    /// Number of clients, named c1, c2, ...
-    #[serde(default = "d_clients")]
-    pub clients: u32,
-    /// Shortest work inside the critical section (between read and write), in ms.
-    #[serde(default = "d_cs_min")]
-    pub cs_ms_min: u64,
-    /// Longest work inside the critical section, in ms.
-    #[serde(default = "d_cs_max")]
-    pub cs_ms_max: u64,
-    /// Shortest pause between a release and the next acquire, in ms.
-    #[serde(default = "d_think_min")]
-    pub think_ms_min: u64,
-    /// Longest pause between a release and the next acquire, in ms.
-    #[serde(default = "d_think_max")]
-    pub think_ms_max: u64,
-    /// Check the lock's validity on the client's clock just before writing (and skip the
-    /// write if it expired), as a careful client does.
-    #[serde(default = "yes")]
-    pub check_validity: bool,
-    /// Timeout of a request to the resource, in ms.
-    #[serde(default = "d_resource_timeout")]
-    pub resource_timeout_ms: u64,
-    /// While working inside the critical section, extend the lock this often, in ms (0 =
-    /// never). A long critical section stays safe only if its lock is extended in time.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub extend_every_ms: u64,
-}
-
-fn d_clients() -> u32 {
-    2
-}
-fn d_cs_min() -> u64 {
-    20
-}
-fn d_cs_max() -> u64 {
-    100
-}
-fn d_think_min() -> u64 {
-    10
-}
-fn d_think_max() -> u64 {
-    100
-}
-fn yes() -> bool {
-    true
-}
-fn d_resource_timeout() -> u64 {
-    200
-}
-
-impl Default for Workload {
-    fn default() -> Self {
-        Workload {
-            clients: d_clients(),
-            cs_ms_min: d_cs_min(),
-            cs_ms_max: d_cs_max(),
-            think_ms_min: d_think_min(),
-            think_ms_max: d_think_max(),
-            check_validity: true,
-            resource_timeout_ms: d_resource_timeout(),
-            extend_every_ms: 0,
-        }
-    }
-}
-
-impl Workload {
-    /// The client node names.
-    pub fn client_names(&self) -> Vec<String> {
-        (1..=self.clients).map(|i| format!("c{i}")).collect()
-    }
 }
 
 /// `[resource]`.

@@ -5,15 +5,96 @@
 //! (`after_acquire`, `after_read`, `after_validity_check`, `before_write`,
 //! `before_release`) are where scripted pauses and crashes can strike.
 
-use crate::scenario::Workload;
 use locksim_protocols::resource::{ResourceClient, ResourceHandle, WriteOutcome};
 use locksim_protocols::{Acquired, Connector, Grant, LockClient, Outcome, Validity};
 use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::{NodeCtx, NodeIdx, World};
 use rand::Rng;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// `[workload]`: clients loop think → acquire → read → work → validity check → write →
+/// release, incrementing the resource's counter under the lock.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Number of clients, named c1, c2, ...
+    #[serde(default = "d_clients")]
+    pub clients: u32,
+    /// Shortest work inside the critical section (between read and write), in ms.
+    #[serde(default = "d_cs_min")]
+    pub cs_ms_min: u64,
+    /// Longest work inside the critical section, in ms.
+    #[serde(default = "d_cs_max")]
+    pub cs_ms_max: u64,
+    /// Shortest pause between a release and the next acquire, in ms.
+    #[serde(default = "d_think_min")]
+    pub think_ms_min: u64,
+    /// Longest pause between a release and the next acquire, in ms.
+    #[serde(default = "d_think_max")]
+    pub think_ms_max: u64,
+    /// Check the lock's validity on the client's clock just before writing (and skip the
+    /// write if it expired), as a careful client does.
+    #[serde(default = "yes")]
+    pub check_validity: bool,
+    /// Timeout of a request to the resource, in ms.
+    #[serde(default = "d_resource_timeout")]
+    pub resource_timeout_ms: u64,
+    /// While working inside the critical section, extend the lock this often, in ms (0 =
+    /// never). A long critical section stays safe only if its lock is extended in time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub extend_every_ms: u64,
+}
+
+fn d_clients() -> u32 {
+    2
+}
+fn d_cs_min() -> u64 {
+    20
+}
+fn d_cs_max() -> u64 {
+    100
+}
+fn d_think_min() -> u64 {
+    10
+}
+fn d_think_max() -> u64 {
+    100
+}
+fn yes() -> bool {
+    true
+}
+fn d_resource_timeout() -> u64 {
+    200
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            clients: d_clients(),
+            cs_ms_min: d_cs_min(),
+            cs_ms_max: d_cs_max(),
+            think_ms_min: d_think_min(),
+            think_ms_max: d_think_max(),
+            check_validity: true,
+            resource_timeout_ms: d_resource_timeout(),
+            extend_every_ms: 0,
+        }
+    }
+}
+
+impl Workload {
+    /// The client node names.
+    pub fn client_names(&self) -> Vec<String> {
+        (1..=self.clients).map(|i| format!("c{i}")).collect()
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
 
 /// The named points of the workload, in the order a client passes them.
 pub const POINTS: [&str; 5] = [
@@ -69,17 +150,8 @@ pub async fn client_loop(
     loop {
         ctx.sleep_local(between(workload.think_ms_min, workload.think_ms_max))
             .await;
-        ctx.record(Kind::Invoke, Op::Acquire);
-        let mut grant = match lock.acquire().await {
-            Acquired::Granted(grant) => grant,
-            Acquired::Failed(why) => {
-                ctx.record_event(ev(Kind::Fail, Op::Acquire).detail(why));
-                continue;
-            }
-            Acquired::Unknown(why) => {
-                ctx.record_event(ev(Kind::Info, Op::Acquire).detail(why));
-                continue;
-            }
+        let Some(mut grant) = acquire(&ctx, lock.as_mut()).await else {
+            continue;
         };
         let n = grants.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("{}#{n}", ctx.name());
@@ -114,14 +186,37 @@ pub async fn client_loop(
         ctx.record_event(ev(Kind::Ok, Op::CsExit).grant(&id));
         holders.exit(ctx.idx());
         ctx.point("before_release").await;
-        ctx.record_event(ev(Kind::Invoke, Op::Release).grant(&id));
-        let done = match lock.release(&grant).await {
-            Outcome::Ok => ev(Kind::Ok, Op::Release),
-            Outcome::Failed(why) => ev(Kind::Fail, Op::Release).detail(why),
-            Outcome::Unknown(why) => ev(Kind::Info, Op::Release).detail(why),
-        };
-        ctx.record_event(done.grant(&id));
+        release(&ctx, lock.as_mut(), &grant, &id).await;
     }
+}
+
+/// Asks for the lock, recording the attempt and its outcome: the grant, if one came.
+async fn acquire(ctx: &NodeCtx, lock: &mut dyn LockClient) -> Option<Grant> {
+    let ev = |kind, op| Event::new(ctx.name(), kind, op);
+    ctx.record(Kind::Invoke, Op::Acquire);
+    match lock.acquire().await {
+        Acquired::Granted(grant) => Some(grant),
+        Acquired::Failed(why) => {
+            ctx.record_event(ev(Kind::Fail, Op::Acquire).detail(why));
+            None
+        }
+        Acquired::Unknown(why) => {
+            ctx.record_event(ev(Kind::Info, Op::Acquire).detail(why));
+            None
+        }
+    }
+}
+
+/// Releases grant `id`, recording the attempt and its outcome.
+async fn release(ctx: &NodeCtx, lock: &mut dyn LockClient, grant: &Grant, id: &str) {
+    let ev = |kind, op| Event::new(ctx.name(), kind, op);
+    ctx.record_event(ev(Kind::Invoke, Op::Release).grant(id));
+    let done = match lock.release(grant).await {
+        Outcome::Ok => ev(Kind::Ok, Op::Release),
+        Outcome::Failed(why) => ev(Kind::Fail, Op::Release).detail(why),
+        Outcome::Unknown(why) => ev(Kind::Info, Op::Release).detail(why),
+    };
+    ctx.record_event(done.grant(id));
 }
 
 /// The end of a critical section: asks the lock library whether the lock still holds (if

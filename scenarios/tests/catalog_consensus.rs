@@ -138,7 +138,7 @@ fn lost_updates(history: &History) -> (u64, u64) {
         .iter()
         .filter(|e| e.op == Op::ResourceAccept)
         .filter_map(|e| e.value)
-        .last()
+        .next_back()
         .unwrap_or(0);
     (acknowledged, acknowledged.saturating_sub(last as u64))
 }

@@ -1,0 +1,459 @@
+//! `locksim compare`: the standard matrix of protocols × fault profiles, phase diagrams of
+//! fault size against TTL, and the catalog, written as report.md, report.json and
+//! report.html.
+//!
+//! Every cell, phase point and catalog file is a *job*: a scenario file written under the
+//! output directory and a results file (`results/NAME.jsonl`, one line per seed, appended and
+//! flushed as each run finishes). Jobs run in rounds: in each round every job that still
+//! needs seeds gets its next block (seeds in order, 1, 2, 3, …), all blocks run in parallel,
+//! and only when the round is complete does each job look at its intervals and decide
+//! whether to stop. So what runs depends on the data alone, never on the number of threads
+//! or the order in which runs finish, and `--resume` can take every seed already in the
+//! results files instead of running it again.
+//!
+//! A registry may hold protocols beyond the built-in ones (a crate's own, registered before
+//! it calls [`crate::cli::main_with`]). Each such protocol that no row of the matrix names
+//! gets a row of its own, built from its defaults: label and id the protocol's id,
+//! description its summary, and a `[protocol]` table with nothing but `name`, so its
+//! parameters take their defaults (see [`extra_rows`]).
+
+use crate::shared::input;
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use locksim_protocols::Registry;
+use locksim_reports::{
+    CatalogEntry, CellAccumulator, CellSummary, Comparison, Counterexample, PhasePoint,
+    PhaseSeries, SCHEMA_VERSION,
+};
+use locksim_scenarios::matrix::{Matrix, MatrixProtocol, Stopping, CATALOG, PHASE_AXES};
+use locksim_scenarios::runner::isolated;
+use locksim_scenarios::sweep::{ResultsFile, SeedResult};
+use locksim_scenarios::Prepared;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// What to run and where to write it: `compare`'s options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// A matrix file (`None`: the standard matrix, built in).
+    pub matrix: Option<PathBuf>,
+    /// Run exactly seeds 1..=N everywhere (`None`: the matrix's adaptive stopping).
+    pub seeds: Option<u64>,
+    /// Worker threads.
+    pub jobs: usize,
+    /// Where the reports, each job's scenario file and its results go.
+    pub out: PathBuf,
+    /// Take the seeds already in `out/results/` instead of running them again.
+    pub resume: bool,
+    /// Show a progress bar on stderr (when it is a terminal).
+    pub progress: bool,
+}
+
+/// What a job stands for in the report.
+#[derive(Clone)]
+enum Role {
+    Cell {
+        protocol: String,
+        profile: String,
+    },
+    Phase {
+        series: usize,
+        multiple: f64,
+        size_ms: u64,
+    },
+    Catalog,
+}
+
+/// One scenario to run over seeds 1, 2, 3, … until its stopping rule says enough.
+struct Job {
+    role: Role,
+    prepared: Prepared,
+    stopping: Stopping,
+    fingerprint: String,
+    /// Results from an earlier, interrupted compare, not yet counted.
+    earlier: BTreeMap<u64, SeedResult>,
+    acc: CellAccumulator,
+    done: u64,
+    expect_met: u64,
+}
+
+impl Job {
+    fn count(&mut self, r: &SeedResult) {
+        self.acc.add(r, &self.prepared.replay_command(r.seed));
+        self.expect_met += u64::from(r.expect_met == Some(true));
+    }
+
+    /// Seeds this job still has to run this round; seeds found in the earlier results are
+    /// counted at once instead.
+    fn plan(&mut self) -> Vec<u64> {
+        let mut todo = vec![];
+        loop {
+            let s = self.acc.finish();
+            let widths = s.watched().map(|w| w.half_width());
+            let target = self.stopping.target(self.done, &widths);
+            if target == self.done {
+                return todo;
+            }
+            for seed in self.done + 1..=target {
+                match self.earlier.remove(&seed) {
+                    Some(r) => self.count(&r),
+                    None => todo.push(seed),
+                }
+            }
+            self.done = target;
+            if !todo.is_empty() {
+                return todo;
+            }
+        }
+    }
+}
+
+/// Writes a scenario file under `dir` and prepares it.
+fn prepare(dir: &Path, name: &str, text: &str, registry: &Registry) -> anyhow::Result<Prepared> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
+    let path = file.display().to_string();
+    locksim_scenarios::load(&path, registry).map_err(|e| input(format!("{name}: {e}")))
+}
+
+struct Setup<'a> {
+    out: &'a Path,
+    resume: bool,
+    registry: &'a Registry,
+}
+
+impl Setup<'_> {
+    fn job(
+        &self,
+        role: Role,
+        prepared: Prepared,
+        stopping: Stopping,
+    ) -> anyhow::Result<(Job, ResultsFile)> {
+        let dir = self.out.join("results");
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let path = dir.join(format!("{}.jsonl", prepared.scenario.name));
+        if !self.resume {
+            let _ = std::fs::remove_file(&path);
+        }
+        let mut earlier = BTreeMap::new();
+        let fingerprint = prepared.scenario.fingerprint();
+        let file = ResultsFile::open(&path, &prepared.scenario.name, &fingerprint, true, |r| {
+            earlier.insert(r.seed, r);
+        })
+        .map_err(input)?;
+        let job = Job {
+            acc: CellAccumulator::new("", ""),
+            role,
+            prepared,
+            stopping,
+            fingerprint,
+            earlier,
+            done: 0,
+            expect_met: 0,
+        };
+        Ok((job, file))
+    }
+}
+
+/// Every job of the matrix (its cells, phase points and catalog files), with its results
+/// file.
+fn jobs(
+    matrix: &Matrix,
+    opts: &Options,
+    registry: &Registry,
+) -> anyhow::Result<Vec<(Job, ResultsFile)>> {
+    let setup = Setup {
+        out: &opts.out,
+        resume: opts.resume,
+        registry,
+    };
+    let fixed = opts.seeds.map(Stopping::fixed);
+    let cell_stop = fixed.unwrap_or_else(|| matrix.stopping());
+    let mut jobs = vec![];
+    let scenarios = opts.out.join("scenarios");
+    for protocol in &matrix.protocols {
+        for profile in &matrix.profiles {
+            let name = Matrix::cell_name(protocol, profile);
+            let text = matrix.cell_toml(protocol, profile);
+            let prepared = prepare(&scenarios, &name, &text, setup.registry)?;
+            let role = Role::Cell {
+                protocol: protocol.label.clone(),
+                profile: profile.label.clone(),
+            };
+            jobs.push(setup.job(role, prepared, cell_stop)?);
+        }
+    }
+    if let (Some(spec), Some(stop)) = (&matrix.phase, matrix.phase_stopping()) {
+        let phase_dir = opts.out.join("phase");
+        let mut series = 0;
+        for (axis, _) in PHASE_AXES {
+            for protocol in &matrix.protocols {
+                for &multiple in &spec.ttl_multiples {
+                    let (name, size_ms, text) = matrix.phase_toml(protocol, axis, multiple);
+                    let prepared = prepare(&phase_dir, &name, &text, setup.registry)?;
+                    let role = Role::Phase {
+                        series,
+                        multiple,
+                        size_ms,
+                    };
+                    jobs.push(setup.job(role, prepared, fixed.unwrap_or(stop))?);
+                }
+                series += 1;
+            }
+        }
+    }
+    let catalog_seeds = opts.seeds.unwrap_or(matrix.catalog_seeds);
+    if catalog_seeds > 0 {
+        let dir = opts.out.join("catalog");
+        for (name, text) in CATALOG {
+            let prepared = prepare(&dir, name, text, setup.registry)?;
+            jobs.push(setup.job(Role::Catalog, prepared, Stopping::fixed(catalog_seeds))?);
+        }
+    }
+    Ok(jobs)
+}
+
+fn progress(shown: bool) -> ProgressBar {
+    if !shown || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {per_sec}, round {msg}")
+            .expect("a valid template"),
+    );
+    bar
+}
+
+/// Runs rounds until every job has stopped. Results are written to the job's file as they
+/// arrive (a kill keeps them) and counted in any order (the accumulators do not care).
+fn run_rounds(
+    jobs: &mut [Job],
+    files: &mut [ResultsFile],
+    threads: usize,
+    bar: &ProgressBar,
+) -> anyhow::Result<()> {
+    for round in 1.. {
+        let tasks: Vec<(usize, u64)> = jobs
+            .iter_mut()
+            .enumerate()
+            .flat_map(|(j, job)| job.plan().into_iter().map(move |s| (j, s)))
+            .collect();
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        bar.inc_length(tasks.len() as u64);
+        bar.set_message(round.to_string());
+        let next = AtomicUsize::new(0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let shared: &[Job] = jobs;
+        let results = std::thread::scope(|scope| {
+            for _ in 0..threads {
+                let (tx, next, tasks) = (tx.clone(), &next, &tasks);
+                scope.spawn(move || {
+                    while let Some(&(j, seed)) = tasks.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let run = isolated(|| shared[j].prepared.run(seed));
+                        if tx.send((j, run)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            let mut results = Vec::with_capacity(tasks.len());
+            for (j, run) in rx.iter() {
+                let r = SeedResult {
+                    scenario_hash: shared[j].fingerprint.clone(),
+                    path: shared[j].prepared.path.clone(),
+                    ..SeedResult::of(&run)
+                };
+                files[j].append(&r).map_err(input)?;
+                bar.inc(1);
+                results.push((j, r));
+            }
+            Ok::<_, anyhow::Error>(results)
+        })?;
+        for (j, r) in results {
+            jobs[j].count(&r);
+        }
+    }
+    unreachable!("rounds end when no job needs seeds")
+}
+
+/// The smallest failing seed of a cell, harm first.
+fn seed_to_draw(cell: &CellSummary) -> Option<u64> {
+    let harmed = cell.failing.iter().find(|f| f.harmed());
+    harmed.or(cell.failing.first()).map(|f| f.seed)
+}
+
+fn timeline(job: &Job, labels: (&str, &str), seed: u64) -> Counterexample {
+    let (result, history) = isolated(|| job.prepared.run_with_history(seed));
+    let servers = job.prepared.deployment.servers();
+    Counterexample::from_run(labels, &result, history, &servers)
+}
+
+fn assemble(matrix: &Matrix, jobs: &[Job], seeds_text: String, command: String) -> Comparison {
+    let mut c = Comparison {
+        schema: SCHEMA_VERSION,
+        title: matrix.title.clone(),
+        command,
+        seeds: seeds_text,
+        protocols: matrix
+            .protocols
+            .iter()
+            .map(|p| (p.label.clone(), p.description.clone()))
+            .collect(),
+        protocol_ids: matrix
+            .protocols
+            .iter()
+            .map(|p| (p.label.clone(), p.id()))
+            .collect(),
+        profiles: matrix
+            .profiles
+            .iter()
+            .map(|p| (p.label.clone(), p.description.clone()))
+            .collect(),
+        ..Comparison::default()
+    };
+    for (axis, about) in PHASE_AXES {
+        for p in &matrix.protocols {
+            c.phase.push(PhaseSeries {
+                protocol: p.label.clone(),
+                axis: axis.into(),
+                about: about.into(),
+                ttl_ms: p.ttl_ms(),
+                points: vec![],
+            });
+        }
+    }
+    for job in jobs {
+        add_job(&mut c, job);
+    }
+    c.phase.retain(|s| !s.points.is_empty());
+    c
+}
+
+fn add_job(c: &mut Comparison, job: &Job) {
+    let s = job.acc.finish();
+    match &job.role {
+        Role::Cell { protocol, profile } => {
+            let cell = CellSummary {
+                protocol: protocol.clone(),
+                profile: profile.clone(),
+                ..s
+            };
+            if let Some(seed) = seed_to_draw(&cell) {
+                let x = timeline(job, (protocol, profile), seed);
+                c.counterexamples.push(x);
+            }
+            c.cells.push(cell);
+        }
+        Role::Phase {
+            series,
+            multiple,
+            size_ms,
+        } => c.phase[*series].points.push(PhasePoint {
+            ttl_multiple: *multiple,
+            size_ms: *size_ms,
+            overlap: s.overlap,
+            harm: s.harm,
+            seeds: s.seeds,
+        }),
+        Role::Catalog => {
+            let sc = &job.prepared.scenario;
+            let expect = sc.expect.as_ref().map_or(vec![], |e| e.entries());
+            let entry = CatalogEntry {
+                name: sc.name.clone(),
+                protocol: sc.protocol.name.clone(),
+                description: sc.description.clone(),
+                expect: expect
+                    .iter()
+                    .map(|(p, e)| (p.name().into(), format!("{e:?}").to_lowercase()))
+                    .collect(),
+                expect_met: locksim_reports::stats::Share::of(job.expect_met, s.runs),
+                timeline: Some(timeline(job, (&sc.name, "catalog"), 1)),
+                outcome: CellSummary {
+                    protocol: sc.protocol.name.clone(),
+                    profile: sc.name.clone(),
+                    ..s
+                },
+            };
+            c.catalog.push(entry);
+        }
+    }
+}
+
+/// Runs the matrix and writes the reports; returns the comparison.
+pub fn compare(opts: &Options, registry: &Registry) -> anyhow::Result<Comparison> {
+    let mut matrix = match &opts.matrix {
+        Some(path) => Matrix::load(path).map_err(input)?,
+        None => Matrix::standard(),
+    };
+    matrix.protocols.extend(extra_rows(&matrix, registry));
+    let threads = opts.jobs;
+    if threads == 0 {
+        return Err(input("--jobs must be at least 1"));
+    }
+    if opts.seeds == Some(0) {
+        return Err(input("--seeds must be at least 1"));
+    }
+    let (mut jobs, mut files): (Vec<Job>, Vec<ResultsFile>) =
+        jobs(&matrix, opts, registry)?.into_iter().unzip();
+    let bar = progress(opts.progress);
+    run_rounds(&mut jobs, &mut files, threads, &bar)?;
+    bar.finish_and_clear();
+    let stopping = opts.seeds.map_or(matrix.stopping(), Stopping::fixed);
+    let mut command = String::from("locksim compare");
+    if let Some(m) = &opts.matrix {
+        command += &format!(" --matrix {}", m.display());
+    }
+    if let Some(n) = opts.seeds {
+        command += &format!(" --seeds {n}");
+    }
+    command += &format!(" --out {}", opts.out.display());
+    let comparison = assemble(&matrix, &jobs, stopping.describe(), command);
+    write_reports(&comparison, &opts.out)?;
+    Ok(comparison)
+}
+
+/// A row for each protocol of `registry` that is not built in and that no row of `matrix`
+/// names: label = id, description = summary, `[protocol] name = id` (its parameters'
+/// defaults), no `[resource]` table. In the registry's order.
+pub fn extra_rows(matrix: &Matrix, registry: &Registry) -> Vec<MatrixProtocol> {
+    let builtin = Registry::builtin();
+    let named: BTreeSet<String> = matrix.protocols.iter().map(|p| p.id()).collect();
+    registry
+        .ids()
+        .into_iter()
+        .filter(|id| builtin.get(id).is_none() && !named.contains(*id))
+        .map(|id| {
+            let summary = registry.get(id).map(|p| p.summary()).unwrap_or_default();
+            let mut table = toml::Table::new();
+            table.insert("name".into(), toml::Value::String(id.into()));
+            MatrixProtocol {
+                label: id.into(),
+                description: summary.into(),
+                protocol: table,
+                resource: None,
+            }
+        })
+        .collect()
+}
+
+/// Writes report.md, report.json and report.html into `out`.
+pub fn write_reports(c: &Comparison, out: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    for (name, text) in [
+        ("report.md", locksim_reports::markdown::render(c)),
+        ("report.json", c.to_json()),
+        ("report.html", locksim_reports::html::render(c)),
+    ] {
+        let file = out.join(name);
+        std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,23 @@
+//! What every command shares: the bad-input error (exit code 2) and default settings.
+
+/// Bad input: exit code 2.
+#[derive(Debug)]
+pub struct InputError(pub String);
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+/// An [`InputError`] (exit code 2) saying `e`.
+pub fn input(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(InputError(e.to_string()))
+}
+
+/// Worker threads when `--jobs` is not given: one per core.
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
