@@ -1,6 +1,7 @@
 //! What live mode cannot do, refused before anything starts (exit 2), never faked.
 
 use locksim_scenarios::Prepared;
+use locksim_sim::nodes::ArmedPoint;
 use locksim_sim::{Fault, FaultKind};
 
 /// A scenario live mode refuses: the message names the fault (or parameter) and why.
@@ -33,6 +34,9 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
              resend them); run it in the simulator",
         ),
         FaultKind::Partition => None,
+        FaultKind::PausePeriodic => {
+            Some("live mode does not repeat pauses on a schedule yet; run it in the simulator")
+        }
         FaultKind::Pause | FaultKind::Crash => None,
     }
 }
@@ -50,7 +54,7 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
             )));
         }
         let clients = s.workload.client_names();
-        if let Fault::Partition { .. } = fault {
+        if let Fault::Partition(_) = fault {
             partition_links(fault, &clients, &prepared.deployment.servers()).map_err(|why| {
                 Refused(format!(
                     "{}: faults[{i}] (kind = \"partition\"): {why}",
@@ -58,18 +62,8 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
                 ))
             })?;
         }
-        if let Fault::Pause {
-            node,
-            point: Some(point),
-            ..
-        }
-        | Fault::Crash {
-            node,
-            point: Some(point),
-            ..
-        } = fault
-        {
-            if !clients.contains(node) {
+        if let Some(ArmedPoint { node, point, .. }) = fault.armed_point() {
+            if !clients.contains(&node) {
                 return Err(Refused(format!(
                     "{}: faults[{i}]: the point `{point}` is inside the server `{node}`: a real server has no named points (use `at_ms`)",
                     prepared.path
@@ -85,17 +79,14 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
         )));
     }
     let profile = &s.faults_random;
-    let drawn = [
-        (FaultKind::ClockJump, profile.clock_jump_probability),
-        (FaultKind::ClockDrift, profile.clock_drift_probability),
-        (FaultKind::FsyncStall, profile.fsync_stall_probability),
-        (FaultKind::Partition, profile.partition_probability),
-        (FaultKind::Loss, profile.loss_probability),
-    ];
-    for (kind, p) in drawn {
-        if p > 0.0 {
+    for kind in FaultKind::ALL.iter().copied() {
+        if profile.probability(kind) > 0.0 {
             // Random partitions may cut links between servers, which live mode cannot.
-            let why = why_not(kind).unwrap_or("live mode cuts only scripted client links");
+            let why = match (kind, why_not(kind)) {
+                (_, Some(why)) => why,
+                (FaultKind::Partition, None) => "live mode cuts only scripted client links",
+                (_, None) => continue,
+            };
             return Err(Refused(format!(
                 "{}: faults_random draws {:?} faults: {why}",
                 prepared.path,
@@ -120,15 +111,10 @@ pub fn partition_links(
     clients: &[String],
     servers: &[String],
 ) -> Result<Vec<(String, String)>, String> {
-    let Fault::Partition {
-        isolate,
-        groups,
-        one_way,
-        ..
-    } = fault
-    else {
+    let Fault::Partition(p) = fault else {
         return Ok(vec![]);
     };
+    let (isolate, groups, one_way) = (&p.isolate, &p.groups, &p.one_way);
     if *one_way {
         return Err("live mode cuts TCP links both ways: `one_way` is the simulator's".into());
     }

@@ -11,6 +11,7 @@ use crate::spec::{ClientMsg, ClientSpec, PointStop};
 use locksim_check::{Event, History, Kind, Op};
 use locksim_scenarios::Prepared;
 use locksim_sim::nemesis::ROLE_HOLDER;
+use locksim_sim::nodes::PointAction;
 use locksim_sim::Fault;
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -177,32 +178,19 @@ impl Drop for TempDir {
 fn point_stops(faults: &[Fault], name: &str) -> Vec<PointStop> {
     faults
         .iter()
-        .filter_map(|f| match f {
-            Fault::Pause {
-                node,
-                point: Some(point),
-                occurrence,
-                duration_ms,
-                ..
-            } if node == name => Some(PointStop {
-                point: point.clone(),
-                occurrence: *occurrence,
-                duration_ms: Some(*duration_ms),
-                crash: false,
-            }),
-            Fault::Crash {
-                node,
-                point: Some(point),
-                occurrence,
-                restart_after_ms,
-                ..
-            } if node == name => Some(PointStop {
-                point: point.clone(),
-                occurrence: *occurrence,
-                duration_ms: *restart_after_ms,
-                crash: true,
-            }),
-            _ => None,
+        .filter_map(Fault::armed_point)
+        .filter(|p| p.node == name)
+        .map(|p| {
+            let (duration, crash) = match p.action {
+                PointAction::Pause(d) => (Some(d), false),
+                PointAction::Crash(restart) => (restart, true),
+            };
+            PointStop {
+                point: p.point,
+                occurrence: p.occurrence,
+                duration_ms: duration.map(|d| d.as_millis() as u64),
+                crash,
+            }
         })
         .collect()
 }
@@ -424,17 +412,9 @@ impl Live<'_> {
         };
         let concrete_for_links = concrete.clone();
         match concrete {
-            Fault::Pause {
-                node, duration_ms, ..
-            } => self.pause(&node, duration_ms, &why),
-            Fault::Crash {
-                node,
-                restart_after_ms,
-                ..
-            } => self.crash(&node, restart_after_ms, &why),
-            Fault::Partition { duration_ms, .. } => {
-                self.partition(&concrete_for_links, duration_ms)
-            }
+            Fault::Pause(p) => self.pause(&p.node, p.duration_ms, &why),
+            Fault::Crash(c) => self.crash(&c.node, c.restart_after_ms, &why),
+            Fault::Partition(p) => self.partition(&concrete_for_links, p.duration_ms),
             other => unreachable!("refused before the run: {other:?}"),
         }
     }
