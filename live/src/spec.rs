@@ -82,3 +82,14 @@ pub enum ClientMsg {
     /// the fault and resumes (or kills) it.
     Stop(PointStop),
 }
+
+impl LockSpec {
+    /// The servers' addresses, in the deployment's order (to point a client at proxies).
+    pub fn addrs_mut(&mut self) -> Vec<&mut String> {
+        match self {
+            LockSpec::SingleRedis { server, .. } => vec![server],
+            LockSpec::Etcd { endpoints, .. } => endpoints.iter_mut().collect(),
+            LockSpec::ZooKeeper { servers, .. } => servers.iter_mut().collect(),
+        }
+    }
+}

@@ -8,7 +8,8 @@
 //! (its mark keeps a tooltip) rather than let two texts overlap or one leave the chart.
 
 use locksim_check::interpret::{interpret, key_note, target, Downtime, Interval, KeyHold};
-use locksim_sim::{Event, Op};
+use locksim_sim::fault::drawing::{Drawing, Glyph, Shape};
+use locksim_sim::{fault, Event, Op};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -558,14 +559,14 @@ fn faults_before_window<'a>(history: &'a [Event], f: &Frame) -> BTreeMap<&'a str
     last
 }
 
-/// The short text next to a point mark, if it has one.
+/// The short text next to a point mark, if it has one (a fault's comes from its kind).
 fn point_text(e: &Event) -> Option<String> {
+    if let Some(d) = fault::drawing(&e.op) {
+        return (d.label)(e);
+    }
     match e.op {
         Op::ResourceAccept => e.value.map(|v| format!("={v}")),
-        Op::ClockJump => e.value.map(|v| format!("{v:+} ms")),
-        Op::ClockDrift => e.value.map(|v| format!("{v:+} ppm")),
-        Op::Note | Op::Expire | Op::ResourceReject | Op::Crash | Op::Restart => None,
-        Op::FsyncStall => Some("fsync stall".into()),
+        Op::Note | Op::Expire | Op::ResourceReject => None,
         _ if is_protocol_event(e) => e.name.clone().or_else(|| e.detail.clone()),
         _ => None,
     }
@@ -597,6 +598,9 @@ fn is_protocol_event(e: &Event) -> bool {
 
 fn mark(e: &Event, cx: f64, cy: f64, witness: bool) -> String {
     let title = escape(&e.describe());
+    if let Some(d) = fault::drawing(&e.op) {
+        return fault_mark(d, cx, cy, &title);
+    }
     match e.op {
         Op::ResourceAccept => format!(
             r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="4" fill="#2a9d8f"><title>{title}</title></circle>"##
@@ -606,26 +610,9 @@ fn mark(e: &Event, cx: f64, cy: f64, witness: bool) -> String {
             cx - 4.0,
             cy - 4.0
         ),
-        Op::Crash => format!(
-            r##"<path d="M{:.1},{:.1} l10,10 m0,-10 l-10,10" stroke="#c00" stroke-width="3"><title>{title}</title></path>"##,
-            cx - 5.0,
-            cy - 5.0
-        ),
-        Op::Restart => format!(
-            r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="5" fill="none" stroke="#2a9d8f" stroke-width="2"><title>{title}</title></circle>"##
-        ),
-        Op::ClockJump | Op::ClockDrift => format!(
-            r##"<path d="M{cx:.1},{:.1} l5,9 l-10,0 z" fill="#e76f51"><title>{title}</title></path>"##,
-            cy - 9.0
-        ),
         Op::Expire => format!(
             r##"<path d="M{cx:.1},{:.1} l4,4 l-4,4 l-4,-4 z" fill="#6d597a"><title>{title}</title></path>"##,
             cy - 4.0
-        ),
-        Op::FsyncStall => format!(
-            r##"<path d="M{:.1},{:.1} h8 l-8,10 h8 z" fill="#e76f51"><title>{title}</title></path>"##,
-            cx - 4.0,
-            cy - 5.0
         ),
         Op::Write if witness => format!(
             r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="3" fill="#333"><title>{title}</title></circle>"##
@@ -636,6 +623,32 @@ fn mark(e: &Event, cx: f64, cy: f64, witness: bool) -> String {
             cy + 5.0
         ),
         _ => String::new(),
+    }
+}
+
+/// A fault event's mark: its kind's glyph for an instant; spans are drawn as bands.
+fn fault_mark(d: &Drawing, cx: f64, cy: f64, title: &str) -> String {
+    let Shape::Point(glyph) = d.shape else {
+        return String::new();
+    };
+    match glyph {
+        Glyph::Cross => format!(
+            r##"<path d="M{:.1},{:.1} l10,10 m0,-10 l-10,10" stroke="#c00" stroke-width="3"><title>{title}</title></path>"##,
+            cx - 5.0,
+            cy - 5.0
+        ),
+        Glyph::Ring => format!(
+            r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="5" fill="none" stroke="#2a9d8f" stroke-width="2"><title>{title}</title></circle>"##
+        ),
+        Glyph::Triangle => format!(
+            r##"<path d="M{cx:.1},{:.1} l5,9 l-10,0 z" fill="#e76f51"><title>{title}</title></path>"##,
+            cy - 9.0
+        ),
+        Glyph::Zigzag => format!(
+            r##"<path d="M{:.1},{:.1} h8 l-8,10 h8 z" fill="#e76f51"><title>{title}</title></path>"##,
+            cx - 4.0,
+            cy - 5.0
+        ),
     }
 }
 
@@ -708,29 +721,9 @@ fn draw_points(s: &mut String, labels: &mut Labels, history: &[Event], f: &Frame
 }
 
 fn short(e: &Event) -> String {
-    let target = e.target.as_deref().unwrap_or(&e.node);
-    let at = e.time_ms();
-    match e.op {
-        Op::Pause => format!(
-            "{target} paused at {at:.0} ms for {} ms",
-            e.value.unwrap_or(0)
-        ),
-        Op::Crash => format!("{target} crashed at {at:.0} ms"),
-        Op::Restart => format!("{target} restarted at {at:.0} ms"),
-        Op::ClockJump => format!(
-            "{target}'s wall clock jumped {:+} ms at {at:.0} ms",
-            e.value.unwrap_or(0)
-        ),
-        Op::ClockDrift => format!(
-            "{target}'s clock drift became {} ppm at {at:.0} ms",
-            e.value.unwrap_or(0)
-        ),
-        Op::Partition => format!(
-            "a partition ({}) began at {at:.0} ms",
-            e.detail.as_deref().unwrap_or("")
-        ),
-        Op::Loss => format!("message loss began at {at:.0} ms"),
-        _ => format!("{} at {at:.0} ms", e.describe()),
+    match fault::drawing(&e.op) {
+        Some(d) => (d.caption)(e),
+        None => format!("{} at {:.0} ms", e.describe(), e.time_ms()),
     }
 }
 

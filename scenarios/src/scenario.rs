@@ -8,7 +8,8 @@ pub use crate::workload::Workload;
 use locksim_protocols::resource::{Fencing, ResourceRules, WriteMode};
 use locksim_protocols::{Deployment, Registry};
 use locksim_sim::checker::Liveness;
-use locksim_sim::nemesis::{is_role, ROLE_HOLDER};
+use locksim_sim::nodes::ArmedPoint;
+use locksim_sim::roles::{is_group, is_role, ROLE_HOLDER};
 use locksim_sim::{ClockConfig, DiskConfig, Fault, FaultProfile, NetConfig, Property, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -286,12 +287,22 @@ impl Scenario {
     /// Parses scenario text; `path` is only used in errors.
     pub fn parse(text: &str, path: &str) -> Result<Scenario, ScenarioError> {
         let toml_error = |e: toml::de::Error| {
+            let message = e.message().trim().to_owned();
             let line = e.span().map(|s| line_of(text, s.start));
+            let field = line.and_then(|l| field_at_line(text, l));
+            // A flattened table (`[faults_random]`) reports its keys' errors at the table:
+            // name the key's own line when the message names the key.
+            let key = key_named(&message, field.as_deref());
+            let located = key.and_then(|k| Some((locate(text, &k)?, k)));
+            let (line, field) = match located {
+                Some((l, k)) => (Some(l), Some(k)),
+                None => (line, field),
+            };
             ScenarioError {
                 path: path.into(),
                 line,
-                field: line.and_then(|l| field_at_line(text, l)),
-                message: e.message().trim().to_owned(),
+                field,
+                message,
             }
         };
         // Bounds first, on the raw table: they name the field of any number in the file.
@@ -389,27 +400,12 @@ impl Scenario {
                 .and_then(|()| check_point(fault, &clients, deployment.as_ref()))
                 .map_err(|m| fail(format!("faults[{i}]"), m))?;
         }
-        for (field, list) in [
-            ("faults_random.pause_nodes", &self.faults_random.pause_nodes),
-            ("faults_random.crash_nodes", &self.faults_random.crash_nodes),
-            (
-                "faults_random.partition_nodes",
-                &self.faults_random.partition_nodes,
-            ),
-            ("faults_random.clock_nodes", &self.faults_random.clock_nodes),
-            (
-                "faults_random.fsync_stall_nodes",
-                &self.faults_random.fsync_stall_nodes,
-            ),
-        ] {
-            let known = |n: &String| {
-                targets.contains(n)
-                    || n == locksim_sim::nemesis::ROLE_SERVERS
-                    || n == locksim_sim::nemesis::ROLE_CLIENTS
-            };
+        for (key, list) in self.faults_random.node_lists() {
+            let known = |n: &String| targets.contains(n) || is_group(n);
             if let Some(bad) = list.iter().find(|n| !known(n)) {
                 let what = if is_role(bad) { "role" } else { "node" };
-                return Err(fail(field.into(), format!("unknown {what} `{bad}`")));
+                let field = format!("faults_random.{key}");
+                return Err(fail(field, format!("unknown {what} `{bad}`")));
             }
         }
         if let Some(bad) = self.clocks.nodes.keys().find(|n| !nodes.contains(n)) {
@@ -433,19 +429,10 @@ fn check_point(
     clients: &[String],
     deployment: &dyn Deployment,
 ) -> Result<(), String> {
-    let (node, point) = match fault {
-        Fault::Pause {
-            node,
-            point: Some(point),
-            ..
-        }
-        | Fault::Crash {
-            node,
-            point: Some(point),
-            ..
-        } => (node, point),
-        _ => return Ok(()),
+    let Some(ArmedPoint { node, point, .. }) = fault.armed_point() else {
+        return Ok(());
     };
+    let (node, point) = (&node, &point);
     let role = if clients.contains(node) {
         "client"
     } else {
@@ -487,6 +474,17 @@ pub fn node_names(scenario: &Scenario, deployment: &dyn Deployment) -> Vec<Strin
     names.extend(scenario.workload.client_names());
     names.push(locksim_protocols::resource::RESOURCE.into());
     names
+}
+
+/// The key a serde message names: a dotted field it starts with, or an unknown field of
+/// `table`.
+fn key_named(message: &str, table: Option<&str>) -> Option<String> {
+    let first = message.split_whitespace().next()?;
+    if first.contains('.') && !first.ends_with('.') {
+        return Some(first.to_owned());
+    }
+    let unknown = message.strip_prefix("unknown field `")?.split('`').next()?;
+    Some(format!("{}.{unknown}", table?))
 }
 
 /// The dotted field a validation message starts with (`network.loss_probability must...`).

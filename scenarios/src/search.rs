@@ -7,6 +7,8 @@
 //!   the named points each node passes ([`crate::workload::POINTS`] and
 //!   [`Deployment::points`]), and the kinds and ranges of the scenario's `[faults_random]`
 //!   profile (every kind, with the profile's default ranges, when the profile is off).
+//!   Each kind's faults come from the kind's own random draw (`locksim_sim::fault`), the
+//!   one the random profile samples, here wrapped as a proptest strategy.
 //! - [`FaultSpace::schedule`] is a proptest [`Strategy`] of [`Schedule`]s: a list of timed
 //!   or point-triggered faults plus the seed for everything else. Shrinking removes faults,
 //!   then shortens durations, moves times earlier, lowers occurrences, prefers faults at
@@ -30,6 +32,7 @@
 use crate::runner::{isolated, RunResult};
 use crate::scenario::{Expect, Expectation, Prepared, Scenario};
 use crate::workload::POINTS;
+use locksim_sim::fault::spec::Space;
 pub use locksim_sim::nemesis::describe_fault;
 use locksim_sim::nemesis::Targets;
 use locksim_sim::{Fault, FaultKind, FaultProfile, Property};
@@ -53,46 +56,22 @@ pub struct Schedule {
 /// enough to type.
 pub const SEED_LIMIT: u64 = 1 << 32;
 
-/// The faults a search may try: kinds, targets, named points and ranges.
+/// The faults a search may try: kinds, targets, named points and ranges. Each kind's
+/// faults are drawn by the kind's own random draw (the one the scenario's random profile
+/// samples), over the whole run and the named points of its nodes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FaultSpace {
     /// Faults start in `0..duration_ms`.
     pub duration_ms: u64,
     /// The kinds that may be generated.
     pub kinds: Vec<FaultKind>,
-    /// Nodes that may be paused.
-    pub pause_nodes: Vec<String>,
-    /// Shortest and longest pause, in ms.
-    pub pause_ms: (u64, u64),
-    /// Nodes that may crash.
-    pub crash_nodes: Vec<String>,
-    /// Shortest and longest downtime before the restart, in ms.
-    pub crash_down_ms: (u64, u64),
-    /// Nodes that may be isolated.
-    pub partition_nodes: Vec<String>,
-    /// Shortest and longest partition, in ms.
-    pub partition_ms: (u64, u64),
-    /// Nodes whose clocks may jump or drift.
-    pub clock_nodes: Vec<String>,
-    /// Largest clock jump, in ms.
-    pub clock_jump_ms_max: u64,
-    /// Whether clocks may jump backwards.
-    pub clock_jump_backward: bool,
-    /// Largest drift, in ppm either way.
-    pub clock_drift_ppm_max: i64,
-    /// Message loss probability during a loss period.
-    pub loss_rate: f64,
-    /// Longest loss period, in ms.
-    pub loss_ms_max: u64,
-    /// Nodes whose disks may stall.
-    pub fsync_stall_nodes: Vec<String>,
-    /// Longest fsync stall, in ms.
-    pub fsync_stall_ms_max: u64,
+    /// The profile whose ranges bound each kind (the scenario's `[faults_random]`).
+    pub profile: FaultProfile,
+    /// Where each kind's faults may land: nodes, times, named points.
+    pub spaces: BTreeMap<FaultKind, Space>,
     /// The named points each node passes (clients: the workload's and the protocol
     /// client's; servers: the protocol's).
     pub points: BTreeMap<String, Vec<String>>,
-    /// Point-triggered faults fire on passage `1..=occurrence_max`.
-    pub occurrence_max: u32,
     /// At most this many faults per schedule (at least one).
     pub faults_max: usize,
 }
@@ -104,188 +83,51 @@ impl FaultSpace {
     /// The space a scenario allows, with at most `faults_max` faults per schedule.
     pub fn of(prepared: &Prepared, faults_max: usize) -> FaultSpace {
         let s = &prepared.scenario;
-        let p = &s.faults_random;
-        let servers = prepared.deployment.servers();
-        let clients = s.workload.client_names();
-        let nodes = p.node_choices(&Targets {
-            servers: servers.clone(),
-            clients: clients.clone(),
-        });
-        let mut points: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let protocol_points = prepared.deployment.points();
-        for client in &clients {
-            let own = protocol_points.iter().filter(|(n, _)| n == "client");
-            let names = POINTS.iter().copied().chain(own.map(|(_, p)| *p));
-            points.insert(client.clone(), names.map(str::to_owned).collect());
-        }
-        for (node, point) in protocol_points.iter().filter(|(n, _)| servers.contains(n)) {
-            points
-                .entry(node.clone())
-                .or_default()
-                .push(point.to_string());
-        }
-        let mut space = FaultSpace {
-            duration_ms: s.duration_ms,
-            kinds: vec![],
-            pause_nodes: nodes.pause,
-            pause_ms: (p.pause_ms_min, p.pause_ms_max),
-            crash_nodes: nodes.crash,
-            crash_down_ms: (p.crash_down_ms_min, p.crash_down_ms_max),
-            partition_nodes: nodes.partition,
-            partition_ms: (p.partition_ms_min, p.partition_ms_max),
-            clock_nodes: nodes.clock,
-            clock_jump_ms_max: p.clock_jump_ms_max.max(1),
-            clock_jump_backward: p.clock_jump_backward,
-            clock_drift_ppm_max: p.clock_drift_ppm_max.max(1),
-            loss_rate: p.loss_rate,
-            loss_ms_max: p.loss_ms_max.max(1),
-            fsync_stall_nodes: nodes.fsync_stall,
-            fsync_stall_ms_max: p.fsync_stall_ms_max.max(1),
-            points,
-            occurrence_max: OCCURRENCE_MAX,
-            faults_max: faults_max.max(1),
+        let profile = s.faults_random.clone();
+        let targets = Targets {
+            servers: prepared.deployment.servers(),
+            clients: s.workload.client_names(),
         };
-        space.kinds = allowed_kinds(p)
-            .into_iter()
-            .filter(|k| !space.targets(*k).is_some_and(|t| t.is_empty()))
+        let points = named_points(prepared, &targets);
+        let at_ms = (0, s.duration_ms.max(1));
+        let spaces: BTreeMap<FaultKind, Space> = FaultKind::ALL
+            .iter()
+            .map(|kind| {
+                let mut space = profile.space(*kind, &targets, at_ms);
+                if profile.at_points(*kind) {
+                    space.points = points_of(&points, &space.nodes);
+                    space.occurrence_max = OCCURRENCE_MAX;
+                }
+                (*kind, space)
+            })
             .collect();
-        space
-    }
-
-    /// The nodes a kind targets (None for loss, which targets links).
-    fn targets(&self, kind: FaultKind) -> Option<&Vec<String>> {
-        match kind {
-            FaultKind::Pause => Some(&self.pause_nodes),
-            FaultKind::Crash => Some(&self.crash_nodes),
-            FaultKind::Partition => Some(&self.partition_nodes),
-            FaultKind::ClockJump | FaultKind::ClockDrift => Some(&self.clock_nodes),
-            FaultKind::FsyncStall => Some(&self.fsync_stall_nodes),
-            FaultKind::Loss => None,
+        let hits_nobody = |k: &FaultKind| profile.targets_nodes(*k) && spaces[k].nodes.is_empty();
+        let kinds = allowed_kinds(&profile)
+            .into_iter()
+            .filter(|k| !hits_nobody(k))
+            .collect();
+        FaultSpace {
+            duration_ms: s.duration_ms,
+            kinds,
+            profile,
+            spaces,
+            points,
+            faults_max: faults_max.max(1),
         }
     }
 
-    /// `(node, point)` for every named point of these nodes.
-    fn points_of(&self, nodes: &[String]) -> Vec<(String, String)> {
-        nodes
-            .iter()
-            .flat_map(|n| {
-                let points = self.points.get(n).into_iter().flatten();
-                points.map(move |p| (n.clone(), p.clone()))
-            })
-            .collect()
+    /// Narrows the nodes `kind` may hit to `nodes` (and its named points to theirs).
+    pub fn restrict(&mut self, kind: FaultKind, nodes: Vec<String>) {
+        let space = self.spaces.get_mut(&kind).expect("every kind has a space");
+        if self.profile.at_points(kind) {
+            space.points = points_of(&self.points, &nodes);
+        }
+        space.nodes = nodes;
     }
 
     /// One fault of `kind`, anywhere in the space.
     pub fn fault(&self, kind: FaultKind) -> BoxedStrategy<Fault> {
-        let at = 0..self.duration_ms.max(1);
-        let nodes =
-            |kind| proptest::sample::select(self.targets(kind).cloned().unwrap_or_default());
-        match kind {
-            FaultKind::Pause => {
-                let (lo, hi) = self.pause_ms;
-                let timed = (nodes(kind), at, lo..=hi).prop_map(|(node, at, d)| Fault::Pause {
-                    node,
-                    at_ms: Some(at),
-                    point: None,
-                    occurrence: 1,
-                    duration_ms: d,
-                });
-                let pointed = self.at_point(&self.pause_nodes).map(|p| {
-                    (p, lo..=hi)
-                        .prop_map(|((node, point, occurrence), d)| Fault::Pause {
-                            node,
-                            at_ms: None,
-                            point: Some(point),
-                            occurrence,
-                            duration_ms: d,
-                        })
-                        .boxed()
-                });
-                either(timed.boxed(), pointed)
-            }
-            FaultKind::Crash => {
-                let (lo, hi) = self.crash_down_ms;
-                let timed = (nodes(kind), at, lo..=hi).prop_map(|(node, at, down)| Fault::Crash {
-                    node,
-                    at_ms: Some(at),
-                    point: None,
-                    occurrence: 1,
-                    restart_after_ms: Some(down),
-                });
-                let pointed = self.at_point(&self.crash_nodes).map(|p| {
-                    (p, lo..=hi)
-                        .prop_map(|((node, point, occurrence), down)| Fault::Crash {
-                            node,
-                            at_ms: None,
-                            point: Some(point),
-                            occurrence,
-                            restart_after_ms: Some(down),
-                        })
-                        .boxed()
-                });
-                either(timed.boxed(), pointed)
-            }
-            FaultKind::Partition => {
-                let (lo, hi) = self.partition_ms;
-                (nodes(kind), at, lo..=hi, any::<bool>())
-                    .prop_map(|(node, at, d, one_way)| Fault::Partition {
-                        at_ms: at,
-                        duration_ms: d,
-                        isolate: vec![node],
-                        groups: vec![],
-                        one_way,
-                    })
-                    .boxed()
-            }
-            FaultKind::ClockJump => {
-                let backward = if self.clock_jump_backward {
-                    any::<bool>().boxed()
-                } else {
-                    Just(false).boxed()
-                };
-                (nodes(kind), at, 1..=self.clock_jump_ms_max as i64, backward)
-                    .prop_map(|(node, at, ms, back)| Fault::ClockJump {
-                        node,
-                        at_ms: at,
-                        delta_ms: if back { -ms } else { ms },
-                    })
-                    .boxed()
-            }
-            FaultKind::ClockDrift => (nodes(kind), at, 1..=self.clock_drift_ppm_max, any::<bool>())
-                .prop_map(|(node, at, ppm, slow)| Fault::ClockDrift {
-                    node,
-                    at_ms: at,
-                    drift_ppm: if slow { -ppm } else { ppm },
-                })
-                .boxed(),
-            FaultKind::Loss => {
-                let rate = self.loss_rate;
-                (at, 1..=self.loss_ms_max)
-                    .prop_map(move |(at, d)| Fault::Loss {
-                        at_ms: at,
-                        duration_ms: d,
-                        probability: rate,
-                    })
-                    .boxed()
-            }
-            FaultKind::FsyncStall => (nodes(kind), at, 1..=self.fsync_stall_ms_max)
-                .prop_map(|(node, at, d)| Fault::FsyncStall {
-                    node,
-                    at_ms: at,
-                    duration_ms: d,
-                })
-                .boxed(),
-        }
-    }
-
-    /// `(node, point, occurrence)` among these nodes' named points, if they have any.
-    fn at_point(&self, nodes: &[String]) -> Option<BoxedStrategy<(String, String, u32)>> {
-        let points = self.points_of(nodes);
-        (!points.is_empty()).then(|| {
-            (proptest::sample::select(points), 1..=self.occurrence_max)
-                .prop_map(|((node, point), occurrence)| (node, point, occurrence))
-                .boxed()
-        })
+        self.profile.strategy(kind, self.spaces[&kind].clone())
     }
 
     /// One fault of any of `kinds` (which must be allowed in this space).
@@ -319,105 +161,51 @@ impl FaultSpace {
 
     /// The space in words, one line per kind.
     pub fn describe(&self) -> Vec<String> {
-        let at = format!("at 0..{} ms", self.duration_ms);
-        let points = |nodes: &[String]| {
-            let mut names: Vec<String> =
-                self.points_of(nodes).into_iter().map(|(_, p)| p).collect();
-            names.sort();
-            names.dedup();
-            if names.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " or at a named point ({}) on passage 1..={}",
-                    names.join(", "),
-                    self.occurrence_max
-                )
-            }
-        };
-        self.kinds
-            .iter()
-            .map(|kind| match kind {
-                FaultKind::Pause => format!(
-                    "pause {} for {}..={} ms, {at}{}",
-                    self.pause_nodes.join(", "),
-                    self.pause_ms.0,
-                    self.pause_ms.1,
-                    points(&self.pause_nodes)
-                ),
-                FaultKind::Crash => format!(
-                    "crash {}, restart after {}..={} ms, {at}{}",
-                    self.crash_nodes.join(", "),
-                    self.crash_down_ms.0,
-                    self.crash_down_ms.1,
-                    points(&self.crash_nodes)
-                ),
-                FaultKind::Partition => format!(
-                    "partition isolating one of {} for {}..={} ms, {at}",
-                    self.partition_nodes.join(", "),
-                    self.partition_ms.0,
-                    self.partition_ms.1
-                ),
-                FaultKind::ClockJump => format!(
-                    "clock jump on {} by up to {}{} ms, {at}",
-                    self.clock_nodes.join(", "),
-                    if self.clock_jump_backward { "±" } else { "+" },
-                    self.clock_jump_ms_max
-                ),
-                FaultKind::ClockDrift => format!(
-                    "clock drift on {} up to ±{} ppm, {at}",
-                    self.clock_nodes.join(", "),
-                    self.clock_drift_ppm_max
-                ),
-                FaultKind::Loss => format!(
-                    "message loss {} for 1..={} ms, {at}",
-                    self.loss_rate, self.loss_ms_max
-                ),
-                FaultKind::FsyncStall => format!(
-                    "fsync stall on {} for 1..={} ms, {at}",
-                    self.fsync_stall_nodes.join(", "),
-                    self.fsync_stall_ms_max
-                ),
-            })
-            .collect()
+        let line = |k: &FaultKind| self.profile.describe_space(*k, &self.spaces[k]);
+        self.kinds.iter().map(line).collect()
     }
 }
 
-/// The profile, or when the scenario has no `[faults_random]` at all, the ranges a written
-/// but empty one has. (`FaultProfile::default()` is all zeros, not the file format's
-/// defaults: `pause_ms_max` 0 instead of 2000.)
+/// The named points each node passes: clients the workload's and the protocol client's,
+/// servers the protocol's.
+fn named_points(prepared: &Prepared, targets: &Targets) -> BTreeMap<String, Vec<String>> {
+    let mut points: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let protocol_points = prepared.deployment.points();
+    for client in &targets.clients {
+        let own = protocol_points.iter().filter(|(n, _)| n == "client");
+        let names = POINTS.iter().copied().chain(own.map(|(_, p)| *p));
+        points.insert(client.clone(), names.map(str::to_owned).collect());
+    }
+    let servers = protocol_points
+        .iter()
+        .filter(|(n, _)| targets.servers.contains(n));
+    for (node, point) in servers {
+        points
+            .entry(node.clone())
+            .or_default()
+            .push(point.to_string());
+    }
+    points
+}
+
+/// `(node, point)` for every named point of these nodes.
+fn points_of(points: &BTreeMap<String, Vec<String>>, nodes: &[String]) -> Vec<(String, String)> {
+    nodes
+        .iter()
+        .flat_map(|n| {
+            let names = points.get(n).into_iter().flatten();
+            names.map(move |p| (n.clone(), p.clone()))
+        })
+        .collect()
+}
+
 /// The kinds a profile allows: those with a probability, or every kind if it has none.
 fn allowed_kinds(p: &FaultProfile) -> Vec<FaultKind> {
     if !p.is_active() {
         return FaultKind::ALL.to_vec();
     }
-    let probability = |k| match k {
-        FaultKind::Pause => p.pause_probability,
-        FaultKind::Crash => p.crash_probability,
-        FaultKind::Partition => p.partition_probability,
-        FaultKind::ClockJump => p.clock_jump_probability,
-        FaultKind::ClockDrift => p.clock_drift_probability,
-        FaultKind::Loss => p.loss_probability,
-        FaultKind::FsyncStall => p.fsync_stall_probability,
-    };
-    FaultKind::ALL
-        .into_iter()
-        .filter(|k| probability(*k) > 0.0)
-        .collect()
-}
-
-/// A point-triggered or a time-triggered fault. Point first: proptest shrinks a choice
-/// towards its first alternative, and a fault at a named point does not depend on the
-/// timing of everything before it, so it survives the removal of other faults where a timed
-/// one often stops hitting the critical section it hit.
-fn either(
-    timed: BoxedStrategy<Fault>,
-    pointed: Option<BoxedStrategy<Fault>>,
-) -> BoxedStrategy<Fault> {
-    match pointed {
-        Some(pointed) => prop_oneof![pointed, timed].boxed(),
-        None => timed,
-    }
+    let kinds = FaultKind::ALL.iter().copied();
+    kinds.filter(|k| p.probability(*k) > 0.0).collect()
 }
 
 /// What went wrong in a run, as a search tells failures apart while shrinking.
@@ -628,6 +416,29 @@ pub fn search(
     };
     // A scenario whose own scripted faults already violate a property needs no search: say
     // so, rather than "shrink" to an added fault that plays no part in the failure.
+    outcome.found = baseline(prepared, &mut runs, &mut progress);
+    if outcome.found.is_none() {
+        for case in 1..=options.cases {
+            let tree = strategy
+                .new_tree(&mut runner)
+                .expect("fault strategies never reject");
+            outcome.cases = case;
+            outcome.found = try_case(tree, case, &mut runs, options, &mut progress);
+            if outcome.found.is_some() {
+                break;
+            }
+        }
+    }
+    outcome.runs = runs.count;
+    Ok(outcome)
+}
+
+/// The scenario with no added fault: found already if it fails.
+fn baseline(
+    prepared: &Prepared,
+    runs: &mut Runs,
+    progress: &mut impl FnMut(Progress),
+) -> Option<Found> {
     let baseline = Schedule {
         seed: prepared.scenario.seed,
         faults: vec![],
@@ -638,48 +449,44 @@ pub fn search(
         shrink_steps: 0,
         runs: runs.count,
     });
-    if let Some(&failure) = failures(&result).first() {
-        outcome.found = Some(Found {
-            failure,
-            case: 0,
-            original: baseline.clone(),
-            schedule: baseline,
-            result,
-            shrink_steps: 0,
-        });
-        outcome.runs = runs.count;
-        return Ok(outcome);
-    }
-    for case in 1..=options.cases {
-        let mut tree = strategy
-            .new_tree(&mut runner)
-            .expect("fault strategies never reject");
-        let original = tree.current();
-        let result = runs.run(&original);
-        outcome.cases = case;
-        progress(Progress {
-            cases: case,
-            shrink_steps: 0,
-            runs: runs.count,
-        });
-        let Some(&failure) = failures(&result).first() else {
-            continue;
-        };
-        let mut found = Found {
-            failure,
-            case,
-            original: original.clone(),
-            schedule: original,
-            result,
-            shrink_steps: 0,
-        };
-        shrink(&mut tree, &mut found, &mut runs, options, &mut progress);
-        drop_faults(&mut found, &mut runs, options, &mut progress);
-        outcome.found = Some(found);
-        break;
-    }
-    outcome.runs = runs.count;
-    Ok(outcome)
+    let failure = *failures(&result).first()?;
+    Some(Found {
+        failure,
+        case: 0,
+        original: baseline.clone(),
+        schedule: baseline,
+        result,
+        shrink_steps: 0,
+    })
+}
+
+/// Runs case number `case`; if it fails, shrinks it and returns what it shrank to.
+fn try_case(
+    mut tree: impl ValueTree<Value = Schedule>,
+    case: u32,
+    runs: &mut Runs,
+    options: &SearchOptions,
+    progress: &mut impl FnMut(Progress),
+) -> Option<Found> {
+    let original = tree.current();
+    let result = runs.run(&original);
+    progress(Progress {
+        cases: case,
+        shrink_steps: 0,
+        runs: runs.count,
+    });
+    let failure = *failures(&result).first()?;
+    let mut found = Found {
+        failure,
+        case,
+        original: original.clone(),
+        schedule: original,
+        result,
+        shrink_steps: 0,
+    };
+    shrink(&mut tree, &mut found, runs, options, progress);
+    drop_faults(&mut found, runs, options, progress);
+    Some(found)
 }
 
 /// A proptest runner whose RNG depends only on `seed`, with failure persistence off.
@@ -787,19 +594,42 @@ mod tests {
         let p = prepared("[faults_random]\npause_probability = 0.1\npause_ms_max = 900\n");
         let space = FaultSpace::of(&p, 3);
         assert_eq!(space.kinds, vec![FaultKind::Pause]);
-        assert_eq!(space.pause_nodes, vec!["c1", "c2"]);
-        assert_eq!(space.pause_ms, (50, 900));
+        let pause = &space.spaces[&FaultKind::Pause];
+        assert_eq!(pause.nodes, vec!["c1", "c2"]);
+        assert_eq!(space.profile.pause.pause_ms_min, 50);
+        assert_eq!(space.profile.pause.pause_ms_max, 900);
         assert_eq!(space.points["c1"], POINTS.to_vec());
         assert_eq!(space.points["redis"], vec!["before_reply"]);
+        assert!(pause.points.contains(&("c1".into(), "before_write".into())));
+        assert!(space.spaces[&FaultKind::Partition].points.is_empty());
         let all = FaultSpace::of(&prepared(""), 3);
         assert_eq!(all.kinds, FaultKind::ALL.to_vec());
         assert_eq!(
-            all.pause_ms,
-            (50, 2_000),
+            all.profile,
+            FaultProfile::default(),
             "the file format's default ranges"
         );
-        assert_eq!(all.clock_jump_ms_max, 2_000);
-        assert!(all.clock_jump_backward);
+        assert!(all.describe()[0].starts_with("pause c1, c2 for 50..=2000 ms, at 0..2000 ms"));
+    }
+
+    #[test]
+    fn the_search_draws_within_the_profile_s_ranges() {
+        // The search once kept its own copy of the ranges and ignored `clock_jump_ms_min`.
+        let p = prepared(
+            "[faults_random]\nclock_jump_probability = 0.1\nclock_jump_ms_min = 700\n\
+             clock_jump_ms_max = 900\n",
+        );
+        let space = FaultSpace::of(&p, 4);
+        let strategy = space.schedule(false);
+        let mut runner = runner(2);
+        for _ in 0..100 {
+            for f in strategy.new_tree(&mut runner).unwrap().current().faults {
+                let Fault::ClockJump(jump) = f else {
+                    panic!("only clock jumps: {f:?}")
+                };
+                assert!((700..=900).contains(&jump.delta_ms.abs()), "{jump:?}");
+            }
+        }
     }
 
     #[test]
@@ -861,13 +691,13 @@ mod tests {
         let p = prepared("[faults_random]\npause_probability = 0.1\n");
         let schedule = Schedule {
             seed: 42,
-            faults: vec![Fault::Pause {
+            faults: vec![Fault::Pause(locksim_sim::fault::Pause {
                 node: "c1".into(),
                 at_ms: None,
                 point: Some("before_write".into()),
                 occurrence: 1,
                 duration_ms: 1500,
-            }],
+            })],
         };
         let failure = Failure::Violation(Property::MutualExclusion);
         let s = counterexample(&p, &schedule, failure, "cex", "found");

@@ -29,7 +29,8 @@ fn fenced() -> &'static Prepared {
 /// Every fault kind (the scenario has no random profile), but only clients crash.
 fn space() -> FaultSpace {
     let mut space = FaultSpace::of(fenced(), 4);
-    space.crash_nodes = fenced().scenario.workload.client_names();
+    let clients = fenced().scenario.workload.client_names();
+    space.restrict(locksim_sim::FaultKind::Crash, clients);
     space
 }
 

@@ -22,14 +22,16 @@
 //! Records are stored as shared values, not bytes: nothing is serialised, and reading a
 //! record with the wrong type is a bug in the caller (it panics).
 
-use crate::world::{NodeIdx, World};
+use crate::nodes::{NodeIdx, Subsystem};
 use futures::channel::oneshot;
+use madsim::runtime::NodeHandle;
+use madsim::time::TimeHandle;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Disk settings of a scenario (`[disk]`).
@@ -112,26 +114,10 @@ impl Disks {
         self.nodes.entry(idx).or_default()
     }
 
-    /// The crash hook: the page cache is gone, and so are fsyncs in progress.
-    pub(crate) fn crash(&mut self, idx: NodeIdx) {
-        if let Some(d) = self.nodes.get_mut(&idx) {
-            d.cache = d.durable.clone();
-            d.epoch += 1;
-        }
-    }
-
     /// Holds the node's fsyncs until `until_ns`.
     pub(crate) fn stall(&mut self, idx: NodeIdx, until_ns: u64) {
         let d = self.node(idx);
         d.stalled_until_ns = d.stalled_until_ns.max(until_ns);
-    }
-
-    /// The liveness phase: no fsync is held any longer (one already waiting for a stall's end
-    /// wakes when it would have).
-    pub(crate) fn end_stalls(&mut self) {
-        for d in self.nodes.values_mut() {
-            d.stalled_until_ns = 0;
-        }
     }
 
     /// Until when the node's fsyncs are held.
@@ -140,20 +126,58 @@ impl Disks {
     }
 }
 
+impl Subsystem for Disks {
+    /// The page cache is gone, and so are fsyncs in progress.
+    fn crash(&mut self, idx: NodeIdx) {
+        if let Some(d) = self.nodes.get_mut(&idx) {
+            d.cache = d.durable.clone();
+            d.epoch += 1;
+        }
+    }
+
+    /// No fsync is held any longer (one already waiting for a stall's end wakes when it
+    /// would have). Never reported as a healed fault: the history records stalls as points.
+    fn heal(&mut self) -> bool {
+        for d in self.nodes.values_mut() {
+            d.stalled_until_ns = 0;
+        }
+        false
+    }
+}
+
+/// What every disk handle shares: the disks, true time, and the never-paused node fsyncs
+/// complete on.
+#[derive(Clone)]
+pub(crate) struct DiskHost {
+    pub(crate) disks: Arc<Mutex<Disks>>,
+    pub(crate) time: TimeHandle,
+    pub(crate) nemesis: NodeHandle,
+}
+
+impl DiskHost {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Disks> {
+        self.disks.lock().expect("disk lock poisoned")
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.time.elapsed().as_nanos() as u64
+    }
+}
+
 /// A node's disk. Cheap to clone; every clone is the same disk.
 #[derive(Clone)]
 pub struct Disk {
-    world: World,
+    host: DiskHost,
     node: NodeIdx,
 }
 
 impl Disk {
-    pub(crate) fn new(world: World, node: NodeIdx) -> Self {
-        Disk { world, node }
+    pub(crate) fn new(host: DiskHost, node: NodeIdx) -> Self {
+        Disk { host, node }
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut NodeDisk) -> R) -> R {
-        let mut disks = self.world.disks();
+        let mut disks = self.host.lock();
         f(disks.node(self.node))
     }
 
@@ -220,7 +244,7 @@ impl Disk {
     /// resolves once the data is durable, and never if the node crashes first.
     pub fn fsync(&self) -> impl Future<Output = ()> {
         let (latency, epoch, seq, snapshot) = {
-            let mut disks = self.world.disks();
+            let mut disks = self.host.lock();
             let (lo, hi) = (disks.config.fsync_ms_min, disks.config.fsync_ms_max);
             let ms = if hi > lo {
                 madsim::rand::thread_rng().gen_range(lo..=hi)
@@ -232,18 +256,18 @@ impl Disk {
             (ms, d.epoch, d.fsync_started, d.cache.clone())
         };
         let (done, wait) = oneshot::channel::<()>();
-        let (world, node) = (self.world.clone(), self.node);
-        self.world.spawn_on_nemesis(async move {
+        let (host, node) = (self.host.clone(), self.node);
+        self.host.nemesis.spawn(async move {
             madsim::time::sleep(Duration::from_millis(latency)).await;
             loop {
-                let until = world.disks().stalled_until_ns(node);
-                let now = world.now_ns();
+                let until = host.lock().stalled_until_ns(node);
+                let now = host.now_ns();
                 if until <= now {
                     break;
                 }
                 madsim::time::sleep(Duration::from_nanos(until - now)).await;
             }
-            let mut disks = world.disks();
+            let mut disks = host.lock();
             let d = disks.node(node);
             if d.epoch != epoch {
                 return; // The node crashed meanwhile: this sync never happened.

@@ -1,12 +1,16 @@
 //! The simulation harness of locksim: one deterministic world per (scenario, seed).
 //!
-//! - [`world`]: nodes, their incarnations and clocks, the history;
+//! - [`world`]: the one `impl World`, over its subsystems, each with its crash, restart
+//!   and heal hooks: [`nodes`] (names, roles, incarnations, pauses, armed points),
+//!   [`clock`] (monotonic and wall clocks with drift and jumps), the network's state
+//!   (latencies, partitions, loss), [`disk`] (page cache and fsync, outliving crashes) and
+//!   the history;
 //! - [`net`] and [`rpc`]: a typed simulated network with latency, loss, duplication,
 //!   reordering and partitions that also kill messages in flight; sessions and server push;
-//! - [`clock`]: monotonic and wall clocks with drift and jumps;
-//! - [`disk`]: per-node disks with a page cache and fsync, which outlive crashes;
-//! - [`nemesis`]: faults as data, scripted or generated from a seeded profile; applying,
-//!   scheduling and arming them; targets chosen when a fault fires (`@primary`, `@holder`);
+//! - [`fault`]: one file per fault kind (its table, validation, random draw, how it acts
+//!   and how a timeline draws it) and the registry of kinds;
+//! - [`nemesis`]: the schedule: points armed before the run, timed faults applied in order,
+//!   roles resolved when a fault fires (`@primary`, `@holder`); [`roles`] names them;
 //! - [`history`] and [`checker`]: the record of a run and the pure function from it to a
 //!   verdict, re-exported from `locksim-check` (which builds without madsim).
 //!
@@ -20,19 +24,24 @@ compile_error!(
 
 pub mod clock;
 pub mod disk;
+pub mod fault;
+mod links;
 pub mod nemesis;
 pub mod net;
+pub mod nodes;
+pub mod roles;
 pub mod rpc;
 pub mod world;
 
 pub use locksim_check::{checker, history};
 
 pub use checker::{check, Property, Report, Verdict, Violation};
+pub use clock::ClockConfig;
 pub use disk::{Disk, DiskConfig};
+pub use fault::{Fault, FaultKind, FaultProfile};
 pub use history::{Event, History, Kind, Op};
-pub use nemesis::{Fault, FaultKind, FaultProfile};
 pub use net::{Net, NetConfig, NetStats};
-pub use world::{ClockConfig, NodeCtx, NodeIdx, Role, World};
+pub use world::{NodeCtx, NodeIdx, Role, World};
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -89,21 +98,21 @@ pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome
         let rt =
             madsim::runtime::Runtime::with_seed_and_config(spec.seed, madsim::Config::default());
         rt.block_on(async {
-            let world = World::new(
-                spec.network.clone(),
-                spec.clocks.clone(),
-                spec.disk.clone(),
-                &spec.faults,
-            );
+            let world = World::new(world::WorldConfig {
+                net: spec.network.clone(),
+                clocks: spec.clocks.clone(),
+                disk: spec.disk.clone(),
+                points: nemesis::armed_points(&spec.faults),
+            });
             setup(&world);
-            world.start_nemesis(&spec.faults, spec.duration_ms);
+            nemesis::start(&world, &spec.faults, spec.duration_ms);
             madsim::time::sleep(Duration::from_millis(spec.duration_ms)).await;
             if spec.heal_ms > 0 {
                 world.heal_all();
                 madsim::time::sleep(Duration::from_millis(spec.heal_ms)).await;
             }
             let sim_ms = world.now_ns() / 1_000_000;
-            world.record(Event::new(world::NEMESIS, Kind::Info, Op::RunEnd));
+            world.record(Event::new(nodes::NEMESIS, Kind::Info, Op::RunEnd));
             let (history, net) = world.finish();
             // Let the killed nodes' timers fire so their tasks are dropped, not leaked.
             madsim::time::sleep(Duration::from_millis(1)).await;

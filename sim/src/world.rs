@@ -1,20 +1,26 @@
-//! The world of one run: its nodes, their clocks and the history. The network's state lives
-//! in [`crate::net`], the faults' (applying, scheduling, points, roles) in [`crate::nemesis`],
-//! the disks in [`crate::disk`]; each is a part of the world with its own crash hook.
+//! The world of one run, and the one `impl World`: every change to a node, its clock, the
+//! network, its disk or the history goes through here.
+//!
+//! The world's state is a set of subsystems, each in its own file and each with the hooks a
+//! crash, a restart and the liveness phase's heal need ([`crate::nodes::Subsystem`]):
+//! [`crate::nodes`] (names, roles, incarnations, pauses, armed points), [`crate::clock`] (node
+//! clocks), [`crate::links`] (latencies, partitions, loss, counters), [`crate::disk`] (page
+//! caches, durable files, fsyncs), and the history. A crash asks every one of them. Fault
+//! kinds ([`crate::fault`]) act on the world only through the methods here (`pause`,
+//! `crash`, `cut`, `clock_jump`, ...); this file knows no fault kind.
 //!
 //! A node is a madsim node plus what madsim does not model: a role, an incarnation (bumped
 //! by every crash), its own clocks, and named points where faults can be triggered. The
 //! never-paused `nemesis` node delivers messages and applies faults, so a paused node
 //! cannot hold up the rest of the system.
 
-use crate::clock::NodeClock;
-use crate::disk::{Disk, DiskConfig, Disks};
-use crate::history::{Event, History, Kind, Op};
-use crate::nemesis::{Fault, FaultState};
-use crate::net::{NetConfig, NetState, NetStats};
+use crate::clock::{Clocks, NodeClock};
+use crate::disk::{Disk, DiskConfig, DiskHost, Disks};
+use crate::links::{NetConfig, NetState, NetStats, Receiver, Route, Ticket};
+use crate::nodes::{ArmedPoint, Nodes, PointAction, Subsystem};
+use crate::roles::is_role;
+use locksim_check::history::{Event, History, Kind, Op};
 use madsim::runtime::{Handle, NodeHandle};
-use rand::Rng;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -22,100 +28,30 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// A node's position in the world (0, 1, ... in order of creation).
-pub type NodeIdx = usize;
+pub use crate::clock::{ClockConfig, NodeClockConfig};
+pub use crate::nodes::{NodeIdx, Role, NEMESIS};
 
-/// The name under which the nemesis records faults.
-pub const NEMESIS: &str = "nemesis";
+/// Answers "who has this role now?" when a fault fires (see [`World::answer_role`]).
+pub type RoleResolver = Arc<dyn Fn(&World) -> Option<NodeIdx> + Send + Sync>;
 
-/// What a node is, for choosing fault targets and drawing timelines.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// A lock server (Redis, an etcd member, a sentinel...).
-    Server,
-    /// A lock client running the workload.
-    Client,
-    /// The fenced resource.
-    Resource,
-    /// The nemesis: delivers messages and applies faults; never paused.
-    Nemesis,
-}
+/// A directed link between two nodes.
+pub type Link = (NodeIdx, NodeIdx);
 
-/// Clock settings of a scenario: each node's drift and wall offset are drawn uniformly
-/// within the maxima from the seed, unless set per node.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClockConfig {
-    /// Largest drift, in ppm either way, for nodes not listed in `nodes`.
-    #[serde(default)]
-    pub drift_ppm_max: i64,
-    /// Largest wall-clock offset, in ms either way, for nodes not listed in `nodes`.
-    #[serde(default)]
-    pub offset_ms_max: i64,
-    /// Fixed settings for named nodes.
-    #[serde(default)]
-    pub nodes: BTreeMap<String, NodeClockConfig>,
-}
-
-/// One node's fixed clock settings.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeClockConfig {
-    /// Drift in ppm (positive = fast).
-    #[serde(default)]
-    pub drift_ppm: i64,
-    /// Wall-clock offset in ms.
-    #[serde(default)]
-    pub offset_ms: i64,
-}
-
-impl ClockConfig {
-    /// Checks ranges; the error names the field.
-    pub fn validate(&self) -> Result<(), String> {
-        if !(0..500_000).contains(&self.drift_ppm_max) {
-            return Err("clocks.drift_ppm_max must be in 0..500000".into());
-        }
-        if self.offset_ms_max < 0 {
-            return Err("clocks.offset_ms_max must not be negative".into());
-        }
-        for (name, c) in &self.nodes {
-            if c.drift_ppm.abs() >= 500_000 {
-                return Err(format!(
-                    "clocks.nodes.{name}.drift_ppm must be in -499999..500000"
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-pub(crate) struct NodeState {
-    pub(crate) name: String,
-    pub(crate) role: Role,
-    pub(crate) handle: Option<NodeHandle>,
-    /// Bumped by every crash: messages sent to an earlier incarnation are not delivered.
-    pub(crate) incarnation: u64,
-    pub(crate) alive: bool,
-    pub(crate) paused_until_ns: Option<u64>,
-    pub(crate) pause_epoch: u64,
-}
-
-/// Everything behind the world's one lock. Parts with their own module own their data:
-/// `net` (routes, partitions, loss) and `faults` (armed points, role resolvers).
-pub(crate) struct State {
-    pub(crate) nodes: Vec<NodeState>,
-    pub(crate) clocks: Vec<NodeClock>,
-    clock_config: ClockConfig,
+/// Everything behind the world's one lock: the subsystems (disks have a lock of their own,
+/// shared with their handles).
+struct State {
+    nodes: Nodes,
+    handles: Vec<Option<NodeHandle>>,
+    clocks: Clocks,
+    net: NetState,
     history: History,
-    pub(crate) net: NetState,
-    pub(crate) faults: FaultState,
+    resolvers: BTreeMap<String, RoleResolver>,
 }
 
 struct Inner {
     time: madsim::time::TimeHandle,
     state: Mutex<State>,
-    disks: Mutex<Disks>,
+    disks: DiskHost,
     nemesis: NodeHandle,
 }
 
@@ -125,53 +61,52 @@ pub struct World {
     inner: Arc<Inner>,
 }
 
+/// What a world is made of, from the scenario.
+pub(crate) struct WorldConfig {
+    pub(crate) net: NetConfig,
+    pub(crate) clocks: ClockConfig,
+    pub(crate) disk: DiskConfig,
+    /// Faults armed at named points, resolved once from the schedule.
+    pub(crate) points: Vec<ArmedPoint>,
+}
 impl World {
     /// A new world inside the current madsim runtime (call within `block_on`).
-    pub(crate) fn new(
-        net: NetConfig,
-        clock_config: ClockConfig,
-        disk: DiskConfig,
-        faults: &[Fault],
-    ) -> Self {
+    pub(crate) fn new(config: WorldConfig) -> Self {
         let nemesis = Handle::current().create_node().name(NEMESIS).build();
+        let mut clocks = Clocks::new(config.clocks);
+        clocks.add(0, NEMESIS, true);
         let state = State {
-            nodes: vec![NodeState {
-                name: NEMESIS.into(),
-                role: Role::Nemesis,
-                handle: Some(nemesis.clone()),
-                incarnation: 0,
-                alive: true,
-                paused_until_ns: None,
-                pause_epoch: 0,
-            }],
-            clocks: vec![NodeClock::new(0, 0)],
-            clock_config,
+            nodes: Nodes::new(config.points),
+            handles: vec![Some(nemesis.clone())],
+            clocks,
+            net: NetState::new(config.net),
             history: Vec::with_capacity(1024),
-            net: NetState::new(net),
-            faults: FaultState::new(faults),
+            resolvers: BTreeMap::new(),
+        };
+        let time = madsim::time::TimeHandle::current();
+        let disks = DiskHost {
+            disks: Arc::new(Mutex::new(Disks::new(config.disk))),
+            time: time.clone(),
+            nemesis: nemesis.clone(),
         };
         World {
             inner: Arc::new(Inner {
-                time: madsim::time::TimeHandle::current(),
+                time,
                 state: Mutex::new(state),
-                disks: Mutex::new(Disks::new(disk)),
+                disks,
                 nemesis,
             }),
         }
     }
 
-    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, State> {
         self.inner.state.lock().expect("world lock poisoned")
-    }
-
-    pub(crate) fn disks(&self) -> MutexGuard<'_, Disks> {
-        self.inner.disks.lock().expect("disk lock poisoned")
     }
 
     /// A node's disk (see [`crate::disk`]): what its code writes there outlives its crashes
     /// as far as it was synced.
     pub fn disk(&self, idx: NodeIdx) -> Disk {
-        Disk::new(self.clone(), idx)
+        Disk::new(self.inner.disks.clone(), idx)
     }
 
     /// True time since the start of the run, in ns. For the history and the nemesis only:
@@ -200,26 +135,13 @@ impl World {
     {
         let idx = {
             let mut state = self.state();
-            assert!(
-                state.nodes.iter().all(|n| n.name != name),
-                "node name `{name}` used twice"
-            );
-            let clock = initial_clock(&state.clock_config, name);
-            state.nodes.push(NodeState {
-                name: name.into(),
-                role,
-                handle: None,
-                incarnation: 0,
-                alive: true,
-                paused_until_ns: None,
-                pause_epoch: 0,
-            });
-            state.clocks.push(clock);
-            let idx = state.nodes.len() - 1;
+            let idx = state.nodes.len();
+            state.clocks.add(idx, name, false);
+            assert_eq!(state.nodes.add(name, role), idx);
+            state.handles.push(None);
             let names: Vec<&str> = state.nodes.iter().map(|n| n.name.as_str()).collect();
             let links = state.net.links_of(idx, &names);
             state.net.add_links(links);
-            state.faults.arm_points(idx, name);
             idx
         };
         let ctx = NodeCtx {
@@ -232,44 +154,48 @@ impl World {
             .name(name)
             .init(move || init(ctx.clone()))
             .build();
-        self.state().nodes[idx].handle = Some(handle);
+        self.state().handles[idx] = Some(handle);
         idx
     }
 
     /// The node with this name.
     pub fn node(&self, name: &str) -> Option<NodeIdx> {
-        self.state().nodes.iter().position(|n| n.name == name)
+        self.state().nodes.find(name)
     }
 
     /// The name of a node.
     pub fn name(&self, idx: NodeIdx) -> String {
-        self.state().nodes[idx].name.clone()
+        self.state().nodes.get(idx).name.clone()
     }
 
     /// Names of all nodes with the given role, in creation order.
     pub fn names(&self, role: Role) -> Vec<String> {
         let state = self.state();
-        state
-            .nodes
-            .iter()
-            .filter(|n| n.role == role)
-            .map(|n| n.name.clone())
+        let nodes = state.nodes.iter().filter(|n| n.role == role);
+        nodes.map(|n| n.name.clone()).collect()
+    }
+
+    /// Every node but the nemesis, in creation order.
+    pub fn node_indexes(&self) -> Vec<NodeIdx> {
+        let state = self.state();
+        let all = 0..state.nodes.len();
+        all.filter(|i| state.nodes.get(*i).role != Role::Nemesis)
             .collect()
     }
 
     /// The node's incarnation: 0 at the start, bumped by every crash.
     pub fn incarnation(&self, idx: NodeIdx) -> u64 {
-        self.state().nodes[idx].incarnation
+        self.state().nodes.get(idx).incarnation
     }
 
     /// Whether the node is up (not crashed).
     pub fn is_alive(&self, idx: NodeIdx) -> bool {
-        self.state().nodes[idx].alive
+        self.state().nodes.get(idx).alive
     }
 
     /// A copy of a node's clock now.
     pub fn clock(&self, idx: NodeIdx) -> NodeClock {
-        self.state().clocks[idx].clone()
+        self.state().clocks.get(idx).clone()
     }
 
     /// Runs a task on the never-paused nemesis node.
@@ -280,6 +206,7 @@ impl World {
         self.inner.nemesis.spawn(future);
     }
 
+    /// Records a fault event of the nemesis: `op` on `target`, with words in `detail`.
     pub(crate) fn record_fault(&self, op: Op, target: Option<&str>, detail: String) {
         let mut event = Event::new(NEMESIS, Kind::Info, op).detail(detail);
         if let Some(t) = target {
@@ -288,48 +215,230 @@ impl World {
         self.record(event);
     }
 
-    pub(crate) fn madsim_node(&self, idx: NodeIdx) -> NodeHandle {
-        self.state().nodes[idx]
-            .handle
-            .clone()
-            .expect("node is built")
+    fn madsim_node(&self, idx: NodeIdx) -> NodeHandle {
+        self.state().handles[idx].clone().expect("node is built")
     }
 
     /// Ends the run: kills every node so pending tasks are dropped (madsim issue #242), and
     /// hands over the history.
     pub(crate) fn finish(&self) -> (History, NetStats) {
-        let ids: Vec<_> = self
-            .state()
-            .nodes
-            .iter()
-            .filter_map(|n| n.handle.as_ref().map(|h| h.id()))
-            .collect();
-        let handle = Handle::current();
-        for id in ids {
-            handle.kill(id);
+        let handles: Vec<_> = self.state().handles.iter().flatten().cloned().collect();
+        let runtime = Handle::current();
+        for h in handles {
+            runtime.kill(h.id());
         }
         let mut state = self.state();
         state.nodes.clear();
+        state.handles.clear();
         (std::mem::take(&mut state.history), state.net.stats.clone())
     }
-}
 
-fn initial_clock(config: &ClockConfig, name: &str) -> NodeClock {
-    if let Some(c) = config.nodes.get(name) {
-        return NodeClock::new(c.drift_ppm, c.offset_ms * 1_000_000);
+    // ---- the network: one decision per message ----
+
+    fn receiver(state: &State, to: NodeIdx) -> Receiver {
+        let node = state.nodes.get(to);
+        Receiver {
+            alive: node.alive,
+            incarnation: node.incarnation,
+        }
     }
-    let mut rng = madsim::rand::thread_rng();
-    let drift = if config.drift_ppm_max > 0 {
-        rng.gen_range(-config.drift_ppm_max..=config.drift_ppm_max)
-    } else {
-        0
-    };
-    let offset_ms = if config.offset_ms_max > 0 {
-        rng.gen_range(-config.offset_ms_max..=config.offset_ms_max)
-    } else {
-        0
-    };
-    NodeClock::new(drift, offset_ms * 1_000_000)
+
+    /// Decides one send (see [`NetState::route`]).
+    pub(crate) fn route(&self, from: NodeIdx, to: NodeIdx) -> Option<Route> {
+        let mut state = self.state();
+        let receiver = Self::receiver(&state, to);
+        state.net.route(from, to, receiver)
+    }
+
+    /// Whether a message in flight may still be delivered (see [`NetState::deliverable`]).
+    pub(crate) fn deliverable(&self, ticket: &Ticket) -> bool {
+        let mut state = self.state();
+        let receiver = Self::receiver(&state, ticket.to);
+        state.net.deliverable(ticket, receiver)
+    }
+
+    /// Network counters so far.
+    pub fn net_stats(&self) -> NetStats {
+        self.state().net.stats.clone()
+    }
+
+    // ---- what faults act through: each a subsystem's hook, recorded in the history ----
+
+    /// Runs `undo` on the nemesis after `duration` (true time): how a fault ends.
+    pub(crate) fn after(&self, duration: Duration, undo: impl FnOnce(&World) + Send + 'static) {
+        let world = self.clone();
+        self.spawn_on_nemesis(async move {
+            madsim::time::sleep(duration).await;
+            undo(&world);
+        });
+    }
+
+    /// Pauses a node (stop-the-world) for `duration`; `why` goes into the history.
+    pub fn pause(&self, idx: NodeIdx, duration: Duration, why: &str) {
+        let until = self.now_ns() + duration.as_nanos() as u64;
+        let (name, paused) = {
+            let mut state = self.state();
+            (
+                state.nodes.get(idx).name.clone(),
+                state.nodes.pause(idx, until),
+            )
+        };
+        let Some((epoch, fresh)) = paused else {
+            return; // down, the nemesis, or already paused for longer
+        };
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::Pause)
+                .target(&name)
+                .value(duration.as_millis() as i64)
+                .detail(why),
+        );
+        if fresh {
+            Handle::current().pause(self.madsim_node(idx).id());
+        }
+        self.after(duration, move |world| world.resume(idx, Some(epoch)));
+    }
+
+    /// Resumes a paused node (the pause numbered `epoch`, or any if None).
+    fn resume(&self, idx: NodeIdx, epoch: Option<u64>) {
+        let (name, resumed) = {
+            let mut state = self.state();
+            (
+                state.nodes.get(idx).name.clone(),
+                state.nodes.resume(idx, epoch),
+            )
+        };
+        if resumed {
+            Handle::current().resume(self.madsim_node(idx).id());
+            self.record_fault(Op::Resume, Some(&name), String::new());
+        }
+    }
+
+    /// Crashes a node: its tasks die, its inboxes and in-flight messages to it are lost, and
+    /// whatever it had not persisted is gone (every subsystem's crash hook runs). Restarts
+    /// after `restart_after` if given.
+    pub fn crash(&self, idx: NodeIdx, restart_after: Option<Duration>, why: &str) {
+        let (name, incarnation) = {
+            let mut state = self.state();
+            let Some(incarnation) = state.nodes.crash(idx) else {
+                return;
+            };
+            let state = &mut *state;
+            for hook in [&mut state.clocks as &mut dyn Subsystem, &mut state.net] {
+                hook.crash(idx);
+            }
+            (state.nodes.get(idx).name.clone(), incarnation)
+        };
+        let mut event = Event::new(NEMESIS, Kind::Info, Op::Crash).target(&name);
+        if let Some(d) = restart_after {
+            event = event.value(d.as_millis() as i64);
+        }
+        self.record(event.detail(why));
+        self.inner.disks.lock().crash(idx);
+        Handle::current().kill(self.madsim_node(idx).id());
+        if let Some(d) = restart_after {
+            self.after(d, move |world| world.restart(idx, Some(incarnation)));
+        }
+    }
+
+    /// Restarts a crashed node (the crash numbered `incarnation`, or any if None).
+    fn restart(&self, idx: NodeIdx, incarnation: Option<u64>) {
+        let name = {
+            let mut state = self.state();
+            if !state.nodes.restart(idx, incarnation) {
+                return;
+            }
+            let state = &mut *state;
+            for hook in [&mut state.clocks as &mut dyn Subsystem, &mut state.net] {
+                hook.restart(idx);
+            }
+            state.nodes.get(idx).name.clone()
+        };
+        self.inner.disks.lock().restart(idx);
+        self.record_fault(Op::Restart, Some(&name), String::new());
+        Handle::current().restart(self.madsim_node(idx).id());
+    }
+
+    /// Cuts these directed links (partitions nest: a link heals when every cut is undone).
+    pub fn cut(&self, links: &[Link]) {
+        self.state().net.cut(links);
+    }
+
+    /// Undoes one cut of these links; true if some link is whole again.
+    pub fn restore(&self, links: &[Link]) -> bool {
+        self.state().net.restore(links)
+    }
+
+    /// Starts a period of loss `probability` on every link; returns its number.
+    pub fn start_loss(&self, probability: f64) -> u64 {
+        assert!((0.0..=1.0).contains(&probability));
+        self.state().net.set_loss(probability)
+    }
+
+    /// Ends loss period `epoch` unless a later one replaced it; true if it ended.
+    pub fn end_loss(&self, epoch: u64) -> bool {
+        self.state().net.end_loss(epoch)
+    }
+
+    /// Steps a node's wall clock by `delta_ms`.
+    pub fn clock_jump(&self, idx: NodeIdx, delta_ms: i64) {
+        self.state().clocks.get_mut(idx).jump(delta_ms * 1_000_000);
+    }
+
+    /// Changes a node's clock drift from now on.
+    pub fn clock_drift(&self, idx: NodeIdx, drift_ppm: i64) {
+        let now = self.now_ns();
+        self.state().clocks.get_mut(idx).set_drift(now, drift_ppm);
+    }
+
+    /// Holds a node's fsyncs for `duration`.
+    pub fn fsync_stall(&self, idx: NodeIdx, duration: Duration) {
+        let until = self.now_ns() + duration.as_nanos() as u64;
+        self.inner.disks.lock().stall(idx, until);
+    }
+
+    /// The liveness phase begins: every subsystem's heal hook runs (paused nodes resume,
+    /// crashed nodes restart, links are whole, loss and stalls end). Clocks keep their
+    /// offsets and drift.
+    pub(crate) fn heal_all(&self) {
+        let n = self.state().nodes.len();
+        for idx in 0..n {
+            self.resume(idx, None);
+            self.restart(idx, None);
+        }
+        self.inner.disks.lock().heal();
+        let healed = {
+            let mut state = self.state();
+            let state = &mut *state;
+            let hooks = [&mut state.clocks as &mut dyn Subsystem, &mut state.net];
+            // Every hook runs: no short cut once one reports a fault.
+            hooks.into_iter().fold(false, |any, hook| hook.heal() | any)
+        };
+        if healed {
+            self.record_fault(Op::Heal, None, "liveness phase: all links restored".into());
+        }
+    }
+
+    // ---- roles and points ----
+
+    /// Lets the deployment (or the workload) say who has `role` (e.g. `@primary`) whenever a
+    /// fault names it. `resolve` runs on the nemesis at fire time; `None` = nobody.
+    pub fn answer_role(&self, role: &str, resolve: RoleResolver) {
+        assert!(is_role(role), "a role starts with `@`: {role}");
+        self.state().resolvers.insert(role.to_owned(), resolve);
+    }
+
+    /// Who has `role` now, if anyone (and if the role is answered at all).
+    pub fn who(&self, role: &str) -> Option<NodeIdx> {
+        assert!(is_role(role), "a role starts with `@`: {role}");
+        let resolver = self.state().resolvers.get(role).cloned();
+        // Called without the world's lock: a resolver reads the world (disks, nodes).
+        resolver.and_then(|r| r(self))
+    }
+
+    /// A passage through a named point: what to do, if this passage is the armed one.
+    fn pass_point(&self, idx: NodeIdx, point: &str) -> Option<PointAction> {
+        self.state().nodes.pass(idx, point)
+    }
 }
 
 /// What a node's code sees of the world: its own name, its own clocks, the history, and
@@ -365,13 +474,16 @@ impl NodeCtx {
     /// This node's monotonic clock now.
     pub fn mono_now(&self) -> Duration {
         let now = self.world.now_ns();
-        Duration::from_nanos(self.world.state().clocks[self.idx].mono_ns(now))
+        Duration::from_nanos(self.world.state().clocks.get(self.idx).mono_ns(now))
     }
 
     /// This node's wall clock now, in ms (may be negative if its offset is).
     pub fn wall_ms(&self) -> i64 {
         let now = self.world.now_ns();
-        self.world.state().clocks[self.idx]
+        self.world
+            .state()
+            .clocks
+            .get(self.idx)
             .wall_ns(now)
             .div_euclid(1_000_000)
     }
@@ -436,22 +548,13 @@ impl NodeCtx {
     /// armed a pause or crash here for this passage, it happens now: a pause stops the whole
     /// node at this exact step; a crash never returns.
     pub async fn point(&self, name: &str) {
-        let Some(fault) = self.world.hit_point(self.idx, name) else {
+        let Some(action) = self.world.pass_point(self.idx, name) else {
             return;
         };
         let why = format!("at point {name}");
-        match fault {
-            Fault::Pause { duration_ms, .. } => {
-                self.world
-                    .pause(self.idx, Duration::from_millis(duration_ms), &why);
-            }
-            Fault::Crash {
-                restart_after_ms, ..
-            } => {
-                self.world
-                    .crash(self.idx, restart_after_ms.map(Duration::from_millis), &why);
-            }
-            _ => unreachable!("only pauses and crashes are armed at points"),
+        match action {
+            PointAction::Pause(duration) => self.world.pause(self.idx, duration, &why),
+            PointAction::Crash(restart_after) => self.world.crash(self.idx, restart_after, &why),
         }
         // The pause (or kill) takes effect when this task next yields.
         YieldNow(false).await;

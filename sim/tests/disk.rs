@@ -33,13 +33,13 @@ fn fixed_spec(seed: u64, faults: Vec<Fault>) -> SimSpec {
 }
 
 fn crash_at(at_ms: u64) -> Fault {
-    Fault::Crash {
+    Fault::Crash(locksim_sim::fault::Crash {
         node: "db".into(),
         at_ms: Some(at_ms),
         point: None,
         occurrence: 1,
         restart_after_ms: Some(10),
-    }
+    })
 }
 
 /// At each start the node `db` notes what its log holds; on its first start it appends 1 and
@@ -86,10 +86,12 @@ fn a_crash_during_the_fsync_loses_the_write() {
 /// The true time (ns) at which an fsync issued at 0 completes, per seed.
 fn fsync_done_ns(seed: u64, stall: Option<(u64, u64)>) -> u64 {
     let faults: Vec<Fault> = stall
-        .map(|(at_ms, duration_ms)| Fault::FsyncStall {
-            node: "db".into(),
-            at_ms,
-            duration_ms,
+        .map(|(at_ms, duration_ms)| {
+            Fault::FsyncStall(locksim_sim::fault::FsyncStall {
+                node: "db".into(),
+                at_ms,
+                duration_ms,
+            })
         })
         .into_iter()
         .collect();

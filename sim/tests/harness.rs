@@ -76,13 +76,13 @@ fn messages_arrive_after_their_latency() {
 #[test]
 fn a_partition_drops_messages_already_in_flight() {
     // Sent at t=0 with 10 ms latency; the link is cut from 5 to 7 ms, healed before arrival.
-    let cut = Fault::Partition {
+    let cut = Fault::Partition(locksim_sim::fault::Partition {
         at_ms: 5,
         duration_ms: 2,
         isolate: vec!["b".into()],
         groups: vec![],
         one_way: false,
-    };
+    });
     let base = SimSpec {
         seed: 3,
         duration_ms: 100,
@@ -108,7 +108,7 @@ fn a_one_way_partition_cuts_one_direction_only() {
         seed: 4,
         duration_ms: 100,
         network: fixed_latency(1.0),
-        faults: vec![Fault::Partition {
+        faults: vec![Fault::Partition(locksim_sim::fault::Partition {
             at_ms: 0,
             duration_ms: 1_000,
             isolate: vec![],
@@ -118,7 +118,7 @@ fn a_one_way_partition_cuts_one_direction_only() {
                 vec![vec!["b".into()], vec!["a".into()]]
             },
             one_way: true,
-        }],
+        })],
         ..SimSpec::default()
     };
     assert!(received(&ping_world(&spec(true), 5, 5)).is_empty());
@@ -170,13 +170,13 @@ fn a_paused_node_receives_its_queued_messages_on_resume() {
         seed: 2,
         duration_ms: 1_000,
         network: fixed_latency(1.0),
-        faults: vec![Fault::Pause {
+        faults: vec![Fault::Pause(locksim_sim::fault::Pause {
             node: "b".into(),
             at_ms: Some(0),
             point: None,
             occurrence: 1,
             duration_ms: 500,
-        }],
+        })],
         ..SimSpec::default()
     };
     let h = ping_world(&spec, 10, 10);
@@ -196,13 +196,13 @@ fn a_crash_loses_in_flight_messages_and_restart_reruns_init() {
         seed: 6,
         duration_ms: 200,
         network: fixed_latency(5.0),
-        faults: vec![Fault::Crash {
+        faults: vec![Fault::Crash(locksim_sim::fault::Crash {
             node: "b".into(),
             at_ms: Some(12),
             point: None,
             occurrence: 1,
             restart_after_ms: Some(30),
-        }],
+        })],
         ..SimSpec::default()
     };
     // Sends at 0, 10, 20, ... arriving 5 ms later; b is down from 12 to 42 ms. Message 0
@@ -250,11 +250,11 @@ fn clock_jump_moves_the_wall_clock_only() {
     let spec = SimSpec {
         seed: 1,
         duration_ms: 100,
-        faults: vec![Fault::ClockJump {
+        faults: vec![Fault::ClockJump(locksim_sim::fault::ClockJump {
             node: "n".into(),
             at_ms: 10,
             delta_ms: -5_000,
-        }],
+        })],
         ..SimSpec::default()
     };
     let h = simulate(&spec, |world| {
@@ -278,13 +278,13 @@ fn a_named_point_pauses_on_the_chosen_occurrence() {
     let spec = SimSpec {
         seed: 9,
         duration_ms: 1_000,
-        faults: vec![Fault::Pause {
+        faults: vec![Fault::Pause(locksim_sim::fault::Pause {
             node: "n".into(),
             at_ms: None,
             point: Some("step".into()),
             occurrence: 3,
             duration_ms: 100,
-        }],
+        })],
         ..SimSpec::default()
     };
     let h = simulate(&spec, |world| {

@@ -77,13 +77,13 @@ fn pushes_arrive_on_the_connection_in_order() {
 
 #[test]
 fn a_partition_is_noticed_after_the_timeout_and_its_end_at_the_next_ping() {
-    let cut = Fault::Partition {
+    let cut = Fault::Partition(locksim_sim::fault::Partition {
         at_ms: 1_000,
         duration_ms: 500,
         isolate: vec!["s".into()],
         groups: vec![],
         one_way: false,
-    };
+    });
     let n = notes(&world(vec![cut]));
     assert_eq!(names(&n), ["push 0", "push 1", "lost", "restored"]);
     let (lost, restored) = (n[2].1, n[3].1);
@@ -98,13 +98,13 @@ fn a_partition_is_noticed_after_the_timeout_and_its_end_at_the_next_ping() {
 fn a_server_restart_resets_the_connection() {
     // Down for less than the timeout: the client learns of the restart from the new
     // incarnation in the first answer.
-    let crash = Fault::Crash {
+    let crash = Fault::Crash(locksim_sim::fault::Crash {
         node: "s".into(),
         at_ms: Some(1_000),
         point: None,
         occurrence: 1,
         restart_after_ms: Some(60),
-    };
+    });
     let n = notes(&world(vec![crash]));
     assert_eq!(names(&n), ["push 0", "push 1", "lost", "restored"]);
     assert_eq!(n[2].1, n[3].1, "reset and reconnected at once");

@@ -6,13 +6,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 fn pause(node: &str, at_ms: u64) -> Fault {
-    Fault::Pause {
+    Fault::Pause(locksim_sim::fault::Pause {
         node: node.into(),
         at_ms: Some(at_ms),
         point: None,
         occurrence: 1,
         duration_ms: 10,
-    }
+    })
 }
 
 /// Nodes `a` and `b`; the role `@leader` is `a` until 100 ms, then `b`, and nobody from
