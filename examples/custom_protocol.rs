@@ -22,16 +22,11 @@
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use locksim_protocols::{
-    parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError,
-    Protocol, Registry,
-};
+use locksim_protocols::{Acquired, Grant, LockClient, Outcome, ParamError, Protocol, Registry};
 use locksim_scenarios::{RunResult, Scenario};
 use locksim_sim::rpc::{endpoint, Caller, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::Deserialize;
-use std::cell::RefCell;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Requests to the lease server.
@@ -69,94 +64,75 @@ fn retry_ms() -> u64 {
     20
 }
 
+/// The protocol: its id, its parameters, its server, its client.
+#[derive(Clone)]
 struct MonoLease;
 
+/// What a client needs to reach the server.
+struct Server {
+    net: LeaseNet,
+    node: NodeIdx,
+}
+
 impl Protocol for MonoLease {
-    fn id(&self) -> &'static str {
-        "mono-lease"
-    }
+    const ID: &'static str = "mono-lease";
+    const SUMMARY: &'static str =
+        "one lease server timing leases on its monotonic clock, with fencing tokens";
+    type Params = Params;
+    type Servers = Server;
+    type Client = MonoLeaseClient;
 
-    fn summary(&self) -> &'static str {
-        "one lease server timing leases on its monotonic clock, with fencing tokens"
-    }
-
-    fn configure(&self, params: &toml::Table) -> Result<Box<dyn Deployment>, ParamError> {
-        let params: Params = parse_params(params)?;
+    fn validate(&self, params: &Params) -> Result<(), ParamError> {
         if params.ttl_ms == 0 {
             return Err(ParamError::field("ttl_ms", "must be positive"));
         }
-        Ok(Box::new(MonoLeaseDeployment { params }))
+        Ok(())
     }
-}
 
-struct MonoLeaseDeployment {
-    params: Params,
-}
-
-impl Deployment for MonoLeaseDeployment {
-    fn servers(&self) -> Vec<String> {
+    fn servers(&self, _: &Params) -> Vec<String> {
         vec!["lease".into()]
     }
 
-    fn start(&self, world: &World) -> Arc<dyn Connector> {
+    fn start(&self, params: &Params, world: &World) -> Server {
         let net = LeaseNet::new(world);
-        let (server_net, ttl) = (net.clone(), Duration::from_millis(self.params.ttl_ms));
-        let server = world.add_node("lease", Role::Server, move |ctx| {
+        let (server_net, ttl) = (net.clone(), Duration::from_millis(params.ttl_ms));
+        let node = world.add_node("lease", Role::Server, move |ctx| {
             serve(ctx, server_net.clone(), ttl)
         });
-        Arc::new(MonoLeaseConnector {
-            net,
-            server,
-            params: self.params.clone(),
-        })
+        Server { net, node }
+    }
+
+    fn connect(&self, params: &Params, server: &Server, ctx: &NodeCtx) -> MonoLeaseClient {
+        let (caller, _) = endpoint(&server.net, ctx);
+        MonoLeaseClient {
+            ctx: ctx.clone(),
+            caller,
+            server: server.node,
+            params: params.clone(),
+        }
     }
 }
 
 /// The server: one lease, expiring by the server's monotonic clock.
 async fn serve(ctx: NodeCtx, net: LeaseNet, ttl: Duration) {
     let (caller, mut requests) = endpoint(&net, &ctx);
-    let state: RefCell<(Option<(String, Duration)>, u64)> = RefCell::new((None, 0));
+    let (mut holder, mut token): (Option<(String, Duration)>, u64) = (None, 0);
     while let Some(req) = requests.next().await {
         let now = ctx.mono_now();
-        let mut s = state.borrow_mut();
-        if s.0.as_ref().is_some_and(|(_, until)| now >= *until) {
-            s.0 = None;
-        }
+        holder.take_if(|(_, until)| now >= *until);
         let resp = match req.body {
-            Req::Acquire { owner } if s.0.is_none() => {
-                s.1 += 1;
-                s.0 = Some((owner, now + ttl));
-                Resp::Granted { token: s.1 }
+            Req::Acquire { owner } if holder.is_none() => {
+                token += 1;
+                holder = Some((owner, now + ttl));
+                Resp::Granted { token }
             }
             Req::Acquire { .. } => Resp::Busy,
             Req::Release { owner } => {
-                let ours = s.0.as_ref().is_some_and(|(o, _)| *o == owner);
-                if ours {
-                    s.0 = None;
-                }
+                let ours = holder.take_if(|(o, _)| *o == owner).is_some();
                 Resp::Released(ours)
             }
         };
-        drop(s);
         caller.reply(req.from, req.id, resp);
-    }
-}
-
-struct MonoLeaseConnector {
-    net: LeaseNet,
-    server: NodeIdx,
-    params: Params,
-}
-
-impl Connector for MonoLeaseConnector {
-    fn connect(&self, ctx: &NodeCtx) -> Box<dyn LockClient> {
-        let (caller, _) = endpoint(&self.net, ctx);
-        Box::new(MonoLeaseClient {
-            ctx: ctx.clone(),
-            caller,
-            server: self.server,
-            params: self.params.clone(),
-        })
     }
 }
 
@@ -211,7 +187,7 @@ impl LockClient for MonoLeaseClient {
 /// A registry with the built-in protocols plus ours.
 fn registry() -> Registry {
     let mut r = Registry::builtin();
-    r.add(Arc::new(MonoLease));
+    r.add(MonoLease);
     r
 }
 

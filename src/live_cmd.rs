@@ -32,6 +32,10 @@ pub struct LiveArgs {
     /// Keep the servers' data directories and logs (and the clients' logs) in DIR.
     #[arg(long, value_name = "DIR")]
     keep: Option<PathBuf>,
+    /// How a partition cuts a link: `stall` holds its bytes until the heal (what the
+    /// simulator's partition does), `reset` closes its connections.
+    #[arg(long, value_name = "MODE", default_value = "stall", value_parser = ["stall", "reset"])]
+    partition: String,
 }
 
 /// `locksim live-client` arguments (started by `locksim live`, not by people).
@@ -59,6 +63,11 @@ pub fn run(args: LiveArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         seed,
         keep: args.keep.clone(),
         exe: std::env::current_exe().context("cannot find the locksim binary")?,
+        cut_mode: if args.partition == "reset" {
+            locksim_live::proxy::CutMode::Reset
+        } else {
+            locksim_live::proxy::CutMode::Stall
+        },
     };
     let live = locksim_live::run(&prepared, &opts).map_err(classify)?;
     let result = locksim_live::result(&prepared, seed, &live);

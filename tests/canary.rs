@@ -9,48 +9,54 @@
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use locksim_protocols::{
-    Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol, Registry,
-};
+use locksim_protocols::{Acquired, Grant, LockClient, NoParams, Outcome, Protocol, Registry};
 use locksim_scenarios::search::{search, Failure, SearchOptions};
 use locksim_scenarios::Scenario;
 use locksim_sim::rpc::{endpoint, Caller, Wire};
 use locksim_sim::{FaultKind, Net, NodeCtx, NodeIdx, Property, Role, Verdict, World};
 use std::cell::Cell;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// `true` asks for the lock, `false` gives it back; the answer says whether it worked.
 type CanaryNet = Net<Wire<(bool, String), bool>>;
 
+#[derive(Clone)]
 struct Forgetful;
 
 impl Protocol for Forgetful {
-    fn id(&self) -> &'static str {
-        "canary-forgetful"
-    }
+    const ID: &'static str = "canary-forgetful";
+    const SUMMARY: &'static str =
+        "a broken lock for testing the search: its lease does not survive a server restart";
+    type Params = NoParams;
+    type Servers = (CanaryNet, NodeIdx);
+    type Client = ForgetfulClient;
 
-    fn summary(&self) -> &'static str {
-        "a broken lock for testing the search: its lease does not survive a server restart"
-    }
-
-    fn configure(&self, _params: &toml::Table) -> Result<Box<dyn Deployment>, ParamError> {
-        Ok(Box::new(Forgetful))
-    }
-}
-
-impl Deployment for Forgetful {
-    fn servers(&self) -> Vec<String> {
+    fn servers(&self, _: &NoParams) -> Vec<String> {
         vec!["lock".into()]
     }
 
-    fn start(&self, world: &World) -> Arc<dyn Connector> {
+    fn start(&self, _: &NoParams, world: &World) -> (CanaryNet, NodeIdx) {
         let net = CanaryNet::new(world);
         let server_net = net.clone();
         let server = world.add_node("lock", Role::Server, move |ctx| {
             serve(ctx, server_net.clone())
         });
-        Arc::new(ForgetfulConnector { net, server })
+        (net, server)
+    }
+
+    fn connect(
+        &self,
+        _: &NoParams,
+        (net, server): &(CanaryNet, NodeIdx),
+        ctx: &NodeCtx,
+    ) -> ForgetfulClient {
+        let (caller, _) = endpoint(net, ctx);
+        ForgetfulClient {
+            ctx: ctx.clone(),
+            caller,
+            server: *server,
+            grants: Cell::new(0),
+        }
     }
 }
 
@@ -74,23 +80,6 @@ async fn serve(ctx: NodeCtx, net: CanaryNet) {
         };
         drop(h);
         caller.reply(req.from, req.id, ok);
-    }
-}
-
-struct ForgetfulConnector {
-    net: CanaryNet,
-    server: NodeIdx,
-}
-
-impl Connector for ForgetfulConnector {
-    fn connect(&self, ctx: &NodeCtx) -> Box<dyn LockClient> {
-        let (caller, _) = endpoint(&self.net, ctx);
-        Box::new(ForgetfulClient {
-            ctx: ctx.clone(),
-            caller,
-            server: self.server,
-            grants: Cell::new(0),
-        })
     }
 }
 
@@ -154,7 +143,7 @@ crash_down_ms_max = 30
 
 fn prepared() -> locksim_scenarios::Prepared {
     let mut registry = Registry::builtin();
-    registry.add(Arc::new(Forgetful));
+    registry.add(Forgetful);
     // One file per call: the tests run in parallel threads of one process.
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

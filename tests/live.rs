@@ -407,3 +407,54 @@ fn etcd_3_4_lock_enters_without_its_key_after_a_pause_and_3_5_does_not() {
     assert_eq!(fixed["properties"]["mutual_exclusion"], "valid", "{fixed}");
     assert_none_left(keep);
 }
+
+#[test]
+fn a_partition_cuts_a_clients_links_through_the_proxies_and_server_links_are_refused() {
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    let dir = scratch("partition");
+    let path = scenario(&dir, "cut", "duration_ms = 2500\n[protocol]\nname = \"single-redis\"\nttl_ms = 500\n[workload]\nclients = 2\ncs_ms_min = 100\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 500\nduration_ms = 1000\nisolate = [\"c1\"]\n");
+    for mode in ["stall", "reset"] {
+        let history = dir.join(format!("{mode}.jsonl"));
+        let h = history.display().to_string();
+        let out = in_repo(&["live", &path, "--partition", mode, "--history", &h]);
+        assert!(
+            matches!(code(&out), 0 | 1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&history).unwrap();
+        let events: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let cut = events
+            .iter()
+            .find(|e| e["op"] == "partition")
+            .expect("a partition event");
+        assert_eq!(cut["detail"], format!("{mode}: c1-redis, c1-resource"));
+        let healed = events
+            .iter()
+            .find(|e| e["op"] == "heal")
+            .expect("a heal event");
+        let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
+        assert!(
+            (1_500..1_600).contains(&ms(healed)),
+            "healed at {} ms",
+            ms(healed)
+        );
+        // While cut off, c1 learns nothing from the server or the resource.
+        let c1_ok_while_cut = events.iter().filter(|e| {
+            e["node"] == "c1"
+                && e["kind"] == "ok"
+                && ["acquire", "read", "write", "release"].contains(&e["op"].as_str().unwrap())
+                && (ms(cut) + 5..ms(healed)).contains(&ms(e))
+        });
+        assert_eq!(c1_ok_while_cut.count(), 0, "{text}");
+    }
+    let servers = scenario(&dir, "servers", "duration_ms = 1000\n[protocol]\nname = \"etcd\"\n[[faults]]\nkind = \"partition\"\nat_ms = 100\nduration_ms = 100\nisolate = [\"etcd1\"]\n");
+    let out = in_repo(&["live", &servers]);
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no proxy between servers"));
+}

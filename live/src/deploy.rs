@@ -4,8 +4,10 @@
 use crate::procs::free_port;
 use crate::servers::{find_binary, output_of, version_in, Server};
 use crate::spec::LockSpec;
-use locksim_protocols::redis::Persistence;
-use locksim_protocols::{etcd, parse_params, single_redis};
+use locksim_protocols::parse_params;
+use locksim_protocols::raft::etcd;
+use locksim_protocols::redis::server::Persistence;
+use locksim_protocols::redis::single as single_redis;
 use locksim_scenarios::Prepared;
 use locksim_sim::nemesis::ROLE_LEADER;
 use serde::Serialize;

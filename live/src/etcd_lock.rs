@@ -2,7 +2,7 @@
 //! TTL/3) and `concurrency.Mutex` (a key under the prefix, created with the lease in a
 //! transaction; the owner is the key with the lowest create-revision; a waiter watches the
 //! next-older key until it is deleted), as the model's client does (`EtcdClient` in
-//! `locksim_protocols::etcd`). The model's variants are etcd's two forms: `correct` is 3.5's
+//! `locksim_protocols::raft::etcd`). The model's variants are etcd's two forms: `correct` is 3.5's
 //! `Lock` (after waiting it reads its own key again: the fix of issue #11456), and
 //! `no-lease-recheck-after-wait` is 3.4's (it returns without that check). The requests go to
 //! etcd's JSON gateway on each member's client URL (`/v3/kv/txn`, `/v3/lease/keepalive`,
@@ -11,7 +11,7 @@
 use crate::client::{Ctx, LiveLock};
 use crate::clock;
 use crate::http;
-use locksim_protocols::etcd::{Params, Variant, PREFIX};
+use locksim_protocols::raft::etcd::{Params, Variant, PREFIX};
 use locksim_protocols::{Acquired, Grant, Outcome, Validity};
 use serde_json::{json, Value};
 use std::net::SocketAddr;

@@ -1,14 +1,15 @@
 //! Live mode: the scenarios, workload and checker of locksim against real servers.
 //!
 //! `locksim live SCENARIO.toml` starts the servers the scenario's `[protocol]` describes
-//! (Debian's `redis-server`; etcd and ZooKeeper to come) on loopback, each in a process
+//! (Debian's `redis-server`, etcd and ZooKeeper) on loopback, each in a process
 //! group of its own with its own data directory, starts one client process per client (the
 //! `locksim` binary in its `live-client` role) running the workload step for step as the
 //! simulator's clients do, applies the scenario's pauses and crashes with signals
-//! (SIGSTOP/SIGCONT, SIGKILL and a restart), and merges the events every process stamped
-//! on the machine's monotonic clock into one history, checked by the simulator's checker.
-//! Faults it cannot inject for real (clock jumps and drift, fsync stalls; partitions and
-//! loss until it has its TCP proxy) are refused, never faked ([`refuse`]).
+//! (SIGSTOP/SIGCONT, SIGKILL and a restart) and partitions of client links with TCP proxies
+//! ([`proxy`]), and merges the events every process stamped on the machine's monotonic clock
+//! into one history, checked by the simulator's checker. Faults it cannot inject for real
+//! (clock jumps and drift, fsync stalls, message loss, cuts between servers) are refused,
+//! never faked ([`refuse`]).
 
 pub mod client;
 pub mod clock;
@@ -17,6 +18,7 @@ pub mod etcd_lock;
 pub mod history;
 pub mod http;
 pub mod procs;
+pub mod proxy;
 pub mod redis_lock;
 pub mod refuse;
 pub mod resource;

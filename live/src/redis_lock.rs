@@ -1,13 +1,13 @@
 //! `single-redis` against a real redis-server: the model's recipe
-//! (`locksim_protocols::single_redis`, `locksim_protocols::redis::client`) with the very
+//! (`locksim_protocols::redis::single`, `locksim_protocols::redis::client`) with the very
 //! commands the model builds (`acquire_cmd`, `release_cmd`, `Cmd::argv`), sent over RESP.
 
 use crate::client::{Ctx, LiveLock};
 use crate::clock;
 use crate::resp::Resp;
 use locksim_protocols::redis::client::{acquire_cmd, release_cmd, KEY};
+use locksim_protocols::redis::single::{Params, Variant};
 use locksim_protocols::redis::store::{Cmd, Reply};
-use locksim_protocols::single_redis::{Params, Variant};
 use locksim_protocols::{Acquired, Grant, Outcome};
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 
 use locksim_scenarios::Prepared;
 use locksim_sim::nodes::ArmedPoint;
-use locksim_sim::FaultKind;
+use locksim_sim::{Fault, FaultKind};
 
 /// A scenario live mode refuses: the message names the fault (or parameter) and why.
 #[derive(Debug)]
@@ -29,10 +29,11 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
              filesystem); a SIGKILL loses nothing the kernel already has, so power-loss \
              semantics stay the simulator's; run it in the simulator",
         ),
-        FaultKind::Partition | FaultKind::Loss => Some(
-            "live mode has no TCP proxy on its links yet, so it cannot cut or lose messages; \
-             run it in the simulator",
+        FaultKind::Loss => Some(
+            "live mode's TCP proxies cut links but do not drop single messages (TCP would \
+             resend them); run it in the simulator",
         ),
+        FaultKind::Partition => None,
         FaultKind::PausePeriodic => {
             Some("live mode does not repeat pauses on a schedule yet; run it in the simulator")
         }
@@ -53,6 +54,14 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
             )));
         }
         let clients = s.workload.client_names();
+        if let Fault::Partition(_) = fault {
+            partition_links(fault, &clients, &prepared.deployment.servers()).map_err(|why| {
+                Refused(format!(
+                    "{}: faults[{i}] (kind = \"partition\"): {why}",
+                    prepared.path
+                ))
+            })?;
+        }
         if let Some(ArmedPoint { node, point, .. }) = fault.armed_point() {
             if !clients.contains(&node) {
                 return Err(Refused(format!(
@@ -72,8 +81,11 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
     let profile = &s.faults_random;
     for kind in FaultKind::ALL.iter().copied() {
         if profile.probability(kind) > 0.0 {
-            let Some(why) = why_not(kind) else {
-                continue;
+            // Random partitions may cut links between servers, which live mode cannot.
+            let why = match (kind, why_not(kind)) {
+                (_, Some(why)) => why,
+                (FaultKind::Partition, None) => "live mode cuts only scripted client links",
+                (_, None) => continue,
             };
             return Err(Refused(format!(
                 "{}: faults_random draws {:?} faults: {why}",
@@ -90,4 +102,66 @@ fn snake(kind: FaultKind) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
+}
+
+/// The client links a partition cuts, as (client, server or `resource`) pairs; an error if it
+/// would cut a link live mode has no proxy on (between servers) or is one-way.
+pub fn partition_links(
+    fault: &Fault,
+    clients: &[String],
+    servers: &[String],
+) -> Result<Vec<(String, String)>, String> {
+    let Fault::Partition(p) = fault else {
+        return Ok(vec![]);
+    };
+    let (isolate, groups, one_way) = (&p.isolate, &p.groups, &p.one_way);
+    if *one_way {
+        return Err("live mode cuts TCP links both ways: `one_way` is the simulator's".into());
+    }
+    let mut nodes: Vec<String> = clients.iter().chain(servers).cloned().collect();
+    nodes.push(locksim_protocols::resource::RESOURCE.into());
+    let side = |n: &str| -> Option<usize> {
+        if isolate.is_empty() {
+            groups.iter().position(|g| g.iter().any(|x| x == n))
+        } else {
+            Some(usize::from(isolate.iter().any(|x| x == n)))
+        }
+    };
+    let is_client =
+        |n: &str| clients.iter().any(|c| c == n) || n == locksim_sim::nemesis::ROLE_HOLDER;
+    let named: Vec<&String> = isolate.iter().chain(groups.iter().flatten()).collect();
+    if let Some(role) = named
+        .iter()
+        .find(|n| locksim_sim::nemesis::is_role(n) && !is_client(n))
+    {
+        return Err(format!(
+            "`{role}` is a server role: live mode has no proxy between servers yet"
+        ));
+    }
+    for n in named {
+        if !nodes.contains(n) {
+            nodes.push(n.clone());
+        }
+    }
+    let mut links = vec![];
+    for a in &nodes {
+        for b in &nodes {
+            let (Some(sa), Some(sb)) = (side(a), side(b)) else {
+                continue;
+            };
+            if sa == sb || !is_client(a) || is_client(b) {
+                continue;
+            }
+            links.push((a.clone(), b.clone()));
+        }
+    }
+    for a in &nodes {
+        for b in &nodes {
+            let cut = matches!((side(a), side(b)), (Some(x), Some(y)) if x != y);
+            if cut && servers.contains(a) && servers.contains(b) {
+                return Err(format!("it cuts {a} from {b}: live mode has no proxy between servers yet (only client links)"));
+            }
+        }
+    }
+    Ok(links)
 }

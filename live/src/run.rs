@@ -6,6 +6,7 @@ use crate::clock;
 use crate::deploy::{self, Deployment, ServerInfo};
 use crate::history::Recorder;
 use crate::procs::Proc;
+use crate::proxy::{CutMode, Proxy};
 use crate::spec::{ClientMsg, ClientSpec, PointStop};
 use locksim_check::{Event, History, Kind, Op};
 use locksim_scenarios::Prepared;
@@ -31,6 +32,8 @@ pub struct LiveOptions {
     pub keep: Option<PathBuf>,
     /// The `locksim` binary, started with `live-client SPEC` for each client.
     pub exe: PathBuf,
+    /// How a partition cuts a link (stall, as the simulator does, or reset).
+    pub cut_mode: CutMode,
 }
 
 /// What a live run produced.
@@ -47,6 +50,7 @@ pub struct LiveRun {
 
 enum Action {
     Fault(Fault),
+    Heal { links: Vec<(String, String)> },
     Resume { node: String, epoch: u64 },
     Restart { node: String },
 }
@@ -73,6 +77,8 @@ struct Live<'a> {
     timer_seq: u64,
     end_ns: u64,
     tx: Sender<(String, u32, ClientMsg)>,
+    /// The proxy on each (client, server or resource) link.
+    proxies: BTreeMap<(String, String), Proxy>,
 }
 
 /// Runs `prepared` live. Every process it starts is gone when it returns (or unwinds).
@@ -113,6 +119,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         timer_seq: 0,
         end_ns: start_ns + s.duration_ms * 1_000_000 + s.heal_ms * 1_000_000,
         tx,
+        proxies: BTreeMap::new(),
     };
     for fault in faults.iter().filter(|f| f.at_ms().is_some()) {
         let at_ns = start_ns + fault.at_ms().unwrap_or(0) * 1_000_000;
@@ -200,7 +207,6 @@ impl Live<'_> {
 
     /// Starts (or restarts) client `name`, with a reader thread forwarding its lines.
     fn start_client(&mut self, name: &str, stops: Vec<PointStop>) -> anyhow::Result<()> {
-        let s = &self.prepared.scenario;
         let entry = self.clients.entry(name.to_owned()).or_insert(ClientProc {
             proc: None,
             incarnation: 0,
@@ -211,6 +217,9 @@ impl Live<'_> {
             .into_iter()
             .filter(|p| !entry.fired.contains(p))
             .collect();
+        let (lock, resource) = self.proxied(name)?;
+        let s = &self.prepared.scenario;
+        let entry = self.clients.get_mut(name).expect("inserted above");
         let spec = ClientSpec {
             name: name.into(),
             start_ns: self.recorder.start_ns(),
@@ -219,8 +228,8 @@ impl Live<'_> {
             incarnation: entry.incarnation,
             grants_before: entry.grants,
             workload: s.workload.clone(),
-            lock: self.deployment.lock.clone(),
-            resource: self.resource.clone(),
+            lock,
+            resource,
             stops,
         };
         let spec_file = self.dir.join(format!("{name}.{}.json", entry.incarnation));
@@ -266,6 +275,40 @@ impl Live<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The lock spec and resource address for client `name`, each link through a proxy of
+    /// its own (made at its first start).
+    fn proxied(&mut self, name: &str) -> anyhow::Result<(crate::spec::LockSpec, String)> {
+        let mut lock = self.deployment.lock.clone();
+        let servers: Vec<String> = self
+            .deployment
+            .client_addrs
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect();
+        let mut targets: Vec<(String, String)> = servers
+            .into_iter()
+            .zip(lock.addrs_mut().into_iter().map(|a| a.clone()))
+            .collect();
+        targets.push((
+            locksim_protocols::resource::RESOURCE.into(),
+            self.resource.clone(),
+        ));
+        let mut proxied = vec![];
+        for (node, addr) in targets {
+            let key = (name.to_owned(), node);
+            if !self.proxies.contains_key(&key) {
+                self.proxies
+                    .insert(key.clone(), Proxy::start(addr.parse()?)?);
+            }
+            proxied.push(self.proxies[&key].addr.to_string());
+        }
+        let resource = proxied.pop().expect("the resource's proxy");
+        for (slot, addr) in lock.addrs_mut().into_iter().zip(proxied) {
+            *slot = addr;
+        }
+        Ok((lock, resource))
     }
 
     /// Fires due timers and handles client messages until `until_ns`.
@@ -340,6 +383,7 @@ impl Live<'_> {
             Action::Fault(fault) => self.apply(fault),
             Action::Resume { node, epoch } => self.resume(&node, Some(epoch)),
             Action::Restart { node } => self.restart(&node),
+            Action::Heal { links } => self.heal(&links),
         }
     }
 
@@ -366,9 +410,11 @@ impl Live<'_> {
                 .detail(format!("{:?} skipped: nobody is {role}", fault.kind()));
             return self.recorder.record(skipped);
         };
+        let concrete_for_links = concrete.clone();
         match concrete {
             Fault::Pause(p) => self.pause(&p.node, p.duration_ms, &why),
             Fault::Crash(c) => self.crash(&c.node, c.restart_after_ms, &why),
+            Fault::Partition(p) => self.partition(&concrete_for_links, p.duration_ms),
             other => unreachable!("refused before the run: {other:?}"),
         }
     }
@@ -460,6 +506,44 @@ impl Live<'_> {
         );
     }
 
+    /// Cuts every client link `fault` separates (through the proxies) for `duration_ms`.
+    fn partition(&mut self, fault: &Fault, duration_ms: u64) {
+        let clients = self.prepared.scenario.workload.client_names();
+        let servers: Vec<String> = self
+            .deployment
+            .client_addrs
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect();
+        let links = crate::refuse::partition_links(fault, &clients, &servers).unwrap_or_default();
+        for link in &links {
+            if let Some(p) = self.proxies.get(link) {
+                p.cut(self.opts.cut_mode);
+            }
+        }
+        let shown: Vec<String> = links.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+        let detail = format!("{:?}: {}", self.opts.cut_mode, shown.join(", ")).to_lowercase();
+        let event = Event::new(NEMESIS, Kind::Info, Op::Partition)
+            .value(duration_ms as i64)
+            .detail(detail.clone());
+        self.recorder.record(event);
+        self.at(
+            clock::now_ns() + duration_ms * 1_000_000,
+            Action::Heal { links },
+        );
+    }
+
+    fn heal(&mut self, links: &[(String, String)]) {
+        for link in links {
+            if let Some(p) = self.proxies.get(link) {
+                p.heal();
+            }
+        }
+        let shown: Vec<String> = links.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+        self.recorder
+            .record(Event::new(NEMESIS, Kind::Info, Op::Heal).detail(shown.join(", ")));
+    }
+
     /// SIGKILL; a restart after `restart_after_ms` if given.
     fn crash(&mut self, node: &str, restart_after_ms: Option<u64>, why: &str) {
         let killed = match self.clients.get_mut(node) {
@@ -527,6 +611,17 @@ impl Live<'_> {
             .collect();
         for node in crashed {
             self.restart(&node);
+        }
+        let cut: Vec<Vec<(String, String)>> = self
+            .timers
+            .values()
+            .filter_map(|a| match a {
+                Action::Heal { links } => Some(links.clone()),
+                _ => None,
+            })
+            .collect();
+        for links in cut {
+            self.heal(&links);
         }
         self.timers.clear();
     }

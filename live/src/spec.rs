@@ -2,7 +2,8 @@
 //! the client tells the parent (JSON lines on its stdout).
 
 use locksim_check::Event;
-use locksim_protocols::{etcd, single_redis, zookeeper};
+use locksim_protocols::raft::{etcd, zookeeper};
+use locksim_protocols::redis::single as single_redis;
 use locksim_scenarios::Workload;
 use serde::{Deserialize, Serialize};
 
@@ -80,4 +81,15 @@ pub enum ClientMsg {
     /// The client is about to stop itself (SIGSTOP) at a named point: the parent records
     /// the fault and resumes (or kills) it.
     Stop(PointStop),
+}
+
+impl LockSpec {
+    /// The servers' addresses, in the deployment's order (to point a client at proxies).
+    pub fn addrs_mut(&mut self) -> Vec<&mut String> {
+        match self {
+            LockSpec::SingleRedis { server, .. } => vec![server],
+            LockSpec::Etcd { endpoints, .. } => endpoints.iter_mut().collect(),
+            LockSpec::ZooKeeper { servers, .. } => servers.iter_mut().collect(),
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! `zookeeper` against a real ZooKeeper ensemble: the lock recipe of the ZooKeeper
 //! Programmer's Guide and Curator's `InterProcessMutex`, as the model's client does
-//! (`ZkClient` in `locksim_protocols::zookeeper`): create `/lock/lock-` `EPHEMERAL_SEQUENTIAL`,
+//! (`ZkClient` in `locksim_protocols::raft::zookeeper`): create `/lock/lock-` `EPHEMERAL_SEQUENTIAL`,
 //! list the children, hold the lock when the own node has the lowest sequence, else `exists`
 //! with a watch on the next-lower node and list again when it is deleted. The session pings
 //! every third of its timeout; a client that has heard nothing for two thirds of it is
@@ -11,7 +11,7 @@
 
 use crate::client::{Ctx, LiveLock};
 use crate::clock;
-use locksim_protocols::zookeeper::{Params, Variant};
+use locksim_protocols::raft::zookeeper::{Params, Variant};
 use locksim_protocols::{Acquired, Grant, Outcome, Validity};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

@@ -7,7 +7,7 @@ use crate::deploy::{Deployment, ServerInfo};
 use crate::procs::free_port;
 use crate::servers::{find_binary, version_in, Probe, Server};
 use crate::spec::LockSpec;
-use locksim_protocols::zookeeper::Params;
+use locksim_protocols::raft::zookeeper::Params;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;

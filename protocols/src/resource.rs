@@ -160,10 +160,14 @@ async fn serve(ctx: NodeCtx, net: ResourceNet, rules: ResourceRules) {
                     });
                     ResourceResp::Rejected { highest }
                 } else {
+                    if let (Fencing::On, Some(t)) = (rules.fencing, token) {
+                        assert!(s.highest_token.is_none_or(|h| t >= h), "a stale token");
+                    }
                     s.value = value;
                     if let Some(t) = token {
                         s.highest_token = Some(s.highest_token.map_or(t, |h| h.max(t)));
                     }
+                    assert!(token <= s.highest_token, "the highest token only grows");
                     disk.put(STATE_FILE, s.clone());
                     // Committed before it is acknowledged.
                     disk.fsync().await;

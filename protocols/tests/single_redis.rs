@@ -1,7 +1,7 @@
 //! The single-Redis client library driven directly, outside the standard workload.
 
-use locksim_protocols::single_redis::SingleRedis;
-use locksim_protocols::{Acquired, Outcome, Protocol};
+use locksim_protocols::redis::single::SingleRedis;
+use locksim_protocols::{Acquired, AnyProtocol, Outcome};
 use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::{simulate, Role, SimSpec};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! late" check. What differs (Redlock's quorum, Sentinel's primary, `WAIT`, the bug
 //! variants) stays in each protocol's file.
 
-use crate::{Acquired, Grant, LockClient, Outcome, ParamError};
+use crate::protocol::{Acquired, Grant, LockClient, Outcome, ParamError};
 use async_trait::async_trait;
 use locksim_sim::rpc::RpcError;
 use locksim_sim::NodeCtx;
@@ -218,6 +218,7 @@ pub trait OneServer: Attempts {
         token: Option<u64>,
         value: String,
     ) -> Attempt {
+        assert!(!value.is_empty(), "a grant has the value its key holds");
         if valid_until.is_some_and(|v| self.ctx().mono_now() >= v) {
             self.ctx()
                 .note("grant arrived after its validity: released");

@@ -23,15 +23,20 @@
 //! The command semantics are checked against a real `redis-server` 7.0 by
 //! `protocols/tests/redis_conformance.rs` (docs/redis-protocols.md says what it compares).
 
+//! The family's files: [`store`] (the data set, a pure function of command and wall time),
+//! [`node`] (a node's data set and replication state, and the history notes of its lock
+//! keys), [`server`] (a node behind the network), [`replication`] (the replication state
+//! machine and its messages), [`link`] (a replicated node's tasks), [`sentinel`], [`client`]
+//! (what every Redis lock client shares), and the protocols [`single`] (`single-redis`),
+//! [`replicated`] (`replicated-redis`) and [`redlock`].
+
 pub mod client;
+pub mod link;
+pub mod node;
+pub mod redlock;
+pub mod replicated;
 pub mod replication;
 pub mod sentinel;
 pub mod server;
+pub mod single;
 pub mod store;
-
-pub use replication::{ReplNet, ReplRole, Replicated, ReplicationConfig};
-pub use sentinel::{
-    current_primary, start_sentinel, SentinelConfig, SentinelNet, SentinelReq, SentinelResp,
-};
-pub use server::{start_replicated_server, start_server, Persistence, RedisNet, ServerConfig};
-pub use store::{ActiveExpiry, Cmd, Effect, IntArg, ReplInfo, Reply, Store};

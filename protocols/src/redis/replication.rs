@@ -26,15 +26,10 @@
 //! Not modelled: transfer time of a full resync, the backlog's size limit (here it keeps the
 //! whole run), chained replicas, `min-replicas-to-write`.
 
-use super::server::Node;
-use super::store::{wait_timeout, Cmd, Effect, ReplInfo, Reply, Store};
-use futures::StreamExt;
-use locksim_sim::rpc::Caller;
-use locksim_sim::{Net, NodeCtx, NodeIdx};
+use super::store::{Effect, ReplInfo, Store};
+use locksim_sim::{Net, NodeIdx};
 use rand::Rng;
-use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::rc::Rc;
 use std::time::Duration;
 
 /// The replication stream's message family.
@@ -122,24 +117,21 @@ pub struct Replicated {
     /// Lag, heartbeat, timeout.
     pub config: ReplicationConfig,
     /// The role the node starts in. Sentinel rewrites it in the config file on the node's
-    /// disk ([`CONF`]; `REPLICAOF` + `CONFIG REWRITE`), so a restarted node comes back in the
+    /// disk (`link::CONF`; `REPLICAOF` + `CONFIG REWRITE`), so a restarted node comes back in the
     /// role it last had.
     pub role: ReplRole,
 }
 
-/// The config file on a Redis node's disk: its replication role.
-pub const CONF: &str = "redis.conf";
-
-/// The role a node starts in: as its config file says, or as it was deployed.
-pub(super) fn configured_role(ctx: &NodeCtx, replicated: &Replicated) -> ReplRole {
-    ctx.disk().last(CONF).unwrap_or(replicated.role)
-}
-
-/// `CONFIG REWRITE`: the new role goes to the config file, synced in the background.
-fn rewrite_config(ctx: &NodeCtx, role: ReplRole) {
-    let disk = ctx.disk();
-    disk.put(CONF, role);
-    drop(disk.fsync());
+/// What a node does after a replication message: send `reply` back to its sender, answer
+/// the clients blocked in `WAIT` that are now satisfied, and note a full resync.
+#[derive(Debug, Default)]
+pub struct Received {
+    /// The answer to the sender.
+    pub reply: Option<ReplMsg>,
+    /// `(client, request id, count)` for each `WAIT` that is now answered.
+    pub waiters: Vec<(NodeIdx, u64, i64)>,
+    /// After a full resync that changed something: `(keys dropped, keys loaded)`.
+    pub resynced: Option<(usize, usize)>,
 }
 
 /// A client blocked in `WAIT`.
@@ -224,9 +216,47 @@ impl Replication {
         }
     }
 
+    /// The backlog holds exactly the offsets after `backlog_start` up to `offset`.
+    fn assert_backlog(&self) {
+        assert_eq!(
+            self.backlog_start + self.backlog.len() as u64,
+            self.offset,
+            "the backlog ends at the offset"
+        );
+    }
+
     fn append(&mut self, ops: &[Effect]) {
+        let before = self.offset;
         self.backlog.extend_from_slice(ops);
         self.offset += ops.len() as u64;
+        assert!(
+            self.offset >= before,
+            "replication offsets only move forward"
+        );
+        self.assert_backlog();
+    }
+
+    /// A primary's history and its replicas: where [`ReplMsg::Stream`]s go.
+    pub fn stream_targets(&self) -> Option<(u64, Vec<NodeIdx>)> {
+        let replid = self.replid?;
+        Some((replid, self.replicas.keys().copied().collect()))
+    }
+
+    /// The offset this node has applied (or, as a primary, written).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// `PSYNC` with what this node has: the message a replica sends its primary.
+    pub fn psync(&self) -> ReplMsg {
+        assert!(
+            matches!(self.role, ReplRole::Replica { .. }),
+            "only a replica asks for the stream"
+        );
+        ReplMsg::Psync {
+            replid: self.replid,
+            offset: self.offset,
+        }
     }
 
     /// `REPLICAOF NO ONE`: start a new history that continues the current one. False if
@@ -240,6 +270,11 @@ impl Replication {
         self.role = ReplRole::Primary;
         self.early.clear();
         self.behind_since = None;
+        assert!(
+            self.replid != self.previous.map(|(r, _)| r),
+            "a new history"
+        );
+        self.assert_backlog();
         true
     }
 
@@ -251,6 +286,7 @@ impl Replication {
         }
         self.role = ReplRole::Replica { primary };
         self.replicas.clear();
+        // Clients blocked in WAIT on this node stay blocked until their timeout, as in Redis.
         self.synced = false;
         self.heard = now;
         self.early.clear();
@@ -271,6 +307,7 @@ impl Replication {
         store: &Store,
         now: Duration,
     ) -> ReplMsg {
+        assert_eq!(self.role, ReplRole::Primary, "only a primary answers PSYNC");
         let me = self.replid.expect("a primary has a history");
         let same = replid == Some(me);
         let continues_previous = self
@@ -301,6 +338,10 @@ impl Replication {
 
     /// Applies the stream from offset `start` on; keeps batches that arrive early.
     fn apply_stream(&mut self, store: &mut Store, start: u64, ops: Vec<Effect>) {
+        assert!(
+            matches!(self.role, ReplRole::Replica { .. }),
+            "only a replica applies a stream"
+        );
         if start > self.offset {
             self.early.insert(start, ops);
             return;
@@ -321,6 +362,13 @@ impl Replication {
         }
     }
 
+    /// The waiter `key` whose `WAIT` timed out, answered with the count now: `(client,
+    /// request id, count)`; `None` if it was answered already.
+    pub fn time_out_waiter(&mut self, key: u64) -> Option<(NodeIdx, u64, i64)> {
+        let w = self.waiters.remove(&key)?;
+        Some((w.client, w.id, self.acked(w.target)))
+    }
+
     /// How many replicas acknowledged `target`.
     fn acked(&self, target: u64) -> i64 {
         self.replicas.values().filter(|l| l.acked >= target).count() as i64
@@ -328,19 +376,30 @@ impl Replication {
 
     /// Adds a primary's own expiries (`DEL`s) to the stream.
     pub fn expired(&mut self, ops: &[Effect]) {
+        assert_eq!(self.role, ReplRole::Primary, "replicas never expire keys");
         self.append(ops);
     }
 
     /// Adds `client`'s write to the stream and remembers its offset (what the client's
     /// `WAIT` waits for).
     pub fn wrote(&mut self, client: NodeIdx, ops: &[Effect]) {
+        assert_eq!(self.role, ReplRole::Primary, "replicas refuse writes");
+        assert!(
+            !ops.is_empty(),
+            "only a write that changed something is streamed"
+        );
         self.append(ops);
         self.last_write.insert(client, self.offset);
     }
 
     /// `WAIT replicas` from `client`: the count now if it is enough, or the key of a new
     /// waiter.
-    fn wait(&mut self, client: NodeIdx, id: u64, replicas: u32) -> Result<i64, u64> {
+    pub fn wait(&mut self, client: NodeIdx, id: u64, replicas: u32) -> Result<i64, u64> {
+        assert_eq!(
+            self.role,
+            ReplRole::Primary,
+            "WAIT on a replica is an error reply"
+        );
         let target = self.last_write.get(&client).copied().unwrap_or(0);
         let count = self.acked(target);
         if count >= replicas as i64 {
@@ -379,7 +438,7 @@ impl Replication {
 
     /// What the ping period sends: heartbeats from a primary, acknowledgements or a new
     /// `PSYNC` from a replica.
-    fn tick(&mut self, now: Duration, config: &ReplicationConfig) -> Vec<(NodeIdx, ReplMsg)> {
+    pub fn tick(&mut self, now: Duration, config: &ReplicationConfig) -> Vec<(NodeIdx, ReplMsg)> {
         let timeout = Duration::from_millis(config.timeout_ms);
         match self.role {
             ReplRole::Primary => {
@@ -423,271 +482,151 @@ impl Replication {
             }
         }
     }
-}
 
-/// Redis 7.0's answer to `WAIT` on a replica.
-const ERR_WAIT_ON_REPLICA: &str = "ERR WAIT cannot be used with replica instances. Please also \
-    note that since Redis 4.0 if a replica is configured to be writable (which is not the \
-    default) writes to replicas are just local and are not propagated.";
-
-/// Handles `INFO`, `REPLICAOF` and `WAIT` on a replicated node; `None` if the reply comes
-/// later (a blocked `WAIT`).
-pub(super) fn command(
-    ctx: &NodeCtx,
-    node: &Rc<RefCell<Node>>,
-    caller: &Caller<Cmd, Reply>,
-    replicated: &Replicated,
-    client: NodeIdx,
-    id: u64,
-    cmd: &Cmd,
-) -> Option<Reply> {
-    let mut n = node.borrow_mut();
-    let repl = n.repl.as_mut().expect("a replicated node");
-    match cmd {
-        Cmd::Info => Some(Reply::Info(repl.info())),
-        Cmd::ReplicaOf { primary: None } => {
-            if repl.promote() {
-                rewrite_config(ctx, ReplRole::Primary);
-                let detail = format!("promoted to primary at offset {}", repl.offset);
-                ctx.event("promoted", None, detail);
+    /// A replication message from `from`, at local time `now`: applied to this node's state
+    /// and data set; what to send back is in the result (IO stays with the caller).
+    pub fn receive(
+        &mut self,
+        store: &mut Store,
+        from: NodeIdx,
+        msg: ReplMsg,
+        now: Duration,
+    ) -> Received {
+        let from_my_primary = self.role == ReplRole::Replica { primary: from };
+        let primary = self.role == ReplRole::Primary;
+        let offset_before = self.offset;
+        // A full resync may move a replica back: to a new primary that is behind it.
+        let resync = from_my_primary && matches!(msg, ReplMsg::FullResync { .. });
+        let received = match msg {
+            ReplMsg::Psync { replid, offset } if primary => Received {
+                reply: Some(self.answer_psync(from, replid, offset, store, now)),
+                ..Received::default()
+            },
+            ReplMsg::Ack { replid, offset } if primary => self.on_ack(from, replid, offset, now),
+            ReplMsg::FullResync {
+                replid,
+                offset,
+                snapshot,
+            } if from_my_primary => self.on_full_resync(store, replid, offset, snapshot, now),
+            ReplMsg::Continue { replid, start, ops } if from_my_primary && start == self.offset => {
+                self.on_continue(store, replid, start, ops, now)
             }
-            Some(Reply::Ok)
-        }
-        Cmd::ReplicaOf {
-            primary: Some(primary),
-        } => {
-            let was_primary = repl.role == ReplRole::Primary;
-            if repl.follow(*primary, ctx.mono_now()) {
-                rewrite_config(ctx, repl.role);
-                let psync = ReplMsg::Psync {
-                    replid: repl.replid,
-                    offset: repl.offset,
-                };
-                replicated.net.send(ctx.idx(), *primary, psync);
-                let detail = format!("now a replica of {}", ctx.world().name(*primary));
-                if was_primary {
-                    ctx.event("demoted", None, detail);
-                } else {
-                    ctx.note(detail);
-                }
+            ReplMsg::Stream { replid, start, ops }
+                if from_my_primary && self.synced && self.replid == Some(replid) =>
+            {
+                self.on_stream(store, start, ops, now)
             }
-            Some(Reply::Ok)
-        }
-        Cmd::Wait {
-            replicas,
-            timeout_ms,
-        } => {
-            if repl.role != ReplRole::Primary {
-                return Some(Reply::Error(ERR_WAIT_ON_REPLICA.into()));
-            }
-            let timeout = match wait_timeout(*timeout_ms) {
-                Ok(timeout) => timeout,
-                Err(error) => return Some(error),
-            };
-            match (repl.wait(client, id, *replicas), timeout) {
-                (Ok(count), _) => Some(Reply::Int(count)),
-                // No timeout: blocks until enough replicas acknowledge, however long.
-                (Err(_), None) => None,
-                (Err(key), Some(timeout)) => {
-                    let (ctx2, node2, caller2) = (ctx.clone(), node.clone(), caller.clone());
-                    ctx.spawn(async move {
-                        ctx2.sleep_local(timeout).await;
-                        let mut n = node2.borrow_mut();
-                        let repl = n.repl.as_mut().expect("a replicated node");
-                        if let Some(w) = repl.waiters.remove(&key) {
-                            caller2.reply(w.client, w.id, Reply::Int(repl.acked(w.target)));
-                        }
-                    });
-                    None
-                }
-            }
-        }
-        _ => unreachable!("data commands go to the store"),
-    }
-}
-
-/// Sends a primary's new effects (at offsets `start + 1 ..`) to each of its replicas after
-/// that link's lag.
-pub(super) fn feed(
-    ctx: &NodeCtx,
-    node: &Rc<RefCell<Node>>,
-    replicated: &Replicated,
-    start: u64,
-    ops: Vec<Effect>,
-) {
-    let (replid, replicas): (u64, Vec<NodeIdx>) = {
-        let n = node.borrow();
-        let repl = n.repl.as_ref().expect("a replicated node");
-        let Some(replid) = repl.replid else { return };
-        (replid, repl.replicas.keys().copied().collect())
-    };
-    let config = &replicated.config;
-    for replica in replicas {
-        let msg = ReplMsg::Stream {
-            replid,
-            start,
-            ops: ops.clone(),
+            _ => Received::default(),
         };
-        let lag_ms = madsim::rand::thread_rng().gen_range(config.lag_ms_min..=config.lag_ms_max);
-        if lag_ms == 0 {
-            replicated.net.send(ctx.idx(), replica, msg);
-            continue;
+        if !resync {
+            assert!(
+                self.offset >= offset_before,
+                "replication offsets only move forward"
+            );
         }
-        let (ctx2, net) = (ctx.clone(), replicated.net.clone());
-        ctx.spawn(async move {
-            ctx2.sleep_local(Duration::from_millis(lag_ms)).await;
-            net.send(ctx2.idx(), replica, msg);
-        });
+        self.assert_backlog();
+        received
     }
-}
 
-/// Starts a replicated node's replication tasks: the stream's inbox and the ping period. A
-/// replica asks for the stream at once.
-pub(super) fn spawn(
-    ctx: &NodeCtx,
-    node: &Rc<RefCell<Node>>,
-    caller: &Caller<Cmd, Reply>,
-    replicated: &Replicated,
-) {
-    let inbox = replicated.net.bind(ctx);
-    if let Some(repl) = &node.borrow().repl {
-        if let ReplRole::Replica { primary } = repl.role {
-            let psync = ReplMsg::Psync {
-                replid: repl.replid,
-                offset: repl.offset,
+    /// `REPLCONF ACK`: the replica's progress, and the `WAIT`s it satisfies.
+    fn on_ack(&mut self, from: NodeIdx, replid: u64, offset: u64, now: Duration) -> Received {
+        if self.replid == Some(replid) {
+            let link = self.replicas.entry(from).or_insert(Link {
+                acked: 0,
+                heard: now,
+            });
+            link.acked = link.acked.max(offset);
+            link.heard = now;
+        }
+        Received {
+            waiters: self.satisfied_waiters(),
+            ..Received::default()
+        }
+    }
+
+    /// The primary's whole data set replaces the replica's.
+    fn on_full_resync(
+        &mut self,
+        store: &mut Store,
+        replid: u64,
+        offset: u64,
+        snapshot: Store,
+        now: Duration,
+    ) -> Received {
+        let dropped = store.len();
+        *store = snapshot;
+        self.replid = Some(replid);
+        self.offset = offset;
+        self.backlog_start = offset;
+        self.backlog.clear();
+        self.previous = None;
+        self.early.clear();
+        self.synced = true;
+        self.heard = now;
+        self.behind_since = None;
+        let loaded = store.len();
+        Received {
+            reply: Some(self.ack()),
+            resynced: (dropped + loaded > 0).then_some((dropped, loaded)),
+            ..Received::default()
+        }
+    }
+
+    /// `+CONTINUE`: adopt the primary's history and apply what was missing.
+    fn on_continue(
+        &mut self,
+        store: &mut Store,
+        replid: u64,
+        start: u64,
+        ops: Vec<Effect>,
+        now: Duration,
+    ) -> Received {
+        self.replid = Some(replid);
+        self.synced = true;
+        self.heard = now;
+        self.behind_since = None;
+        self.early.clear();
+        self.apply_stream(store, start, ops);
+        Received {
+            reply: Some(self.ack()),
+            ..Received::default()
+        }
+    }
+
+    /// The stream, or a heartbeat (no ops: then `start` is the primary's offset).
+    fn on_stream(
+        &mut self,
+        store: &mut Store,
+        start: u64,
+        ops: Vec<Effect>,
+        now: Duration,
+    ) -> Received {
+        self.heard = now;
+        if !ops.is_empty() {
+            self.apply_stream(store, start, ops);
+            return Received {
+                reply: Some(self.ack()),
+                ..Received::default()
             };
-            replicated.net.send(ctx.idx(), primary, psync);
         }
+        // A heartbeat: behind if the primary is further than what we applied.
+        if start <= self.offset {
+            self.behind_since = None;
+        } else if self.behind_since.is_none() {
+            self.behind_since = Some(now);
+        }
+        Received::default()
     }
-    let (ctx2, node2, caller2, r2) = (
-        ctx.clone(),
-        node.clone(),
-        caller.clone(),
-        replicated.clone(),
-    );
-    ctx.spawn(async move {
-        let mut inbox = inbox;
-        while let Some(envelope) = inbox.next().await {
-            // A replica's copy of the lock changes with its primary's stream: in the history
-            // too, so a timeline shows what each replica would hand over at a failover.
-            let before = super::server::lock_snapshot(&node2.borrow().store);
-            receive(&ctx2, &node2, &caller2, &r2, envelope.from, envelope.msg);
-            super::server::record_lock_changes(&ctx2, &before, &node2.borrow().store);
-        }
-    });
-    let (ctx3, node3, r3) = (ctx.clone(), node.clone(), replicated.clone());
-    ctx.spawn(async move {
-        let period = Duration::from_millis(r3.config.ping_interval_ms);
-        loop {
-            ctx3.sleep_local(period).await;
-            let msgs = {
-                let mut n = node3.borrow_mut();
-                let repl = n.repl.as_mut().expect("a replicated node");
-                repl.tick(ctx3.mono_now(), &r3.config)
-            };
-            for (to, msg) in msgs {
-                r3.net.send(ctx3.idx(), to, msg);
-            }
-        }
-    });
-}
 
-fn receive(
-    ctx: &NodeCtx,
-    node: &Rc<RefCell<Node>>,
-    caller: &Caller<Cmd, Reply>,
-    replicated: &Replicated,
-    from: NodeIdx,
-    msg: ReplMsg,
-) {
-    let now = ctx.mono_now();
-    let mut n = node.borrow_mut();
-    let Node { store, repl } = &mut *n;
-    let repl = repl.as_mut().expect("a replicated node");
-    let from_my_primary = repl.role == ReplRole::Replica { primary: from };
-    let reply = match msg {
-        ReplMsg::Psync { replid, offset } if repl.role == ReplRole::Primary => {
-            Some(repl.answer_psync(from, replid, offset, store, now))
+    fn ack(&self) -> ReplMsg {
+        assert!(
+            self.synced,
+            "a replica acknowledges only a stream it follows"
+        );
+        ReplMsg::Ack {
+            replid: self.replid.expect("synced"),
+            offset: self.offset,
         }
-        ReplMsg::Ack { replid, offset } if repl.role == ReplRole::Primary => {
-            if repl.replid == Some(replid) {
-                let link = repl.replicas.entry(from).or_insert(Link {
-                    acked: 0,
-                    heard: now,
-                });
-                link.acked = link.acked.max(offset);
-                link.heard = now;
-            }
-            for (client, id, count) in repl.satisfied_waiters() {
-                caller.reply(client, id, Reply::Int(count));
-            }
-            None
-        }
-        ReplMsg::FullResync {
-            replid,
-            offset,
-            snapshot,
-        } if from_my_primary => {
-            let dropped = store.len();
-            *store = snapshot;
-            repl.replid = Some(replid);
-            repl.offset = offset;
-            repl.backlog_start = offset;
-            repl.backlog.clear();
-            repl.previous = None;
-            repl.early.clear();
-            repl.synced = true;
-            repl.heard = now;
-            repl.behind_since = None;
-            if dropped + store.len() > 0 {
-                let name = ctx.world().name(from);
-                let loaded = store.len();
-                let detail = format!(
-                    "full resync from {name}: data set replaced ({dropped} keys dropped, \
-                     {loaded} loaded)"
-                );
-                ctx.note(detail);
-            }
-            Some(ack(repl))
-        }
-        ReplMsg::Continue { replid, start, ops } if from_my_primary && start == repl.offset => {
-            repl.replid = Some(replid);
-            repl.synced = true;
-            repl.heard = now;
-            repl.behind_since = None;
-            repl.early.clear();
-            repl.apply_stream(store, start, ops);
-            Some(ack(repl))
-        }
-        ReplMsg::Stream { replid, start, ops }
-            if from_my_primary && repl.synced && repl.replid == Some(replid) =>
-        {
-            repl.heard = now;
-            if ops.is_empty() {
-                // A heartbeat: behind if the primary is further than what we applied.
-                if start <= repl.offset {
-                    repl.behind_since = None;
-                } else if repl.behind_since.is_none() {
-                    repl.behind_since = Some(now);
-                }
-                None
-            } else {
-                repl.apply_stream(store, start, ops);
-                Some(ack(repl))
-            }
-        }
-        _ => None,
-    };
-    drop(n);
-    if let Some(msg) = reply {
-        replicated.net.send(ctx.idx(), from, msg);
-    }
-}
-
-fn ack(repl: &Replication) -> ReplMsg {
-    ReplMsg::Ack {
-        replid: repl.replid.expect("synced"),
-        offset: repl.offset,
     }
 }
 

@@ -226,6 +226,15 @@ impl Sentinel {
     /// `CONFIG REWRITE` of the sentinel's file, synced in the background (an answer that
     /// depends on it waits for a sync: see `unsynced`).
     fn save(&mut self) {
+        let d = &self.d;
+        assert!(
+            d.config_epoch <= d.current_epoch,
+            "a configuration's epoch was current"
+        );
+        assert!(
+            d.leader_epoch <= d.current_epoch,
+            "a vote's epoch was current"
+        );
         let disk = self.ctx.disk();
         disk.put(CONF, self.d.clone());
         drop(disk.fsync());
@@ -263,6 +272,7 @@ impl Sentinel {
 
     /// One vote per epoch, for the first candidate that asks (Redis' `sentinelVoteLeader`).
     fn vote(&mut self, epoch: u64, candidate: NodeIdx) {
+        let voted_before = self.d.leader_epoch;
         if epoch > self.d.current_epoch {
             self.d.current_epoch = epoch;
         }
@@ -276,6 +286,10 @@ impl Sentinel {
                 self.failover_not_before = Some(self.now() + wait);
             }
         }
+        assert!(
+            self.d.leader_epoch >= voted_before,
+            "never a second vote in an epoch"
+        );
     }
 
     /// Adopts a configuration announced with a higher epoch than ours.
@@ -403,21 +417,7 @@ async fn ask_all(
 /// One period's checks: is the primary down, should we fail over, is anyone misconfigured;
 /// then the hello message.
 async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelReq, SentinelResp>) {
-    let (primary, down, epoch, quorum) = {
-        let mut s = s.borrow_mut();
-        let primary = s.primary();
-        let down = s.is_down(primary);
-        if down != s.sdown {
-            s.sdown = down;
-            let sign = if down { '+' } else { '-' };
-            s.ctx.note(format!("{sign}sdown {}", s.name(primary)));
-        }
-        if !down {
-            s.odown = false;
-            s.failover_not_before = None;
-        }
-        (primary, down, s.d.current_epoch, s.config.quorum)
-    };
+    let (primary, down, epoch, quorum) = s.borrow_mut().subjectively_down();
     if down {
         let ask = SentinelReq::IsPrimaryDown {
             primary,
@@ -429,27 +429,9 @@ async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelR
             .iter()
             .filter(|r| matches!(r, SentinelResp::Down { down: true, .. }))
             .count();
-        let wait = {
-            let mut s = s.borrow_mut();
-            let odown = 1 + agree >= quorum && s.primary() == primary;
-            if odown && !s.odown {
-                s.ctx.note(format!(
-                    "+odown {} ({} sentinels agree)",
-                    s.name(primary),
-                    1 + agree
-                ));
-            }
-            s.odown = odown;
-            let now = s.now();
-            // Redis desynchronises sentinels so that they do not all stand in the same epoch.
-            let desync_ms = madsim::rand::thread_rng().gen_range(0..=s.config.ping_interval_ms);
-            let not_before = *s
-                .failover_not_before
-                .get_or_insert(now + Duration::from_millis(desync_ms));
-            let period = Duration::from_millis(s.config.ping_interval_ms);
-            let wait = not_before.saturating_sub(now);
-            (odown && wait < period).then_some((s.ctx.clone(), wait))
-        };
+        let wait = s
+            .borrow_mut()
+            .objectively_down(primary, 1 + agree >= quorum, agree);
         if let Some((ctx, wait)) = wait {
             if !wait.is_zero() {
                 ctx.sleep_local(wait).await;
@@ -489,26 +471,8 @@ async fn fail_over(
     caller: &Caller<SentinelReq, SentinelResp>,
     primary: NodeIdx,
 ) {
-    let (me, epoch, needed) = {
-        let mut s = s.borrow_mut();
-        if !s.odown || s.primary() != primary {
-            return; // A newer configuration arrived while we waited.
-        }
-        s.d.current_epoch += 1;
-        let (me, epoch) = (s.ctx.idx(), s.d.current_epoch);
-        s.d.leader = Some(me);
-        s.d.leader_epoch = epoch;
-        s.save();
-        // The next attempt is desynchronised again (Redis re-draws `failover_start_time`
-        // for every attempt): sentinels that split the vote must not stand together forever.
-        let desync_ms = madsim::rand::thread_rng().gen_range(0..=s.config.ping_interval_ms);
-        let wait = Duration::from_millis(s.config.failover_timeout_ms + desync_ms);
-        s.failover_not_before = Some(s.now() + wait);
-        s.ctx
-            .note(format!("+try-failover {} epoch {epoch}", s.name(primary)));
-        let sentinels = s.others.len() + 1;
-        let majority = sentinels / 2 + 1;
-        (me, epoch, majority.max(s.config.quorum))
+    let Some((me, epoch, needed)) = s.borrow_mut().stand(primary) else {
+        return; // A newer configuration arrived while we waited.
     };
     let ask = SentinelReq::IsPrimaryDown {
         primary,
@@ -523,25 +487,8 @@ async fn fail_over(
                 if *l == me && *leader_epoch == epoch)
         })
         .count();
-    let chosen = {
-        let s = s.borrow();
-        if votes < needed {
-            s.ctx.note(format!(
-                "failover epoch {epoch}: {votes} votes, {needed} needed"
-            ));
-            return;
-        }
-        s.ctx.event(
-            "elected",
-            None,
-            format!("+elected-leader epoch {epoch} ({votes} votes)"),
-        );
-        let Some(chosen) = s.best_replica() else {
-            s.ctx.note("failover aborted: no replica to promote");
-            return;
-        };
-        s.ctx.note(format!("+selected-replica {}", s.name(chosen)));
-        chosen
+    let Some(chosen) = s.borrow().elected(epoch, votes, needed) else {
+        return;
     };
     let timeout = Duration::from_millis(s.borrow().config.ping_interval_ms);
     let promoted = redis
@@ -558,19 +505,130 @@ async fn fail_over(
     if s.d.config_epoch >= epoch || s.primary() != primary {
         return; // Someone else's newer configuration arrived meanwhile.
     }
-    s.switch(epoch, chosen);
-    let detail = format!(
-        "+switch-master {} -> {} (epoch {epoch})",
-        s.name(primary),
-        s.name(chosen)
-    );
-    s.ctx.event("failover", Some(chosen), detail);
-    for n in s.redis.iter().filter(|n| **n != chosen) {
-        redis.notify(
-            *n,
-            Cmd::ReplicaOf {
-                primary: Some(chosen),
-            },
+    s.switch_to_promoted(redis, primary, chosen, epoch);
+}
+
+impl Sentinel {
+    /// The primary as this sentinel sees it (`+sdown`/`-sdown`): `(primary, down, current
+    /// epoch, quorum)`.
+    fn subjectively_down(&mut self) -> (NodeIdx, bool, u64, usize) {
+        let primary = self.primary();
+        let down = self.is_down(primary);
+        if down != self.sdown {
+            self.sdown = down;
+            let sign = if down { '+' } else { '-' };
+            self.ctx.note(format!("{sign}sdown {}", self.name(primary)));
+        }
+        if !down {
+            self.odown = false;
+            self.failover_not_before = None;
+        }
+        (primary, down, self.d.current_epoch, self.config.quorum)
+    }
+
+    /// With `agree` other sentinels agreeing (`quorate` if enough): `+odown`, and when to
+    /// fail over if it is due within this period.
+    fn objectively_down(
+        &mut self,
+        primary: NodeIdx,
+        quorate: bool,
+        agree: usize,
+    ) -> Option<(NodeCtx, Duration)> {
+        let odown = quorate && self.primary() == primary;
+        if odown && !self.odown {
+            self.ctx.note(format!(
+                "+odown {} ({} sentinels agree)",
+                self.name(primary),
+                1 + agree
+            ));
+        }
+        self.odown = odown;
+        let now = self.now();
+        // Redis desynchronises sentinels so that they do not all stand in the same epoch.
+        let desync_ms = madsim::rand::thread_rng().gen_range(0..=self.config.ping_interval_ms);
+        let not_before = *self
+            .failover_not_before
+            .get_or_insert(now + Duration::from_millis(desync_ms));
+        let period = Duration::from_millis(self.config.ping_interval_ms);
+        let wait = not_before.saturating_sub(now);
+        (odown && wait < period).then_some((self.ctx.clone(), wait))
+    }
+
+    /// Stands for leader in a new epoch, voting for itself: `(me, epoch, votes needed)`, or
+    /// `None` if the primary is no longer objectively down.
+    fn stand(&mut self, primary: NodeIdx) -> Option<(NodeIdx, u64, usize)> {
+        if !self.odown || self.primary() != primary {
+            return None;
+        }
+        let before = self.d.current_epoch;
+        self.d.current_epoch += 1;
+        let (me, epoch) = (self.ctx.idx(), self.d.current_epoch);
+        self.d.leader = Some(me);
+        self.d.leader_epoch = epoch;
+        self.save();
+        // The next attempt is desynchronised again (Redis re-draws `failover_start_time`
+        // for every attempt): sentinels that split the vote must not stand together forever.
+        let desync_ms = madsim::rand::thread_rng().gen_range(0..=self.config.ping_interval_ms);
+        let wait = Duration::from_millis(self.config.failover_timeout_ms + desync_ms);
+        self.failover_not_before = Some(self.now() + wait);
+        self.ctx.note(format!(
+            "+try-failover {} epoch {epoch}",
+            self.name(primary)
+        ));
+        let sentinels = self.others.len() + 1;
+        let majority = sentinels / 2 + 1;
+        assert!(epoch > before, "every attempt stands in a new epoch");
+        Some((me, epoch, majority.max(self.config.quorum)))
+    }
+
+    /// After the vote: the replica to promote, if elected and one is fit.
+    fn elected(&self, epoch: u64, votes: usize, needed: usize) -> Option<NodeIdx> {
+        assert!(votes <= self.others.len() + 1, "one vote per sentinel");
+        if votes < needed {
+            self.ctx.note(format!(
+                "failover epoch {epoch}: {votes} votes, {needed} needed"
+            ));
+            return None;
+        }
+        self.ctx.event(
+            "elected",
+            None,
+            format!("+elected-leader epoch {epoch} ({votes} votes)"),
         );
+        let Some(chosen) = self.best_replica() else {
+            self.ctx.note("failover aborted: no replica to promote");
+            return None;
+        };
+        self.ctx
+            .note(format!("+selected-replica {}", self.name(chosen)));
+        Some(chosen)
+    }
+
+    /// `+switch-master`: the promoted replica is the primary of `epoch`; every other node is
+    /// told to follow it.
+    fn switch_to_promoted(
+        &mut self,
+        redis: &Caller<Cmd, Reply>,
+        primary: NodeIdx,
+        chosen: NodeIdx,
+        epoch: u64,
+    ) {
+        assert!(chosen != primary, "a failover promotes another node");
+        self.switch(epoch, chosen);
+        assert_eq!(self.d.config_epoch, epoch);
+        let detail = format!(
+            "+switch-master {} -> {} (epoch {epoch})",
+            self.name(primary),
+            self.name(chosen)
+        );
+        self.ctx.event("failover", Some(chosen), detail);
+        for n in self.redis.iter().filter(|n| **n != chosen) {
+            redis.notify(
+                *n,
+                Cmd::ReplicaOf {
+                    primary: Some(chosen),
+                },
+            );
+        }
     }
 }

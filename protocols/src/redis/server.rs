@@ -1,18 +1,16 @@
 //! A Redis server node: the [`Store`] behind the simulated network, with its wall clock,
 //! active expiry, persistence and restart delay; optionally a primary or replica
-//! ([`replication`]).
+//! ([`super::replication`], [`super::link`]).
 
-use super::replication::{self, ReplRole, Replicated, Replication};
-use super::store::{
-    standalone_wait, ActiveExpiry, Cmd, Deferred, Effect, Entry, ReplInfo, Reply, Store, Value,
-};
+use super::link;
+use super::node::{record_expired, record_key, Node};
+use super::replication::{Replicated, Replication};
+use super::store::{standalone_wait, ActiveExpiry, Cmd, Deferred, Effect, ReplInfo, Reply, Store};
 use futures::StreamExt;
-use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Caller, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -101,77 +99,6 @@ fn start(
     })
 }
 
-/// A Redis node's state: its data set and, if it replicates, its replication state.
-pub(super) struct Node {
-    /// The data set.
-    pub store: Store,
-    /// `None` on a standalone server.
-    pub repl: Option<Replication>,
-}
-
-impl Node {
-    fn is_primary(&self) -> bool {
-        self.repl
-            .as_ref()
-            .is_none_or(|r| r.role() == ReplRole::Primary)
-    }
-
-    /// Runs a data command: on a replica, reads only; on a primary (or a standalone server),
-    /// anything. Returns the reply and the effects to propagate.
-    fn exec(&mut self, cmd: &Cmd, now_ms: i64, expired: &mut Vec<String>) -> (Reply, Vec<Effect>) {
-        if self.repl.is_none() {
-            return (self.store.exec(cmd, now_ms, expired), vec![]);
-        }
-        match cmd {
-            _ if self.is_primary() => self.store.exec_with_effects(cmd, now_ms, expired),
-            Cmd::Get { key } => (self.store.get_readonly(key, now_ms), vec![]),
-            _ => (
-                Reply::Error("READONLY You can't write against a read only replica.".into()),
-                vec![],
-            ),
-        }
-    }
-}
-
-fn record_expired(ctx: &NodeCtx, keys: &[String]) {
-    for key in keys {
-        ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Expire).detail(key.clone()));
-    }
-}
-
-/// Records the server's own view of a lock key changing (`key K = VALUE` or `key K deleted`),
-/// so a timeline can show who holds the lock on each server from `SET` to delete or expiry.
-fn record_key(ctx: &NodeCtx, key: &str, entry: Option<&Entry>) {
-    let detail = match entry.map(|e| &e.value) {
-        Some(Value::Str(v)) => format!("key {key} = {v}"),
-        Some(Value::Int(v)) => format!("key {key} = {v}"),
-        None => format!("key {key} deleted"),
-    };
-    ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Note).detail(detail));
-}
-
-/// The lock keys of a data set and their values, to see what a step changed.
-pub(super) fn lock_snapshot(store: &Store) -> BTreeMap<String, Value> {
-    store
-        .lock_entries()
-        .map(|(k, e)| (k.to_owned(), e.value.clone()))
-        .collect()
-}
-
-/// Records every lock key whose value changed since `before` (a replica applying its
-/// primary's stream or a full resync), as [`record_key`] does for commands.
-pub(super) fn record_lock_changes(ctx: &NodeCtx, before: &BTreeMap<String, Value>, store: &Store) {
-    let after = lock_snapshot(store);
-    for (key, value) in &after {
-        if before.get(key) != Some(value) {
-            record_key(ctx, key, store.entry(key));
-        }
-    }
-    for key in before.keys().filter(|k| !after.contains_key(*k)) {
-        record_key(ctx, key, None);
-    }
-}
-
 /// The answer of a standalone server to a server command; `None` if it comes later.
 fn standalone_command(
     ctx: &NodeCtx,
@@ -205,6 +132,15 @@ fn standalone_command(
     }
 }
 
+/// One incarnation of a Redis node: what its request loop needs.
+struct Serving {
+    ctx: NodeCtx,
+    config: ServerConfig,
+    replicated: Option<Replicated>,
+    node: Rc<RefCell<Node>>,
+    caller: Caller<Cmd, Reply>,
+}
+
 async fn serve(
     ctx: NodeCtx,
     net: RedisNet,
@@ -212,10 +148,43 @@ async fn serve(
     restarted: bool,
     replicated: Option<Replicated>,
 ) {
-    let disk = ctx.disk();
+    let store = recover(&ctx, &config, restarted).await;
+    let (caller, mut requests) = endpoint(&net, &ctx);
+    let repl = (replicated.as_ref())
+        .map(|r| Replication::new(link::configured_role(&ctx, r), ctx.mono_now()));
+    let node = Rc::new(RefCell::new(Node { store, repl }));
+    if let Some(r) = &replicated {
+        link::spawn(&ctx, &node, &caller, r);
+    }
+    let period_ms = config.active_expire_interval_ms;
+    spawn_active_expiry(&ctx, &node, replicated.as_ref(), period_ms);
+    if config.persistence == Persistence::Everysec {
+        spawn_everysec_fsync(&ctx, &node, config.fsync_interval_ms);
+    }
+    let server = Serving {
+        ctx,
+        config,
+        replicated,
+        node,
+        caller,
+    };
+    let mut expired = Vec::new();
+    while let Some(req) = requests.next().await {
+        if req.body.is_server_command() {
+            server.server_command(req.from, req.id, &req.body);
+        } else {
+            server
+                .data_command(req.from, req.id, &req.body, &mut expired)
+                .await;
+        }
+    }
+}
+
+/// The data set a (re)started node begins with, after its restart delay.
+async fn recover(ctx: &NodeCtx, config: &ServerConfig, restarted: bool) -> Store {
     let store = match config.persistence {
         Persistence::None => Store::new(),
-        Persistence::Everysec | Persistence::Always => disk.last(AOF).unwrap_or_default(),
+        Persistence::Everysec | Persistence::Always => ctx.disk().last(AOF).unwrap_or_default(),
     };
     if restarted && config.restart_delay_ms > 0 {
         // Not listening yet: requests sent meanwhile are refused (dropped).
@@ -226,80 +195,77 @@ async fn serve(
     if restarted {
         // What survived the crash: the lock keys this server holds again.
         for (key, entry) in store.lock_entries() {
-            record_key(&ctx, key, Some(entry));
+            record_key(ctx, key, Some(entry));
         }
     }
-    let (caller, mut requests) = endpoint(&net, &ctx);
-    let repl = replicated
-        .as_ref()
-        .map(|r| Replication::new(replication::configured_role(&ctx, r), ctx.mono_now()));
-    let node = Rc::new(RefCell::new(Node { store, repl }));
-    if let Some(r) = &replicated {
-        replication::spawn(&ctx, &node, &caller, r);
-    }
-    spawn_active_expiry(
-        &ctx,
-        &node,
-        replicated.as_ref(),
-        config.active_expire_interval_ms,
+    assert!(
+        config.persistence != Persistence::None || store.is_empty(),
+        "without persistence a (re)started server is empty"
     );
-    if config.persistence == Persistence::Everysec {
-        let (ctx2, node2, period) = (ctx.clone(), node.clone(), config.fsync_interval_ms);
-        let disk2 = disk.clone();
-        ctx.spawn(async move {
-            loop {
-                ctx2.sleep_local(Duration::from_millis(period)).await;
-                // Redis' background thread: the fsync proceeds while commands run on.
-                disk2.put(AOF, node2.borrow().store.clone());
-                drop(disk2.fsync());
-            }
-        });
+    store
+}
+
+/// `appendfsync everysec`: Redis' background thread syncs the AOF every second while
+/// commands run on.
+fn spawn_everysec_fsync(ctx: &NodeCtx, node: &Rc<RefCell<Node>>, period_ms: u64) {
+    let (ctx2, node2, disk) = (ctx.clone(), node.clone(), ctx.disk());
+    ctx.spawn(async move {
+        loop {
+            ctx2.sleep_local(Duration::from_millis(period_ms)).await;
+            disk.put(AOF, node2.borrow().store.clone());
+            drop(disk.fsync());
+        }
+    });
+}
+
+impl Serving {
+    /// `INFO`, `REPLICAOF`, `WAIT`: answered now, or later by a task.
+    fn server_command(&self, from: NodeIdx, id: u64, cmd: &Cmd) {
+        let (ctx, caller) = (&self.ctx, &self.caller);
+        let reply = match &self.replicated {
+            None => standalone_command(ctx, caller, (from, id), cmd),
+            Some(r) => link::command(ctx, &self.node, caller, r, (from, id), cmd),
+        };
+        if let Some(reply) = reply {
+            caller.reply(from, id, reply);
+        }
     }
-    let mut expired = Vec::new();
-    while let Some(req) = requests.next().await {
-        if req.body.is_server_command() {
-            let reply = match &replicated {
-                None => standalone_command(&ctx, &caller, (req.from, req.id), &req.body),
-                Some(r) => {
-                    replication::command(&ctx, &node, &caller, r, req.from, req.id, &req.body)
-                }
-            };
-            if let Some(reply) = reply {
-                caller.reply(req.from, req.id, reply);
-            }
-            continue;
-        }
+
+    /// A data command: run it, note what it did to the lock key, persist, answer, and then
+    /// stream its effects to the replicas.
+    async fn data_command(&self, from: NodeIdx, id: u64, cmd: &Cmd, expired: &mut Vec<String>) {
+        let ctx = &self.ctx;
         expired.clear();
-        let lock_key = req.body.lock_key();
-        let before = lock_key.and_then(|k| node.borrow().store.entry(k).cloned());
-        let (reply, effects) = node
-            .borrow_mut()
-            .exec(&req.body, ctx.wall_ms(), &mut expired);
-        record_expired(&ctx, &expired);
+        let lock_key = cmd.lock_key();
+        let before = lock_key.and_then(|k| self.node.borrow().store.entry(k).cloned());
+        let (reply, effects) = self.node.borrow_mut().exec(cmd, ctx.wall_ms(), expired);
+        record_expired(ctx, expired);
         if let Some(key) = lock_key {
-            let after = node.borrow().store.entry(key).cloned();
+            let after = self.node.borrow().store.entry(key).cloned();
             if before.map(|e| e.value) != after.as_ref().map(|e| e.value.clone()) {
-                record_key(&ctx, key, after.as_ref());
+                record_key(ctx, key, after.as_ref());
             }
         }
-        if config.persistence == Persistence::Always && req.body.is_write() {
+        if self.config.persistence == Persistence::Always && cmd.is_write() {
             // `appendfsync always`: on disk before the reply, and nothing runs meanwhile.
-            disk.put(AOF, node.borrow().store.clone());
+            let disk = ctx.disk();
+            disk.put(AOF, self.node.borrow().store.clone());
             disk.fsync().await;
         }
         ctx.point("before_reply").await;
-        caller.reply(req.from, req.id, reply);
-        if let (Some(r), false) = (&replicated, effects.is_empty()) {
+        self.caller.reply(from, id, reply);
+        if let (Some(r), false) = (&self.replicated, effects.is_empty()) {
             let start = {
-                let mut n = node.borrow_mut();
+                let mut n = self.node.borrow_mut();
                 let repl = n.repl.as_mut().expect("a replicated node");
-                let start = repl.info().offset;
-                repl.wrote(req.from, &effects);
+                let start = repl.offset();
+                repl.wrote(from, &effects);
+                assert_eq!(repl.offset(), start + effects.len() as u64);
                 start
             };
             // The client has its answer; the replicas do not have the write yet.
             ctx.point("before_replicate").await;
-            replication::feed(&ctx, &node, r, start, effects);
+            link::feed(ctx, &self.node, r, start, effects);
         }
     }
 }
@@ -329,11 +295,11 @@ fn spawn_active_expiry(
                 let start = {
                     let mut n = node.borrow_mut();
                     let repl = n.repl.as_mut().expect("a replicated node");
-                    let start = repl.info().offset;
+                    let start = repl.offset();
                     repl.expired(&dels);
                     start
                 };
-                replication::feed(&ctx2, &node, r, start, dels);
+                link::feed(&ctx2, &node, r, start, dels);
             }
         }
     });

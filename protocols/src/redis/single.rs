@@ -16,22 +16,22 @@
 //!   two clients both see the key free), `no-ttl` (no expiry: a crashed holder blocks
 //!   everyone forever).
 
-use crate::redis::client::{
+use super::client::{
     acquire_cmd, check_drift_factor, check_retry_delays, default_acquire_timeout_ms,
     default_active_expire_interval_ms, default_clock_drift_factor, default_request_timeout_ms,
     default_retry_delay_ms_max, default_retry_delay_ms_min, default_ttl_ms, lock_value,
     release_cmd, validity, Attempt, Attempts, OneServer, OneServerLock, Retry,
 };
-use crate::redis::{start_server, Cmd, Persistence, RedisNet, Reply, ServerConfig};
-use crate::{parse_params, Connector, Deployment, LockClient, Outcome, ParamError, Protocol};
+use super::server::{start_server, Persistence, RedisNet, ServerConfig};
+use super::store::{Cmd, Reply};
+use crate::protocol::{Outcome, ParamError, Protocol};
 use async_trait::async_trait;
 use locksim_sim::rpc::{endpoint, Caller, RpcError};
 use locksim_sim::{NodeCtx, NodeIdx, World};
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::redis::client::{KEY, TOKEN_KEY};
+pub use super::client::{KEY, TOKEN_KEY};
 
 /// Correct client, or one of the known bugs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,81 +107,67 @@ impl Params {
 }
 
 /// The `single-redis` protocol.
+#[derive(Clone, Copy, Debug)]
 pub struct SingleRedis;
-
-impl Protocol for SingleRedis {
-    fn id(&self) -> &'static str {
-        "single-redis"
-    }
-
-    fn summary(&self) -> &'static str {
-        "one Redis server: SET NX PX to acquire, compare-and-delete to release"
-    }
-
-    fn configure(&self, params: &toml::Table) -> Result<Box<dyn Deployment>, ParamError> {
-        let params: Params = parse_params(params)?;
-        params.validate()?;
-        Ok(Box::new(SingleRedisDeployment { params }))
-    }
-}
-
-struct SingleRedisDeployment {
-    params: Params,
-}
 
 /// The server node's name.
 pub const SERVER: &str = "redis";
 
-impl Deployment for SingleRedisDeployment {
-    fn servers(&self) -> Vec<String> {
+/// What a client needs to reach the server.
+pub struct Servers {
+    net: RedisNet,
+    server: NodeIdx,
+}
+
+impl Protocol for SingleRedis {
+    const ID: &'static str = "single-redis";
+    const SUMMARY: &'static str =
+        "one Redis server: SET NX PX to acquire, compare-and-delete to release";
+    type Params = Params;
+    type Servers = Servers;
+    type Client = SingleRedisClient;
+
+    fn validate(&self, params: &Params) -> Result<(), ParamError> {
+        params.validate()
+    }
+
+    fn servers(&self, _: &Params) -> Vec<String> {
         vec![SERVER.into()]
     }
 
-    fn points(&self) -> Vec<(String, &'static str)> {
+    fn points(&self, params: &Params) -> Vec<(String, &'static str)> {
         let mut points = vec![(SERVER.into(), "before_reply")];
-        if self.params.variant == Variant::GetThenSet {
+        if params.variant == Variant::GetThenSet {
             points.push(("client".into(), "between_get_and_set"));
         }
         points
     }
 
-    fn start(&self, world: &World) -> Arc<dyn Connector> {
+    fn start(&self, params: &Params, world: &World) -> Servers {
         let net = RedisNet::new(world);
         let config = ServerConfig {
-            persistence: self.params.persistence,
-            active_expire_interval_ms: self.params.active_expire_interval_ms,
-            restart_delay_ms: self.params.restart_delay_ms,
+            persistence: params.persistence,
+            active_expire_interval_ms: params.active_expire_interval_ms,
+            restart_delay_ms: params.restart_delay_ms,
             ..ServerConfig::default()
         };
         let server = start_server(world, SERVER, &net, config);
-        Arc::new(SingleRedisConnector {
-            net,
-            server,
-            params: self.params.clone(),
-        })
+        Servers { net, server }
     }
-}
 
-struct SingleRedisConnector {
-    net: RedisNet,
-    server: NodeIdx,
-    params: Params,
-}
-
-impl Connector for SingleRedisConnector {
-    fn connect(&self, ctx: &NodeCtx) -> Box<dyn LockClient> {
-        let (caller, _requests) = endpoint(&self.net, ctx);
-        Box::new(SingleRedisClient {
+    fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> SingleRedisClient {
+        let (caller, _requests) = endpoint(&servers.net, ctx);
+        SingleRedisClient {
             ctx: ctx.clone(),
             caller,
-            server: self.server,
-            params: self.params.clone(),
+            server: servers.server,
+            params: params.clone(),
             retry: Retry::until(
-                self.params.retry_delay_ms_min,
-                self.params.retry_delay_ms_max,
-                self.params.acquire_timeout_ms,
+                params.retry_delay_ms_min,
+                params.retry_delay_ms_max,
+                params.acquire_timeout_ms,
             ),
-        })
+        }
     }
 }
 

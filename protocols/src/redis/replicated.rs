@@ -3,9 +3,9 @@
 //! against whichever node the sentinels name primary, optionally followed by `WAIT`.
 //!
 //! How the real system works:
-//! - **Asynchronous replication** ([`crate::redis::replication`]): the primary answers the
+//! - **Asynchronous replication** ([`super::replication`]): the primary answers the
 //!   `SET` and streams it to its replicas afterwards, after a lag (`replication_lag_ms_*`).
-//! - **Sentinel** ([`crate::redis::sentinel`]): sentinels on their own nodes ping the primary,
+//! - **Sentinel** ([`super::sentinel`]): sentinels on their own nodes ping the primary,
 //!   call it down after `down_after_ms`, agree by `quorum`, elect a leader, promote the most
 //!   up-to-date replica and tell clients the new primary. An old primary that comes back is
 //!   demoted and resynced; writes it took after the split are lost.
@@ -30,20 +30,21 @@
 //!   still primary; its replicas resync from it and lose the lock (and the token counter) too
 //!   (redis.io, "Redis replication", on masters with persistence turned off). The random
 //!   sweep finds the token reuse this causes.
-//! - Every weakness of [`crate::single_redis`] applies as well.
+//! - Every weakness of [`super::single`] applies as well.
 
-use crate::redis::client::{
+use super::client::{
     acquire_cmd, check_drift_factor, default_acquire_timeout_ms, default_active_expire_interval_ms,
     default_clock_drift_factor, default_request_timeout_ms, default_retry_delay_ms_max,
     default_retry_delay_ms_min, default_ttl_ms, lock_value, release_cmd, validity, Attempt,
     Attempts, OneServer, OneServerLock, Retry,
 };
-use crate::redis::{
-    current_primary, start_replicated_server, start_sentinel, Cmd, Persistence, RedisNet, ReplNet,
-    ReplRole, Replicated, ReplicationConfig, Reply, SentinelConfig, SentinelNet, SentinelReq,
-    SentinelResp, ServerConfig,
+use super::replication::{ReplNet, ReplRole, Replicated, ReplicationConfig};
+use super::sentinel::{
+    current_primary, start_sentinel, SentinelConfig, SentinelNet, SentinelReq, SentinelResp,
 };
-use crate::{parse_params, Connector, Deployment, LockClient, ParamError, Protocol};
+use super::server::{start_replicated_server, Persistence, RedisNet, ServerConfig};
+use super::store::{Cmd, Reply};
+use crate::protocol::{ParamError, Protocol};
 use async_trait::async_trait;
 use locksim_sim::nemesis::ROLE_PRIMARY;
 use locksim_sim::rpc::{endpoint, Caller, RpcError};
@@ -53,7 +54,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::redis::client::{KEY, TOKEN_KEY};
+pub use super::client::{KEY, TOKEN_KEY};
 
 /// The `[protocol]` parameters of `replicated-redis`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -229,78 +230,52 @@ impl Params {
 }
 
 /// The `replicated-redis` protocol.
+#[derive(Clone, Copy, Debug)]
 pub struct ReplicatedRedis;
 
+/// What a client needs: the Redis and Sentinel networks and the sentinels.
+pub struct Servers {
+    net: RedisNet,
+    sentinel_net: SentinelNet,
+    sentinels: Vec<NodeIdx>,
+}
+
 impl Protocol for ReplicatedRedis {
-    fn id(&self) -> &'static str {
-        "replicated-redis"
+    const ID: &'static str = "replicated-redis";
+    const SUMMARY: &'static str =
+        "a Redis primary with asynchronous replicas and Sentinel failover, optional WAIT";
+    type Params = Params;
+    type Servers = Servers;
+    type Client = ReplicatedRedisClient;
+
+    fn validate(&self, params: &Params) -> Result<(), ParamError> {
+        params.validate()
     }
 
-    fn summary(&self) -> &'static str {
-        "a Redis primary with asynchronous replicas and Sentinel failover, optional WAIT"
-    }
-
-    fn configure(&self, params: &toml::Table) -> Result<Box<dyn Deployment>, ParamError> {
-        let params: Params = parse_params(params)?;
-        params.validate()?;
-        Ok(Box::new(ReplicatedDeployment { params }))
-    }
-}
-
-struct ReplicatedDeployment {
-    params: Params,
-}
-
-impl Deployment for ReplicatedDeployment {
-    fn servers(&self) -> Vec<String> {
-        let mut names = self.params.redis_names();
-        names.extend(self.params.sentinel_names());
+    fn servers(&self, params: &Params) -> Vec<String> {
+        let mut names = params.redis_names();
+        names.extend(params.sentinel_names());
         names
     }
 
-    fn points(&self) -> Vec<(String, &'static str)> {
+    fn points(&self, params: &Params) -> Vec<(String, &'static str)> {
         let mut points = vec![];
-        for name in self.params.redis_names() {
+        for name in params.redis_names() {
             points.push((name.clone(), "before_reply"));
             points.push((name, "before_replicate"));
         }
         points
     }
 
-    fn roles(&self) -> Vec<&'static str> {
+    fn roles(&self, _: &Params) -> Vec<&'static str> {
         vec![ROLE_PRIMARY]
     }
 
-    fn start(&self, world: &World) -> Arc<dyn Connector> {
-        let p = &self.params;
+    fn start(&self, p: &Params, world: &World) -> Servers {
         let net = RedisNet::new(world);
         let repl_net = ReplNet::new(world);
         let sentinel_net = SentinelNet::new(world);
-        let config = ServerConfig {
-            persistence: p.persistence,
-            active_expire_interval_ms: p.active_expire_interval_ms,
-            ..ServerConfig::default()
-        };
-        let replication = ReplicationConfig {
-            lag_ms_min: p.replication_lag_ms_min,
-            lag_ms_max: p.replication_lag_ms_max,
-            ping_interval_ms: p.replication_ping_interval_ms,
-            timeout_ms: p.replication_timeout_ms,
-        };
-        let mut primary = None;
-        for name in p.redis_names() {
-            let role = match primary {
-                None => ReplRole::Primary,
-                Some(primary) => ReplRole::Replica { primary },
-            };
-            let replicated = Replicated {
-                net: repl_net.clone(),
-                config: replication.clone(),
-                role,
-            };
-            let idx = start_replicated_server(world, &name, &net, config.clone(), replicated);
-            primary.get_or_insert(idx);
-        }
+        let primary = start_redis_nodes(p, world, &net, &repl_net);
         let sentinel_config = SentinelConfig {
             redis: p.redis_names(),
             sentinels: p.sentinel_names(),
@@ -314,45 +289,66 @@ impl Deployment for ReplicatedDeployment {
             .iter()
             .map(|name| start_sentinel(world, name, &net, &sentinel_net, sentinel_config.clone()))
             .collect();
-        let (watchers, initial) = (sentinels.clone(), primary.expect("at least one node"));
+        let watchers = sentinels.clone();
         world.answer_role(
             ROLE_PRIMARY,
-            Arc::new(move |world| Some(current_primary(world, &watchers, initial))),
+            Arc::new(move |world| Some(current_primary(world, &watchers, primary))),
         );
-        Arc::new(ReplicatedConnector {
+        Servers {
             net,
             sentinel_net,
             sentinels,
-            params: p.clone(),
-        })
+        }
     }
-}
 
-struct ReplicatedConnector {
-    net: RedisNet,
-    sentinel_net: SentinelNet,
-    sentinels: Vec<NodeIdx>,
-    params: Params,
-}
-
-impl Connector for ReplicatedConnector {
-    fn connect(&self, ctx: &NodeCtx) -> Box<dyn LockClient> {
-        let (redis, _requests) = endpoint(&self.net, ctx);
-        let (sentinel, _requests) = endpoint(&self.sentinel_net, ctx);
-        Box::new(ReplicatedRedisClient {
+    fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> ReplicatedRedisClient {
+        let (redis, _requests) = endpoint(&servers.net, ctx);
+        let (sentinel, _requests) = endpoint(&servers.sentinel_net, ctx);
+        ReplicatedRedisClient {
             ctx: ctx.clone(),
             redis,
             sentinel,
-            sentinels: self.sentinels.clone(),
+            sentinels: servers.sentinels.clone(),
             primary: Cell::new(None),
-            params: self.params.clone(),
+            params: params.clone(),
             retry: Retry::until(
-                self.params.retry_delay_ms_min,
-                self.params.retry_delay_ms_max,
-                self.params.acquire_timeout_ms,
+                params.retry_delay_ms_min,
+                params.retry_delay_ms_max,
+                params.acquire_timeout_ms,
             ),
-        })
+        }
     }
+}
+
+/// Adds the Redis nodes, the first as primary and the others its replicas; returns the
+/// primary.
+fn start_redis_nodes(p: &Params, world: &World, net: &RedisNet, repl_net: &ReplNet) -> NodeIdx {
+    let config = ServerConfig {
+        persistence: p.persistence,
+        active_expire_interval_ms: p.active_expire_interval_ms,
+        ..ServerConfig::default()
+    };
+    let replication = ReplicationConfig {
+        lag_ms_min: p.replication_lag_ms_min,
+        lag_ms_max: p.replication_lag_ms_max,
+        ping_interval_ms: p.replication_ping_interval_ms,
+        timeout_ms: p.replication_timeout_ms,
+    };
+    let mut primary = None;
+    for name in p.redis_names() {
+        let role = match primary {
+            None => ReplRole::Primary,
+            Some(primary) => ReplRole::Replica { primary },
+        };
+        let replicated = Replicated {
+            net: repl_net.clone(),
+            config: replication.clone(),
+            role,
+        };
+        let idx = start_replicated_server(world, &name, net, config.clone(), replicated);
+        primary.get_or_insert(idx);
+    }
+    primary.expect("at least one node")
 }
 
 /// The client library: asks the sentinels for the primary, then runs the single-instance

@@ -44,15 +44,14 @@
 //! keeps its instance locked until the TTL, so the lock stays unavailable though nobody
 //! holds it).
 
-use crate::redis::client::{
-    acquire_cmd, check_drift_factor, check_retry_delays, default_active_expire_interval_ms,
-    default_clock_drift_factor, default_ttl_ms, drift_allowance_ms, lock_value, release_cmd,
-    Attempt, Attempts, GiveUp, Retry,
+use super::client::{
+    acquire, acquire_cmd, check_drift_factor, check_retry_delays,
+    default_active_expire_interval_ms, default_clock_drift_factor, default_ttl_ms,
+    drift_allowance_ms, lock_value, release_cmd, Attempt, Attempts, GiveUp, Retry,
 };
-use crate::redis::{self, start_server, Cmd, Persistence, RedisNet, Reply, ServerConfig};
-use crate::{
-    parse_params, Acquired, Connector, Deployment, Grant, LockClient, Outcome, ParamError, Protocol,
-};
+use super::server::{start_server, Persistence, RedisNet, ServerConfig};
+use super::store::{Cmd, Reply};
+use crate::protocol::{Acquired, Grant, LockClient, Outcome, ParamError, Protocol};
 use async_trait::async_trait;
 use futures::StreamExt;
 use locksim_sim::net::Inbox;
@@ -60,11 +59,10 @@ use locksim_sim::rpc::Wire;
 use locksim_sim::{NodeCtx, NodeIdx, World};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The lock key, and the per-instance counter of the experimental `max-incr` tokens.
-pub use crate::redis::client::{KEY, TOKEN_KEY};
+pub use super::client::{KEY, TOKEN_KEY};
 
 /// Correct client, or one of the known bugs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -250,43 +248,40 @@ impl Params {
 }
 
 /// The `redlock` protocol.
+#[derive(Clone, Copy, Debug)]
 pub struct Redlock;
 
+/// What a client needs: the network and the instances, in order.
+pub struct Servers {
+    net: RedisNet,
+    instances: Vec<NodeIdx>,
+}
+
 impl Protocol for Redlock {
-    fn id(&self) -> &'static str {
-        "redlock"
+    const ID: &'static str = "redlock";
+    const SUMMARY: &'static str =
+        "N independent Redis masters: SET NX PX on a majority within the validity time";
+    type Params = Params;
+    type Servers = Servers;
+    type Client = RedlockClient;
+
+    fn validate(&self, params: &Params) -> Result<(), ParamError> {
+        params.validate()
     }
 
-    fn summary(&self) -> &'static str {
-        "N independent Redis masters: SET NX PX on a majority within the validity time"
+    fn servers(&self, params: &Params) -> Vec<String> {
+        params.names()
     }
 
-    fn configure(&self, params: &toml::Table) -> Result<Box<dyn Deployment>, ParamError> {
-        let params: Params = parse_params(params)?;
-        params.validate()?;
-        Ok(Box::new(RedlockDeployment { params }))
-    }
-}
-
-struct RedlockDeployment {
-    params: Params,
-}
-
-impl Deployment for RedlockDeployment {
-    fn servers(&self) -> Vec<String> {
-        self.params.names()
-    }
-
-    fn points(&self) -> Vec<(String, &'static str)> {
+    fn points(&self, params: &Params) -> Vec<(String, &'static str)> {
         let mut points = vec![("client".into(), "after_acquire_send")];
-        for name in self.params.names() {
+        for name in params.names() {
             points.push((name, "before_reply"));
         }
         points
     }
 
-    fn start(&self, world: &World) -> Arc<dyn Connector> {
-        let p = &self.params;
+    fn start(&self, p: &Params, world: &World) -> Servers {
         let net = RedisNet::new(world);
         let instances = p
             .names()
@@ -302,31 +297,19 @@ impl Deployment for RedlockDeployment {
                 start_server(world, name, &net, config)
             })
             .collect();
-        Arc::new(RedlockConnector {
-            net,
-            instances,
-            params: p.clone(),
-        })
+        Servers { net, instances }
     }
-}
 
-struct RedlockConnector {
-    net: RedisNet,
-    instances: Vec<NodeIdx>,
-    params: Params,
-}
-
-impl Connector for RedlockConnector {
-    fn connect(&self, ctx: &NodeCtx) -> Box<dyn LockClient> {
-        Box::new(RedlockClient {
+    fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> RedlockClient {
+        RedlockClient {
             ctx: ctx.clone(),
-            net: self.net.clone(),
-            inbox: self.net.bind(ctx),
+            net: servers.net.clone(),
+            inbox: servers.net.bind(ctx),
             next_id: 0,
-            instances: self.instances.clone(),
+            instances: servers.instances.clone(),
             locked: BTreeMap::new(),
-            params: self.params.clone(),
-        })
+            params: params.clone(),
+        }
     }
 }
 
@@ -439,6 +422,7 @@ impl RedlockClient {
         let elapsed = self.ctx.mono_now() - start;
         match p.decide(granted.len(), elapsed) {
             Ok(validity) => {
+                assert!(granted.len() >= quorum(p.instances), "a grant has a quorum");
                 self.locked.insert(value.clone(), granted);
                 Ok(Grant {
                     token,
@@ -484,7 +468,7 @@ impl LockClient for RedlockClient {
             delay_ms_max: p.retry_delay_ms_max,
             give_up: GiveUp::Tries(p.retry_count),
         };
-        redis::client::acquire(self, retry).await
+        acquire(self, retry).await
     }
 
     async fn release(&mut self, grant: &Grant) -> Outcome {
@@ -533,6 +517,8 @@ impl LockClient for RedlockClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::parse_params;
+    use std::sync::Arc;
 
     fn params(variant: Variant) -> Params {
         let table = toml::toml! { ttl_ms = 10_000 };
@@ -593,7 +579,10 @@ mod tests {
 
     #[test]
     fn parameters_are_validated() {
-        let bad = |t: toml::Table| Redlock.configure(&t).err().unwrap();
+        let configure = |t: &toml::Table| {
+            parse_params::<Params>(t).and_then(|p| Redlock.validate(&p).map(|()| p))
+        };
+        let bad = |t: toml::Table| configure(&t).err().unwrap();
         assert_eq!(
             bad(toml::toml! { instances = 4 }).field.as_deref(),
             Some("instances")
@@ -604,14 +593,12 @@ mod tests {
                 .as_deref(),
             Some("persistence")
         );
-        assert!(Redlock
-            .configure(&toml::toml! { variant = "no-such-bug" })
-            .is_err());
+        assert!(configure(&toml::toml! { variant = "no-such-bug" }).is_err());
         let each = toml::toml! {
             instances = 3
             persistence = ["none", "always", "everysec"]
         };
-        assert!(Redlock.configure(&each).is_ok());
+        assert!(configure(&each).is_ok());
     }
 
     /// The variant name of an outcome, for a readable log.
@@ -638,14 +625,16 @@ mod tests {
                 ttl_ms = 500
                 retry_count = 1
             };
-            let connector = Redlock.configure(&table).unwrap().start(world);
+            let params: Params = parse_params(&table).unwrap();
+            let servers = Arc::new(Redlock.start(&params, world));
             // At these times (ms), each client acquires if it holds nothing, else extends.
             for (name, script) in [("c1", vec![1, 300, 600, 1_400]), ("c2", vec![900, 1_300])] {
-                let (connector, log) = (connector.clone(), log2.clone());
+                let (servers, log, params) = (servers.clone(), log2.clone(), params.clone());
                 world.add_node(name, Role::Client, move |ctx| {
-                    let (connector, log, script) = (connector.clone(), log.clone(), script.clone());
+                    let (servers, log, script) = (servers.clone(), log.clone(), script.clone());
+                    let params = params.clone();
                     async move {
-                        let mut client = connector.connect(&ctx);
+                        let mut client = Redlock.connect(&params, &servers, &ctx);
                         let mut grant = None;
                         for at_ms in script {
                             let now = ctx.mono_now();

@@ -1,0 +1,284 @@
+//! The client library: a session (a lease kept alive every TTL/3) and the Mutex recipe.
+
+use super::kv::{Req, Resp};
+use super::params::{Params, Variant, PREFIX};
+use crate::protocol::{Acquired, Grant, LockClient, Outcome, Validity};
+use crate::raft::client::Link as RaftLink;
+use async_trait::async_trait;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The client's link to the cluster.
+pub type Link = RaftLink<Req, Resp, Params>;
+
+/// A live session: its lease and until when the client may count on it (local clock).
+struct Session {
+    lease: u64,
+    valid_until: Duration,
+}
+
+type SharedSession = Rc<RefCell<Option<Session>>>;
+
+/// The client library: a session (lease + keep-alive) and the Mutex.
+pub struct EtcdClient {
+    link: Rc<Link>,
+    session: SharedSession,
+}
+
+impl EtcdClient {
+    /// A client with no session yet, talking to the cluster through `link`.
+    pub fn new(link: Link) -> Self {
+        EtcdClient {
+            link: Rc::new(link),
+            session: Rc::default(),
+        }
+    }
+
+    /// The session's lease, granting a new one (and starting its keep-alive) if needed.
+    async fn lease(&mut self) -> Result<u64, Acquired> {
+        if let Some(s) = self.session.borrow().as_ref() {
+            return Ok(s.lease);
+        }
+        let ttl = Duration::from_millis(self.link.params.lease_ttl_ms);
+        let sent = self.link.ctx.mono_now();
+        let req = Req::LeaseGrant {
+            ttl_ms: self.link.params.lease_ttl_ms,
+        };
+        match self.link.call(req, self.link.request_budget()).await {
+            Some(Resp::Lease { lease }) => {
+                *self.session.borrow_mut() = Some(Session {
+                    lease,
+                    valid_until: sent + ttl,
+                });
+                spawn_keep_alive(self.link.clone(), self.session.clone(), lease);
+                Ok(lease)
+            }
+            _ => Err(Acquired::Unknown("no answer to LeaseGrant".into())),
+        }
+    }
+
+    /// Whether the session is alive on this client's clock.
+    fn session_live(&self) -> bool {
+        let now = self.link.ctx.mono_now();
+        self.session
+            .borrow()
+            .as_ref()
+            .is_some_and(|s| s.valid_until > now)
+    }
+
+    fn end_session(&self, why: &str) {
+        if self.session.borrow_mut().take().is_some() {
+            self.link.ctx.note(format!("session over: {why}"));
+        }
+    }
+
+    /// `waitDeletes`: until no key under the prefix is older than `mine`.
+    async fn wait_deletes(&self, mine: u64, deadline: Duration) -> bool {
+        let budget = self.link.request_budget();
+        let poll = Duration::from_millis(self.link.params.watch_poll_ms);
+        while self.link.ctx.mono_now() < deadline {
+            let req = Req::LastBefore {
+                max_create_rev: mine - 1,
+            };
+            let Some(Resp::Last { found, rev }) = self.link.call(req, budget).await else {
+                continue;
+            };
+            let Some((key, create_rev)) = found else {
+                return true;
+            };
+            let watch = Req::WatchDelete {
+                key,
+                create_rev,
+                min_rev: rev,
+            };
+            let peer = self.link.peer();
+            // A timeout is no error: the watch is asked again (a long poll).
+            let _ = self.link.caller.call(peer, watch, poll).await;
+        }
+        false
+    }
+
+    /// The grant, unless (correct client) the session is over on this client's clock: then
+    /// the key outlived its session only because the lessor has not revoked it yet, and
+    /// `session.Done()` has fired; a correct user does not use the lock.
+    async fn checked_grant(&self, key: String, mine: u64) -> Acquired {
+        self.sit_out_lock_delay().await;
+        if self.link.params.variant == Variant::NoLeaseRecheckAfterWait {
+            return self.grant(key, mine);
+        }
+        self.freshen_lease().await;
+        if self.session_live() {
+            return self.grant(key, mine);
+        }
+        let _ = self
+            .link
+            .call(Req::Delete { key }, self.link.request_budget())
+            .await;
+        self.end_session("it expired before the lock was ours");
+        Acquired::Failed("session expired while acquiring".into())
+    }
+
+    /// Renews the lease now if less than half its TTL is left (keep-alives failed for a
+    /// while, e.g. across a partition): a lock entered on the last milliseconds of a lease
+    /// would be revoked under the critical section.
+    async fn freshen_lease(&self) {
+        let ttl = Duration::from_millis(self.link.params.lease_ttl_ms);
+        let now = self.link.ctx.mono_now();
+        let lease = match self.session.borrow().as_ref() {
+            Some(s) if s.valid_until < now + ttl / 2 => s.lease,
+            _ => return,
+        };
+        let answer = self.link.call(Req::KeepAlive { lease }, ttl / 3).await;
+        let mut session = self.session.borrow_mut();
+        match (answer, session.as_mut()) {
+            (Some(Resp::KeptAlive), Some(s)) if s.lease == lease => s.valid_until = now + ttl,
+            (Some(Resp::LeaseNotFound), Some(s)) if s.lease == lease => s.valid_until = now,
+            _ => {}
+        }
+    }
+
+    /// Waits while the cluster's lock-delay runs (if the protocol has one).
+    async fn sit_out_lock_delay(&self) {
+        if self.link.params.lock_delay_ms == 0 {
+            return;
+        }
+        let budget = self.link.request_budget();
+        while let Some(Resp::DelayLeft(ms)) = self.link.call(Req::LockDelay, budget).await {
+            if ms == 0 {
+                return;
+            }
+            self.link.ctx.sleep_local(Duration::from_millis(ms)).await;
+        }
+    }
+
+    fn grant(&self, key: String, mine: u64) -> Acquired {
+        // A session that ended while waiting (only the buggy client gets here) is no longer
+        // valid: the grant is born expired, as `session.Done()` would tell.
+        let valid_until = Some(
+            self.session
+                .borrow()
+                .as_ref()
+                .map_or(Duration::ZERO, |s| s.valid_until),
+        );
+        Acquired::Granted(Grant {
+            token: Some(mine),
+            valid_until,
+            handle: key,
+        })
+    }
+}
+
+fn spawn_keep_alive(link: Rc<Link>, session: SharedSession, lease: u64) {
+    let ctx = link.ctx.clone();
+    let ttl = Duration::from_millis(link.params.lease_ttl_ms);
+    ctx.spawn(async move {
+        loop {
+            link.ctx.sleep_local(ttl / 3).await;
+            let current = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.lease == lease);
+            if !current(&session.borrow()) {
+                return;
+            }
+            let sent = link.ctx.mono_now();
+            let answer = link.call(Req::KeepAlive { lease }, ttl / 3).await;
+            let mut s = session.borrow_mut();
+            if !current(&s) {
+                return;
+            }
+            match answer {
+                Some(Resp::KeptAlive) => s.as_mut().expect("current").valid_until = sent + ttl,
+                Some(Resp::LeaseNotFound) => {
+                    *s = None;
+                    link.ctx.note("session over: the lease is gone");
+                    return;
+                }
+                _ if link.ctx.mono_now() >= s.as_ref().expect("current").valid_until => {
+                    *s = None;
+                    link.ctx.note("session over: no keep-alive within the TTL");
+                    return;
+                }
+                _ => {}
+            }
+        }
+    });
+}
+
+#[async_trait(?Send)]
+impl LockClient for EtcdClient {
+    async fn acquire(&mut self) -> Acquired {
+        let p = self.link.params.clone();
+        let deadline = self.link.ctx.mono_now() + Duration::from_millis(p.acquire_timeout_ms);
+        let lease = match self.lease().await {
+            Ok(lease) => lease,
+            Err(outcome) => return outcome,
+        };
+        let key = format!("{PREFIX}{lease:x}");
+        let req = Req::TryAcquire {
+            key: key.clone(),
+            lease,
+        };
+        let (mine, owner) = match self.link.call(req, self.link.request_budget()).await {
+            Some(Resp::Acquired { mine, owner }) => (mine, owner),
+            Some(Resp::LeaseNotFound) => {
+                self.end_session("the lease is gone");
+                return Acquired::Failed("lease not found".into());
+            }
+            _ => return Acquired::Unknown("no answer to the acquire transaction".into()),
+        };
+        if mine == owner {
+            return self.checked_grant(key, mine).await;
+        }
+        if !self.wait_deletes(mine, deadline).await {
+            let _ = self
+                .link
+                .call(Req::Delete { key }, self.link.request_budget())
+                .await;
+            return Acquired::Failed("acquire timeout while waiting".into());
+        }
+        self.link.ctx.point("after_wait").await;
+        if p.variant != Variant::NoLeaseRecheckAfterWait {
+            // The fix of #11456: make sure the session is not expired and the key still exists.
+            let get = Req::Get { key: key.clone() };
+            match self.link.call(get, self.link.request_budget()).await {
+                Some(Resp::Key(Some(rev))) if rev == mine => {}
+                Some(Resp::Key(_)) => {
+                    self.end_session("the key is gone");
+                    return Acquired::Failed("session expired while waiting".into());
+                }
+                _ => return Acquired::Unknown("no answer to the key check".into()),
+            }
+        }
+        self.checked_grant(key, mine).await
+    }
+
+    /// The session's validity now: kept alive by keep-alives, gone with the session.
+    fn validity(&mut self, grant: &Grant) -> Validity {
+        let session = self.session.borrow();
+        match session.as_ref() {
+            Some(s) if grant.handle == format!("{PREFIX}{:x}", s.lease) => {
+                Validity::Until(s.valid_until)
+            }
+            _ => Validity::Lost("the session is over".into()),
+        }
+    }
+
+    async fn release(&mut self, grant: &Grant) -> Outcome {
+        let req = Req::Delete {
+            key: grant.handle.clone(),
+        };
+        // Keep trying for a TTL (an election takes about one election timeout).
+        let budget = Duration::from_millis(self.link.params.lease_ttl_ms);
+        match self.link.call(req, budget).await {
+            Some(Resp::Deleted) => Outcome::Ok,
+            Some(other) => Outcome::Failed(format!("unexpected answer {other:?}")),
+            None => {
+                // The key may still be there: locking again would find it and return the
+                // same revision, a token for two grants. Abandon the session instead; its
+                // lease (and the key) expire on the server.
+                self.end_session("the unlock got no answer: session abandoned");
+                Outcome::Unknown("no answer to the delete".into())
+            }
+        }
+    }
+}

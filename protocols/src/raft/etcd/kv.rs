@@ -1,0 +1,438 @@
+//! The replicated store: keys with revisions, leases and the leader's lessor, watches on a
+//! key's deletion; a [`Service`] applied from the Raft log.
+
+use super::params::Params;
+use crate::raft::client::Redirect;
+use crate::raft::host::{Env, Handling, Service};
+use locksim_sim::NodeIdx;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// Client requests.
+#[derive(Clone, Debug)]
+pub enum Req {
+    /// Grant a lease with this TTL.
+    LeaseGrant {
+        /// TTL in ms.
+        ttl_ms: u64,
+    },
+    /// Renew a lease (leader only, after a ReadIndex confirmation).
+    KeepAlive {
+        /// The lease.
+        lease: u64,
+    },
+    /// The Mutex's acquire transaction: put `key` with `lease` unless it exists; read the
+    /// prefix's owner.
+    TryAcquire {
+        /// The waiter's key.
+        key: String,
+        /// The session's lease.
+        lease: u64,
+    },
+    /// Delete a key.
+    Delete {
+        /// The key.
+        key: String,
+    },
+    /// Read a key (linearizable).
+    Get {
+        /// The key.
+        key: String,
+    },
+    /// The prefix's key with the highest create-revision at most `max_create_rev`
+    /// (linearizable; `waitDeletes`).
+    LastBefore {
+        /// The bound.
+        max_create_rev: u64,
+    },
+    /// How long the lock-delay still runs (linearizable).
+    LockDelay,
+    /// Answer when `key` (created at `create_rev`) is gone, once the store reached `min_rev`.
+    WatchDelete {
+        /// The key.
+        key: String,
+        /// Its create-revision when it was read.
+        create_rev: u64,
+        /// The revision it was read at.
+        min_rev: u64,
+    },
+}
+
+/// Answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resp {
+    /// Ask another peer (this one, from 0, if known).
+    NotLeader(Option<usize>),
+    /// A lease was granted.
+    Lease {
+        /// Its id.
+        lease: u64,
+    },
+    /// The lease was renewed.
+    KeptAlive,
+    /// No such lease (expired or revoked).
+    LeaseNotFound,
+    /// The acquire transaction: the waiter's key's and the owner's create-revisions.
+    Acquired {
+        /// The waiter's key's create-revision.
+        mine: u64,
+        /// The lowest create-revision under the prefix.
+        owner: u64,
+    },
+    /// A delete was applied (whether the key existed).
+    Deleted,
+    /// A key's create-revision, if it exists.
+    Key(Option<u64>),
+    /// `LastBefore`'s answer and the store's revision.
+    Last {
+        /// The key and its create-revision.
+        found: Option<(String, u64)>,
+        /// The revision read at.
+        rev: u64,
+    },
+    /// The watched key is gone.
+    Gone,
+    /// The lock-delay runs this much longer, in ms.
+    DelayLeft(u64),
+}
+
+/// Commands in the log.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Cmd {
+    /// A lease with this id and TTL.
+    LeaseGrant {
+        /// Its id.
+        lease: u64,
+        /// TTL in ms.
+        ttl_ms: u64,
+    },
+    /// The leader's lessor found the lease expired.
+    LeaseRevoke {
+        /// The lease.
+        lease: u64,
+    },
+    /// See [`Req::TryAcquire`].
+    TryAcquire {
+        /// The key.
+        key: String,
+        /// The lease.
+        lease: u64,
+    },
+    /// Delete a key.
+    Delete {
+        /// The key.
+        key: String,
+    },
+}
+
+struct KeyMeta {
+    create_rev: u64,
+}
+
+struct Watch {
+    from: NodeIdx,
+    id: u64,
+    key: String,
+    create_rev: u64,
+    min_rev: u64,
+}
+
+/// One peer's store, lessor and watches.
+pub struct Kv {
+    rev: u64,
+    keys: BTreeMap<String, KeyMeta>,
+    /// Leases: TTL and attached keys.
+    leases: BTreeMap<u64, (Duration, BTreeSet<String>)>,
+    /// While leading: each lease's expiry on this peer's monotonic clock.
+    expiry: BTreeMap<u64, Duration>,
+    extend: Duration,
+    lock_delay: Duration,
+    /// While leading: nobody may take the lock before this (local monotonic clock).
+    delay_until: Duration,
+    /// How many times a revocation removed the lock's owner (replicated state).
+    owner_expiries: u64,
+    check_every_ticks: u64,
+    ticks: u64,
+    watches: Vec<Watch>,
+    pushes: Vec<(NodeIdx, u64, Resp)>,
+}
+
+impl Kv {
+    /// A fresh store: leases renewed on promotion by `extend`.
+    pub fn new(params: &Params, extend: Duration) -> Self {
+        Kv {
+            rev: 0,
+            keys: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            expiry: BTreeMap::new(),
+            extend,
+            lock_delay: Duration::from_millis(params.lock_delay_ms),
+            delay_until: Duration::ZERO,
+            owner_expiries: 0,
+            check_every_ticks: params
+                .lease_check_interval_ms
+                .div_ceil(params.tick_ms)
+                .max(1),
+            ticks: 0,
+            watches: vec![],
+            pushes: vec![],
+        }
+    }
+
+    /// Every key is attached to exactly one live lease and every attached key exists: a key
+    /// never outlives its lease's revocation. The lessor tracks only live leases.
+    fn assert_leases(&self) {
+        let mut attached = 0;
+        for (_, keys) in self.leases.values() {
+            attached += keys.len();
+            assert!(
+                keys.iter().all(|k| self.keys.contains_key(k)),
+                "a lease's key exists"
+            );
+        }
+        assert_eq!(attached, self.keys.len(), "every key has one lease");
+        assert!(
+            self.expiry.keys().all(|l| self.leases.contains_key(l)),
+            "the lessor never tracks a revoked lease"
+        );
+    }
+
+    fn delete(&mut self, key: &str) -> bool {
+        let Some(_) = self.keys.remove(key) else {
+            return false;
+        };
+        for (_, keys) in self.leases.values_mut() {
+            keys.remove(key);
+        }
+        true
+    }
+
+    fn owner(&self) -> Option<u64> {
+        self.keys.values().map(|k| k.create_rev).min()
+    }
+
+    fn fire_watches(&mut self) {
+        let (rev, keys) = (self.rev, &self.keys);
+        let (due, waiting): (Vec<Watch>, Vec<Watch>) = std::mem::take(&mut self.watches)
+            .into_iter()
+            .partition(|w| {
+                rev >= w.min_rev
+                    && keys
+                        .get(&w.key)
+                        .is_none_or(|k| k.create_rev != w.create_rev)
+            });
+        self.watches = waiting;
+        self.pushes
+            .extend(due.into_iter().map(|w| (w.from, w.id, Resp::Gone)));
+    }
+
+    fn revoke(&mut self, lease: u64, env: &Env) -> Resp {
+        self.expiry.remove(&lease);
+        let Some((_, keys)) = self.leases.remove(&lease) else {
+            return Resp::LeaseNotFound;
+        };
+        if env.leader {
+            env.ctx.event(
+                "lease_expired",
+                None,
+                format!("lease {lease:x} expired: revoked through the log"),
+            );
+        }
+        let owner = self.owner();
+        self.rev += 1;
+        for key in keys {
+            self.keys.remove(&key);
+        }
+        assert!(
+            !self.expiry.contains_key(&lease),
+            "revoked: never renewed again"
+        );
+        if self.owner() != owner {
+            self.owner_expiries += 1;
+            if env.leader && !self.lock_delay.is_zero() {
+                // The holder's lease expired: it may still think it holds the lock.
+                self.delay_until = env.ctx.mono_now() + self.lock_delay;
+                env.ctx
+                    .event("lock_delay", None, "the holder's lease expired");
+            }
+        }
+        Resp::Deleted
+    }
+
+    /// Whether the leader's lessor holds `lease` expired.
+    fn expired(&self, lease: u64, env: &Env) -> bool {
+        self.expiry
+            .get(&lease)
+            .is_some_and(|until| *until <= env.ctx.mono_now())
+    }
+
+    fn try_acquire(&mut self, key: String, lease: u64) -> Resp {
+        if !self.keys.contains_key(&key) {
+            let Some((_, attached)) = self.leases.get_mut(&lease) else {
+                return Resp::LeaseNotFound;
+            };
+            attached.insert(key.clone());
+            self.rev += 1;
+            self.keys.insert(
+                key.clone(),
+                KeyMeta {
+                    create_rev: self.rev,
+                },
+            );
+        }
+        let mine = self.keys[&key].create_rev;
+        assert!(
+            mine <= self.rev,
+            "a key's revision was the store's at its creation"
+        );
+        Resp::Acquired {
+            mine,
+            owner: self.owner().expect("the waiter's key exists"),
+        }
+    }
+}
+
+impl Service for Kv {
+    type Req = Req;
+    type Resp = Resp;
+    type Cmd = Cmd;
+
+    fn handle(&mut self, req: Req, env: &Env) -> Handling<Cmd, Req, Resp> {
+        match req {
+            Req::LeaseGrant { ttl_ms } => {
+                let lease = madsim::rand::thread_rng().gen::<u64>() >> 1;
+                Handling::Propose(Cmd::LeaseGrant { lease, ttl_ms })
+            }
+            Req::TryAcquire { key, lease } => Handling::Propose(Cmd::TryAcquire { key, lease }),
+            Req::Delete { key } => Handling::Propose(Cmd::Delete { key }),
+            Req::KeepAlive { .. } | Req::Get { .. } | Req::LastBefore { .. } | Req::LockDelay => {
+                Handling::Read(req)
+            }
+            Req::WatchDelete {
+                key,
+                create_rev,
+                min_rev,
+            } => {
+                self.watches.push(Watch {
+                    from: env.from,
+                    id: env.id,
+                    key,
+                    create_rev,
+                    min_rev,
+                });
+                self.fire_watches();
+                Handling::Hold
+            }
+        }
+    }
+
+    fn apply(&mut self, cmd: Cmd, env: &Env) -> Resp {
+        let rev_before = self.rev;
+        let resp = match cmd {
+            Cmd::LeaseGrant { lease, ttl_ms } => {
+                let ttl = Duration::from_millis(ttl_ms);
+                self.leases.insert(lease, (ttl, BTreeSet::new()));
+                if env.leader {
+                    self.expiry.insert(lease, env.ctx.mono_now() + ttl);
+                }
+                Resp::Lease { lease }
+            }
+            Cmd::LeaseRevoke { lease } => self.revoke(lease, env),
+            Cmd::TryAcquire { key, lease } => self.try_acquire(key, lease),
+            Cmd::Delete { key } => {
+                if self.delete(&key) {
+                    self.rev += 1;
+                }
+                Resp::Deleted
+            }
+        };
+        assert!(
+            self.rev >= rev_before,
+            "revisions (the fencing tokens) only grow"
+        );
+        self.assert_leases();
+        self.fire_watches();
+        resp
+    }
+
+    fn read(&mut self, req: Req, env: &Env) -> Resp {
+        match req {
+            Req::KeepAlive { lease } => match self.leases.get(&lease) {
+                // Expired here, its revocation is on its way through the log: etcd's Renew
+                // waits for it and answers "not found" (a renewal now would be undone).
+                Some(_) if env.leader && self.expired(lease, env) => Resp::LeaseNotFound,
+                Some((ttl, _)) if env.leader => {
+                    self.expiry.insert(lease, env.ctx.mono_now() + *ttl);
+                    Resp::KeptAlive
+                }
+                Some(_) => Resp::NotLeader(None),
+                None => Resp::LeaseNotFound,
+            },
+            Req::Get { key } => Resp::Key(self.keys.get(&key).map(|k| k.create_rev)),
+            Req::LastBefore { max_create_rev } => Resp::Last {
+                found: self
+                    .keys
+                    .iter()
+                    .filter(|(_, k)| k.create_rev <= max_create_rev)
+                    .max_by_key(|(_, k)| k.create_rev)
+                    .map(|(key, k)| (key.clone(), k.create_rev)),
+                rev: self.rev,
+            },
+            Req::LockDelay => {
+                let left = self.delay_until.saturating_sub(env.ctx.mono_now());
+                Resp::DelayLeft(left.as_millis() as u64)
+            }
+            other => unreachable!("not a read: {other:?}"),
+        }
+    }
+
+    fn tick(&mut self, env: &Env) -> Vec<Cmd> {
+        self.ticks += 1;
+        if !env.leader || self.ticks < self.check_every_ticks {
+            return vec![];
+        }
+        self.ticks = 0;
+        self.assert_leases();
+        let now = env.ctx.mono_now();
+        self.expiry
+            .iter()
+            .filter(|(_, until)| **until <= now)
+            .map(|(lease, _)| Cmd::LeaseRevoke { lease: *lease })
+            .collect()
+    }
+
+    fn role_changed(&mut self, env: &Env) {
+        self.expiry.clear();
+        if env.leader {
+            // etcd's Promote: nobody knows when the old leader last renewed a lease.
+            let now = env.ctx.mono_now();
+            for (lease, (ttl, _)) in &self.leases {
+                self.expiry.insert(*lease, now + self.extend + *ttl);
+            }
+            // Nor whether a lock-delay was running: once a holder's lease has ever expired,
+            // assume one starts now.
+            if self.owner_expiries > 0 {
+                self.delay_until = now + self.lock_delay;
+            }
+        }
+    }
+
+    fn not_leader(&self, leader: Option<usize>) -> Resp {
+        Resp::NotLeader(leader)
+    }
+
+    fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Resp)> {
+        std::mem::take(&mut self.pushes)
+    }
+}
+
+impl Redirect for Resp {
+    fn redirect(&self) -> Option<Option<usize>> {
+        match self {
+            Resp::NotLeader(hint) => Some(*hint),
+            _ => None,
+        }
+    }
+}

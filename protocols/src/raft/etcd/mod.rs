@@ -1,0 +1,106 @@
+//! `etcd`: etcd's lock recipe (`clientv3/concurrency`'s `Session` and `Mutex`) on a Raft
+//! replicated key-value store with etcd's lessor ([`crate::raft`] hosts the peers).
+//!
+//! How the real system works (etcd `server/lease/lessor.go`, `client/v3/concurrency/
+//! session.go` and `mutex.go`, `client/v3/lease.go`):
+//! - **Leases.** `LeaseGrant` goes through the Raft log; only the leader's lessor tracks
+//!   expiry. It checks every 500 ms and *proposes* a `LeaseRevoke` for each expired lease, so
+//!   expiry is an entry in the log that deletes the lease's keys on every member. A keep-alive
+//!   (`LeaseKeepAlive`) goes to the leader, which renews the lease in memory (not through the
+//!   log). A new leader knows no renewal times: on promotion it extends every lease to
+//!   now + election timeout + TTL (`Promote`), so a lease is never revoked before a holder
+//!   that kept it alive through the old leader could have noticed.
+//! - **Session.** The client grants a lease with the session's TTL and keeps it alive every
+//!   TTL/3 (`lease.go`: `nextKeepAlive = now + TTL/3`); the session is over when a keep-alive
+//!   finds the lease gone or its TTL passes without one.
+//! - **Mutex.** `Lock` puts the key `prefix/<lease id>` attached to the lease in a transaction
+//!   (if it does not exist yet) and reads the prefix's key with the lowest create-revision: if
+//!   that is its own, it holds the lock. Otherwise it waits for the deletion of every key
+//!   with a lower create-revision (`waitDeletes`: watch the last one before its own, and
+//!   again) and then **checks that its own key still exists** (`Get`) before returning.
+//!   `Unlock` deletes the key. The create-revision is a natural fencing token: it grows with
+//!   every write to the store.
+//!
+//! How it breaks (reproducible here):
+//! - **Process pauses** past the TTL (the result every lease shares, Kleppmann 2016): the
+//!   lease expires, the key is revoked, the next waiter takes the lock, the paused holder
+//!   wakes and writes. The create-revision token and a fencing resource stop the stale write.
+//! - **etcd issue #11456** (Jepsen, etcd 3.4.3, 2020): `Lock` returned after `waitDeletes`
+//!   without re-checking its own key. A waiter whose lease expired while it waited (a
+//!   partition, not a long pause, is enough) finds no lower key and returns as the holder,
+//!   though its key is gone and a later waiter holds the lock. Bug variant
+//!   `no-lease-recheck-after-wait`; fixed in etcd after that report by the `Get` after waiting.
+//!
+//! What the model keeps and leaves out: one lock prefix, a flat key space with revisions,
+//! leases, the lessor with promotion and a watch on a key's deletion (served by the peer from
+//! its applied state, as a long poll). Keep-alives are confirmed by ReadIndex on the leader
+//! before they renew (a deposed leader that has not noticed yet cannot renew), and the client
+//! counts a lease's TTL from when it *sent* the keep-alive (etcd's Go client counts from the
+//! answer, a few ms more optimistic). Left out: compaction, lease checkpointing, auth, gRPC
+//! proxies, watch progress notifications.
+
+pub mod client;
+pub mod kv;
+pub mod params;
+
+use crate::protocol::{ParamError, Protocol};
+use crate::raft::client::Link;
+use crate::raft::host::{start_cluster, Cluster};
+use client::EtcdClient;
+use kv::{Kv, Req, Resp};
+use locksim_sim::nemesis::ROLE_LEADER;
+use locksim_sim::{NodeCtx, World};
+pub use params::{Params, Variant, PREFIX};
+use std::time::Duration;
+
+/// The `etcd` protocol.
+#[derive(Clone, Copy, Debug)]
+pub struct Etcd;
+
+impl Protocol for Etcd {
+    const ID: &'static str = "etcd";
+    const SUMMARY: &'static str =
+        "etcd's concurrency.Mutex on a Raft key-value store with leases (3 or 5 peers)";
+    type Params = Params;
+    type Servers = Cluster<Req, Resp>;
+    type Client = EtcdClient;
+
+    fn validate(&self, params: &Params) -> Result<(), ParamError> {
+        params.validate()
+    }
+
+    fn servers(&self, params: &Params) -> Vec<String> {
+        params.host().peers
+    }
+
+    fn points(&self, params: &Params) -> Vec<(String, &'static str)> {
+        let mut points: Vec<(String, &'static str)> = (self.servers(params).into_iter())
+            .map(|s| (s, "before_apply"))
+            .collect();
+        points.push(("client".into(), "after_wait"));
+        points
+    }
+
+    fn roles(&self, _: &Params) -> Vec<&'static str> {
+        vec![ROLE_LEADER]
+    }
+
+    fn start(&self, params: &Params, world: &World) -> Cluster<Req, Resp> {
+        let host = params.host();
+        let enforce = params.variant != Variant::AckBeforeFsync;
+        let (params, extend) = (params.clone(), host.election_timeout());
+        start_cluster(world, host, enforce, move |_ctx| Kv::new(&params, extend))
+    }
+
+    fn connect(&self, params: &Params, cluster: &Cluster<Req, Resp>, ctx: &NodeCtx) -> EtcdClient {
+        let timeout = Duration::from_millis(params.request_timeout_ms);
+        let link = Link::new(
+            ctx,
+            &cluster.clients,
+            &cluster.peers,
+            params.clone(),
+            timeout,
+        );
+        EtcdClient::new(link)
+    }
+}

@@ -1,0 +1,621 @@
+//! A replicated service on a real Raft: TiKV's `raft` crate (raft-rs 0.7) driven as a pure
+//! state machine on simulated nodes, one peer per node.
+//!
+//! How a real Raft host works (raft-rs's `RawNode` docs and `examples/five_mem_node`; etcd's
+//! `raft/node.go` and `etcdserver/raft.go`): a peer calls `tick` on a timer, `step`s every
+//! message from another peer, and whenever `has_ready` hands back a `Ready` it, in this
+//! order: sends the leader's messages (which may go out before its own write: thesis 10.2.1),
+//! applies the committed entries, appends the new entries and hard state to stable storage
+//! and fsyncs them, then sends the messages that must follow persistence (votes and append
+//! acknowledgements), calls `advance`, and sends and applies what the `LightReady` holds.
+//!
+//! What this host keeps:
+//! - ticks on the node's **local monotonic clock** (`tick_ms`), so drift and pauses change
+//!   elections as they would; **pre-vote** and **check-quorum** are on (etcd's defaults), so a
+//!   partitioned leader steps down and a rejoining peer does not depose a healthy one;
+//! - raft-rs draws its election timeout from `rand::thread_rng()`, which escapes the run's
+//!   seed: whenever a new timeout starts (`election_elapsed == 0` after `new`, `tick` or
+//!   `step`) the host overrides it from madsim's seeded RNG, within raft-rs's own range;
+//! - persistence ([`super::log`]): a write is durable only after an fsync whose latency comes from
+//!   the seed; a peer acknowledges only what it synced; a crash loses the rest; a restart
+//!   recovers hard state and log from the disk and re-applies the log from index 1. The bug
+//!   variant `ack-before-fsync` sends the acknowledgements (and advances) before the fsync;
+//! - linearizable reads by **ReadIndex** through the leader (`ReadOnlyOption::Safe`): a read
+//!   is answered once a quorum confirmed the leadership and the peer applied up to the index;
+//! - Raft's safety ([`super::audit`]): at most one leader per term, the same entry at every applied
+//!   index on every peer, checked on every run of the correct variant.
+//!
+//! Left out: membership changes, snapshots and log compaction (a run is seconds long),
+//! batching and pipelining knobs, learners, leader transfer.
+//!
+//! The service on top ([`Service`]: the etcd flavour in [`crate::raft::etcd`]) is itself a state
+//! machine applied from the log; the host gives it client requests, committed commands,
+//! confirmed reads, ticks and role changes, and sends what it answers.
+
+use super::audit::Audit;
+use super::log::DurableLog;
+use crate::protocol::ParamError;
+use futures::channel::mpsc::unbounded;
+use futures::StreamExt;
+use locksim_sim::nemesis::ROLE_LEADER;
+use locksim_sim::rpc::{endpoint, Caller, Request, Wire};
+use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
+use raft::eraftpb::{Entry, EntryType, Message};
+use raft::storage::MemStorage;
+use raft::{RawNode, StateRole};
+use rand::Rng;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The message family Raft peers speak among themselves.
+pub type PeerNet = Net<Message>;
+
+/// How the host of every peer behaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostConfig {
+    /// Node names of the peers; peer `i` (from 0) has Raft id `i + 1`.
+    pub peers: Vec<String>,
+    /// Length of one Raft tick, in local ms.
+    pub tick_ms: u64,
+    /// Ticks without a leader before a follower campaigns (randomised up to twice this).
+    pub election_ticks: usize,
+    /// Ticks between the leader's heartbeats.
+    pub heartbeat_ticks: usize,
+    /// Bug: acknowledge entries before they are synced.
+    pub ack_before_fsync: bool,
+}
+
+impl HostConfig {
+    /// The host of a flavour's cluster: `peers` peers named `{prefix}1`, `{prefix}2`, …,
+    /// heartbeats every tick.
+    pub fn named(
+        prefix: &str,
+        peers: usize,
+        tick_ms: u64,
+        election_ticks: usize,
+        ack_before_fsync: bool,
+    ) -> Self {
+        HostConfig {
+            peers: (1..=peers).map(|i| format!("{prefix}{i}")).collect(),
+            tick_ms,
+            election_ticks,
+            heartbeat_ticks: 1,
+            ack_before_fsync,
+        }
+    }
+
+    /// Checks what every flavour's `[protocol]` table shares: 3 or 5 peers, ticks of a
+    /// positive length, at least 2 ticks to an election, and the flavour's other durations
+    /// in `positive_ms`, which must not be 0. The error names the field.
+    pub fn validate(&self, positive_ms: &[(&str, u64)]) -> Result<(), ParamError> {
+        if !(self.peers.len() == 3 || self.peers.len() == 5) {
+            return Err(ParamError::field("peers", "must be 3 or 5"));
+        }
+        let tick = [("tick_ms", self.tick_ms)];
+        if let Some((field, _)) = tick.iter().chain(positive_ms).find(|(_, v)| *v == 0) {
+            return Err(ParamError::field(field, "must be positive"));
+        }
+        if self.election_ticks < 2 {
+            return Err(ParamError::field("election_ticks", "must be at least 2"));
+        }
+        Ok(())
+    }
+
+    /// The election timeout, in local ms (what etcd extends leases by on promotion).
+    pub fn election_timeout(&self) -> Duration {
+        Duration::from_millis(self.tick_ms * self.election_ticks as u64)
+    }
+}
+
+/// What a peer does with a client request.
+pub enum Handling<Cmd, Req, Resp> {
+    /// Propose this command through the log (leader only); answer when it is applied here.
+    Propose(Cmd),
+    /// Answer [`Service::read`] once ReadIndex confirmed this peer still leads.
+    Read(Req),
+    /// Answer this now.
+    Reply(Resp),
+    /// The service keeps the request and answers later through [`Service::take_pushes`].
+    Hold,
+}
+
+/// Where a service is called from: its node, whether it leads now, and who asked.
+pub struct Env<'a> {
+    /// The peer's node.
+    pub ctx: &'a NodeCtx,
+    /// Whether this peer is the leader now.
+    pub leader: bool,
+    /// The client that asked (for requests), or the peer itself.
+    pub from: NodeIdx,
+    /// The client's request number (for requests).
+    pub id: u64,
+}
+
+/// A replicated state machine and its request handling, one instance per peer incarnation.
+pub trait Service: 'static {
+    /// Client requests.
+    type Req: Clone + Send + 'static;
+    /// Answers to clients.
+    type Resp: Clone + Send + 'static;
+    /// Commands that go through the log.
+    type Cmd: Serialize + DeserializeOwned;
+
+    /// How to handle a request.
+    fn handle(&mut self, req: Self::Req, env: &Env) -> Handling<Self::Cmd, Self::Req, Self::Resp>;
+    /// Applies a committed command; the answer goes to the client that proposed it, if it
+    /// proposed it through this peer.
+    fn apply(&mut self, cmd: Self::Cmd, env: &Env) -> Self::Resp;
+    /// Answers a read whose leadership check passed.
+    fn read(&mut self, req: Self::Req, env: &Env) -> Self::Resp;
+    /// Called every tick; returns commands to propose (used while leading).
+    fn tick(&mut self, env: &Env) -> Vec<Self::Cmd>;
+    /// This peer became leader (`true`) or stopped leading (`false`).
+    fn role_changed(&mut self, env: &Env);
+    /// The answer that sends a client elsewhere: `leader` is the peer (from 0) to try, if known.
+    fn not_leader(&self, leader: Option<usize>) -> Self::Resp;
+    /// Answers to held requests that are due: `(client, request id, answer)`.
+    fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Self::Resp)>;
+}
+
+/// Everything the peers of one cluster share: their networks, disks and the audit.
+pub struct Cluster<Req, Resp> {
+    /// The client-facing request/response family.
+    pub clients: Net<Wire<Req, Resp>>,
+    /// The peers' node indexes, by peer number (from 0).
+    pub peers: Vec<NodeIdx>,
+}
+
+/// Adds one node per peer to the world. `make` builds a fresh service at every (re)start of
+/// a peer: the service's state comes back by re-applying the recovered log.
+pub fn start_cluster<S, F>(
+    world: &World,
+    config: HostConfig,
+    enforce_safety: bool,
+    make: F,
+) -> Cluster<S::Req, S::Resp>
+where
+    S: Service,
+    F: Fn(&NodeCtx) -> S + Send + Sync + 'static,
+{
+    let clients = Net::new(world);
+    let raft_net: PeerNet = Net::new(world);
+    let audit = Arc::new(Mutex::new(Audit::new(enforce_safety)));
+    let leaders: Leaders = Arc::default();
+    let config = Arc::new(config);
+    let make = Arc::new(make);
+    let mut peers = Vec::new();
+    for (i, name) in config.peers.iter().enumerate() {
+        let (config, make, audit) = (config.clone(), make.clone(), audit.clone());
+        let leaders = leaders.clone();
+        let (clients, raft_net) = (clients.clone(), raft_net.clone());
+        let idx = world.add_node(name, Role::Server, move |ctx| {
+            let service = make(&ctx);
+            let log = DurableLog::new(ctx.disk());
+            let peer = Peer::boot(&ctx, i as u64 + 1, config.clone(), log, audit.clone());
+            leaders.lock().unwrap().remove(&ctx.idx());
+            run(
+                ctx,
+                peer,
+                service,
+                raft_net.clone(),
+                leaders.clone(),
+                clients.clone(),
+            )
+        });
+        peers.push(idx);
+    }
+    world.answer_role(
+        ROLE_LEADER,
+        Arc::new(move |world| current_leader(world, &leaders)),
+    );
+    Cluster { clients, peers }
+}
+
+/// The peers that believe they lead, with their term.
+type Leaders = Arc<Mutex<BTreeMap<NodeIdx, u64>>>;
+
+/// `@leader`: the live peer leading the highest term (a deposed leader that has not noticed
+/// yet leads an older one).
+fn current_leader(world: &World, leaders: &Leaders) -> Option<NodeIdx> {
+    let leaders = leaders.lock().unwrap();
+    leaders
+        .iter()
+        .filter(|(idx, _)| world.is_alive(**idx))
+        .max_by_key(|(_, term)| **term)
+        .map(|(idx, _)| *idx)
+}
+
+enum Input<Req> {
+    Raft(Message),
+    Client(Request<Req>),
+    Tick,
+}
+
+async fn run<S: Service>(
+    ctx: NodeCtx,
+    mut peer: Peer,
+    service: S,
+    raft_net: PeerNet,
+    leaders: Leaders,
+    clients: Net<Wire<S::Req, S::Resp>>,
+) {
+    let (caller, mut requests) = endpoint(&clients, &ctx);
+    let mut raft_inbox = raft_net.bind(&ctx);
+    let (tx, mut inputs) = unbounded();
+    let tx2 = tx.clone();
+    ctx.spawn(async move {
+        while let Some(envelope) = raft_inbox.next().await {
+            let _ = tx2.unbounded_send(Input::Raft(envelope.msg));
+        }
+    });
+    let tx2 = tx.clone();
+    ctx.spawn(async move {
+        while let Some(req) = requests.next().await {
+            let _ = tx2.unbounded_send(Input::Client(req));
+        }
+    });
+    let (ticker, tick) = (ctx.clone(), Duration::from_millis(peer.config.tick_ms));
+    ctx.spawn(async move {
+        loop {
+            ticker.sleep_local(tick).await;
+            if tx.unbounded_send(Input::Tick).is_err() {
+                return;
+            }
+        }
+    });
+    peer.resolve_peers(&ctx);
+    let mut host = Host {
+        peer,
+        service,
+        caller,
+        raft_net,
+        leaders,
+        reads: BTreeMap::new(),
+    };
+    while let Some(input) = inputs.next().await {
+        host.input(input);
+        while let Ok(input) = inputs.try_recv() {
+            host.input(input);
+        }
+        host.on_ready().await;
+    }
+}
+
+/// The Raft side of one peer incarnation.
+struct Peer {
+    ctx: NodeCtx,
+    id: u64,
+    config: Arc<HostConfig>,
+    raw: RawNode<MemStorage>,
+    log: DurableLog,
+    audit: Arc<Mutex<Audit>>,
+    nodes: Vec<NodeIdx>,
+    leading: bool,
+    applied: u64,
+    /// Proposals made through this peer, by nonce: who to answer.
+    proposals: BTreeMap<u64, (NodeIdx, u64)>,
+    /// Reads confirmed at a commit index, waiting for this peer to apply up to it.
+    confirmed: Vec<(u64, u64)>,
+}
+
+fn raft_config(id: u64, config: &HostConfig) -> raft::Config {
+    raft::Config {
+        id,
+        election_tick: config.election_ticks,
+        heartbeat_tick: config.heartbeat_ticks,
+        pre_vote: true,
+        check_quorum: true,
+        max_size_per_msg: 1024 * 1024,
+        max_inflight_msgs: 256,
+        ..raft::Config::default()
+    }
+}
+
+impl Peer {
+    /// Starts a peer from what its disk holds.
+    fn boot(
+        ctx: &NodeCtx,
+        id: u64,
+        config: Arc<HostConfig>,
+        log: DurableLog,
+        audit: Arc<Mutex<Audit>>,
+    ) -> Peer {
+        let image = log.load();
+        let voters: Vec<u64> = (1..=config.peers.len() as u64).collect();
+        let storage = MemStorage::new_with_conf_state((voters, vec![]));
+        let fresh = image.entries.is_empty() && image.hard_state.term == 0;
+        storage.wl().set_hardstate(image.hard_state.clone());
+        storage
+            .wl()
+            .append(&image.entries)
+            .expect("the durable log is contiguous");
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let raw = RawNode::new(&raft_config(id, &config), storage, &logger)
+            .expect("a valid Raft configuration");
+        let mut peer = Peer {
+            ctx: ctx.clone(),
+            id,
+            config,
+            raw,
+            log,
+            audit,
+            nodes: vec![],
+            leading: false,
+            applied: 0,
+            proposals: BTreeMap::new(),
+            confirmed: vec![],
+        };
+        peer.override_election_timeout();
+        if fresh && id == 1 {
+            // A new cluster is bootstrapped with peer 1 as its first candidate, so runs do
+            // not spend their first second electing; later elections are Raft's own.
+            peer.raw.campaign().expect("campaign");
+        }
+        peer
+    }
+
+    fn resolve_peers(&mut self, ctx: &NodeCtx) {
+        let world = ctx.world();
+        self.nodes = self
+            .config
+            .peers
+            .iter()
+            .map(|name| {
+                world
+                    .node(name)
+                    .expect("every peer is added before the run")
+            })
+            .collect();
+    }
+
+    /// Replaces raft-rs's `thread_rng` election timeout with one from the run's seed.
+    fn override_election_timeout(&mut self) {
+        if self.raw.raft.election_elapsed == 0 {
+            let lo = self.raw.raft.election_timeout();
+            let timeout = madsim::rand::thread_rng().gen_range(lo..2 * lo);
+            self.raw.raft.set_randomized_election_timeout(timeout);
+        }
+    }
+
+    fn leader_hint(&self) -> Option<usize> {
+        let leader = self.raw.raft.leader_id;
+        (leader != raft::INVALID_ID).then(|| leader as usize - 1)
+    }
+}
+
+/// A peer with its service and its IO.
+struct Host<S: Service> {
+    peer: Peer,
+    service: S,
+    caller: Caller<S::Req, S::Resp>,
+    raft_net: PeerNet,
+    leaders: Leaders,
+    /// Reads waiting for their leadership check, by nonce.
+    reads: BTreeMap<u64, (NodeIdx, u64, S::Req)>,
+}
+
+fn env(peer: &Peer, from: NodeIdx, id: u64) -> Env<'_> {
+    Env {
+        ctx: &peer.ctx,
+        leader: peer.leading,
+        from,
+        id,
+    }
+}
+
+fn nonce() -> u64 {
+    madsim::rand::thread_rng().gen()
+}
+
+impl<S: Service> Host<S> {
+    fn input(&mut self, input: Input<S::Req>) {
+        match input {
+            Input::Raft(msg) => {
+                // A message from an old term or a dead incarnation is refused by raft-rs
+                // itself; an error here is such a refusal, not a fault of this peer.
+                let _ = self.peer.raw.step(msg);
+            }
+            Input::Tick => self.tick(),
+            Input::Client(req) => self.request(req),
+        }
+        self.peer.override_election_timeout();
+        // The service's idea of leadership must follow Raft's at every step: raft-rs
+        // forwards a follower's proposals to the leader, so a lessor that still believes it
+        // leads would get its stale revocations committed (etcd issues #12528, #15247).
+        self.role_check();
+    }
+
+    fn tick(&mut self) {
+        self.peer.raw.tick();
+        self.role_check();
+        let me = self.peer.ctx.idx();
+        let cmds = self.service.tick(&env(&self.peer, me, 0));
+        if self.peer.leading {
+            for cmd in cmds {
+                self.propose(&cmd, None);
+            }
+        }
+    }
+
+    fn propose(&mut self, cmd: &S::Cmd, client: Option<(NodeIdx, u64)>) {
+        let key = nonce();
+        let data = serde_json::to_vec(cmd).expect("commands serialise");
+        if self
+            .peer
+            .raw
+            .propose(key.to_le_bytes().to_vec(), data)
+            .is_ok()
+        {
+            if let Some(client) = client {
+                self.peer.proposals.insert(key, client);
+            }
+        }
+    }
+
+    fn request(&mut self, req: Request<S::Req>) {
+        let (from, id) = (req.from, req.id);
+        let handling = self.service.handle(req.body, &env(&self.peer, from, id));
+        let leading = self.peer.leading;
+        match handling {
+            Handling::Reply(resp) => self.caller.reply(from, id, resp),
+            Handling::Hold => {}
+            Handling::Propose(_) | Handling::Read(_) if !leading => {
+                let resp = self.service.not_leader(self.peer.leader_hint());
+                self.caller.reply(from, id, resp);
+            }
+            Handling::Propose(cmd) => self.propose(&cmd, Some((from, id))),
+            Handling::Read(_) if !self.peer.raw.raft.commit_to_current_term() => {
+                // raft-rs drops a read before the new leader committed in its term: ask the
+                // client to come back.
+                let resp = self.service.not_leader(Some(self.peer.id as usize - 1));
+                self.caller.reply(from, id, resp);
+            }
+            Handling::Read(req) => {
+                let key = nonce();
+                self.reads.insert(key, (from, id, req));
+                self.peer.raw.read_index(key.to_le_bytes().to_vec());
+            }
+        }
+    }
+
+    /// Handles one `Ready`, in raft-rs's documented order.
+    async fn on_ready(&mut self) {
+        if !self.peer.raw.has_ready() {
+            return;
+        }
+        let mut ready = self.peer.raw.ready();
+        self.send(ready.take_messages());
+        assert!(ready.snapshot().is_empty(), "this host never snapshots");
+        self.apply(ready.take_committed_entries()).await;
+        let store = self.peer.raw.raft.raft_log.store.clone();
+        if !ready.entries().is_empty() {
+            store.wl().append(ready.entries()).expect("append");
+            self.peer.log.write_entries(ready.entries());
+        }
+        if let Some(hs) = ready.hs() {
+            store.wl().set_hardstate(hs.clone());
+            // Only a new term or vote must be durable before anyone hears of it; a commit
+            // index alone rides along with the next fsync (raft-rs's `must_sync`).
+            self.peer.log.write_hard_state(hs, ready.must_sync());
+        }
+        for rs in ready.take_read_states() {
+            let key = u64::from_le_bytes(rs.request_ctx.try_into().expect("an 8-byte nonce"));
+            self.peer.confirmed.push((rs.index, key));
+        }
+        if !self.peer.config.ack_before_fsync {
+            self.peer.log.sync().await;
+        }
+        self.send(ready.take_persisted_messages());
+        let mut light = self.peer.raw.advance(ready);
+        if let Some(commit) = light.commit_index() {
+            store.wl().mut_hard_state().set_commit(commit);
+            self.peer.log.write_commit(commit);
+        }
+        self.send(light.take_messages());
+        self.apply(light.take_committed_entries()).await;
+        self.peer.raw.advance_apply();
+        self.role_check();
+        self.serve_reads();
+        self.push();
+        if self.peer.config.ack_before_fsync {
+            // The bug: everything above was acknowledged before it reached the disk.
+            self.peer.log.sync_in_background();
+        }
+    }
+
+    fn send(&self, msgs: Vec<Message>) {
+        let me = self.peer.ctx.idx();
+        for msg in msgs {
+            let to = self.peer.nodes[msg.to as usize - 1];
+            self.raft_net.send(me, to, msg);
+        }
+    }
+
+    async fn apply(&mut self, entries: Vec<Entry>) {
+        for entry in entries {
+            assert_eq!(entry.index, self.peer.applied + 1, "entries apply in order");
+            self.peer.applied = entry.index;
+            self.peer.audit.lock().unwrap().applied(
+                &self.peer.ctx,
+                self.peer.id,
+                entry.index,
+                entry.term,
+                xxhash_rust::xxh3::xxh3_64(&entry.data),
+            );
+            if entry.data.is_empty() || entry.get_entry_type() != EntryType::EntryNormal {
+                continue; // a new leader's empty entry
+            }
+            self.peer.ctx.point("before_apply").await;
+            let cmd: S::Cmd = serde_json::from_slice(&entry.data).expect("commands deserialise");
+            let me = self.peer.ctx.idx();
+            let resp = self.service.apply(cmd, &env(&self.peer, me, 0));
+            let key = entry.context[..].try_into().map(u64::from_le_bytes);
+            if let Some((from, id)) = key.ok().and_then(|k| self.peer.proposals.remove(&k)) {
+                self.caller.reply(from, id, resp);
+            }
+        }
+    }
+
+    fn role_check(&mut self) {
+        let leading = self.peer.raw.raft.state == StateRole::Leader;
+        if leading == self.peer.leading {
+            return;
+        }
+        self.peer.leading = leading;
+        let term = self.peer.raw.raft.term;
+        let me = self.peer.ctx.idx();
+        if leading {
+            self.leaders.lock().unwrap().insert(me, term);
+        } else {
+            self.leaders.lock().unwrap().remove(&me);
+        }
+        if leading {
+            let ctx = self.peer.ctx.clone();
+            self.peer
+                .audit
+                .lock()
+                .unwrap()
+                .elected(&ctx, term, self.peer.id);
+            self.peer
+                .ctx
+                .event("elected", None, format!("leader of term {term}"));
+        } else {
+            self.peer
+                .ctx
+                .event("demoted", None, format!("no longer leader (term {term})"));
+            // Reads waiting on this peer's leadership can no longer be confirmed here.
+            let hint = self.peer.leader_hint();
+            let waiting = std::mem::take(&mut self.reads);
+            for (_, (from, id, _)) in waiting {
+                self.caller.reply(from, id, self.service.not_leader(hint));
+            }
+            self.peer.confirmed.clear();
+        }
+        let me = self.peer.ctx.idx();
+        self.service.role_changed(&env(&self.peer, me, 0));
+    }
+
+    fn serve_reads(&mut self) {
+        let applied = self.peer.applied;
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.peer.confirmed)
+            .into_iter()
+            .partition(|(index, _)| *index <= applied);
+        self.peer.confirmed = later;
+        for (_, key) in due {
+            let Some((from, id, req)) = self.reads.remove(&key) else {
+                continue;
+            };
+            let resp = self.service.read(req, &env(&self.peer, from, id));
+            self.caller.reply(from, id, resp);
+        }
+    }
+
+    fn push(&mut self) {
+        for (to, id, resp) in self.service.take_pushes() {
+            self.caller.reply(to, id, resp);
+        }
+    }
+}

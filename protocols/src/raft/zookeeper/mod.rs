@@ -1,0 +1,96 @@
+//! `zookeeper`: ZooKeeper's lock recipe (ephemeral sequential nodes, each waiter watching
+//! only the next-lower one) with sessions, on the same replicated-log host as `etcd`
+//! ([`crate::raft`]).
+//!
+//! How the real system works (ZooKeeper Programmer's Guide, "ZooKeeper Sessions" and
+//! "Recipes and Solutions: Locks"; Curator's `InterProcessMutex` and Tech Note 10):
+//! - **Sessions.** A client's session has a timeout; the client sends a ping when it has been
+//!   idle for a third of it. The leader's session tracker expires a session nobody touched
+//!   for the timeout and proposes `closeSession` through the atomic broadcast, which deletes
+//!   the session's ephemeral nodes on every server. A new leader gives every session a fresh
+//!   timeout.
+//! - **Connection states.** A client that hears nothing for two thirds of the timeout
+//!   considers its connection lost (`Disconnected`; Curator: `SUSPENDED`) and tries other
+//!   servers; within the timeout its session may still be alive (`RECONNECTED`), after it the
+//!   server answers `Expired` (Curator: `LOST`). Curator's advice: on `SUSPENDED`, assume the
+//!   lock may be lost until `RECONNECTED`.
+//! - **Lock recipe.** Create `/lock/lock-` with `EPHEMERAL_SEQUENTIAL` (the server appends a
+//!   monotonically increasing 10-digit sequence), list the children; the lowest sequence holds
+//!   the lock; otherwise `exists` with a watch on the next-lower node only (no herd effect),
+//!   and list again when it is deleted. Unlock deletes the node. The sequence (or the node's
+//!   creation zxid) is a fencing token.
+//!
+//! How it breaks (reproducible here):
+//! - **Session expiry during a pause** (Curator Tech Note 10): a holder paused past its
+//!   session timeout loses its ephemeral node; the next waiter takes the lock; the paused
+//!   holder wakes and writes. The sequence as token and a fencing resource stop the write.
+//! - **Ignoring `SUSPENDED`** (bug variant `ignore-suspended`): the client keeps writing
+//!   while it cannot reach the ensemble, trusting the lock until it hears `Expired`, which it
+//!   cannot hear while cut off; its session expires meanwhile.
+//!
+//! What the model keeps and leaves out: ZooKeeper replicates with Zab, not Raft; both are a
+//! leader-based, totally ordered log with majority commit, and the recipe depends only on
+//! that. Pings go to the leader (confirmed by ReadIndex) instead of to the connected server,
+//! which in ZooKeeper relays session touches to the leader. Left out: the data tree beyond one
+//! lock directory, ACLs, observers, local sessions, `sync`.
+
+pub mod client;
+pub mod params;
+pub mod tree;
+
+use crate::protocol::{ParamError, Protocol};
+use crate::raft::client::Link;
+use crate::raft::host::{start_cluster, Cluster};
+use client::ZkClient;
+use locksim_sim::nemesis::ROLE_LEADER;
+use locksim_sim::{NodeCtx, World};
+pub use params::{Params, Variant};
+use std::time::Duration;
+use tree::{Req, Resp, Tree};
+
+/// The `zookeeper` protocol.
+#[derive(Clone, Copy, Debug)]
+pub struct ZooKeeper;
+
+impl Protocol for ZooKeeper {
+    const ID: &'static str = "zookeeper";
+    const SUMMARY: &'static str =
+        "ZooKeeper's lock recipe: sessions, ephemeral sequential nodes, watch the next-lower";
+    type Params = Params;
+    type Servers = Cluster<Req, Resp>;
+    type Client = ZkClient;
+
+    fn validate(&self, params: &Params) -> Result<(), ParamError> {
+        params.validate()
+    }
+
+    fn servers(&self, params: &Params) -> Vec<String> {
+        params.host().peers
+    }
+
+    fn points(&self, params: &Params) -> Vec<(String, &'static str)> {
+        (self.servers(params).into_iter())
+            .map(|s| (s, "before_apply"))
+            .collect()
+    }
+
+    fn roles(&self, _: &Params) -> Vec<&'static str> {
+        vec![ROLE_LEADER]
+    }
+
+    fn start(&self, params: &Params, world: &World) -> Cluster<Req, Resp> {
+        start_cluster(world, params.host(), true, |_ctx| Tree::default())
+    }
+
+    fn connect(&self, params: &Params, cluster: &Cluster<Req, Resp>, ctx: &NodeCtx) -> ZkClient {
+        let timeout = Duration::from_millis(params.request_timeout_ms);
+        let link = Link::new(
+            ctx,
+            &cluster.clients,
+            &cluster.peers,
+            params.clone(),
+            timeout,
+        );
+        ZkClient::new(link)
+    }
+}

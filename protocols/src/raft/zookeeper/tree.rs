@@ -1,0 +1,323 @@
+//! The replicated tree: sessions, ephemeral sequential nodes under the lock's parent, and
+//! watches on a node's deletion; a [`Service`] applied from the Raft log.
+
+use crate::raft::client::Redirect;
+use crate::raft::host::{Env, Handling, Service};
+use locksim_sim::NodeIdx;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// Client requests.
+#[derive(Clone, Debug)]
+pub enum Req {
+    /// Open a session with this timeout.
+    CreateSession {
+        /// In ms.
+        timeout_ms: u64,
+    },
+    /// Touch a session (leader, after a ReadIndex confirmation).
+    Ping {
+        /// The session.
+        session: u64,
+    },
+    /// Create `/lock/lock-<seq>`, ephemeral, owned by `session`.
+    Create {
+        /// The owner.
+        session: u64,
+    },
+    /// List the lock's children (linearizable).
+    Children,
+    /// Answer when `name` is gone, once the tree reached `min_zxid` (`exists` + watch).
+    Watch {
+        /// The node.
+        name: String,
+        /// The zxid the children were listed at.
+        min_zxid: u64,
+    },
+    /// Delete a node.
+    Delete {
+        /// The node.
+        name: String,
+    },
+}
+
+/// Answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resp {
+    /// Ask another server (this one, from 0, if known).
+    NotLeader(Option<usize>),
+    /// A session was opened.
+    Session(u64),
+    /// The session was touched.
+    Pong,
+    /// No such session: it expired.
+    Expired,
+    /// The node created, and its sequence.
+    Created(String, u64),
+    /// The children by sequence, and the zxid they were read at.
+    Children(Vec<(String, u64)>, u64),
+    /// The watched node is gone.
+    Gone,
+    /// A delete was applied.
+    Deleted,
+}
+
+impl Redirect for Resp {
+    fn redirect(&self) -> Option<Option<usize>> {
+        match self {
+            Resp::NotLeader(hint) => Some(*hint),
+            _ => None,
+        }
+    }
+}
+
+/// Commands in the log.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Cmd {
+    /// A session.
+    CreateSession {
+        /// Its id.
+        session: u64,
+        /// Its timeout, in ms.
+        timeout_ms: u64,
+    },
+    /// The leader's session tracker expired it.
+    CloseSession {
+        /// The session.
+        session: u64,
+    },
+    /// See [`Req::Create`].
+    Create {
+        /// The owner.
+        session: u64,
+    },
+    /// Delete a node.
+    Delete {
+        /// The node.
+        name: String,
+    },
+}
+
+struct Watch {
+    from: NodeIdx,
+    id: u64,
+    name: String,
+    min_zxid: u64,
+}
+
+/// One server's copy of the lock directory, its session tracker and watches.
+#[derive(Default)]
+pub struct Tree {
+    zxid: u64,
+    /// The directory's sequence counter (its `cversion`).
+    cversion: u64,
+    /// Children: name → sequence.
+    nodes: BTreeMap<String, u64>,
+    /// Sessions: timeout and ephemeral nodes.
+    sessions: BTreeMap<u64, (Duration, BTreeSet<String>)>,
+    /// While leading: each session's expiry on this server's monotonic clock.
+    expiry: BTreeMap<u64, Duration>,
+    watches: Vec<Watch>,
+    pushes: Vec<(NodeIdx, u64, Resp)>,
+}
+
+impl Tree {
+    /// Every node is the ephemeral of exactly one live session and every ephemeral exists:
+    /// a session's ephemerals go with it. The tracker follows only live sessions.
+    fn assert_sessions(&self) {
+        let mut ephemerals = 0;
+        for (_, names) in self.sessions.values() {
+            ephemerals += names.len();
+            assert!(
+                names.iter().all(|n| self.nodes.contains_key(n)),
+                "an ephemeral exists"
+            );
+        }
+        assert_eq!(ephemerals, self.nodes.len(), "every node has one session");
+        assert!(
+            self.expiry.keys().all(|s| self.sessions.contains_key(s)),
+            "the tracker never follows a closed session"
+        );
+    }
+
+    fn delete(&mut self, name: &str) -> bool {
+        if self.nodes.remove(name).is_none() {
+            return false;
+        }
+        for (_, ephemerals) in self.sessions.values_mut() {
+            ephemerals.remove(name);
+        }
+        true
+    }
+
+    fn fire_watches(&mut self) {
+        let (zxid, nodes) = (self.zxid, &self.nodes);
+        let (due, waiting): (Vec<Watch>, Vec<Watch>) = std::mem::take(&mut self.watches)
+            .into_iter()
+            .partition(|w| zxid >= w.min_zxid && !nodes.contains_key(&w.name));
+        self.watches = waiting;
+        self.pushes
+            .extend(due.into_iter().map(|w| (w.from, w.id, Resp::Gone)));
+    }
+
+    fn close_session(&mut self, session: u64, env: &Env) -> Resp {
+        self.expiry.remove(&session);
+        let Some((_, ephemerals)) = self.sessions.remove(&session) else {
+            return Resp::Expired;
+        };
+        if env.leader {
+            env.ctx.event(
+                "session_expired",
+                None,
+                format!("session {session:x} expired: closed through the log"),
+            );
+        }
+        self.zxid += 1;
+        for name in ephemerals {
+            self.nodes.remove(&name);
+        }
+        assert!(
+            !self.expiry.contains_key(&session),
+            "closed: never touched again"
+        );
+        Resp::Deleted
+    }
+
+    /// Whether the leader's session tracker holds `session` expired.
+    fn expired(&self, session: u64, env: &Env) -> bool {
+        self.expiry
+            .get(&session)
+            .is_some_and(|until| *until <= env.ctx.mono_now())
+    }
+
+    fn create(&mut self, session: u64) -> Resp {
+        let Some((_, ephemerals)) = self.sessions.get_mut(&session) else {
+            return Resp::Expired;
+        };
+        self.zxid += 1;
+        self.cversion += 1;
+        let seq = self.cversion;
+        assert!(
+            self.nodes.values().all(|s| *s < seq),
+            "sequence numbers (the fencing tokens) grow"
+        );
+        let name = format!("lock-{seq:010}");
+        ephemerals.insert(name.clone());
+        self.nodes.insert(name.clone(), seq);
+        Resp::Created(name, seq)
+    }
+}
+
+impl Service for Tree {
+    type Req = Req;
+    type Resp = Resp;
+    type Cmd = Cmd;
+
+    fn handle(&mut self, req: Req, env: &Env) -> Handling<Cmd, Req, Resp> {
+        match req {
+            Req::CreateSession { timeout_ms } => {
+                let session = madsim::rand::thread_rng().gen::<u64>() >> 1;
+                Handling::Propose(Cmd::CreateSession {
+                    session,
+                    timeout_ms,
+                })
+            }
+            Req::Create { session } => Handling::Propose(Cmd::Create { session }),
+            Req::Delete { name } => Handling::Propose(Cmd::Delete { name }),
+            Req::Ping { .. } | Req::Children => Handling::Read(req),
+            Req::Watch { name, min_zxid } => {
+                self.watches.push(Watch {
+                    from: env.from,
+                    id: env.id,
+                    name,
+                    min_zxid,
+                });
+                self.fire_watches();
+                Handling::Hold
+            }
+        }
+    }
+
+    fn apply(&mut self, cmd: Cmd, env: &Env) -> Resp {
+        let zxid_before = self.zxid;
+        let resp = match cmd {
+            Cmd::CreateSession {
+                session,
+                timeout_ms,
+            } => {
+                let timeout = Duration::from_millis(timeout_ms);
+                self.sessions.insert(session, (timeout, BTreeSet::new()));
+                if env.leader {
+                    self.expiry.insert(session, env.ctx.mono_now() + timeout);
+                }
+                Resp::Session(session)
+            }
+            Cmd::CloseSession { session } => self.close_session(session, env),
+            Cmd::Create { session } => self.create(session),
+            Cmd::Delete { name } => {
+                if self.delete(&name) {
+                    self.zxid += 1;
+                }
+                Resp::Deleted
+            }
+        };
+        assert!(self.zxid >= zxid_before, "zxids only grow");
+        self.assert_sessions();
+        self.fire_watches();
+        resp
+    }
+
+    fn read(&mut self, req: Req, env: &Env) -> Resp {
+        match req {
+            Req::Ping { session } => match self.sessions.get(&session) {
+                // Expired here, its closeSession is on its way through the log: ZooKeeper's
+                // session tracker no longer lets it be touched.
+                Some(_) if env.leader && self.expired(session, env) => Resp::Expired,
+                Some((timeout, _)) if env.leader => {
+                    self.expiry.insert(session, env.ctx.mono_now() + *timeout);
+                    Resp::Pong
+                }
+                Some(_) => Resp::NotLeader(None),
+                None => Resp::Expired,
+            },
+            Req::Children => {
+                let children = self.nodes.iter().map(|(n, s)| (n.clone(), *s)).collect();
+                Resp::Children(children, self.zxid)
+            }
+            other => unreachable!("not a read: {other:?}"),
+        }
+    }
+
+    fn tick(&mut self, env: &Env) -> Vec<Cmd> {
+        if !env.leader {
+            return vec![];
+        }
+        let now = env.ctx.mono_now();
+        self.expiry
+            .iter()
+            .filter(|(_, until)| **until <= now)
+            .map(|(session, _)| Cmd::CloseSession { session: *session })
+            .collect()
+    }
+
+    fn role_changed(&mut self, env: &Env) {
+        self.expiry.clear();
+        if env.leader {
+            // A new leader's session tracker starts every session afresh.
+            let now = env.ctx.mono_now();
+            for (session, (timeout, _)) in &self.sessions {
+                self.expiry.insert(*session, now + *timeout);
+            }
+        }
+    }
+
+    fn not_leader(&self, leader: Option<usize>) -> Resp {
+        Resp::NotLeader(leader)
+    }
+
+    fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Resp)> {
+        std::mem::take(&mut self.pushes)
+    }
+}
