@@ -5,131 +5,13 @@
 //! keep-alives included, as a GC pause does.
 
 use crate::clock;
+pub use crate::lock::{Ctx, LiveLock};
 use crate::resource::{Answer, Request, ResourceClient};
-use crate::spec::{ClientMsg, ClientSpec, LockSpec};
-use locksim_check::{Event, Kind, Op};
+use crate::spec::{ClientSpec, LockSpec};
+use locksim_check::{Kind, Op};
 use locksim_protocols::{Acquired, Grant, Outcome, Validity};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// A lock client library, as the model's `LockClient` (blocking: each call is bounded by
-/// the protocol's own timeouts).
-pub trait LiveLock {
-    /// Tries to take the lock (with the protocol's retries and timeout).
-    fn acquire(&mut self, ctx: &Ctx) -> Acquired;
-    /// Gives the lock back.
-    fn release(&mut self, ctx: &Ctx, grant: &Grant) -> Outcome;
-    /// Extends the lease.
-    fn extend(&mut self, ctx: &Ctx, grant: &mut Grant) -> Outcome {
-        let _ = (ctx, grant);
-        Outcome::Failed("this protocol cannot extend a lock".into())
-    }
-    /// How far `grant` may be trusted now.
-    fn validity(&mut self, ctx: &Ctx, grant: &Grant) -> Validity {
-        let _ = ctx;
-        match grant.valid_until {
-            Some(until) => Validity::Until(until),
-            None => Validity::Indefinite,
-        }
-    }
-}
-
-/// The client process's context: its name, clock, random draws, output and named points.
-pub struct Ctx {
-    spec: ClientSpec,
-    out: Arc<Mutex<std::io::Stdout>>,
-    rng: Mutex<StdRng>,
-    passages: Mutex<BTreeMap<String, u32>>,
-}
-
-impl Ctx {
-    fn new(spec: ClientSpec) -> Ctx {
-        let name_hash = spec
-            .name
-            .bytes()
-            .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
-        let seed = spec.seed ^ name_hash.rotate_left(17) ^ ((spec.incarnation as u64) << 48);
-        Ctx {
-            spec,
-            out: Arc::new(Mutex::new(std::io::stdout())),
-            rng: Mutex::new(StdRng::seed_from_u64(seed)),
-            passages: Mutex::default(),
-        }
-    }
-
-    /// The client's name.
-    pub fn name(&self) -> &str {
-        &self.spec.name
-    }
-
-    /// Time since the run's zero (the client's monotonic clock is the machine's).
-    pub fn mono_now(&self) -> Duration {
-        clock::since(self.spec.start_ns)
-    }
-
-    /// Whether the run is over.
-    pub fn over(&self) -> bool {
-        clock::now_ns() >= self.spec.end_ns
-    }
-
-    /// A uniform draw in `lo..=hi`.
-    pub fn between(&self, lo: u64, hi: u64) -> u64 {
-        self.rng.lock().unwrap().gen_range(lo..=hi)
-    }
-
-    /// A random u64 (lock values).
-    pub fn random(&self) -> u64 {
-        self.rng.lock().unwrap().gen()
-    }
-
-    fn send(&self, msg: &ClientMsg) {
-        let mut line = serde_json::to_string(msg).expect("messages serialise");
-        line.push('\n');
-        let mut out = self.out.lock().unwrap();
-        // The parent gone: nothing to report to; PDEATHSIG ends this process.
-        let _ = out.write_all(line.as_bytes()).and_then(|_| out.flush());
-    }
-
-    /// Records an event, stamped now.
-    pub fn record(&self, mut event: Event) {
-        event.time_ns = clock::now_ns().saturating_sub(self.spec.start_ns);
-        self.send(&ClientMsg::Event(event));
-    }
-
-    /// An event of this client.
-    pub fn ev(&self, kind: Kind, op: Op) -> Event {
-        Event::new(self.name(), kind, op)
-    }
-
-    /// A note on the timeline.
-    pub fn note(&self, detail: impl Into<String>) {
-        self.record(self.ev(Kind::Info, Op::Note).detail(detail));
-    }
-
-    /// Passes a named point: stops here if a scripted fault says so (the parent resumes
-    /// the process after the pause, or kills it for a crash).
-    pub fn point(&self, point: &str) {
-        let n = {
-            let mut passages = self.passages.lock().unwrap();
-            let n = passages.entry(point.to_owned()).or_insert(0);
-            *n += 1;
-            *n
-        };
-        let stop = self
-            .spec
-            .stops
-            .iter()
-            .find(|s| s.point == point && s.occurrence == n);
-        if let Some(stop) = stop {
-            self.send(&ClientMsg::Stop(stop.clone()));
-            crate::procs::stop_self();
-        }
-    }
-}
 
 /// The client process's main: runs the workload until the run's end.
 pub fn main(spec: ClientSpec) -> anyhow::Result<()> {

@@ -1,6 +1,7 @@
 //! The deployment a scenario's `[protocol]` describes, as real servers: which binaries,
 //! which arguments, which ports, and how to answer roles such as `@leader`.
 
+pub use crate::cluster::{Deployment, ServerInfo};
 use crate::procs::free_port;
 use crate::servers::{find_binary, output_of, version_in, Server};
 use crate::spec::LockSpec;
@@ -10,34 +11,10 @@ use locksim_protocols::redis::server::Persistence;
 use locksim_protocols::redis::single as single_redis;
 use locksim_scenarios::Prepared;
 use locksim_sim::nemesis::ROLE_LEADER;
-use serde::Serialize;
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
-
-/// A server software and the version it reports (`redis-server` `7.0.15`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ServerInfo {
-    /// The node name in the run.
-    pub name: String,
-    /// The software.
-    pub software: String,
-    /// Its version, as it reports it.
-    pub version: String,
-}
-
-/// Real servers for a scenario, not yet started.
-pub struct Deployment {
-    /// The servers, by node name as the scenario names them.
-    pub servers: Vec<Server>,
-    /// What each server is.
-    pub infos: Vec<ServerInfo>,
-    /// What clients need to reach them.
-    pub lock: LockSpec,
-    /// Each server's client address, for asking who leads.
-    pub client_addrs: Vec<(String, SocketAddr)>,
-}
 
 impl Deployment {
     /// The server named `name`.
@@ -187,19 +164,60 @@ fn etcd_leader(addrs: &[(String, SocketAddr)]) -> Option<String> {
         .map(|(name, _, _)| name.clone())
 }
 
-fn etcd(params: etcd::Params, names: &[String], dir: &Path) -> anyhow::Result<Deployment> {
-    let refuse = |m: String| -> anyhow::Result<Deployment> { Err(crate::Refused(m).into()) };
+/// Why a real etcd cannot run the model's `params`, if it cannot.
+fn etcd_refusal(params: &etcd::Params) -> Option<String> {
     if params.variant == etcd::Variant::AckBeforeFsync {
-        return refuse("variant `ack-before-fsync` is a bug of the model's server: a real etcd fsyncs before it acknowledges".into());
+        return Some("variant `ack-before-fsync` is a bug of the model's server: a real etcd fsyncs before it acknowledges".into());
     }
     if params.lease_ttl_ms / 1000 * 1000 != params.lease_ttl_ms {
-        return refuse(format!(
+        return Some(format!(
             "protocol.lease_ttl_ms = {}: a real etcd lease's TTL is whole seconds",
             params.lease_ttl_ms
         ));
     }
     if params.lock_delay_ms != 0 {
-        return refuse("protocol.lock_delay_ms: etcd has no lock-delay (it is Chubby's)".into());
+        return Some("protocol.lock_delay_ms: etcd has no lock-delay (it is Chubby's)".into());
+    }
+    None
+}
+
+/// The command line of the etcd member `name` listening on `client` and `peer`.
+fn etcd_member_args(
+    params: &etcd::Params,
+    name: &str,
+    (client, peer): (u16, u16),
+    cluster: &str,
+) -> Vec<String> {
+    let args = [
+        "--name",
+        name,
+        "--data-dir",
+        "data",
+        "--listen-client-urls",
+        &format!("http://127.0.0.1:{client}"),
+        "--advertise-client-urls",
+        &format!("http://127.0.0.1:{client}"),
+        "--listen-peer-urls",
+        &format!("http://127.0.0.1:{peer}"),
+        "--initial-advertise-peer-urls",
+        &format!("http://127.0.0.1:{peer}"),
+        "--initial-cluster",
+        cluster,
+        "--initial-cluster-state",
+        "new",
+        "--initial-cluster-token",
+        "locksim-live",
+        "--heartbeat-interval",
+        &params.tick_ms.to_string(),
+        "--election-timeout",
+        &(params.tick_ms * params.election_ticks as u64).to_string(),
+    ];
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+fn etcd(params: etcd::Params, names: &[String], dir: &Path) -> anyhow::Result<Deployment> {
+    if let Some(why) = etcd_refusal(&params) {
+        return Err(crate::Refused(why).into());
     }
     let program = find_binary("etcd", "etcd-server")?;
     let version = version_in(&output_of(&program, &["--version"]));
@@ -222,33 +240,9 @@ fn etcd(params: etcd::Params, names: &[String], dir: &Path) -> anyhow::Result<De
         client_addrs: vec![],
     };
     for (name, (client, peer)) in names.iter().zip(&ports) {
-        let args = [
-            "--name",
-            name,
-            "--data-dir",
-            "data",
-            "--listen-client-urls",
-            &format!("http://127.0.0.1:{client}"),
-            "--advertise-client-urls",
-            &format!("http://127.0.0.1:{client}"),
-            "--listen-peer-urls",
-            &format!("http://127.0.0.1:{peer}"),
-            "--initial-advertise-peer-urls",
-            &format!("http://127.0.0.1:{peer}"),
-            "--initial-cluster",
-            &cluster.join(","),
-            "--initial-cluster-state",
-            "new",
-            "--initial-cluster-token",
-            "locksim-live",
-            "--heartbeat-interval",
-            &params.tick_ms.to_string(),
-            "--election-timeout",
-            &(params.tick_ms * params.election_ticks as u64).to_string(),
-        ];
+        let args = etcd_member_args(&params, name, (*client, *peer), &cluster.join(","));
         let addr = SocketAddr::from(([127, 0, 0, 1], *client));
         let probe: crate::servers::Probe = Box::new(move || etcd_status(addr).is_some());
-        let args = args.iter().map(|s| s.to_string()).collect();
         deployment.servers.push(Server::new(
             name,
             dir.join(name),

@@ -13,10 +13,12 @@
 
 pub mod client;
 pub mod clock;
+pub mod cluster;
 pub mod deploy;
 pub mod etcd_lock;
 pub mod history;
 pub mod http;
+pub mod lock;
 pub mod procs;
 pub mod proxy;
 pub mod redis_lock;

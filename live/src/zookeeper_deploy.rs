@@ -3,7 +3,7 @@
 //! the scenario's session timeout at 10 ticks (ZooKeeper bounds it to 2–20 ticks), and the
 //! `srvr` four-letter word to tell readiness, the version and who leads.
 
-use crate::deploy::{Deployment, ServerInfo};
+use crate::cluster::{Deployment, ServerInfo};
 use crate::procs::free_port;
 use crate::servers::{find_binary, version_in, Probe, Server};
 use crate::spec::LockSpec;

@@ -1,0 +1,30 @@
+//! What a deployment of real servers is, apart from how each system builds one (`deploy`,
+//! `zookeeper_deploy`), so that the builders and the dispatch import it without a ring.
+
+use crate::servers::Server;
+use crate::spec::LockSpec;
+use serde::Serialize;
+use std::net::SocketAddr;
+
+/// A server software and the version it reports (`redis-server` `7.0.15`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ServerInfo {
+    /// The node name in the run.
+    pub name: String,
+    /// The software.
+    pub software: String,
+    /// Its version, as it reports it.
+    pub version: String,
+}
+
+/// Real servers for a scenario, not yet started.
+pub struct Deployment {
+    /// The servers, by node name as the scenario names them.
+    pub servers: Vec<Server>,
+    /// What each server is.
+    pub infos: Vec<ServerInfo>,
+    /// What clients need to reach them.
+    pub lock: LockSpec,
+    /// Each server's client address, for asking who leads.
+    pub client_addrs: Vec<(String, SocketAddr)>,
+}
