@@ -5,7 +5,7 @@
 //! keep-alives included, as a GC pause does.
 
 use crate::clock;
-pub use crate::lock::{Ctx, LiveLock};
+use crate::lock::{Ctx, LiveLock};
 use crate::resource::{Answer, Request, ResourceClient};
 use crate::spec::{ClientSpec, LockSpec};
 use locksim_check::{Kind, Op};

@@ -8,9 +8,9 @@
 //! etcd's JSON gateway on each member's client URL (`/v3/kv/txn`, `/v3/lease/keepalive`,
 //! `/v3/watch`, ...): the same gRPC services, without a gRPC stack in locksim.
 
-use crate::client::{Ctx, LiveLock};
 use crate::clock;
 use crate::http;
+use crate::lock::{Ctx, LiveLock};
 use locksim_protocols::raft::etcd::{Params, Variant, PREFIX};
 use locksim_protocols::{Acquired, Grant, Outcome, Validity};
 use serde_json::{json, Value};

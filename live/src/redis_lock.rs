@@ -2,8 +2,8 @@
 //! (`locksim_protocols::redis::single`, `locksim_protocols::redis::client`) with the very
 //! commands the model builds (`acquire_cmd`, `release_cmd`, `Cmd::argv`), sent over RESP.
 
-use crate::client::{Ctx, LiveLock};
 use crate::clock;
+use crate::lock::{Ctx, LiveLock};
 use crate::resp::Resp;
 use locksim_protocols::redis::client::{acquire_cmd, release_cmd, KEY};
 use locksim_protocols::redis::single::{Params, Variant};

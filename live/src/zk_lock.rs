@@ -9,8 +9,8 @@
 //! A lost connection ends the session on this client (it starts a new one), where the real
 //! client would move its session to another server within the timeout.
 
-use crate::client::{Ctx, LiveLock};
 use crate::clock;
+use crate::lock::{Ctx, LiveLock};
 use locksim_protocols::raft::zookeeper::{Params, Variant};
 use locksim_protocols::{Acquired, Grant, Outcome, Validity};
 use std::collections::BTreeMap;
