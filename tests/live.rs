@@ -13,6 +13,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// Live runs are real time on a 2-core machine: run them one at a time, so that one test's
+/// servers (three etcd members, a ZooKeeper ensemble of JVMs) do not starve another's
+/// timeouts. A failed test poisons the lock; the next one still runs.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Whether `program` is installed; if not, skips (or fails under CI) naming the package.
 fn have(program: &str, package: &str) -> bool {
     let install = format!("apt-get install -y {package}");
@@ -71,6 +79,7 @@ fn scenario(dir: &Path, name: &str, text: &str) -> String {
 
 #[test]
 fn redis_gc_pause_violates_mutual_exclusion_and_loses_an_update() {
+    let _serial = one_at_a_time();
     if !have("redis-server", "redis-server") {
         return;
     }
@@ -118,6 +127,7 @@ fn redis_gc_pause_violates_mutual_exclusion_and_loses_an_update() {
 
 #[test]
 fn a_two_second_scenario_takes_two_seconds_and_a_healthy_lock_holds() {
+    let _serial = one_at_a_time();
     if !have("redis-server", "redis-server") {
         return;
     }
@@ -153,6 +163,7 @@ fn a_two_second_scenario_takes_two_seconds_and_a_healthy_lock_holds() {
 
 #[test]
 fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
+    let _serial = one_at_a_time();
     if !have("redis-server", "redis-server") {
         return;
     }
@@ -201,6 +212,7 @@ fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
 
 #[test]
 fn clock_and_fsync_faults_are_refused_with_exit_2() {
+    let _serial = one_at_a_time();
     let out = in_repo(&["live", "scenarios/catalog/redis-single-clock-jump.toml"]);
     assert_eq!(code(&out), 2);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -217,6 +229,7 @@ fn clock_and_fsync_faults_are_refused_with_exit_2() {
 
 #[test]
 fn a_missing_server_binary_names_its_debian_package() {
+    let _serial = one_at_a_time();
     let empty = scratch("nopath");
     let out = common::locksim()
         .args(["live", "scenarios/catalog/redis-single-healthy.toml"])
@@ -231,6 +244,7 @@ fn a_missing_server_binary_names_its_debian_package() {
 
 #[test]
 fn ctrl_c_leaves_no_server_or_client_running() {
+    let _serial = one_at_a_time();
     if !have("redis-server", "redis-server") {
         return;
     }
@@ -277,6 +291,7 @@ fn live_json(scenario: &str, keep: &Path) -> (i32, serde_json::Value) {
 
 #[test]
 fn etcd_gc_pause_fenced_violates_mutual_exclusion_and_fencing_holds() {
+    let _serial = one_at_a_time();
     if !have("etcd", "etcd-server") {
         return;
     }
@@ -301,6 +316,7 @@ fn etcd_gc_pause_fenced_violates_mutual_exclusion_and_fencing_holds() {
 
 #[test]
 fn zookeeper_session_expiry_pause_violates_mutual_exclusion() {
+    let _serial = one_at_a_time();
     let jar = Path::new("/usr/share/java/zookeeper.jar");
     if !have("java", "zookeeper")
         || !tools::require_file("live", jar, "apt-get install -y zookeeper")
@@ -330,6 +346,7 @@ fn zookeeper_session_expiry_pause_violates_mutual_exclusion() {
 
 #[test]
 fn a_server_that_does_not_come_up_exits_3_with_its_log() {
+    let _serial = one_at_a_time();
     if !have("redis-server", "redis-server") {
         return;
     }
@@ -359,6 +376,7 @@ fn a_server_that_does_not_come_up_exits_3_with_its_log() {
 
 #[test]
 fn leader_faults_hit_the_member_that_leads() {
+    let _serial = one_at_a_time();
     if !have("etcd", "etcd-server") {
         return;
     }
@@ -385,6 +403,7 @@ fn leader_faults_hit_the_member_that_leads() {
 
 #[test]
 fn etcd_3_4_lock_enters_without_its_key_after_a_pause_and_3_5_does_not() {
+    let _serial = one_at_a_time();
     if !have("etcd", "etcd-server") {
         return;
     }
@@ -410,6 +429,7 @@ fn etcd_3_4_lock_enters_without_its_key_after_a_pause_and_3_5_does_not() {
 
 #[test]
 fn a_partition_cuts_a_clients_links_through_the_proxies_and_server_links_are_refused() {
+    let _serial = one_at_a_time();
     if !have("redis-server", "redis-server") {
         return;
     }
