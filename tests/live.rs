@@ -77,6 +77,29 @@ fn scenario(dir: &Path, name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
+/// Runs `locksim live SCENARIO [extra…] --history DIR/NAME.jsonl` and reads the history back:
+/// the output and the events, each a JSON value (with the file's text, for messages).
+fn live_history(
+    scenario: &str,
+    dir: &Path,
+    name: &str,
+    extra: &[&str],
+) -> (Output, Vec<serde_json::Value>, String) {
+    let history = dir.join(format!("{name}.jsonl"));
+    let h = history.display().to_string();
+    let mut args = vec!["live", scenario];
+    args.extend_from_slice(extra);
+    args.extend(["--history", h.as_str()]);
+    let out = in_repo(&args);
+    let text =
+        std::fs::read_to_string(&history).unwrap_or_else(|e| panic!("{}: {e}", history.display()));
+    let events = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out, events, text)
+}
+
 #[test]
 fn redis_gc_pause_violates_mutual_exclusion_and_loses_an_update() {
     let _serial = one_at_a_time();
@@ -171,19 +194,12 @@ fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
     // `@holder` at 500 ms names a client.
     let dir = scratch("faults");
     let path = scenario(&dir, "faults", "duration_ms = 3000\n[protocol]\nname = \"single-redis\"\nttl_ms = 300\nretry_delay_ms_min = 1\nretry_delay_ms_max = 2\n[workload]\nclients = 2\ncs_ms_min = 200\ncs_ms_max = 200\nthink_ms_min = 0\nthink_ms_max = 2\n[[faults]]\nkind = \"pause\"\nnode = \"@holder\"\nat_ms = 500\nduration_ms = 800\n[[faults]]\nkind = \"crash\"\nnode = \"redis\"\nat_ms = 1800\nrestart_after_ms = 300\n");
-    let history = dir.join("h.jsonl");
-    let h = history.display().to_string();
-    let out = in_repo(&["live", &path, "--history", &h]);
+    let (out, events, text) = live_history(&path, &dir, "h", &[]);
     assert!(
         matches!(code(&out), 0 | 1),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = std::fs::read_to_string(&history).unwrap();
-    let events: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let find = |op: &str| {
         events
             .iter()
@@ -381,15 +397,14 @@ fn leader_faults_hit_the_member_that_leads() {
         return;
     }
     let dir = scratch("leader");
-    let path = scenario(&dir, "leader", "duration_ms = 4000\n[protocol]\nname = \"etcd\"\npeers = 3\n[[faults]]\nkind = \"pause\"\nnode = \"@leader\"\nat_ms = 1000\nduration_ms = 1500\n[[faults]]\nkind = \"crash\"\nnode = \"@leader\"\nat_ms = 3000\nrestart_after_ms = 300\n");
-    let history = dir.join("h.jsonl");
-    let h = history.display().to_string();
-    let out = in_repo(&["live", &path, "--history", &h]);
+    // The crash comes 2.5 s after the resume: a resumed etcd 3.4 leader (no pre-vote) can
+    // set off another election, and within it nobody is @leader (the crash is then skipped:
+    // seen with the crash 0.5 s after the resume).
+    let path = scenario(&dir, "leader", "duration_ms = 6000\n[protocol]\nname = \"etcd\"\npeers = 3\n[[faults]]\nkind = \"pause\"\nnode = \"@leader\"\nat_ms = 1000\nduration_ms = 1000\n[[faults]]\nkind = \"crash\"\nnode = \"@leader\"\nat_ms = 4500\nrestart_after_ms = 300\n");
+    let (out, events, text) = live_history(&path, &dir, "h", &[]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-    let text = std::fs::read_to_string(&history).unwrap();
-    let faults: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    let faults: Vec<&serde_json::Value> = events
+        .iter()
         .filter(|e| e["node"] == "nemesis" && e["op"] != "run_end")
         .collect();
     let ops: Vec<&str> = faults.iter().map(|e| e["op"].as_str().unwrap()).collect();
@@ -436,19 +451,12 @@ fn a_partition_cuts_a_clients_links_through_the_proxies_and_server_links_are_ref
     let dir = scratch("partition");
     let path = scenario(&dir, "cut", "duration_ms = 2500\n[protocol]\nname = \"single-redis\"\nttl_ms = 500\n[workload]\nclients = 2\ncs_ms_min = 100\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 500\nduration_ms = 1000\nisolate = [\"c1\"]\n");
     for mode in ["stall", "reset"] {
-        let history = dir.join(format!("{mode}.jsonl"));
-        let h = history.display().to_string();
-        let out = in_repo(&["live", &path, "--partition", mode, "--history", &h]);
+        let (out, events, text) = live_history(&path, &dir, mode, &["--partition", mode]);
         assert!(
             matches!(code(&out), 0 | 1),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let text = std::fs::read_to_string(&history).unwrap();
-        let events: Vec<serde_json::Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
         let cut = events
             .iter()
             .find(|e| e["op"] == "partition")
