@@ -873,9 +873,7 @@ fn wait_on_a_standalone_server(server: &Server) -> Vec<String> {
             // machine: the shortest block (400 ms) is well above "now" (under 300 ms).
             Deferred::Now(r) => reply.to_model() == r && waited < Duration::from_millis(300),
             Deferred::After { delay, reply: r } => {
-                reply.to_model() == r
-                    && waited >= delay
-                    && waited < delay + Duration::from_secs(2)
+                reply.to_model() == r && waited >= delay && waited < delay + Duration::from_secs(2)
             }
             Deferred::Never => false,
         };
