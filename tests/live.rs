@@ -535,3 +535,78 @@ fn redlock_holds_on_five_masters_and_a_master_restarting_empty_breaks_it() {
     assert_eq!(j["servers"].as_array().unwrap().len(), 5, "{j}");
     assert_none_left(&keep);
 }
+
+#[test]
+fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_replicas() {
+    let _serial = one_at_a_time();
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    // Three deployments of three redis-servers and three Sentinels each: light enough to
+    // share the machine.
+    let run = |file: &'static str, name: &'static str| {
+        std::thread::spawn(move || {
+            let dir = scratch(name);
+            let (out, events, text) = live_history(file, &dir, name, &["--json"]);
+            (code(&out), json(&out), events, text)
+        })
+    };
+    let wait = run(
+        "live/scenarios/redis-replicated-failover-stall-wait.toml",
+        "repl-wait",
+    );
+    let primary = run(
+        "scenarios/catalog/redis-replicated-crash-primary.toml",
+        "repl-primary",
+    );
+    let dir = scratch("repl-stall");
+    let (out, _, _) = live_history(
+        "live/scenarios/redis-replicated-failover-stall.toml",
+        &dir,
+        "h",
+        &["--json", "--keep", &dir.join("keep").display().to_string()],
+    );
+    // The primary answered the SET and died with it; the Sentinels promoted a replica that
+    // never saw it, and the other client took the same lock (and the same token).
+    assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stderr));
+    let j = json(&out);
+    assert_eq!(j["properties"]["mutual_exclusion"], "invalid", "{j}");
+    assert_eq!(j["properties"]["fencing"], "invalid", "{j}");
+    assert_eq!(j["expect"]["met"], true, "{j}");
+    let names: Vec<&str> = j["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "redis1",
+            "redis2",
+            "redis3",
+            "sentinel1",
+            "sentinel2",
+            "sentinel3"
+        ]
+    );
+    assert_none_left(&dir.join("keep"));
+    // With WAIT 1 the unreplicated grant is not counted.
+    let (c, j, _, text) = wait.join().unwrap();
+    assert_eq!(c, 0, "{j}");
+    assert_eq!(j["verdict"], "valid", "{j}");
+    assert!(text.contains("WAIT 1: Int(0): lock not counted"), "{text}");
+    // `@primary` names the node the Sentinels promoted by the second crash. (Whether the
+    // scenario's violation follows depends on that node restarting before the Sentinels
+    // call it down: real timing, not asserted here.)
+    let (c, _, events, text) = primary.join().unwrap();
+    assert!(matches!(c, 0 | 1), "{text}");
+    let crashed: Vec<&str> = events
+        .iter()
+        .filter(|e| e["op"] == "crash")
+        .map(|e| e["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(crashed.len(), 2, "{text}");
+    assert_eq!(crashed[0], "redis1");
+    assert!(["redis2", "redis3"].contains(&crashed[1]), "{text}");
+}

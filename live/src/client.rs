@@ -44,6 +44,17 @@ fn library(spec: &ClientSpec, ctx: &Arc<Ctx>) -> anyhow::Result<Box<dyn LiveLock
                 &addrs,
             ))
         }
+        LockSpec::ReplicatedRedis {
+            params,
+            servers,
+            sentinels,
+            real,
+        } => Box::new(crate::replicated_lock::ReplicatedLock::new(
+            params.clone(),
+            &addrs(servers)?,
+            addrs(real)?,
+            &addrs(sentinels)?,
+        )),
         LockSpec::Etcd { params, endpoints } => {
             let endpoints = endpoints
                 .iter()
@@ -67,6 +78,10 @@ fn library(spec: &ClientSpec, ctx: &Arc<Ctx>) -> anyhow::Result<Box<dyn LiveLock
             ))
         }
     })
+}
+
+fn addrs(list: &[String]) -> anyhow::Result<Vec<std::net::SocketAddr>> {
+    Ok(list.iter().map(|e| e.parse()).collect::<Result<_, _>>()?)
 }
 
 /// One think → acquire → critical section → release, as `client_loop` in

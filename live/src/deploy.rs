@@ -3,6 +3,7 @@
 
 pub use crate::cluster::{Deployment, ServerInfo};
 use crate::procs::free_port;
+use crate::redis_server::{redis_args, redis_probe};
 use crate::servers::{find_binary, output_of, version_in, Server};
 use crate::spec::LockSpec;
 use locksim_protocols::parse_params;
@@ -11,7 +12,7 @@ use locksim_protocols::redis::redlock;
 use locksim_protocols::redis::server::Persistence;
 use locksim_protocols::redis::single as single_redis;
 use locksim_scenarios::Prepared;
-use locksim_sim::nemesis::ROLE_LEADER;
+use locksim_sim::nemesis::{ROLE_LEADER, ROLE_PRIMARY};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -25,13 +26,18 @@ impl Deployment {
 
     /// Who has `role` now (`@leader`), asking the servers; None if nobody or unknown.
     pub fn resolve_role(&self, role: &str) -> Option<String> {
+        if role == ROLE_PRIMARY && matches!(self.lock, LockSpec::ReplicatedRedis { .. }) {
+            return crate::replicated_deploy::primary(&self.client_addrs);
+        }
         if role != ROLE_LEADER {
             return None;
         }
         match self.lock {
             LockSpec::Etcd { .. } => etcd_leader(&self.client_addrs),
             LockSpec::ZooKeeper { .. } => crate::zookeeper_deploy::leader(&self.client_addrs),
-            LockSpec::SingleRedis { .. } | LockSpec::Redlock { .. } => None,
+            LockSpec::ReplicatedRedis { .. }
+            | LockSpec::SingleRedis { .. }
+            | LockSpec::Redlock { .. } => None,
         }
     }
 }
@@ -44,60 +50,14 @@ pub fn plan(prepared: &Prepared, dir: &Path) -> anyhow::Result<Deployment> {
     match scenario.protocol.name.as_str() {
         "single-redis" => single_redis(parse_params(params)?, dir),
         "redlock" => redlock(parse_params(params)?, dir),
+        "replicated-redis" => crate::replicated_deploy::plan(parse_params(params)?, dir),
         "etcd" => etcd(parse_params(params)?, &names, dir),
         "zookeeper" => crate::zookeeper_deploy::plan(parse_params(params)?, &names, dir),
         other => Err(crate::Refused(format!(
-            "protocol `{other}` has no live deployment yet (live mode runs single-redis, redlock, etcd and zookeeper)"
+            "protocol `{other}` has no live deployment yet (live mode runs single-redis, redlock, replicated-redis, etcd and zookeeper)"
         ))
         .into()),
     }
-}
-
-fn redis_probe(port: u16) -> crate::servers::Probe {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    Box::new(move || {
-        let mut c = crate::resp::Resp::new(addr);
-        let ping = vec!["PING".to_owned()];
-        matches!(c.call(&ping, std::time::Duration::from_millis(200)), Ok(locksim_protocols::redis::store::Reply::Bulk(p)) if p == "PONG")
-    })
-}
-
-/// The arguments of one redis-server on loopback with the model's persistence policy.
-pub fn redis_args(
-    port: u16,
-    persistence: Persistence,
-    active_expire_interval_ms: u64,
-) -> Vec<String> {
-    let (aof, fsync) = match persistence {
-        Persistence::None => ("no", "no"),
-        Persistence::Everysec => ("yes", "everysec"),
-        Persistence::Always => ("yes", "always"),
-    };
-    // Redis runs its active expiry `hz` times a second (1..=500).
-    let hz = (1000 / active_expire_interval_ms.max(2)).clamp(1, 500);
-    let args = [
-        "--port",
-        &port.to_string(),
-        "--bind",
-        "127.0.0.1",
-        "--protected-mode",
-        "no",
-        "--daemonize",
-        "no",
-        "--dir",
-        ".",
-        "--save",
-        "",
-        "--appendonly",
-        aof,
-        "--appendfsync",
-        fsync,
-        "--hz",
-        &hz.to_string(),
-        "--logfile",
-        "",
-    ];
-    args.iter().map(|s| s.to_string()).collect()
 }
 
 /// One redis-server `name` on a free loopback port: the server, what it is, its address.

@@ -58,6 +58,31 @@ impl Resp {
         result.map_err(|e| NoReply(e.to_string()))
     }
 
+    /// Sends `argv` and reads the reply as strings, arrays flattened (`SENTINEL ...`).
+    pub fn call_strings(
+        &mut self,
+        argv: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<String>, NoReply> {
+        self.send(argv, timeout)?;
+        let conn = self.conn.as_mut().expect("sent above");
+        let result = conn
+            .get_ref()
+            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
+            .and_then(|()| read_value(conn));
+        match result {
+            Ok(value) => {
+                let mut out = vec![];
+                value.flatten(&mut out);
+                Ok(out)
+            }
+            Err(e) => {
+                self.conn = None;
+                Err(NoReply(e.to_string()))
+            }
+        }
+    }
+
     /// Forgets the connection (a request went unanswered).
     pub fn drop_connection(&mut self) {
         self.conn = None;
@@ -85,7 +110,34 @@ fn bad(what: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, what)
 }
 
+/// A RESP value as read, arrays kept (Sentinel's answers are arrays).
+enum Value {
+    Reply(Reply),
+    Array(Vec<Value>),
+}
+
+impl Value {
+    /// The strings and integers in it, arrays flattened, in order.
+    fn flatten(self, out: &mut Vec<String>) {
+        match self {
+            Value::Reply(Reply::Bulk(s)) => out.push(s),
+            Value::Reply(Reply::Int(n)) => out.push(n.to_string()),
+            Value::Reply(Reply::Ok) => out.push("OK".into()),
+            Value::Reply(_) => {}
+            Value::Array(items) => items.into_iter().for_each(|v| v.flatten(out)),
+        }
+    }
+}
+
 fn read_reply(conn: &mut BufReader<TcpStream>) -> std::io::Result<Reply> {
+    Ok(match read_value(conn)? {
+        Value::Reply(reply) => reply,
+        // The recipes never need array replies' contents.
+        Value::Array(_) => Reply::Ok,
+    })
+}
+
+fn read_value(conn: &mut BufReader<TcpStream>) -> std::io::Result<Value> {
     let mut line = String::new();
     if conn.read_line(&mut line)? == 0 {
         return Err(bad("connection closed".into()));
@@ -96,26 +148,25 @@ fn read_reply(conn: &mut BufReader<TcpStream>) -> std::io::Result<Reply> {
         s.parse::<i64>()
             .map_err(|_| bad(format!("bad integer {s:?}")))
     };
-    match tag {
-        "+" if rest == "OK" => Ok(Reply::Ok),
-        "+" => Ok(Reply::Bulk(rest.to_owned())),
-        "-" => Ok(Reply::Error(rest.to_owned())),
-        ":" => Ok(Reply::Int(int(rest)?)),
-        "$" if rest == "-1" => Ok(Reply::Nil),
+    let reply = match tag {
+        "+" if rest == "OK" => Reply::Ok,
+        "+" => Reply::Bulk(rest.to_owned()),
+        "-" => Reply::Error(rest.to_owned()),
+        ":" => Reply::Int(int(rest)?),
+        "$" | "*" if rest == "-1" => Reply::Nil,
         "$" => {
             let mut buf = vec![0; int(rest)? as usize + 2];
             conn.read_exact(&mut buf)?;
             buf.truncate(buf.len() - 2);
-            Ok(Reply::Bulk(String::from_utf8_lossy(&buf).into_owned()))
+            Reply::Bulk(String::from_utf8_lossy(&buf).into_owned())
         }
-        "*" if rest == "-1" => Ok(Reply::Nil),
         "*" => {
-            // The recipes never need array replies' contents; read and drop them.
-            for _ in 0..int(rest)? {
-                read_reply(conn)?;
-            }
-            Ok(Reply::Ok)
+            let items = (0..int(rest)?)
+                .map(|_| read_value(conn))
+                .collect::<std::io::Result<_>>()?;
+            return Ok(Value::Array(items));
         }
-        _ => Err(bad(format!("unexpected reply line {line:?}"))),
-    }
+        _ => return Err(bad(format!("unexpected reply line {line:?}"))),
+    };
+    Ok(Value::Reply(reply))
 }

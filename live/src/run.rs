@@ -89,16 +89,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     let (dir, _temp) = run_dir(opts)?;
     crate::procs::log_pids_to(dir.join("pids.txt"));
     let mut deployment = deploy::plan(prepared, &dir)?;
-    for server in &mut deployment.servers {
-        server.spawn()?;
-    }
-    for server in &mut deployment.servers {
-        server.wait_ready()?;
-    }
-    if deployment.infos.is_empty() {
-        // ZooKeeper tells its version only once it runs.
-        deployment.infos = crate::zookeeper_deploy::infos(&deployment.client_addrs);
-    }
+    start_servers(&mut deployment)?;
     let faults = prepared.faults_for(opts.seed);
     let s = &prepared.scenario;
     let start_ns = clock::now_ns();
@@ -148,6 +139,26 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         run_ms,
         faults: faults.len() as u64,
     })
+}
+
+/// Starts every server and waits until each is ready: first those that need no other,
+/// then the rest (Sentinels, once the nodes they watch are in sync).
+fn start_servers(deployment: &mut Deployment) -> anyhow::Result<()> {
+    for later in [false, true] {
+        let servers = deployment.servers.iter_mut();
+        let mut wave: Vec<_> = servers.filter(|s| s.after_others == later).collect();
+        for server in &mut wave {
+            server.spawn()?;
+        }
+        for server in &mut wave {
+            server.wait_ready()?;
+        }
+    }
+    if deployment.infos.is_empty() {
+        // ZooKeeper tells its version only once it runs.
+        deployment.infos = crate::zookeeper_deploy::infos(&deployment.client_addrs);
+    }
+    Ok(())
 }
 
 /// The run's directory: `--keep DIR` (kept), or a fresh temporary one (removed at the end).

@@ -98,6 +98,9 @@ pub struct Server {
     args: Vec<String>,
     probe: Probe,
     proc: Option<Proc>,
+    /// Started only once every other server is ready (Sentinels, after the nodes they
+    /// watch are in sync).
+    pub after_others: bool,
 }
 
 impl Server {
@@ -118,6 +121,7 @@ impl Server {
             args,
             probe,
             proc: None,
+            after_others: false,
         })
     }
 

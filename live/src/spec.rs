@@ -4,6 +4,7 @@
 use locksim_check::Event;
 use locksim_protocols::raft::{etcd, zookeeper};
 use locksim_protocols::redis::redlock;
+use locksim_protocols::redis::replicated;
 use locksim_protocols::redis::single as single_redis;
 use locksim_scenarios::Workload;
 use serde::{Deserialize, Serialize};
@@ -64,6 +65,17 @@ pub enum LockSpec {
         /// `127.0.0.1:port` of each instance, `redis1` first.
         servers: Vec<String>,
     },
+    /// A primary with replicas and Sentinels.
+    ReplicatedRedis {
+        /// The model's parameters.
+        params: replicated::Params,
+        /// `127.0.0.1:port` of each Redis node as the client reaches it, `redis1` first.
+        servers: Vec<String>,
+        /// Each Sentinel's `127.0.0.1:port` as the client reaches it.
+        sentinels: Vec<String>,
+        /// Each Redis node's own address (what the Sentinels name), in `servers`' order.
+        real: Vec<String>,
+    },
     /// An etcd cluster (its gRPC gateway's HTTP/JSON API).
     Etcd {
         /// The model's parameters.
@@ -107,6 +119,9 @@ impl LockSpec {
         match self {
             LockSpec::SingleRedis { server, .. } => vec![server],
             LockSpec::Redlock { servers, .. } => servers.iter_mut().collect(),
+            LockSpec::ReplicatedRedis {
+                servers, sentinels, ..
+            } => servers.iter_mut().chain(sentinels.iter_mut()).collect(),
             LockSpec::Etcd { endpoints, .. } => endpoints.iter_mut().collect(),
             LockSpec::ZooKeeper { servers, .. } => servers.iter_mut().collect(),
         }

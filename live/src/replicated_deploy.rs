@@ -1,0 +1,245 @@
+//! `replicated-redis` on loopback: a primary (`redis1`) and its replicas (`REPLICAOF`), each a
+//! `redis-server` with a config file of its own (Sentinel rewrites it at a failover, so a
+//! restarted node keeps the role it last had), and `sentinels` Sentinels (`redis-server
+//! sentinel.conf --sentinel`, package `redis-server`) watching them. Each replica reaches
+//! `redis1` through a proxy of locksim's own, so a partition can cut the replication links
+//! of the deployment's start; links a failover creates (Sentinel names the new primary's
+//! own address) and Sentinel's own links go direct.
+
+use crate::cluster::{Deployment, ServerInfo};
+use crate::procs::free_port;
+use crate::redis_server::redis_args;
+use crate::resp::Resp;
+use crate::servers::{find_binary, output_of, version_in, Probe, Server};
+use crate::spec::LockSpec;
+use locksim_protocols::redis::replicated::Params;
+use locksim_protocols::redis::store::Reply;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The node that starts as primary.
+pub const FIRST_PRIMARY: &str = "redis1";
+/// The name the Sentinels monitor the primary by.
+pub const MASTER_NAME: &str = "mymaster";
+
+/// A Redis config file's lines from `redis-server`'s `--name value` arguments.
+fn config_lines(args: &[String]) -> Vec<String> {
+    args.chunks(2)
+        .map(|kv| {
+            let value = if kv[1].is_empty() { "\"\"" } else { &kv[1] };
+            format!("{} {value}", kv[0].trim_start_matches("--"))
+        })
+        .collect()
+}
+
+/// Whole seconds, at least 1 (Redis's replication timeouts are in seconds).
+fn secs(ms: u64) -> u64 {
+    ms.div_ceil(1000).max(1)
+}
+
+/// The config of one Redis node; `primary` is where a replica replicates from.
+fn redis_config(p: &Params, port: u16, primary: Option<SocketAddr>) -> String {
+    let mut lines = config_lines(&redis_args(
+        port,
+        p.persistence,
+        p.active_expire_interval_ms,
+    ));
+    lines.extend([
+        format!("repl-timeout {}", secs(p.replication_timeout_ms)),
+        format!(
+            "repl-ping-replica-period {}",
+            secs(p.replication_ping_interval_ms)
+        ),
+        // Redis 7 waits 5 s for more replicas before a diskless full sync by default.
+        "repl-diskless-sync-delay 0".into(),
+    ]);
+    if let Some(primary) = primary {
+        lines.push(format!("replicaof {} {}", primary.ip(), primary.port()));
+    }
+    lines.join("\n") + "\n"
+}
+
+fn sentinel_config(p: &Params, port: u16, primary: SocketAddr) -> String {
+    let quorum = p.quorum.unwrap_or(p.sentinels / 2 + 1);
+    [
+        format!("port {port}"),
+        "bind 127.0.0.1".into(),
+        "protected-mode no".into(),
+        "daemonize no".into(),
+        "dir .".into(),
+        "logfile \"\"".into(),
+        format!(
+            "sentinel monitor {MASTER_NAME} {} {} {quorum}",
+            primary.ip(),
+            primary.port()
+        ),
+        format!(
+            "sentinel down-after-milliseconds {MASTER_NAME} {}",
+            p.down_after_ms
+        ),
+        format!(
+            "sentinel failover-timeout {MASTER_NAME} {}",
+            p.failover_timeout_ms
+        ),
+        format!("sentinel parallel-syncs {MASTER_NAME} 1"),
+    ]
+    .join("\n")
+        + "\n"
+}
+
+/// `SENTINEL master mymaster` as (field, value) pairs, or None.
+fn sentinel_master(addr: SocketAddr) -> Option<Vec<(String, String)>> {
+    let argv: Vec<String> = ["SENTINEL", "master", MASTER_NAME]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let flat = Resp::new(addr)
+        .call_strings(&argv, Duration::from_millis(300))
+        .ok()?;
+    Some(
+        flat.chunks(2)
+            .filter(|kv| kv.len() == 2)
+            .map(|kv| (kv[0].clone(), kv[1].clone()))
+            .collect(),
+    )
+}
+
+fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Ready when it knows every replica and every other Sentinel (so that a failover can find
+/// a majority from the run's first second).
+fn sentinel_probe(addr: SocketAddr, replicas: usize, sentinels: usize) -> Probe {
+    Box::new(move || {
+        sentinel_master(addr).is_some_and(|f| {
+            field(&f, "num-slaves") == Some(&replicas.to_string())
+                && field(&f, "num-other-sentinels") == Some(&(sentinels - 1).to_string())
+        })
+    })
+}
+
+/// The node the Sentinels' newest configuration (highest `config-epoch`) names primary.
+pub fn primary(client_addrs: &[(String, SocketAddr)]) -> Option<String> {
+    let port = client_addrs
+        .iter()
+        .filter(|(name, _)| name.starts_with("sentinel"))
+        .filter_map(|(_, addr)| sentinel_master(*addr))
+        .filter_map(|f| {
+            let epoch: u64 = field(&f, "config-epoch")?.parse().ok()?;
+            let port: u16 = field(&f, "port")?.parse().ok()?;
+            Some((epoch, port))
+        })
+        .max()?
+        .1;
+    client_addrs
+        .iter()
+        .find(|(name, addr)| name.starts_with("redis") && addr.port() == port)
+        .map(|(name, _)| name.clone())
+}
+
+/// One server running `redis-server` with a config file written into its directory.
+fn server(
+    name: &str,
+    dir: &Path,
+    config: (&str, String),
+    extra: &[&str],
+    probe: Probe,
+) -> anyhow::Result<Server> {
+    let program = find_binary("redis-server", "redis-server")?;
+    let home: PathBuf = dir.join(name);
+    std::fs::create_dir_all(&home)?;
+    std::fs::write(home.join(config.0), config.1)?;
+    let mut args = vec![config.0.to_owned()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Server::new(name, home, program, args, probe)
+}
+
+/// `INFO replication` of the node at `addr`, or an empty string.
+fn replication_info(addr: SocketAddr) -> String {
+    let argv = vec!["INFO".to_owned(), "replication".to_owned()];
+    match Resp::new(addr).call(&argv, Duration::from_millis(300)) {
+        Ok(Reply::Bulk(text)) => text,
+        _ => String::new(),
+    }
+}
+
+/// Ready when its replication is: the primary lists every replica online, a replica's link
+/// to it is up.
+fn redis_probe(addr: SocketAddr, replicas: Option<usize>) -> Probe {
+    Box::new(move || {
+        let info = replication_info(addr);
+        match replicas {
+            Some(n) => {
+                (0..n).all(|i| info.contains(&format!("slave{i}:")))
+                    && info.matches("state=online").count() == n
+            }
+            None => info.contains("master_link_status:up"),
+        }
+    })
+}
+
+/// The deployment: Redis nodes first (`redis1` primary), then the Sentinels.
+pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
+    let program = find_binary("redis-server", "redis-server")?;
+    let version = version_in(&output_of(&program, &["--version"]));
+    let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));
+    let (mut servers, mut client_addrs) = (vec![], vec![]);
+    let ports: Vec<u16> = p
+        .redis_names()
+        .iter()
+        .map(|_| free_port())
+        .collect::<anyhow::Result<_>>()?;
+    let first = loopback(ports[0]);
+    for (name, port) in p.redis_names().iter().zip(&ports) {
+        let (upstream, replicas) = match name.as_str() {
+            FIRST_PRIMARY => (None, Some(p.replicas)),
+            _ => (Some(first), None),
+        };
+        let config = ("redis.conf", redis_config(&p, *port, upstream));
+        let probe = redis_probe(loopback(*port), replicas);
+        servers.push(server(name, dir, config, &[], probe)?);
+        client_addrs.push((name.clone(), loopback(*port)));
+    }
+    for name in p.sentinel_names() {
+        let port = free_port()?;
+        let config = ("sentinel.conf", sentinel_config(&p, port, first));
+        let probe = sentinel_probe(loopback(port), p.replicas, p.sentinels);
+        let mut sentinel = server(&name, dir, config, &["--sentinel"], probe)?;
+        sentinel.after_others = true;
+        servers.push(sentinel);
+        client_addrs.push((name.clone(), loopback(port)));
+    }
+    let infos = client_addrs
+        .iter()
+        .map(|(name, _)| ServerInfo {
+            name: name.clone(),
+            software: "redis-server".into(),
+            version: version.clone(),
+        })
+        .collect();
+    let addrs = |prefix: &str| -> Vec<String> {
+        client_addrs
+            .iter()
+            .filter(|(n, _)| n.starts_with(prefix))
+            .map(|(_, a)| a.to_string())
+            .collect()
+    };
+    let (redis, sentinels) = (addrs("redis"), addrs("sentinel"));
+    let lock = LockSpec::ReplicatedRedis {
+        params: p,
+        real: redis.clone(),
+        servers: redis,
+        sentinels,
+    };
+    Ok(Deployment {
+        servers,
+        infos,
+        lock,
+        client_addrs,
+    })
+}
