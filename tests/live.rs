@@ -18,7 +18,28 @@ use std::time::{Duration, Instant};
 /// timeouts. A failed test poisons the lock; the next one still runs.
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    static LEFTOVERS: std::sync::Once = std::sync::Once::new();
+    LEFTOVERS.call_once(remove_leftovers);
     LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Removes the scratch directories of earlier test processes that are gone: the servers'
+/// data stays there for a post-mortem, and an etcd member's is hundreds of MB.
+fn remove_leftovers() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("locksim-live-test-") else {
+            continue;
+        };
+        let pid = rest.split('-').next().unwrap_or_default();
+        let gone = !Path::new(&format!("/proc/{pid}")).exists();
+        if gone && pid != std::process::id().to_string() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Whether `program` is installed; if not, skips (or fails under CI) naming the package.
@@ -591,11 +612,18 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
         ]
     );
     assert_none_left(&dir.join("keep"));
-    // With WAIT 1 the unreplicated grant is not counted.
-    let (c, j, _, text) = wait.join().unwrap();
+    // With WAIT 1 the unreplicated grant is not counted: nobody holds the lock before the
+    // failover (c1's WAIT answers 0, or redis1 dies before it answers).
+    let (c, j, events, text) = wait.join().unwrap();
     assert_eq!(c, 0, "{j}");
     assert_eq!(j["verdict"], "valid", "{j}");
-    assert!(text.contains("WAIT 1: Int(0): lock not counted"), "{text}");
+    let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
+    let crash = events.iter().find(|e| e["op"] == "crash").expect("a crash");
+    let first_grant = events
+        .iter()
+        .find(|e| e["op"] == "acquire" && e["kind"] == "ok")
+        .unwrap_or_else(|| panic!("nobody acquired after the failover: {text}"));
+    assert!(ms(first_grant) > ms(crash), "{text}");
     // `@primary` names the node the Sentinels promoted by the second crash. (Whether the
     // scenario's violation follows depends on that node restarting before the Sentinels
     // call it down: real timing, not asserted here.)
@@ -606,7 +634,13 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
         .filter(|e| e["op"] == "crash")
         .map(|e| e["target"].as_str().unwrap())
         .collect();
-    assert_eq!(crashed.len(), 2, "{text}");
-    assert_eq!(crashed[0], "redis1");
-    assert!(["redis2", "redis3"].contains(&crashed[1]), "{text}");
+    // The second crash is skipped if the failover has not finished 3 s later (a loaded
+    // machine); when it fires, it hits the promoted replica, not redis1 again.
+    assert_eq!(crashed.first(), Some(&"redis1"), "{text}");
+    assert!(
+        crashed[1..]
+            .iter()
+            .all(|c| ["redis2", "redis3"].contains(c)),
+        "{text}"
+    );
 }
