@@ -111,7 +111,9 @@ pub struct Row {
     pub live: Side,
     /// The simulated runs.
     pub sim: Side,
-    /// The two 95% intervals overlap.
+    /// Both sides have results (else the row validates nothing: a live run that failed).
+    pub validated: bool,
+    /// Both sides have results and their 95% intervals overlap.
     pub agrees: bool,
     /// The scenario file's explanation of a disagreement, if it has one.
     pub explanation: Option<String>,
@@ -180,13 +182,16 @@ pub fn rows(entries: &[Entry], records: &[Record]) -> Vec<Row> {
         }
         for p in Property::ALL {
             let (live, sim) = (side(&live_records, p), side(&sim_records, p));
-            let agrees = live.share.lo <= sim.share.hi && sim.share.lo <= live.share.hi;
+            let validated = live.runs > 0 && sim.runs > 0;
+            let overlap = live.share.lo <= sim.share.hi && sim.share.lo <= live.share.hi;
+            let agrees = validated && overlap;
             out.push(Row {
                 scenario: e.name.clone(),
                 protocol: e.protocol.clone(),
                 property: p.name().into(),
                 live,
                 sim,
+                validated,
                 agrees,
                 explanation: e.explanation.get(p.name()).cloned(),
             });
@@ -198,9 +203,31 @@ pub fn rows(entries: &[Entry], records: &[Record]) -> Vec<Row> {
 /// The protocols of `all` that no row validates with at least one live result.
 pub fn not_validated(all: &[String], rows: &[Row]) -> Vec<String> {
     all.iter()
-        .filter(|p| !rows.iter().any(|r| &r.protocol == *p && r.live.runs > 0))
+        .filter(|p| !rows.iter().any(|r| &r.protocol == *p && r.validated))
         .cloned()
         .collect()
+}
+
+/// One protocol's validation status from a `validation.json`, in words (for `compare`).
+pub fn status(validation: &serde_json::Value, protocol: &str) -> String {
+    let rows: Vec<&serde_json::Value> = (validation["rows"].as_array().into_iter().flatten())
+        .filter(|r| r["protocol"] == protocol && r["validated"] == true)
+        .collect();
+    if rows.is_empty() {
+        return "not yet validated".into();
+    }
+    let agree = rows.iter().filter(|r| r["agrees"] == true).count();
+    let explained = (rows.iter())
+        .filter(|r| r["agrees"] == false && r["explanation"].is_string())
+        .count();
+    let open = rows.len() - agree - explained;
+    let mut scenarios: Vec<&str> = rows.iter().filter_map(|r| r["scenario"].as_str()).collect();
+    scenarios.dedup();
+    format!(
+        "{agree} of {} rows agree, {explained} explained, {open} open ({} scenarios)",
+        rows.len(),
+        scenarios.len()
+    )
 }
 
 /// `k/n [lo, hi]` in percent.
@@ -226,6 +253,7 @@ fn share_text(s: &Side) -> String {
 
 fn verdict_text(r: &Row) -> &'static str {
     match (r.agrees, &r.explanation) {
+        _ if !r.validated => "**not validated**",
         (true, _) => "agrees",
         (false, Some(_)) => "disagrees (explained)",
         (false, None) => "**disagrees**",
@@ -255,8 +283,13 @@ pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
             r.sim.acquire_p50_ms
         );
     }
-    let open: Vec<&Row> = rows.iter().filter(|r| !r.agrees).collect();
-    out += &format!("\n{} rows, {} disagree.\n", rows.len(), open.len());
+    let open: Vec<&Row> = rows.iter().filter(|r| r.validated && !r.agrees).collect();
+    let failed = rows.iter().filter(|r| !r.validated).count();
+    out += &format!(
+        "\n{} rows, {} disagree, {failed} not validated (a side without results).\n",
+        rows.len(),
+        open.len()
+    );
     for r in open {
         let why = r.explanation.as_deref().unwrap_or("no explanation yet");
         out += &format!("\n- {} / {}: {why}\n", r.scenario, r.property);
@@ -363,6 +396,19 @@ mod tests {
             .collect();
         close.extend((1..=20).map(|s| record("s", Mode::Sim, s, s <= 3)));
         assert!(super::rows(&entries, &close).iter().all(|r| r.agrees));
+        let only_failed = vec![
+            Record::failed("s", Mode::Live, 1, "no".into()),
+            record("s", Mode::Sim, 1, false),
+        ];
+        let failed_rows = super::rows(&entries, &only_failed);
+        assert!(failed_rows.iter().all(|r| !r.validated && !r.agrees));
+        assert!(markdown(&failed_rows, &[], "h").contains("**not validated**"));
+        let json = serde_json::json!({ "rows": rows });
+        assert_eq!(
+            status(&json, "etcd"),
+            "0 of 3 rows agree, 1 explained, 2 open (1 scenarios)"
+        );
+        assert_eq!(status(&json, "redlock"), "not yet validated");
         let md = markdown(&rows, &["redlock".into()], "h");
         assert!(md.contains("s / fencing: because") && md.contains("Not yet validated"));
     }
