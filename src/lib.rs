@@ -13,6 +13,7 @@ pub mod cli;
 pub mod compare;
 pub mod compare_cmd;
 pub mod live_cmd;
+pub mod protocols_cmd;
 pub mod report_cmd;
 pub mod run_cmd;
 pub mod search_cmd;
