@@ -8,7 +8,8 @@
 
 pub use crate::shared::{default_jobs, input, InputError};
 use crate::{
-    check_cmd, compare_cmd, live_cmd, report_cmd, run_cmd, search_cmd, sweep_cmd, validate_cmd,
+    check_cmd, compare_cmd, live_cmd, protocols_cmd, report_cmd, run_cmd, search_cmd, sweep_cmd,
+    validate_cmd,
 };
 use clap::{Parser, Subcommand};
 use locksim_protocols::Registry;
@@ -39,8 +40,9 @@ pub enum Command {
     Compare(compare_cmd::CompareArgs),
     /// Write report.md, report.json and report.html from the results files of earlier sweeps.
     Report(report_cmd::ReportArgs),
-    /// List the protocols a scenario can name, with one line about each.
-    Protocols,
+    /// List the protocols a scenario can name, with one line about each, and the client
+    /// libraries each can be driven by (`[protocol] client`).
+    Protocols(protocols_cmd::ProtocolsArgs),
     /// Run a scenario's workload and faults against real servers started on loopback.
     Live(live_cmd::LiveArgs),
     /// Run a validation set live and in the simulator; write the table of both shares.
@@ -104,12 +106,6 @@ pub fn dispatch(command: Command, registry: &Registry) -> anyhow::Result<ExitCod
         Command::Live(args) => live_cmd::run(args, registry),
         Command::LiveClient(args) => live_cmd::client(args),
         Command::Validate(args) => validate_cmd::run(args, registry),
-        Command::Protocols => {
-            for id in registry.ids() {
-                let protocol = registry.get(id).expect("listed ids are registered");
-                println!("{id:<18} {}", protocol.summary());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Protocols(args) => protocols_cmd::run(args, registry),
     }
 }
