@@ -14,6 +14,7 @@ pub mod compare;
 pub mod compare_cmd;
 pub mod compare_shard;
 pub mod live_cmd;
+pub mod protocols_cmd;
 pub mod report_cmd;
 pub mod run_cmd;
 pub mod search_cmd;
