@@ -9,6 +9,7 @@
 pub use crate::shared::{default_jobs, input, InputError};
 use crate::{
     check_cmd, compare_cmd, live_cmd, protocols_cmd, report_cmd, run_cmd, search_cmd, sweep_cmd,
+    validate_cmd,
 };
 use clap::{Parser, Subcommand};
 use locksim_protocols::Registry;
@@ -44,6 +45,8 @@ pub enum Command {
     Protocols(protocols_cmd::ProtocolsArgs),
     /// Run a scenario's workload and faults against real servers started on loopback.
     Live(live_cmd::LiveArgs),
+    /// Run a validation set live and in the simulator; write the table of both shares.
+    Validate(validate_cmd::ValidateArgs),
     /// One client process of a live run (started by `locksim live`).
     #[command(hide = true)]
     LiveClient(live_cmd::ClientArgs),
@@ -102,6 +105,7 @@ pub fn dispatch(command: Command, registry: &Registry) -> anyhow::Result<ExitCod
         Command::Report(args) => report_cmd::run(args, registry),
         Command::Live(args) => live_cmd::run(args, registry),
         Command::LiveClient(args) => live_cmd::client(args),
+        Command::Validate(args) => validate_cmd::run(args, registry),
         Command::Protocols(args) => protocols_cmd::run(args, registry),
     }
 }

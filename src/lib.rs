@@ -21,3 +21,5 @@ pub mod search_cmd;
 pub mod shared;
 pub mod sweep_cmd;
 pub mod text;
+pub mod validate;
+pub mod validate_cmd;
