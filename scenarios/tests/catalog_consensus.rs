@@ -5,14 +5,15 @@
 //!   inside every run of the correct variant, and a breach would be a panic, reported here as
 //!   a run error.
 //! - Each bug variant's timeline holds with the correct client or host.
-//! - The Jepsen lock-set shape loses a share of its acknowledged updates; the share over 100
-//!   seeds is printed (the README quotes it).
+//! - Jepsen's etcd 3.4.3 lock-set test loses a share of its acknowledged updates whose 95%
+//!   interval over 100 seeds overlaps 10-50% (Jepsen measured about 18%); the figures are
+//!   pinned (the README quotes them).
 //! - A random-fault sweep of [`SWEEP_SEEDS`] seeds of `etcd` (and [`ZK_SWEEP_SEEDS`] of
 //!   `zookeeper`) with peer crashes, partitions and pauses: with fencing on, fencing holds on
 //!   every run; without client pauses and clock faults, mutual exclusion holds on every run.
 
 use locksim_scenarios::Prepared;
-use locksim_sim::history::{History, Kind, Op};
+use locksim_sim::history::Op;
 use locksim_sim::Verdict;
 
 mod common;
@@ -128,29 +129,23 @@ fn raft_ack_before_fsync_loses_an_acknowledged_lock_and_the_correct_host_does_no
     assert_holds(&correct, "mutual_exclusion", 1..=SEEDS);
 }
 
-/// Acknowledged writes and how many of them the final value lacks.
-fn lost_updates(history: &History) -> (u64, u64) {
-    let acknowledged = history
-        .iter()
-        .filter(|e| e.op == Op::Write && e.kind == Kind::Ok)
-        .count() as u64;
-    let last = history
-        .iter()
-        .filter(|e| e.op == Op::ResourceAccept)
-        .filter_map(|e| e.value)
-        .next_back()
-        .unwrap_or(0);
-    (acknowledged, acknowledged.saturating_sub(last as u64))
+/// The Wilson score interval (95%) of `k` successes in `n` trials, in percent.
+fn wilson_percent(k: u64, n: u64) -> (f64, f64) {
+    assert!(n > 0 && k <= n);
+    let (p, n, z) = (k as f64 / n as f64, n as f64, 1.96_f64);
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / (1.0 + z * z / n);
+    (100.0 * (centre - half), 100.0 * (centre + half))
 }
 
 #[test]
-fn jepsen_lock_set_loses_acknowledged_updates() {
+fn jepsen_lock_set_loses_a_share_of_acknowledged_updates_like_jepsens() {
     let p = prepared("catalog/etcd-jepsen-lock-set.toml");
     let (mut acknowledged, mut lost, mut runs_with_loss) = (0, 0, 0);
     for seed in 1..=100 {
-        let (r, history) = p.run_with_history(seed);
+        let r = p.run(seed);
         assert!(r.expect.as_ref().is_some_and(|e| e.met), "{}", describe(&r));
-        let (a, l) = lost_updates(&history);
+        let (a, l) = (r.stats.updates_acked, r.stats.updates_lost);
         acknowledged += a;
         lost += l;
         if l > 0 {
@@ -162,16 +157,33 @@ fn jepsen_lock_set_loses_acknowledged_updates() {
             );
         }
     }
-    let share = lost as f64 / acknowledged as f64;
+    let (lo, hi) = wilson_percent(lost, acknowledged);
     println!(
         "etcd-jepsen-lock-set, seeds 1..=100: {lost} of {acknowledged} acknowledged updates \
-         lost ({:.1}%), in {runs_with_loss} runs",
-        share * 100.0
+         lost ({:.1}%, 95% interval {lo:.1}-{hi:.1}%), in {runs_with_loss} runs",
+        100.0 * lost as f64 / acknowledged as f64
+    );
+    // Jepsen measured about 18% on etcd 3.4.3; the model must land in the same range.
+    assert!(
+        lo <= 50.0 && hi >= 10.0,
+        "interval {lo:.1}-{hi:.1}% misses 10-50%"
     );
     // The figures the README quotes: a run depends only on (scenario, seed), so they are
     // exact; a change to the model that moves them must say so there too.
-    assert_eq!((lost, acknowledged, runs_with_loss), (25, 1773, 22));
+    assert_eq!((lost, acknowledged, runs_with_loss), PINNED);
 }
+
+/// The mitigation table's files (120 s runs each: 5 seeds here; seeds 1..=200 were swept
+/// when their expectations were set).
+#[test]
+fn jepsen_lock_set_mitigations_meet_their_expectations() {
+    for file in ["35", "fenced", "cas", "careful"] {
+        common::assert_expect_met(&format!("etcd-jepsen-lock-set-{file}.toml"), 5);
+    }
+}
+
+/// `(lost, acknowledged, runs with a loss)` of `etcd-jepsen-lock-set` on seeds 1..=100.
+const PINNED: (u64, u64, u64) = (1_978, 8_708, 100);
 
 const SWEEP: &str = r#"
 duration_ms = 10_000

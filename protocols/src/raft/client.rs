@@ -23,6 +23,8 @@ pub struct Link<Req, Resp, P> {
     /// The protocol's parameters.
     pub params: P,
     guess: RefCell<usize>,
+    /// The one peer every request goes to first (a client given one endpoint), if pinned.
+    pinned: Option<usize>,
     request_timeout: Duration,
 }
 
@@ -47,8 +49,20 @@ where
             peers: peers.to_vec(),
             params,
             guess: RefCell::new(ctx.idx() % peers.len()),
+            pinned: None,
             request_timeout,
         }
+    }
+
+    /// The same link pinned to its first peer, as a client configured with one endpoint
+    /// (Jepsen's jetcd client: `endpoints` = its own node): every request goes there first;
+    /// a follower's "not leader" stands for the forwarding a real member does (etcd forwards
+    /// proposals and keep-alives to the leader), so the next try goes to the leader it names
+    /// and the request after it starts at the pinned peer again. A request to a paused or
+    /// cut-off pinned peer waits for its whole deadline: one gRPC deadline per call.
+    pub fn pinned(mut self) -> Self {
+        self.pinned = Some(*self.guess.borrow());
+        self
     }
 
     /// The peer the client talks to now.
@@ -56,21 +70,32 @@ where
         self.peers[*self.guess.borrow()]
     }
 
-    /// Three request timeouts: time for one redirection and one retry.
+    /// Three request timeouts (time for one redirection and one retry); pinned, one: the
+    /// call's deadline.
     pub fn request_budget(&self) -> Duration {
-        self.request_timeout * 3
+        match self.pinned {
+            Some(_) => self.request_timeout,
+            None => self.request_timeout * 3,
+        }
     }
 
     /// Sends `req` to the leader (following redirections) until `budget` passes.
     pub async fn call(&self, req: Req, budget: Duration) -> Option<Resp> {
         let deadline = self.ctx.mono_now() + budget;
+        if let Some(pinned) = self.pinned {
+            *self.guess.borrow_mut() = pinned;
+        }
         while self.ctx.mono_now() < deadline {
             let peer = *self.guess.borrow();
+            let timeout = match self.pinned {
+                Some(_) => deadline.saturating_sub(self.ctx.mono_now()),
+                None => self.request_timeout,
+            };
             let answer = self
                 .caller
-                .call(self.peers[peer], req.clone(), self.request_timeout)
+                .call(self.peers[peer], req.clone(), timeout)
                 .await;
-            let next_peer = (peer + 1) % self.peers.len();
+            let next_peer = self.pinned.unwrap_or((peer + 1) % self.peers.len());
             match answer {
                 Ok(resp) => match resp.redirect() {
                     None => return Some(resp),

@@ -3,13 +3,21 @@
 //! role (resolved once, when the first cycle starts), or a group, `@servers` or `@clients`,
 //! whose nodes are paused and resumed together: Jepsen's etcd nemesis, which stops every
 //! member at once and lets them all go, so that elections and leases race on wake-up.
+//!
+//! With `targets` instead of `node`, each pause picks its target afresh from the list (from
+//! the run's seed), a role resolved at that instant: Jepsen's `jepsen.nemesis.combined` (0.1.16,
+//! `db-generators`) draws `(rand-nth pause-targets)` for every `:pause`, and the etcd test
+//! (jepsen-io/etcd 0.1.0, `etcd.clj`) sets `:pause {:targets [:primaries :all]}` with
+//! `:interval 5`: `targets = ["@leader", "@servers"]`, `on_ms = off_ms = 5000`.
 
 use super::draw::{pick, Draw};
 use super::drawing::Drawing;
 use super::spec::{self, check_range, DefaultNodes, NodeKey, RandomSpec, Space, Spec};
 use crate::nodes::{NodeIdx, Role};
-use crate::roles::{ROLE_CLIENTS, ROLE_SERVERS};
+use crate::roles::{is_role, ROLE_CLIENTS, ROLE_SERVERS};
 use crate::world::World;
+use locksim_check::history::Op;
+use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -17,8 +25,14 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PausePeriodic {
-    /// A node, a role (`@leader`), or a group (`@servers`, `@clients`) paused as one.
+    /// A node, a role (`@leader`), or a group (`@servers`, `@clients`) paused as one; empty
+    /// when `targets` is given.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub node: String,
+    /// Each pause picks one of these (nodes, roles resolved when that pause starts, or
+    /// groups); exclusive with `node`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
     /// When the first pause starts, in true ms since the start.
     pub at_ms: u64,
     /// No pause starts at or after this, in true ms since the start.
@@ -39,12 +53,18 @@ impl Spec for PausePeriodic {
         Some(self.at_ms)
     }
     fn nodes(&self) -> Vec<&String> {
-        vec![&self.node]
+        let node = (!self.node.is_empty()).then_some(&self.node);
+        node.into_iter().chain(&self.targets).collect()
     }
+    // `targets` stay names: each pause resolves the role it picks when it starts.
     fn nodes_mut(&mut self) -> Vec<&mut String> {
-        vec![&mut self.node]
+        let node = (!self.node.is_empty()).then_some(&mut self.node);
+        node.into_iter().collect()
     }
     fn check(&self) -> Result<(), String> {
+        if self.node.is_empty() == self.targets.is_empty() {
+            return Err("give exactly one of `node` and `targets`".into());
+        }
         if self.until_ms <= self.at_ms {
             return Err("`until_ms` must come after `at_ms`".into());
         }
@@ -56,7 +76,10 @@ impl Spec for PausePeriodic {
     fn describe(&self) -> String {
         let (on, off) = (self.on_ms, self.off_ms);
         let (from, until) = (self.at_ms, self.until_ms);
-        let node = &self.node;
+        let node = match self.targets.as_slice() {
+            [] => self.node.clone(),
+            targets => format!("one of {}", targets.join(", ")),
+        };
         format!("pause {node} for {on} ms every {} ms from {from} ms to {until} ms", on + off)
     }
     fn apply(&self, world: &World, why: &str) {
@@ -66,8 +89,10 @@ impl Spec for PausePeriodic {
         world.spawn_on_nemesis(async move {
             loop {
                 // A group is looked up every cycle: a node added since is paused too.
-                for idx in fault.targets(&w) {
-                    w.pause(idx, on, &why);
+                let (target, why) = fault.pick(&why);
+                match fault.resolve(&w, &target) {
+                    Some(idxs) => idxs.into_iter().for_each(|idx| w.pause(idx, on, &why)),
+                    None => w.record_fault(Op::Note, None, format!("skipped a pause: no {target}")),
                 }
                 if w.now_ns() + period.as_nanos() as u64 >= until_ns {
                     return;
@@ -83,15 +108,28 @@ impl PausePeriodic {
         Duration::from_millis(self.on_ms)
     }
 
-    /// The nodes it pauses: every node of a group, or the one node.
-    fn targets(&self, world: &World) -> Vec<NodeIdx> {
-        let role = match self.node.as_str() {
+    /// This pause's target and why: `node`, or one of `targets` drawn from the run's seed.
+    fn pick(&self, why: &str) -> (String, String) {
+        if self.targets.is_empty() {
+            return (self.node.clone(), why.to_owned());
+        }
+        let i = madsim::rand::thread_rng().gen_range(0..self.targets.len());
+        let target = self.targets[i].clone();
+        let why = format!("{why}; this pause picked {target} of {}", self.targets.join(", "));
+        (target, why)
+    }
+
+    /// The nodes `target` names now: every node of a group, the node holding a role (None if
+    /// nobody does), or the one node.
+    fn resolve(&self, world: &World, target: &str) -> Option<Vec<NodeIdx>> {
+        let role = match target {
             ROLE_SERVERS => Role::Server,
             ROLE_CLIENTS => Role::Client,
-            node => return vec![world.node(node).expect("fault targets are validated")],
+            role if is_role(role) => return world.who(role).map(|idx| vec![idx]),
+            node => return Some(vec![world.node(node).expect("fault targets are validated")]),
         };
         let names = world.names(role);
-        names.iter().filter_map(|n| world.node(n)).collect()
+        Some(names.iter().filter_map(|n| world.node(n)).collect())
     }
 }
 
@@ -162,6 +200,7 @@ impl RandomSpec for Random {
         let cycles = d.u64_in(1, self.pause_periodic_cycles_max);
         PausePeriodic {
             node,
+            targets: vec![],
             at_ms,
             until_ms: at_ms + (cycles - 1) * (on_ms + off_ms) + 1,
             on_ms,
@@ -187,16 +226,23 @@ mod tests {
     use crate::{simulate, Event, Op, SimSpec};
 
     fn run(node: &str) -> Vec<Event> {
+        run_fault(PausePeriodic {
+            node: node.into(),
+            targets: vec![],
+            at_ms: 100,
+            until_ms: 1_000,
+            on_ms: 100,
+            off_ms: 200,
+        })
+    }
+
+    /// Runs `fault` on servers s1, s2 and client c1; `@leader` is s2 (and nobody after
+    /// 1500 ms).
+    fn run_fault(fault: PausePeriodic) -> Vec<Event> {
         let spec = SimSpec {
             seed: 1,
             duration_ms: 2_000,
-            faults: vec![Fault::PausePeriodic(PausePeriodic {
-                node: node.into(),
-                at_ms: 100,
-                until_ms: 1_000,
-                on_ms: 100,
-                off_ms: 200,
-            })],
+            faults: vec![Fault::PausePeriodic(fault)],
             ..SimSpec::default()
         };
         let outcome = simulate(&spec, |world| {
@@ -204,8 +250,45 @@ mod tests {
                 let role = if name == "c1" { Role::Client } else { Role::Server };
                 world.add_node(name, role, |_| async {});
             }
+            let leader = std::sync::Arc::new(|w: &World| {
+                (w.now_ns() < 1_500_000_000).then(|| w.node("s2").unwrap())
+            });
+            world.answer_role("@leader", leader);
         });
         outcome.unwrap().history
+    }
+
+    #[test]
+    fn each_pause_picks_its_target_and_resolves_a_role_when_it_starts() {
+        let h = run_fault(PausePeriodic {
+            node: String::new(),
+            targets: vec!["@leader".into(), ROLE_SERVERS.into()],
+            at_ms: 100,
+            until_ms: 1_900,
+            on_ms: 50,
+            off_ms: 50,
+        });
+        let paused = pauses(&h, Op::Pause);
+        let mut by_start: std::collections::BTreeMap<u64, Vec<&str>> = Default::default();
+        for (node, t) in &paused {
+            by_start.entry(*t).or_default().push(node);
+        }
+        let (mut leader_only, mut all) = (0, 0);
+        for (t, nodes) in &by_start {
+            assert!(*t < 1_500, "nobody leads after 1500 ms: only a group is paused");
+            match nodes.as_slice() {
+                ["s2"] => leader_only += 1,
+                ["s1", "s2"] => all += 1,
+                other => panic!("a pause at {t} ms hit {other:?}"),
+            }
+        }
+        assert!(leader_only > 0 && all > 0, "{leader_only} leader, {all} all");
+        let skipped = h.iter().filter(|e| e.op == Op::Note);
+        let no_leader = |e: &&Event| e.detail.as_deref().is_some_and(|d| d.contains("no @leader"));
+        let skipped = skipped.filter(no_leader).count();
+        // Cycles start at 100, 200, ..., 1800 ms: each pauses or is skipped.
+        assert_eq!(by_start.len() + skipped, 18, "{skipped} skipped");
+        assert!(skipped > 0);
     }
 
     fn pauses(history: &[Event], op: Op) -> Vec<(&str, u64)> {
@@ -235,6 +318,7 @@ mod tests {
         let f = |node: &str, off_ms| {
             Fault::PausePeriodic(PausePeriodic {
                 node: node.into(),
+                targets: vec![],
                 at_ms: 0,
                 until_ms: 10,
                 on_ms: 1,
@@ -245,6 +329,16 @@ mod tests {
         assert!(f("@servers", 1).validate(&known).is_ok());
         assert!(f("s9", 1).validate(&known).unwrap_err().contains("unknown node"));
         assert!(f("s1", 0).validate(&known).unwrap_err().contains("positive"));
+        let mut both = f("s1", 1);
+        if let Fault::PausePeriodic(p) = &mut both {
+            p.targets = vec!["@servers".into()];
+        }
+        assert!(both.validate(&known).unwrap_err().contains("exactly one"));
+        let mut unknown = f("", 1);
+        if let Fault::PausePeriodic(p) = &mut unknown {
+            p.targets = vec!["@servers".into(), "s9".into()];
+        }
+        assert!(unknown.validate(&known).unwrap_err().contains("unknown node"));
     }
 
     #[test]

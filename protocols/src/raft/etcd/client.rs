@@ -1,7 +1,7 @@
 //! The client library: a session (a lease kept alive every TTL/3) and the Mutex recipe.
 
 use super::kv::{Req, Resp};
-use super::params::{Params, Variant, PREFIX};
+use super::params::{LockApi, Params, Variant, PREFIX};
 use crate::protocol::{Acquired, Grant, LockClient, Outcome, Validity};
 use crate::raft::client::Link as RaftLink;
 use async_trait::async_trait;
@@ -52,7 +52,11 @@ impl EtcdClient {
                     lease,
                     valid_until: sent + ttl,
                 });
-                spawn_keep_alive(self.link.clone(), self.session.clone(), lease);
+                let (link, session) = (self.link.clone(), self.session.clone());
+                match self.link.params.lock_api {
+                    LockApi::Concurrency => spawn_keep_alive(link, session, lease),
+                    LockApi::LockRpc => spawn_jetcd_keep_alive(link, session, lease),
+                }
                 Ok(lease)
             }
             _ => Err(Acquired::Unknown("no answer to LeaseGrant".into())),
@@ -105,7 +109,10 @@ impl EtcdClient {
     /// `session.Done()` has fired; a correct user does not use the lock.
     async fn checked_grant(&self, key: String, mine: u64) -> Acquired {
         self.sit_out_lock_delay().await;
-        if self.link.params.variant == Variant::NoLeaseRecheckAfterWait {
+        // The Lock RPC's member knows nothing of the caller's keep-alives: the key's
+        // existence (checked after waiting, unless the variant skips it) is all it has.
+        let p = &self.link.params;
+        if p.variant == Variant::NoLeaseRecheckAfterWait || p.lock_api == LockApi::LockRpc {
             return self.grant(key, mine);
         }
         self.freshen_lease().await;
@@ -204,15 +211,27 @@ fn spawn_keep_alive(link: Rc<Link>, session: SharedSession, lease: u64) {
     });
 }
 
-#[async_trait(?Send)]
-impl LockClient for EtcdClient {
-    async fn acquire(&mut self) -> Acquired {
+impl EtcdClient {
+    /// Revokes the session's lease and forgets it (Jepsen's `revoke-lease!`); the answer does
+    /// not matter: an unrevoked lease lapses after its TTL.
+    async fn revoke_lease(&self) {
+        let Some(s) = self.session.borrow_mut().take() else {
+            return;
+        };
+        let req = Req::LeaseRevoke { lease: s.lease };
+        let _ = self.link.call(req, self.link.request_budget()).await;
+    }
+
+    /// `Lock`: the acquire transaction, then waiting for every older key to go.
+    async fn lock(&mut self) -> Acquired {
         let p = self.link.params.clone();
-        let deadline = self.link.ctx.mono_now() + Duration::from_millis(p.acquire_timeout_ms);
         let lease = match self.lease().await {
             Ok(lease) => lease,
             Err(outcome) => return outcome,
         };
+        // The Lock call's own deadline, after the lease (Jepsen's grant and Lock are two calls
+        // of 5 s each).
+        let deadline = self.link.ctx.mono_now() + Duration::from_millis(p.acquire_timeout_ms);
         let key = format!("{PREFIX}{lease:x}");
         let req = Req::TryAcquire {
             key: key.clone(),
@@ -251,6 +270,70 @@ impl LockClient for EtcdClient {
         }
         self.checked_grant(key, mine).await
     }
+}
+
+/// jetcd 0.4.1's keep-alive (`LeaseImpl`): a scheduler every 500 ms sends a keep-alive for
+/// every lease whose next keep-alive is due (answer + TTL/3: with a 2 s TTL, one per second);
+/// every answer sets a deadline of answer + TTL (the first, 5 s), and once a deadline passes
+/// (checked every second) the lease's keep-alive is dropped for good, silently: the lock's
+/// user is not told, and the member revokes the lease a TTL later.
+fn spawn_jetcd_keep_alive(link: Rc<Link>, session: SharedSession, lease: u64) {
+    let ctx = link.ctx.clone();
+    let ttl = Duration::from_millis(link.params.lease_ttl_ms);
+    let tick = Duration::from_millis(500);
+    ctx.spawn(async move {
+        let (mut next, mut deadline) = (link.ctx.mono_now(), link.ctx.mono_now() + tick * 10);
+        loop {
+            link.ctx.sleep_local(tick).await;
+            let current = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.lease == lease);
+            let now = link.ctx.mono_now();
+            if !current(&session.borrow()) {
+                return;
+            }
+            if now < next {
+                continue;
+            }
+            if now > deadline {
+                link.ctx
+                    .note("keep-alive dropped: no answer before its deadline");
+                return;
+            }
+            let answer = link.call(Req::KeepAlive { lease }, tick).await;
+            let mut s = session.borrow_mut();
+            let now = link.ctx.mono_now();
+            match answer {
+                Some(Resp::KeptAlive) if current(&s) => {
+                    (next, deadline) = (now + ttl / 3, now + ttl);
+                    s.as_mut().expect("current").valid_until = now + ttl;
+                }
+                Some(Resp::LeaseNotFound) if current(&s) => {
+                    // The user may ask (a careful client): the lease is over now.
+                    s.as_mut().expect("current").valid_until = now;
+                    link.ctx.note("keep-alive closed: the lease is gone");
+                    return;
+                }
+                _ => {}
+            }
+        }
+    });
+}
+
+#[async_trait(?Send)]
+impl LockClient for EtcdClient {
+    /// With `lease_per_acquire`, a fresh lease for this acquire, revoked if it fails
+    /// (Jepsen's `acquire!`); otherwise the client's session.
+    async fn acquire(&mut self) -> Acquired {
+        let fresh = self.link.params.lease_per_acquire;
+        if fresh {
+            // The last grant's lease was revoked on release, or lapses on its own.
+            self.session.borrow_mut().take();
+        }
+        let outcome = self.lock().await;
+        if fresh && !matches!(outcome, Acquired::Granted(_)) {
+            self.revoke_lease().await;
+        }
+        outcome
+    }
 
     /// The session's validity now: kept alive by keep-alives, gone with the session.
     fn validity(&mut self, grant: &Grant) -> Validity {
@@ -263,14 +346,28 @@ impl LockClient for EtcdClient {
         }
     }
 
+    /// `Unlock` (with `lease_per_acquire`, Jepsen's `release!`: the keep-alive stops first,
+    /// and the lease is revoked after a successful unlock).
     async fn release(&mut self, grant: &Grant) -> Outcome {
         let req = Req::Delete {
             key: grant.handle.clone(),
         };
+        let fresh = self.link.params.lease_per_acquire;
+        let session = if fresh {
+            self.session.borrow_mut().take()
+        } else {
+            None
+        };
         // Keep trying for a TTL (an election takes about one election timeout).
         let budget = Duration::from_millis(self.link.params.lease_ttl_ms);
         match self.link.call(req, budget).await {
-            Some(Resp::Deleted) => Outcome::Ok,
+            Some(Resp::Deleted) => {
+                if let Some(s) = session {
+                    let revoke = Req::LeaseRevoke { lease: s.lease };
+                    let _ = self.link.call(revoke, self.link.request_budget()).await;
+                }
+                Outcome::Ok
+            }
             Some(other) => Outcome::Failed(format!("unexpected answer {other:?}")),
             None => {
                 // The key may still be there: locking again would find it and return the

@@ -49,6 +49,11 @@ pub enum Req {
     },
     /// How long the lock-delay still runs (linearizable).
     LockDelay,
+    /// Revoke a lease: its keys go with it (`LeaseRevoke`).
+    LeaseRevoke {
+        /// The lease.
+        lease: u64,
+    },
     /// Answer when `key` (created at `create_rev`) is gone, once the store reached `min_rev`.
     WatchDelete {
         /// The key.
@@ -110,6 +115,11 @@ pub enum Cmd {
     },
     /// The leader's lessor found the lease expired.
     LeaseRevoke {
+        /// The lease.
+        lease: u64,
+    },
+    /// A client revoked the lease.
+    Revoke {
         /// The lease.
         lease: u64,
     },
@@ -228,12 +238,13 @@ impl Kv {
             .extend(due.into_iter().map(|w| (w.from, w.id, Resp::Gone)));
     }
 
-    fn revoke(&mut self, lease: u64, env: &Env) -> Resp {
+    /// Revokes `lease` and deletes its keys: it `expired` (the lessor) or a client asked.
+    fn revoke(&mut self, lease: u64, expired: bool, env: &Env) -> Resp {
         self.expiry.remove(&lease);
         let Some((_, keys)) = self.leases.remove(&lease) else {
             return Resp::LeaseNotFound;
         };
-        if env.leader {
+        if env.leader && expired {
             env.ctx.event(
                 "lease_expired",
                 None,
@@ -253,7 +264,7 @@ impl Kv {
             !self.expiry.contains_key(&lease),
             "revoked: never renewed again"
         );
-        if self.owner() != owner {
+        if self.owner() != owner && expired {
             self.owner_expiries += 1;
             if env.leader && !self.lock_delay.is_zero() {
                 // The holder's lease expired: it may still think it holds the lock.
@@ -311,6 +322,7 @@ impl Service for Kv {
             }
             Req::TryAcquire { key, lease } => Handling::Propose(Cmd::TryAcquire { key, lease }),
             Req::Delete { key } => Handling::Propose(Cmd::Delete { key }),
+            Req::LeaseRevoke { lease } => Handling::Propose(Cmd::Revoke { lease }),
             Req::KeepAlive { .. } | Req::Get { .. } | Req::LastBefore { .. } | Req::LockDelay => {
                 Handling::Read(req)
             }
@@ -343,7 +355,8 @@ impl Service for Kv {
                 }
                 Resp::Lease { lease }
             }
-            Cmd::LeaseRevoke { lease } => self.revoke(lease, env),
+            Cmd::LeaseRevoke { lease } => self.revoke(lease, true, env),
+            Cmd::Revoke { lease } => self.revoke(lease, false, env),
             Cmd::TryAcquire { key, lease } => self.try_acquire(key, lease),
             Cmd::Delete { key } => {
                 if self.delete(&key) {

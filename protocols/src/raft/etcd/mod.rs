@@ -31,6 +31,16 @@
 //!   though its key is gone and a later waiter holds the lock. Bug variant
 //!   `no-lease-recheck-after-wait`; fixed in etcd after that report by the `Get` after waiting.
 //!
+//! - **Jepsen's client** (jepsen-io/etcd 0.1.0 `lock.clj`; jetcd 0.4.1 `LeaseImpl.java`;
+//!   etcd `server/etcdserver/api/v3lock/lock.go`): the `Lock` RPC runs the same `Mutex` on the
+//!   member, on an orphaned session built from the caller's lease, so the member learns nothing
+//!   of the caller's keep-alives (`lock_api = "lock-rpc"`). jetcd keeps a lease alive from a
+//!   500 ms scheduler (the next keep-alive TTL/3 after an answer) and drops it for good once a
+//!   TTL passed without an answer; with a 2 s TTL, a leader pause long enough for an election
+//!   drops every client's keep-alive and the new leader revokes every lease. Jepsen grants a
+//!   lease per add (`lease_per_acquire`) and gives each client one endpoint
+//!   (`client_endpoint = "pinned"`); `catalog/etcd-jepsen-lock-set.toml` is the whole shape.
+//!
 //! What the model keeps and leaves out: one lock prefix, a flat key space with revisions,
 //! leases, the lessor with promotion and a watch on a key's deletion (served by the peer from
 //! its applied state, as a long poll). Keep-alives are confirmed by ReadIndex on the leader
@@ -50,7 +60,7 @@ use client::EtcdClient;
 use kv::{Kv, Req, Resp};
 use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::{NodeCtx, World};
-pub use params::{Params, Variant, PREFIX};
+pub use params::{ClientEndpoint, LockApi, Params, Variant, PREFIX};
 use std::time::Duration;
 
 /// The `etcd` protocol.
@@ -101,6 +111,9 @@ impl Protocol for Etcd {
             params.clone(),
             timeout,
         );
-        EtcdClient::new(link)
+        match params.client_endpoint {
+            ClientEndpoint::Leader => EtcdClient::new(link),
+            ClientEndpoint::Pinned => EtcdClient::new(link.pinned()),
+        }
     }
 }

@@ -20,6 +20,37 @@ pub enum Variant {
     AckBeforeFsync,
 }
 
+/// Which peer a client talks to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClientEndpoint {
+    /// It follows the leader (redirections, the next peer on a timeout): clientv3 with every
+    /// member as an endpoint.
+    #[default]
+    Leader,
+    /// It talks to one member, which forwards to the leader: a client given one endpoint
+    /// (Jepsen's jetcd clients, one per node).
+    Pinned,
+}
+
+/// Where the Mutex runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockApi {
+    /// In the client: `client/v3/concurrency`'s `Session` and `Mutex`.
+    #[default]
+    Concurrency,
+    /// On the member, behind the `v3lock` `Lock` RPC (`server/etcdserver/api/v3lock`), as
+    /// jetcd's `Lock` client calls it: the member runs the same `Mutex` on the caller's lease
+    /// (an orphaned session: no keep-alive of its own, no `Done()`), so the client learns
+    /// nothing of its lease while it waits. The re-check after waiting is the variant's.
+    LockRpc,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
 /// The `[protocol]` parameters of `etcd`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,10 +82,21 @@ pub struct Params {
     /// Give up acquiring after this long, in ms (the waiter deletes its key).
     #[serde(default = "d_acquire_timeout")]
     pub acquire_timeout_ms: u64,
-    /// Chubby's lock-delay, in ms: after the holder's lease expires (not after a clean
-    /// release) nobody may take the lock for this long (0 = off).
+    /// Chubby's lock-delay (Burrows 2006, section 2.4; etcd has none), in ms: after the
+    /// holder's lease expires (not after a clean release) nobody may take the lock for this
+    /// long (0 = off).
     #[serde(default)]
     pub lock_delay_ms: u64,
+    /// Which peer the client talks to.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub client_endpoint: ClientEndpoint,
+    /// A fresh lease for every acquire, revoked after the unlock (Jepsen's `acquire!` and
+    /// `release!`), instead of one session for the client's life.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub lease_per_acquire: bool,
+    /// Where the Mutex runs.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub lock_api: LockApi,
 }
 
 fn d_peers() -> usize {
