@@ -274,3 +274,117 @@ pub fn legend() -> String {
         pct(RARE_OVERLAP)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::Cost;
+    use crate::stats::Share;
+    use crate::{Row, Setup};
+
+    fn row(label: &str, guard: &str, ms: f64) -> Row {
+        Row {
+            label: label.into(),
+            setup: Setup {
+                protocol: "p".into(),
+                guard: guard.into(),
+                ..Setup::default()
+            },
+            cost: Some(Cost {
+                acquire_ms_p50: ms,
+                acquire_ms_p99: ms,
+                ..Cost::default()
+            }),
+        }
+    }
+
+    /// A cell with `damage` and `latent` runs of 100 and `overlap` runs.
+    fn cell(row: &str, profile: &str, damage: u64, latent: u64, overlap: u64) -> CellSummary {
+        CellSummary {
+            protocol: row.into(),
+            profile: profile.into(),
+            runs: 100,
+            damage: Share::of(damage, 100),
+            latent: Share::of(latent, 100),
+            harm: Share::of(damage + latent, 100),
+            overlap: Share::of(overlap, 100),
+            ..CellSummary::default()
+        }
+    }
+
+    fn comparison(cells: Vec<CellSummary>) -> Comparison {
+        let labels = ["plain", "fenced", "slow"];
+        Comparison {
+            protocols: labels
+                .iter()
+                .map(|l| (l.to_string(), String::new()))
+                .collect(),
+            profiles: ["none", "server-crashes"]
+                .iter()
+                .map(|p| (p.to_string(), String::new()))
+                .collect(),
+            rows: vec![
+                row("plain", "none", 2.0),
+                row("fenced", "fencing", 2.5),
+                Row {
+                    setup: Setup {
+                        protocol: "q".into(),
+                        ..row("slow", "none", 9.0).setup
+                    },
+                    ..row("slow", "none", 9.0)
+                },
+            ],
+            cells,
+            ..Comparison::default()
+        }
+    }
+
+    fn answers(c: &Comparison, requirement: &str) -> Vec<Answer> {
+        let t = table(c);
+        let (_, d) = t.iter().find(|(r, _)| r.contains(requirement)).unwrap();
+        d.iter().map(|d| d.answer.clone()).collect()
+    }
+
+    #[test]
+    fn every_answer_follows_from_the_cells() {
+        let mut cells = vec![];
+        for r in ["plain", "fenced", "slow"] {
+            cells.push(cell(r, "none", 0, 0, 0));
+        }
+        cells.push(cell("plain", "server-crashes", 5, 0, 30));
+        cells.push(cell("fenced", "server-crashes", 0, 0, 30));
+        cells.push(cell("slow", "server-crashes", 2, 0, 3));
+        let c = comparison(cells.clone());
+        let only = Answer::OnlyWith {
+            guard: "fencing".into(),
+            row: "fenced".into(),
+        };
+        // A profile the matrix lacks is no requirement; one it has is answered per row.
+        assert!(table(&c).iter().all(|(r, _)| !r.contains("clock jumps")));
+        assert_eq!(
+            answers(&c, "server crashes"),
+            [only.clone(), Answer::Meets, Answer::Fails],
+            "slow has no guarded sibling: it simply fails"
+        );
+        assert_eq!(
+            answers(&c, "idempotent"),
+            [Answer::Fails, Answer::Fails, Answer::Meets]
+        );
+        assert_eq!(
+            answers(&c, "latency"),
+            [Answer::Meets, Answer::Meets, Answer::Fails]
+        );
+        // A latent break fails a safety requirement too, and the evidence names it.
+        cells[4] = cell("fenced", "server-crashes", 0, 40, 30);
+        let c = comparison(cells);
+        assert_eq!(answers(&c, "never reach")[1], Answer::Fails);
+        let t = table(&c);
+        let evidence = &t[0].1[1].evidence;
+        assert!(evidence.contains("latent 40%"), "{evidence}");
+        assert_eq!(
+            answers(&c, "never reach")[0],
+            Answer::Fails,
+            "no sibling meets"
+        );
+    }
+}

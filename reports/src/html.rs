@@ -28,6 +28,8 @@ code{background:#f4f4f4;padding:1px 3px;word-break:break-all}.cx{margin:1.5em 0;
 svg{max-width:100%;height:auto}.grid{display:flex;flex-wrap:wrap;gap:8px}\
 .note{font-size:90%;color:#555;margin-top:-0.6em}.ev{font-size:85%;color:#444}\
 td.meets{background:#e9f5ec}td.fails{background:#fbe3e4}td.only{background:#fff4d6}\
+table.decide td{text-align:left;min-width:7em;max-width:11em}table.decide td:first-child{min-width:12em}\
+table.decide small{white-space:normal;display:block;font-size:80%}\
 .legend{display:flex;flex-wrap:wrap;gap:0 1.2em}.legend span{white-space:nowrap}.nw{white-space:nowrap}.caption{font-style:italic}";
 
 /// What the timeline's marks mean.
@@ -527,7 +529,7 @@ fn decision_section(s: &mut String, c: &Comparison) {
         return;
     }
     s.push_str(
-        "<h2 id=\"decide\">What to choose</h2><div class=\"wide\"><table><tr><th>requirement</th>",
+        "<h2 id=\"decide\">What to choose</h2><div class=\"wide\"><table class=\"decide\"><tr><th>requirement</th>",
     );
     for (p, _) in &c.protocols {
         let _ = write!(s, "<th>{}</th>", escape(p));
@@ -543,7 +545,7 @@ fn decision_section(s: &mut String, c: &Comparison) {
             };
             let _ = write!(
                 s,
-                "<td class=\"{class}\" title=\"{ev}\">{mark} {}<br><small>{ev}</small></td>",
+                "<td class=\"{class}\" title=\"{ev}\"><b>{mark} {}</b><small>{ev}</small></td>",
                 escape(&d.word()),
                 ev = escape(&d.evidence)
             );

@@ -716,6 +716,37 @@ mod tests {
     }
 
     #[test]
+    fn damage_is_a_lost_update_or_a_stale_write_and_latent_is_fencing_broken_without_it() {
+        let stale = |seed: u64| {
+            let mut r = line(seed, &["fencing"], 3);
+            r.stats.stale_accepted = 1;
+            r
+        };
+        let mut a = CellAccumulator::new("p", "f");
+        a.add(
+            &line(1, &["fencing"], 3),
+            "reused token, nothing lost: latent",
+        );
+        a.add(
+            &line(2, &["fencing", "mutual_exclusion"], 3),
+            "overlap, no loss: latent",
+        );
+        a.add(&stale(3), "stale write accepted: damage");
+        a.add(
+            &line(4, &["fencing", "lost_update"], 3),
+            "reused and lost: damage",
+        );
+        a.add(&line(5, &["mutual_exclusion"], 3), "overlap only: neither");
+        let c = a.finish();
+        assert_eq!(
+            (c.damage.k, c.latent.k, c.harm.k, c.overlap.k),
+            (2, 2, 4, 2)
+        );
+        assert_eq!(c.damage.n, 5);
+        assert!(c.damage.lo > 0.0 && c.damage.hi < 1.0, "{:?}", c.damage);
+    }
+
+    #[test]
     fn the_summary_does_not_depend_on_the_order_of_the_runs() {
         let lines: Vec<SeedResult> = (1..=20)
             .map(|s| match s % 3 {
@@ -754,6 +785,8 @@ mod tests {
                     size_ms: 1000,
                     overlap: Share::of(3, 10),
                     harm: Share::of(1, 10),
+                    damage: Share::of(1, 10),
+                    latent: Share::of(0, 10),
                     seeds: "1..=10".into(),
                 }],
                 ..PhaseSeries::default()
