@@ -50,6 +50,8 @@ pub struct Options {
     pub resume: bool,
     /// Show a progress bar on stderr (when it is a terminal).
     pub progress: bool,
+    /// Run nothing new: every seed must be in `out/results/` already (a merge of shards).
+    pub offline: bool,
 }
 
 /// What a job stands for in the report.
@@ -72,14 +74,14 @@ enum Role {
 }
 
 /// One scenario to run over seeds 1, 2, 3, … until its stopping rule says enough.
-struct Job {
+pub(crate) struct Job {
     role: Role,
-    prepared: Prepared,
+    pub(crate) prepared: Prepared,
     stopping: Stopping,
     fingerprint: String,
     /// Results from an earlier, interrupted compare, not yet counted.
     earlier: BTreeMap<u64, SeedResult>,
-    acc: CellAccumulator,
+    pub(crate) acc: CellAccumulator,
     done: u64,
     expect_met: u64,
 }
@@ -234,7 +236,7 @@ fn jobs(
     Ok(jobs)
 }
 
-fn progress(shown: bool) -> ProgressBar {
+pub(crate) fn progress(shown: bool) -> ProgressBar {
     if !shown || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -248,12 +250,13 @@ fn progress(shown: bool) -> ProgressBar {
 
 /// Runs rounds until every job has stopped. Results are written to the job's file as they
 /// arrive (a kill keeps them) and counted in any order (the accumulators do not care).
-fn run_rounds(
+pub(crate) fn run_rounds(
     jobs: &mut [Job],
     files: &mut [ResultsFile],
-    threads: usize,
+    opts: &Options,
     bar: &ProgressBar,
 ) -> anyhow::Result<()> {
+    let threads = opts.jobs;
     for round in 1.. {
         let tasks: Vec<(usize, u64)> = jobs
             .iter_mut()
@@ -262,6 +265,15 @@ fn run_rounds(
             .collect();
         if tasks.is_empty() {
             return Ok(());
+        }
+        if opts.offline {
+            let (j, seed) = tasks[0];
+            return Err(input(format!(
+                "the results lack {} run(s), the first: seed {seed} of {} (was a shard \
+                 interrupted? run it again with --resume, then merge)",
+                tasks.len(),
+                jobs[j].prepared.scenario.name
+            )));
         }
         bar.inc_length(tasks.len() as u64);
         bar.set_message(round.to_string());
@@ -470,25 +482,33 @@ fn add_job(c: &mut Comparison, job: &Job) {
     }
 }
 
-/// Runs the matrix and writes the reports; returns the comparison.
-pub fn compare(opts: &Options, registry: &Registry) -> anyhow::Result<Comparison> {
+/// The matrix `opts` names (with a row for each extra protocol of `registry`), every job of it
+/// with its results file, after checking the options.
+pub(crate) fn setup(
+    opts: &Options,
+    registry: &Registry,
+) -> anyhow::Result<(Matrix, Vec<Job>, Vec<ResultsFile>)> {
     locksim_check::input::check_output_dir(&opts.out).map_err(|e| input(format!("--out {e}")))?;
     let mut matrix = match &opts.matrix {
         Some(path) => Matrix::load(path).map_err(input)?,
         None => Matrix::standard(),
     };
     matrix.protocols.extend(extra_rows(&matrix, registry));
-    let threads = opts.jobs;
-    if threads == 0 {
+    if opts.jobs == 0 {
         return Err(input("--jobs must be at least 1"));
     }
     if opts.seeds == Some(0) {
         return Err(input("--seeds must be at least 1"));
     }
-    let (mut jobs, mut files): (Vec<Job>, Vec<ResultsFile>) =
-        jobs(&matrix, opts, registry)?.into_iter().unzip();
+    let (jobs, files) = jobs(&matrix, opts, registry)?.into_iter().unzip();
+    Ok((matrix, jobs, files))
+}
+
+/// Runs the matrix and writes the reports; returns the comparison.
+pub fn compare(opts: &Options, registry: &Registry) -> anyhow::Result<Comparison> {
+    let (matrix, mut jobs, mut files) = setup(opts, registry)?;
     let bar = progress(opts.progress);
-    run_rounds(&mut jobs, &mut files, threads, &bar)?;
+    run_rounds(&mut jobs, &mut files, opts, &bar)?;
     bar.finish_and_clear();
     let stopping = opts.seeds.map_or(matrix.stopping(), Stopping::fixed);
     let mut command = String::from("locksim compare");

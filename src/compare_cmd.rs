@@ -1,6 +1,7 @@
 //! `locksim compare`: the command-line face of [`crate::compare`].
 
 use crate::compare::{compare, Options};
+use crate::compare_shard::{merge, run_shard, Shard};
 use locksim_protocols::Registry;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +28,14 @@ pub struct CompareArgs {
     /// No progress bar (there is none when stderr is not a terminal either).
     #[arg(long)]
     quiet: bool,
+    /// Run only shard K of N, K from 0 (jobs K, K+N, K+2N, … in the matrix's order), and
+    /// write its results and `OUT/shard.json`, no report; `--merge` writes the report.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<Shard>,
+    /// Write the report from the finished shards in these directories (all N of them),
+    /// running no seed again; the report is the one an unsharded compare writes.
+    #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["shard", "matrix", "seeds", "resume"])]
+    merge: Vec<PathBuf>,
 }
 
 impl CompareArgs {
@@ -38,6 +47,7 @@ impl CompareArgs {
             out: self.out,
             resume: self.resume,
             progress: !self.quiet,
+            offline: false,
         }
     }
 }
@@ -45,8 +55,26 @@ impl CompareArgs {
 /// Runs the matrix, writes the reports, prints the table. Violations are findings, not
 /// errors: the exit code is 0 when the reports were written, 2 on bad input.
 pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
+    let (shard, dirs) = (args.shard, args.merge.clone());
     let opts = args.options();
-    let c = compare(&opts, registry)?;
+    if let Some(shard) = shard {
+        let m = run_shard(&opts, shard, registry)?;
+        println!(
+            "shard {}/{}: {} jobs, {} runs; results in {out}/results/, manifest {out}/shard.json",
+            shard.index,
+            shard.count,
+            m.jobs.len(),
+            m.runs,
+            out = opts.out.display(),
+        );
+        println!("when every shard is done: locksim compare --merge DIR... --out DIR");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let c = if dirs.is_empty() {
+        compare(&opts, registry)?
+    } else {
+        merge(&dirs, &opts, registry)?
+    };
     println!("{}\n", c.title);
     println!(
         "Share of runs with damage (an acknowledged update lost, a stale write accepted), with a \
