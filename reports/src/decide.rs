@@ -5,11 +5,13 @@
 //! The rules:
 //! - A safety requirement ("never", "safe if a server crashes", …) is met where no run of the
 //!   cells it reads did damage and none broke fencing's guarantee (latent): a latent break is
-//!   damage waiting for an overlap. A row without fencing or compare-and-set that fails,
-//!   while its sibling with one (same protocol and settings) meets, says so: "only with
-//!   fencing".
+//!   damage waiting for an overlap. "Never" reads every profile and also the catalog stories
+//!   that apply to the row: a scripted story that does damage shows it can happen. A row
+//!   without fencing or compare-and-set that fails, while its sibling with one (same
+//!   protocol and settings) meets, says so: "only with fencing".
 //! - "A rare double execution is acceptable": met where two clients were inside at once in
-//!   at most [`RARE_OVERLAP`] of runs in every profile (the share itself, not its interval).
+//!   at most [`RARE_OVERLAP`] of runs under the reference profile (`mixed`; the share itself,
+//!   not its interval).
 //! - "Lowest latency": met within [`FAST_FACTOR`] × the fastest row's uncontended median.
 
 use crate::stats::pct;
@@ -28,7 +30,7 @@ enum Rule {
     SafeEverywhere,
     /// No damage and no latent break under this profile.
     SafeUnder(&'static str),
-    /// Overlap in at most [`RARE_OVERLAP`] of runs in every profile.
+    /// Overlap in at most [`RARE_OVERLAP`] of runs under the reference profile.
     RareOverlap,
     /// Uncontended median within [`FAST_FACTOR`] of the fastest row's.
     Fastest,
@@ -160,14 +162,39 @@ fn with_sibling(c: &Comparison, row: &str, d: &Decision, first: &[Decision]) -> 
 fn judge(c: &Comparison, rule: Rule, row: &str) -> Decision {
     let cells: Vec<&CellSummary> = c.cells.iter().filter(|x| x.protocol == row).collect();
     match rule {
-        Rule::SafeEverywhere => safe(&cells),
+        Rule::SafeEverywhere => {
+            let told = crate::verdict::stories(c, row);
+            let broken = told.iter().find(|e| e.outcome.harm.k > 0);
+            match broken {
+                Some(e) => Decision {
+                    answer: Answer::Fails,
+                    evidence: format!(
+                        "catalog story {}: damage {}/{}, latent {}/{}",
+                        e.name,
+                        e.outcome.damage.k,
+                        e.outcome.damage.n,
+                        e.outcome.latent.k,
+                        e.outcome.latent.n
+                    ),
+                },
+                None => safe(&cells),
+            }
+        }
         Rule::SafeUnder(p) => safe(
             &cells
                 .into_iter()
                 .filter(|x| x.profile == p)
                 .collect::<Vec<_>>(),
         ),
-        Rule::RareOverlap => rare_overlap(&cells),
+        Rule::RareOverlap => {
+            let reference = c.reference_profile().unwrap_or_default();
+            rare_overlap(
+                &cells
+                    .into_iter()
+                    .filter(|x| x.profile == reference)
+                    .collect::<Vec<_>>(),
+            )
+        }
         Rule::Fastest => fast(c, row),
     }
 }
@@ -220,7 +247,7 @@ fn rare_overlap(cells: &[&CellSummary]) -> Decision {
     let rare = w.overlap.n > 0 && w.overlap.rate() <= RARE_OVERLAP;
     Decision {
         answer: if rare { Answer::Meets } else { Answer::Fails },
-        evidence: format!("worst: {} overlap {}", w.profile, w.overlap.text()),
+        evidence: format!("{}: overlap {}", w.profile, w.overlap.text()),
     }
 }
 
@@ -263,15 +290,17 @@ fn fast(c: &Comparison, row: &str) -> Decision {
 }
 
 /// What the decision table's answers mean, in one line.
-pub fn legend() -> String {
+pub fn legend(c: &Comparison) -> String {
     format!(
         "Each answer is derived from the measured cells named in it (share of runs, 95% \
          interval). Safety rows: met where no run did damage (an acknowledged update lost, a \
          stale write accepted) and none broke fencing's guarantee (latent); \"only with \
-         fencing/cas\": the same protocol and settings with that guard meets. Rare double \
-         execution: overlap in at most {} of runs in every profile. Lowest latency: \
-         uncontended median within {FAST_FACTOR}× the fastest.",
-        pct(RARE_OVERLAP)
+         fencing/cas\": the same protocol and settings with that guard meets; \"never\" also \
+         reads the catalog stories of the row's configuration. Rare double execution: overlap \
+         in at most {} of runs under {}. Lowest latency: uncontended median within \
+         {FAST_FACTOR}× the fastest.",
+        pct(RARE_OVERLAP),
+        c.reference_profile().unwrap_or("the last profile")
     )
 }
 
@@ -386,5 +415,56 @@ mod tests {
             Answer::Fails,
             "no sibling meets"
         );
+    }
+
+    #[test]
+    fn never_also_reads_the_catalog_stories_of_the_rows_configuration() {
+        let mut cells = vec![];
+        for r in ["plain", "fenced", "slow"] {
+            cells.push(cell(r, "none", 0, 0, 0));
+            cells.push(cell(r, "server-crashes", 0, 0, 0));
+        }
+        let mut c = comparison(cells);
+        assert_eq!(
+            answers(&c, "never reach"),
+            [Answer::Meets, Answer::Meets, Answer::Meets]
+        );
+        // A GC-pause story of the unguarded setup did damage; the fenced one only overlapped.
+        let story = |name: &str, guard: &str, damage: u64| crate::CatalogEntry {
+            name: name.into(),
+            setup: Setup {
+                protocol: "p".into(),
+                guard: guard.into(),
+                ..Setup::default()
+            },
+            outcome: CellSummary {
+                damage: Share::of(damage, 5),
+                harm: Share::of(damage, 5),
+                overlap: Share::of(5, 5),
+                ..CellSummary::default()
+            },
+            ..crate::CatalogEntry::default()
+        };
+        c.catalog = vec![
+            story("gc-pause", "none", 5),
+            story("gc-pause-fenced", "fencing", 0),
+        ];
+        let only = Answer::OnlyWith {
+            guard: "fencing".into(),
+            row: "fenced".into(),
+        };
+        assert_eq!(
+            answers(&c, "never reach"),
+            [only, Answer::Meets, Answer::Meets]
+        );
+        let t = table(&c);
+        assert!(
+            t[0].1[0]
+                .evidence
+                .contains("catalog story gc-pause: damage 5/5"),
+            "{t:?}"
+        );
+        // The story is not about a server crash: that requirement reads its cell only.
+        assert_eq!(answers(&c, "server crashes")[0], Answer::Meets);
     }
 }

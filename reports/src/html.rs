@@ -553,7 +553,7 @@ fn decision_section(s: &mut String, c: &Comparison) {
         s.push_str("</tr>");
     }
     s.push_str("</table></div>");
-    note(s, &decide::legend());
+    note(s, &decide::legend(c));
 }
 
 /// The cost table and the safety-against-cost chart.

@@ -106,7 +106,7 @@ pub fn decision_table(c: &Comparison) -> String {
         let cells: Vec<String> = decisions.iter().map(answer_text).collect();
         let _ = writeln!(s, "| {req} | {} |", cells.join(" | "));
     }
-    let _ = writeln!(s, "\n{}\n\nEvidence:\n", decide::legend());
+    let _ = writeln!(s, "\n{}\n\nEvidence:\n", decide::legend(c));
     for (req, decisions) in &rows {
         let _ = writeln!(s, "- *{req}*:");
         for ((p, _), d) in c.protocols.iter().zip(decisions) {

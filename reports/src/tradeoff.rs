@@ -83,8 +83,16 @@ fn frame(marks: &[Mark]) -> Frame {
 }
 
 fn grid(s: &mut String, labels: &mut Labels, f: &Frame) {
-    for k in 0..=4 {
-        let share = f.top * k as f64 / 4.0;
+    // Steps that give round percentages at every scale.
+    let step = match f.top {
+        t if t <= 0.1 => 0.02,
+        t if t <= 0.25 => 0.05,
+        t if t <= 0.5 => 0.1,
+        _ => 0.25,
+    };
+    let ticks = (f.top / step).round() as usize;
+    for k in 0..=ticks {
+        let share = step * k as f64;
         let y = f.y(share);
         let _ = write!(
             s,
@@ -124,8 +132,12 @@ pub fn svg(c: &Comparison, profile: &str) -> String {
         f.w, f.h
     );
     grid(&mut s, &mut labels, &f);
+    let mut drawn: Vec<f64> = vec![];
     for (label, ms, damage, latent, guard) in &marks {
-        let (x, y) = (f.x(*ms), f.y(damage.rate()));
+        // Rows of the same latency (the same protocol, another guard) stand side by side.
+        let same = drawn.iter().filter(|d| (*d - ms).abs() < 0.05).count();
+        drawn.push(*ms);
+        let (x, y) = (f.x(*ms) + 9.0 * same as f64, f.y(damage.rate()));
         let tip = format!("{label}: {ms:.1} ms; damage {}", damage.text());
         let _ = write!(
             s,
@@ -168,7 +180,8 @@ pub fn legend(profile: &str) -> String {
     format!(
         "One mark per row: x its uncontended acquire median (ms, log scale), y its share of runs \
          with damage under {profile} (whisker: 95% interval); hollow purple ring: its latent \
-         share; colour: red no guard, teal fencing, dark blue compare-and-set."
+         share; colour: red no guard, teal fencing, dark blue compare-and-set; rows of equal \
+         latency stand side by side."
     )
 }
 

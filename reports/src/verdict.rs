@@ -31,7 +31,7 @@ pub struct ProtocolVerdict {
 }
 
 /// The catalog stories that apply to the row (none where the report has no rows).
-fn stories<'a>(c: &'a Comparison, label: &str) -> Vec<&'a crate::CatalogEntry> {
+pub(crate) fn stories<'a>(c: &'a Comparison, label: &str) -> Vec<&'a crate::CatalogEntry> {
     let Some(row) = c.row(label) else {
         return vec![];
     };

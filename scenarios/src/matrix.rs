@@ -123,7 +123,7 @@ impl Stopping {
         }
         format!(
             "seeds 1, 2, 3, … in order: at least {}, then {} more at a time until the 95% \
-             intervals of harm and overlap are at most ±{:.0} points, at most {}",
+             intervals of overlap, harm and damage are at most ±{:.0} points, at most {}",
             self.seeds_min,
             self.seeds_step,
             self.half_width_max * 100.0,
