@@ -275,6 +275,12 @@ impl CellAccumulator {
             };
             keep_smallest(&mut s.undecided, undecided, r.seed, |u| u.seed);
         }
+        self.add_figures(r);
+    }
+
+    /// Adds a completed run's figures: writes, grants, latencies, traffic.
+    fn add_figures(&mut self, r: &SeedResult) {
+        let s = &mut self.summary;
         // Integer sums (µs): the same totals in any order of addition.
         let (st, l) = (&r.stats, &r.stats.liveness);
         self.token_writes += st.writes_with_token;
