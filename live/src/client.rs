@@ -19,10 +19,31 @@ pub fn main(spec: ClientSpec) -> anyhow::Result<()> {
     clock::assert_real();
     let resource_addr = spec.resource.parse()?;
     let ctx = Arc::new(Ctx::new(spec.clone()));
-    let mut lock: Box<dyn LiveLock> = match &spec.lock {
+    let mut lock = library(&spec, &ctx)?;
+    let mut resource = ResourceClient::new(resource_addr);
+    let mut grants = spec.grants_before;
+    while !ctx.over() {
+        one_round(&ctx, lock.as_mut(), &mut resource, &mut grants);
+    }
+    Ok(())
+}
+
+/// The lock library of the scenario's protocol.
+fn library(spec: &ClientSpec, ctx: &Arc<Ctx>) -> anyhow::Result<Box<dyn LiveLock>> {
+    Ok(match &spec.lock {
         LockSpec::SingleRedis { params, server } => Box::new(
             crate::redis_lock::SingleRedisLock::new(params.clone(), server.parse()?),
         ),
+        LockSpec::Redlock { params, servers } => {
+            let addrs: Vec<std::net::SocketAddr> = servers
+                .iter()
+                .map(|e| e.parse())
+                .collect::<Result<_, _>>()?;
+            Box::new(crate::redlock_lock::RedlockLock::new(
+                params.clone(),
+                &addrs,
+            ))
+        }
         LockSpec::Etcd { params, endpoints } => {
             let endpoints = endpoints
                 .iter()
@@ -45,13 +66,7 @@ pub fn main(spec: ClientSpec) -> anyhow::Result<()> {
                 ctx.clone(),
             ))
         }
-    };
-    let mut resource = ResourceClient::new(resource_addr);
-    let mut grants = spec.grants_before;
-    while !ctx.over() {
-        one_round(&ctx, lock.as_mut(), &mut resource, &mut grants);
-    }
-    Ok(())
+    })
 }
 
 /// One think → acquire → critical section → release, as `client_loop` in

@@ -7,6 +7,7 @@ use crate::servers::{find_binary, output_of, version_in, Server};
 use crate::spec::LockSpec;
 use locksim_protocols::parse_params;
 use locksim_protocols::raft::etcd;
+use locksim_protocols::redis::redlock;
 use locksim_protocols::redis::server::Persistence;
 use locksim_protocols::redis::single as single_redis;
 use locksim_scenarios::Prepared;
@@ -30,7 +31,7 @@ impl Deployment {
         match self.lock {
             LockSpec::Etcd { .. } => etcd_leader(&self.client_addrs),
             LockSpec::ZooKeeper { .. } => crate::zookeeper_deploy::leader(&self.client_addrs),
-            LockSpec::SingleRedis { .. } => None,
+            LockSpec::SingleRedis { .. } | LockSpec::Redlock { .. } => None,
         }
     }
 }
@@ -42,10 +43,11 @@ pub fn plan(prepared: &Prepared, dir: &Path) -> anyhow::Result<Deployment> {
     let names = prepared.deployment.servers();
     match scenario.protocol.name.as_str() {
         "single-redis" => single_redis(parse_params(params)?, dir),
+        "redlock" => redlock(parse_params(params)?, dir),
         "etcd" => etcd(parse_params(params)?, &names, dir),
         "zookeeper" => crate::zookeeper_deploy::plan(parse_params(params)?, &names, dir),
         other => Err(crate::Refused(format!(
-            "protocol `{other}` has no live deployment yet (live mode runs single-redis)"
+            "protocol `{other}` has no live deployment yet (live mode runs single-redis, redlock, etcd and zookeeper)"
         ))
         .into()),
     }
@@ -98,6 +100,26 @@ pub fn redis_args(
     args.iter().map(|s| s.to_string()).collect()
 }
 
+/// One redis-server `name` on a free loopback port: the server, what it is, its address.
+fn redis_instance(
+    name: &str,
+    persistence: Persistence,
+    active_expire_interval_ms: u64,
+    dir: &Path,
+) -> anyhow::Result<(Server, ServerInfo, SocketAddr)> {
+    let program = find_binary("redis-server", "redis-server")?;
+    let version = version_in(&output_of(&program, &["--version"]));
+    let port = free_port()?;
+    let args = redis_args(port, persistence, active_expire_interval_ms);
+    let server = Server::new(name, dir.join(name), program, args, redis_probe(port))?;
+    let info = ServerInfo {
+        name: name.into(),
+        software: "redis-server".into(),
+        version,
+    };
+    Ok((server, info, SocketAddr::from(([127, 0, 0, 1], port))))
+}
+
 fn single_redis(params: single_redis::Params, dir: &Path) -> anyhow::Result<Deployment> {
     if params.variant != single_redis::Variant::Correct {
         return Err(crate::Refused(format!(
@@ -106,33 +128,52 @@ fn single_redis(params: single_redis::Params, dir: &Path) -> anyhow::Result<Depl
         ))
         .into());
     }
-    let program = find_binary("redis-server", "redis-server")?;
-    let version = version_in(&output_of(&program, &["--version"]));
-    let port = free_port()?;
-    let args = redis_args(port, params.persistence, params.active_expire_interval_ms);
-    let server = Server::new(
-        single_redis::SERVER,
-        dir.join(single_redis::SERVER),
-        program,
-        args,
-        redis_probe(port),
+    let name = single_redis::SERVER;
+    let (server, info, addr) = redis_instance(
+        name,
+        params.persistence,
+        params.active_expire_interval_ms,
+        dir,
     )?;
     Ok(Deployment {
         servers: vec![server],
-        infos: vec![ServerInfo {
-            name: single_redis::SERVER.into(),
-            software: "redis-server".into(),
-            version,
-        }],
+        infos: vec![info],
         lock: LockSpec::SingleRedis {
             params,
-            server: format!("127.0.0.1:{port}"),
+            server: addr.to_string(),
         },
-        client_addrs: vec![(
-            single_redis::SERVER.into(),
-            SocketAddr::from(([127, 0, 0, 1], port)),
-        )],
+        client_addrs: vec![(name.into(), addr)],
     })
+}
+
+/// `instances` independent redis-servers (`redis1`, ...), each with its own persistence.
+/// The client runs the model's Redlock client, bug variants included: they are choices of
+/// the client's code, which live mode runs as the model does.
+fn redlock(params: redlock::Params, dir: &Path) -> anyhow::Result<Deployment> {
+    let mut deployment = Deployment {
+        servers: vec![],
+        infos: vec![],
+        lock: LockSpec::Redlock {
+            params: params.clone(),
+            servers: vec![],
+        },
+        client_addrs: vec![],
+    };
+    for (i, name) in params.names().iter().enumerate() {
+        let persistence = params.persistence.get(i);
+        let (server, info, addr) =
+            redis_instance(name, persistence, params.active_expire_interval_ms, dir)?;
+        deployment.servers.push(server);
+        deployment.infos.push(info);
+        deployment.client_addrs.push((name.clone(), addr));
+    }
+    let servers = deployment
+        .client_addrs
+        .iter()
+        .map(|(_, a)| a.to_string())
+        .collect();
+    deployment.lock = LockSpec::Redlock { params, servers };
+    Ok(deployment)
 }
 
 /// A member's status: (its member id, the leader it knows), from etcd's maintenance API.

@@ -22,6 +22,7 @@ pub mod lock;
 pub mod procs;
 pub mod proxy;
 pub mod redis_lock;
+pub mod redlock_lock;
 pub mod refuse;
 pub mod resource;
 pub mod resp;

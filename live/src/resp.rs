@@ -27,21 +27,49 @@ impl Resp {
 
     /// Sends `argv` and reads the reply within `timeout` (connecting included).
     pub fn call(&mut self, argv: &[String], timeout: Duration) -> Result<Reply, NoReply> {
-        let result = self.try_call(argv, timeout);
+        self.send(argv, timeout)?;
+        self.recv(timeout)
+    }
+
+    /// Sends `argv` without waiting for the reply (connecting within `timeout`): a client
+    /// of several servers sends to all before it reads any reply, as Redlock asks.
+    pub fn send(&mut self, argv: &[String], timeout: Duration) -> Result<(), NoReply> {
+        let result = self.try_send(argv, timeout);
         if result.is_err() {
             self.conn = None;
         }
         result.map_err(|e| NoReply(e.to_string()))
     }
 
-    fn try_call(&mut self, argv: &[String], timeout: Duration) -> std::io::Result<Reply> {
+    /// Reads the reply to the request sent last, waiting at most `timeout` (at least 1 ms:
+    /// a reply already received is always read). A request without its reply leaves the
+    /// connection out of step: it is dropped.
+    pub fn recv(&mut self, timeout: Duration) -> Result<Reply, NoReply> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(NoReply("not connected".into()));
+        };
+        let result = conn
+            .get_ref()
+            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
+            .and_then(|()| read_reply(conn));
+        if result.is_err() {
+            self.conn = None;
+        }
+        result.map_err(|e| NoReply(e.to_string()))
+    }
+
+    /// Forgets the connection (a request went unanswered).
+    pub fn drop_connection(&mut self) {
+        self.conn = None;
+    }
+
+    fn try_send(&mut self, argv: &[String], timeout: Duration) -> std::io::Result<()> {
         if self.conn.is_none() {
             let stream = TcpStream::connect_timeout(&self.addr, timeout)?;
             stream.set_nodelay(true)?;
             self.conn = Some(BufReader::new(stream));
         }
         let conn = self.conn.as_mut().expect("connected above");
-        conn.get_ref().set_read_timeout(Some(timeout))?;
         conn.get_ref().set_write_timeout(Some(timeout))?;
         let mut out = format!("*{}\r\n", argv.len()).into_bytes();
         for a in argv {
@@ -49,8 +77,7 @@ impl Resp {
             out.extend(a.bytes());
             out.extend(b"\r\n");
         }
-        conn.get_mut().write_all(&out)?;
-        read_reply(conn)
+        conn.get_mut().write_all(&out)
     }
 }
 

@@ -564,8 +564,12 @@ impl Live<'_> {
         let mut event = self.fault_event(Op::Crash, node).detail(why);
         if let Some(ms) = restart_after_ms {
             event = event.value(ms as i64);
+            let delay_ms = match self.clients.contains_key(node) {
+                true => 0,
+                false => self.deployment.lock.restart_delay_ms(),
+            };
             self.at(
-                clock::now_ns() + ms * 1_000_000,
+                clock::now_ns() + (ms + delay_ms) * 1_000_000,
                 Action::Restart {
                     node: node.to_owned(),
                 },

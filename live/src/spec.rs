@@ -3,6 +3,7 @@
 
 use locksim_check::Event;
 use locksim_protocols::raft::{etcd, zookeeper};
+use locksim_protocols::redis::redlock;
 use locksim_protocols::redis::single as single_redis;
 use locksim_scenarios::Workload;
 use serde::{Deserialize, Serialize};
@@ -56,6 +57,13 @@ pub enum LockSpec {
         /// `127.0.0.1:port`.
         server: String,
     },
+    /// N independent redis-servers, locked by Redlock.
+    Redlock {
+        /// The model's parameters.
+        params: redlock::Params,
+        /// `127.0.0.1:port` of each instance, `redis1` first.
+        servers: Vec<String>,
+    },
     /// An etcd cluster (its gRPC gateway's HTTP/JSON API).
     Etcd {
         /// The model's parameters.
@@ -84,10 +92,21 @@ pub enum ClientMsg {
 }
 
 impl LockSpec {
+    /// How long a crashed server stays down beyond the fault's `restart_after_ms`: Redlock's
+    /// `restart_delay_ms` (antirez's delayed restart; the model's instance refuses commands
+    /// that long, a real one is simply not there yet, and either way grants nothing).
+    pub fn restart_delay_ms(&self) -> u64 {
+        match self {
+            LockSpec::Redlock { params, .. } => params.restart_delay_ms,
+            _ => 0,
+        }
+    }
+
     /// The servers' addresses, in the deployment's order (to point a client at proxies).
     pub fn addrs_mut(&mut self) -> Vec<&mut String> {
         match self {
             LockSpec::SingleRedis { server, .. } => vec![server],
+            LockSpec::Redlock { servers, .. } => servers.iter_mut().collect(),
             LockSpec::Etcd { endpoints, .. } => endpoints.iter_mut().collect(),
             LockSpec::ZooKeeper { servers, .. } => servers.iter_mut().collect(),
         }
