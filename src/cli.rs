@@ -7,7 +7,10 @@
 //! [`Command`] and one arm of [`dispatch`].
 
 pub use crate::shared::{default_jobs, input, InputError};
-use crate::{check_cmd, compare_cmd, live_cmd, report_cmd, run_cmd, search_cmd, sweep_cmd};
+use crate::{
+    check_cmd, compare_cmd, live_cmd, protocols_cmd, report_cmd, run_cmd, search_cmd, sweep_cmd,
+    validate_cmd,
+};
 use clap::{Parser, Subcommand};
 use locksim_protocols::Registry;
 use std::ffi::OsString;
@@ -37,10 +40,13 @@ pub enum Command {
     Compare(compare_cmd::CompareArgs),
     /// Write report.md, report.json and report.html from the results files of earlier sweeps.
     Report(report_cmd::ReportArgs),
-    /// List the protocols a scenario can name, with one line about each.
-    Protocols,
+    /// List the protocols a scenario can name, with one line about each, and the client
+    /// libraries each can be driven by (`[protocol] client`).
+    Protocols(protocols_cmd::ProtocolsArgs),
     /// Run a scenario's workload and faults against real servers started on loopback.
     Live(live_cmd::LiveArgs),
+    /// Run a validation set live and in the simulator; write the table of both shares.
+    Validate(validate_cmd::ValidateArgs),
     /// One client process of a live run (started by `locksim live`).
     #[command(hide = true)]
     LiveClient(live_cmd::ClientArgs),
@@ -99,12 +105,7 @@ pub fn dispatch(command: Command, registry: &Registry) -> anyhow::Result<ExitCod
         Command::Report(args) => report_cmd::run(args, registry),
         Command::Live(args) => live_cmd::run(args, registry),
         Command::LiveClient(args) => live_cmd::client(args),
-        Command::Protocols => {
-            for id in registry.ids() {
-                let protocol = registry.get(id).expect("listed ids are registered");
-                println!("{id:<18} {}", protocol.summary());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Validate(args) => validate_cmd::run(args, registry),
+        Command::Protocols(args) => protocols_cmd::run(args, registry),
     }
 }

@@ -198,7 +198,7 @@ fn jobs(
         let phase_dir = opts.out.join("phase");
         let mut series = 0;
         for (axis, _) in PHASE_AXES {
-            for protocol in &matrix.protocols {
+            for protocol in matrix.protocols.iter().filter(|p| p.on_axis(axis)) {
                 for &multiple in &spec.ttl_multiples {
                     let (name, size_ms, text) = matrix.phase_toml(protocol, axis, multiple);
                     let prepared = prepare(&phase_dir, &name, &text, setup.registry)?;
@@ -349,7 +349,7 @@ fn assemble(matrix: &Matrix, jobs: &[Job], seeds_text: String, command: String) 
         ..Comparison::default()
     };
     for (axis, about) in PHASE_AXES {
-        for p in &matrix.protocols {
+        for p in matrix.protocols.iter().filter(|p| p.on_axis(axis)) {
             c.phase.push(PhaseSeries {
                 protocol: p.label.clone(),
                 axis: axis.into(),
@@ -543,6 +543,8 @@ pub fn extra_rows(matrix: &Matrix, registry: &Registry) -> Vec<MatrixProtocol> {
                 description: summary.into(),
                 protocol: table,
                 resource: None,
+                workload: None,
+                phase_axes: None,
             }
         })
         .collect()

@@ -3,7 +3,7 @@
 use crate::compare::{compare, Options};
 use crate::compare_shard::{merge, run_shard, Shard};
 use locksim_protocols::Registry;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The arguments of `locksim compare`.
@@ -28,6 +28,10 @@ pub struct CompareArgs {
     /// No progress bar (there is none when stderr is not a terminal either).
     #[arg(long)]
     quiet: bool,
+    /// A `validation.json` (from `locksim validate`): the reports show each protocol's
+    /// validation status against the real system beside it.
+    #[arg(long, value_name = "FILE")]
+    validation: Option<PathBuf>,
     /// Run only shard K of N, K from 0 (jobs K, K+N, K+2N, … in the matrix's order), and
     /// write its results and `OUT/shard.json`, no report; `--merge` writes the report.
     #[arg(long, value_name = "K/N")]
@@ -39,12 +43,12 @@ pub struct CompareArgs {
 }
 
 impl CompareArgs {
-    fn options(self) -> Options {
+    fn options(&self) -> Options {
         Options {
-            matrix: self.matrix,
+            matrix: self.matrix.clone(),
             seeds: self.seeds,
             jobs: self.jobs.unwrap_or_else(crate::shared::default_jobs),
-            out: self.out,
+            out: self.out.clone(),
             resume: self.resume,
             progress: !self.quiet,
             offline: false,
@@ -57,6 +61,11 @@ impl CompareArgs {
 pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let (shard, dirs) = (args.shard, args.merge.clone());
     let opts = args.options();
+    let validation = args
+        .validation
+        .as_deref()
+        .map(read_validation)
+        .transpose()?;
     if let Some(shard) = shard {
         let m = run_shard(&opts, shard, registry)?;
         println!(
@@ -92,9 +101,67 @@ pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
             x.protocol, x.profile, x.seed, x.caption, x.replay
         );
     }
+    if let (Some(v), Some(file)) = (&validation, &args.validation) {
+        let section = validation_section(&c, v, file)?;
+        print!("\n{section}");
+        append_validation(&opts.out, &section)?;
+    }
     println!(
         "\nreports: {0}/report.md, {0}/report.json, {0}/report.html",
         opts.out.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// A `validation.json`, or bad input naming the file.
+fn read_validation(file: &Path) -> anyhow::Result<serde_json::Value> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| crate::shared::input(format!("{}: {e}", file.display())))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| crate::shared::input(format!("{}: {e}", file.display())))?;
+    if !v["rows"].is_array() {
+        return Err(crate::shared::input(format!(
+            "{}: not a validation.json (no \"rows\" list; `locksim validate` writes one)",
+            file.display()
+        )));
+    }
+    Ok(v)
+}
+
+/// Markdown: each protocol of the report with its validation status.
+fn validation_section(
+    c: &locksim_reports::Comparison,
+    v: &serde_json::Value,
+    file: &Path,
+) -> anyhow::Result<String> {
+    let mut out = format!(
+        "## Validation against the real systems\n\nFrom `{}` (`locksim validate`: live and \
+         simulated shares of each validation scenario; a row agrees when the 95% intervals \
+         overlap).\n\n| protocol | validation |\n|---|---|\n",
+        file.display()
+    );
+    for (label, _) in &c.protocols {
+        let id = c
+            .protocol_ids
+            .get(label)
+            .map_or(label.as_str(), String::as_str);
+        out += &format!("| {label} | {} |\n", crate::validate::status(v, id));
+    }
+    Ok(out)
+}
+
+/// Adds the section to report.md, and as a preformatted block to report.html.
+fn append_validation(out: &Path, section: &str) -> anyhow::Result<()> {
+    let md = out.join("report.md");
+    let mut text = std::fs::read_to_string(&md)?;
+    text += &format!("\n{section}");
+    std::fs::write(&md, text)?;
+    let html = out.join("report.html");
+    let page = std::fs::read_to_string(&html)?;
+    let block = format!(
+        "<section id=\"validation\"><pre>{}</pre></section>\n</body>",
+        section.replace('&', "&amp;").replace('<', "&lt;")
+    );
+    std::fs::write(&html, page.replacen("</body>", &block, 1))?;
+    Ok(())
 }

@@ -20,6 +20,7 @@ pub mod mutual_exclusion;
 pub mod overlap;
 pub mod synthetic;
 pub mod verdict;
+pub mod zombie;
 
 pub use checker::{check, Property, Report, Verdict, Violation};
 pub use history::{Event, History, Kind, Op};

@@ -10,6 +10,7 @@ use crate::resource::{Answer, Request, ResourceClient};
 use crate::spec::{ClientSpec, LockSpec};
 use locksim_check::{Kind, Op};
 use locksim_protocols::{Acquired, Grant, Outcome, Validity};
+use locksim_scenarios::workload::Check;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -124,7 +125,7 @@ fn write_if_valid(
 ) {
     let w = &ctx.spec.workload;
     let validity = lock.validity(ctx, grant);
-    if w.check_validity && !validity.holds_at(ctx.mono_now()) {
+    if w.check == Check::BeforeWrite && !validity.holds_at(ctx.mono_now()) {
         let why = match validity {
             Validity::Lost(why) => format!("lock lost ({why}): write skipped"),
             _ => "lease expired on the client's clock: write skipped".into(),

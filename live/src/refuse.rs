@@ -1,5 +1,6 @@
 //! What live mode cannot do, refused before anything starts (exit 2), never faked.
 
+use locksim_scenarios::workload::Check;
 use locksim_scenarios::Prepared;
 use locksim_sim::nodes::ArmedPoint;
 use locksim_sim::{Fault, FaultKind};
@@ -41,9 +42,32 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
     }
 }
 
+/// Live mode's clients run the `careful` library, one write per critical section, checked
+/// before it or not at all.
+fn workload_and_client(prepared: &Prepared) -> Result<(), Refused> {
+    let w = &prepared.scenario.workload;
+    if w.check == Check::OnSignal || w.writes_per_cs != 1 {
+        return Err(Refused(format!(
+            "{}: workload: live mode runs one write per critical section with check = \
+             \"before_write\" or \"never\"; run it in the simulator",
+            prepared.path
+        )));
+    }
+    let client = prepared.scenario.protocol.params.get("client");
+    if client.is_some_and(|c| c.as_str() != Some("careful")) {
+        return Err(Refused(format!(
+            "{}: protocol.client: live mode runs the careful client only; run other client \
+             libraries in the simulator",
+            prepared.path
+        )));
+    }
+    Ok(())
+}
+
 /// Checks every fault of the scenario (scripted, and the kinds its random profile draws).
 pub fn check(prepared: &Prepared) -> Result<(), Refused> {
     let s = &prepared.scenario;
+    workload_and_client(prepared)?;
     for (i, fault) in s.faults.iter().enumerate() {
         let kind = fault.kind();
         if let Some(why) = why_not(kind) {

@@ -26,6 +26,7 @@ pub mod registry;
 pub mod resource;
 
 pub use protocol::{
-    parse_params, Acquired, Grant, LockClient, NoParams, Outcome, ParamError, Protocol, Validity,
+    parse_params, Acquired, ClientProfile, Grant, LockClient, LostSignal, NoParams, Outcome,
+    ParamError, Protocol, Validity,
 };
 pub use registry::{AnyProtocol, Connector, Deployment, Registry};

@@ -11,6 +11,9 @@ use async_trait::async_trait;
 use locksim_sim::{NodeCtx, World};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 /// A lock protocol: its parameters, its servers, its client and its fault roles.
@@ -50,6 +53,13 @@ pub trait Protocol: Clone + Send + Sync + 'static {
     /// role is refused.
     fn roles(&self, params: &Self::Params) -> Vec<&'static str> {
         let _ = params;
+        vec![]
+    }
+    /// The client libraries a scenario can pick with `[protocol] client = "NAME"`, the
+    /// default first. Each profile's `defaults` fill the `[protocol]` keys the scenario does
+    /// not set, before the table is parsed; `Params` must then accept the `client` key. A
+    /// protocol without profiles (the default) refuses `client`.
+    fn clients(&self) -> Vec<ClientProfile> {
         vec![]
     }
     /// Adds the server nodes to the world (and answers its roles).
@@ -145,6 +155,76 @@ pub trait LockClient {
             Some(until) => Validity::Until(until),
             None => Validity::Indefinite,
         }
+    }
+    /// The signal this library raises when it learns, by itself, that `grant` is lost (a
+    /// failed automatic extension, an expired session), for the application to abort its
+    /// work; called once per grant, right after the acquire. `None` (the default): the
+    /// library never tells, and an application waiting for the signal waits in vain.
+    fn lost_signal(&mut self, grant: &Grant) -> Option<LostSignal> {
+        let _ = grant;
+        None
+    }
+}
+
+/// A client library a protocol can be driven by (`[protocol] client = "NAME"`): its name, what
+/// it does, and the `[protocol]` parameters it sets unless the scenario sets them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientProfile {
+    /// The name scenarios use.
+    pub name: &'static str,
+    /// One line for people: the library, its defaults and what it does with a lost lock.
+    pub description: &'static str,
+    /// The `[protocol]` keys and values it sets by default.
+    pub defaults: toml::Table,
+}
+
+/// The lock-lost notification a client library raises (node-redlock's `AbortSignal`, a
+/// session's expiry): shared between the library, which raises it once, and the application,
+/// which may look at it or await it. Single-threaded, as every client node is.
+#[derive(Clone, Debug, Default)]
+pub struct LostSignal(Rc<RefCell<SignalState>>);
+
+#[derive(Debug, Default)]
+struct SignalState {
+    why: Option<String>,
+    waiting: Vec<Waker>,
+}
+
+impl LostSignal {
+    /// A signal not raised yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Raises the signal (the first reason stays) and wakes whoever awaits it.
+    pub fn raise(&self, why: impl Into<String>) {
+        let mut state = self.0.borrow_mut();
+        if state.why.is_none() {
+            state.why = Some(why.into());
+        }
+        for waker in state.waiting.drain(..) {
+            waker.wake();
+        }
+    }
+
+    /// Why the lock was lost, if the signal was raised.
+    pub fn raised(&self) -> Option<String> {
+        self.0.borrow().why.clone()
+    }
+
+    /// Completes when the signal is raised, with the reason.
+    pub async fn wait(&self) -> String {
+        std::future::poll_fn(|cx| {
+            let mut state = self.0.borrow_mut();
+            match &state.why {
+                Some(why) => Poll::Ready(why.clone()),
+                None => {
+                    state.waiting.push(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
     }
 }
 

@@ -3,7 +3,7 @@
 //! started servers a [`Connector`]. The runner sees only these; a protocol never imports
 //! this file, so adding one is its folder plus one line in [`Registry::builtin`].
 
-use crate::protocol::{parse_params, LockClient, ParamError, Protocol};
+use crate::protocol::{parse_params, ClientProfile, LockClient, ParamError, Protocol};
 use crate::raft::etcd::Etcd;
 use crate::raft::zookeeper::ZooKeeper;
 use crate::redis::redlock::Redlock;
@@ -19,6 +19,8 @@ pub trait AnyProtocol: Send + Sync {
     fn id(&self) -> &'static str;
     /// One line for people.
     fn summary(&self) -> &'static str;
+    /// The client libraries `[protocol] client = "NAME"` can pick, the default first.
+    fn clients(&self) -> Vec<ClientProfile>;
     /// Parses and validates the `[protocol]` table (without `name`).
     fn configure(&self, params: &toml::Table) -> Result<Box<dyn Deployment>, ParamError>;
 }
@@ -50,12 +52,59 @@ impl<P: Protocol> AnyProtocol for P {
         P::SUMMARY
     }
 
+    fn clients(&self) -> Vec<ClientProfile> {
+        Protocol::clients(self)
+    }
+
     fn configure(&self, params: &toml::Table) -> Result<Box<dyn Deployment>, ParamError> {
-        let params: P::Params = parse_params(params)?;
+        let params = with_client_defaults(&Protocol::clients(self), params)?;
+        let params: P::Params = parse_params(&params)?;
         self.validate(&params)?;
         let protocol = self.clone();
         Ok(Box::new(Configured { protocol, params }))
     }
+}
+
+/// The `[protocol]` table with the chosen client profile's defaults under the keys it does
+/// not set (`client` absent: the first profile). A protocol without profiles refuses `client`.
+pub fn with_client_defaults(
+    profiles: &[ClientProfile],
+    params: &toml::Table,
+) -> Result<toml::Table, ParamError> {
+    let names = || {
+        let names: Vec<&str> = profiles.iter().map(|p| p.name).collect();
+        names.join(", ")
+    };
+    let profile = match params.get("client") {
+        None => match profiles.first() {
+            None => return Ok(params.clone()),
+            Some(first) => first,
+        },
+        Some(_) if profiles.is_empty() => {
+            return Err(ParamError::field(
+                "client",
+                "this protocol has no client profiles",
+            ))
+        }
+        Some(toml::Value::String(name)) => {
+            let found = profiles.iter().find(|p| p.name == name);
+            found.ok_or_else(|| {
+                ParamError::field(
+                    "client",
+                    format!("unknown client `{name}` (known: {})", names()),
+                )
+            })?
+        }
+        Some(_) => {
+            let why = format!("must be a string, one of: {}", names());
+            return Err(ParamError::field("client", why));
+        }
+    };
+    let mut table = params.clone();
+    for (key, value) in &profile.defaults {
+        table.entry(key.clone()).or_insert_with(|| value.clone());
+    }
+    Ok(table)
 }
 
 /// A protocol with its parsed parameters.
@@ -172,5 +221,67 @@ mod tests {
             .configure(&toml::Table::new())
             .expect("defaults are valid");
         assert_eq!(d.servers(), ["redis"]);
+    }
+
+    #[test]
+    fn a_client_profile_fills_the_keys_the_scenario_does_not_set() {
+        let r = Registry::builtin();
+        let profiles = r.get("single-redis").unwrap().clients();
+        let names: Vec<&str> = profiles.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["careful", "redisson", "redsync", "node-redlock"]);
+        let table = toml::toml! {
+            client = "redsync"
+            retry_count = 3
+        };
+        let filled = with_client_defaults(&profiles, &table).unwrap();
+        assert_eq!(
+            filled["ttl_ms"].as_integer(),
+            Some(8_000),
+            "redsync's expiry"
+        );
+        assert_eq!(
+            filled["retry_count"].as_integer(),
+            Some(3),
+            "the scenario's own"
+        );
+        // No `client`: the first profile, which sets nothing.
+        let plain = with_client_defaults(&profiles, &toml::Table::new()).unwrap();
+        assert!(plain.is_empty());
+        for table in [toml::toml! { client = "jedis" }, toml::toml! { client = 3 }] {
+            let e = r
+                .get("single-redis")
+                .unwrap()
+                .configure(&table)
+                .err()
+                .unwrap();
+            assert_eq!(e.field.as_deref(), Some("client"));
+            assert!(e.message.contains("redsync"), "{}", e.message);
+        }
+        let e = r
+            .get("etcd")
+            .unwrap()
+            .configure(&toml::toml! { client = "redsync" })
+            .err()
+            .unwrap();
+        assert_eq!(e.field.as_deref(), Some("client"));
+        let redlock = r.get("redlock").unwrap();
+        assert!(redlock
+            .configure(&toml::toml! { client = "node-redlock" })
+            .is_ok());
+        assert!(redlock
+            .configure(&toml::toml! { client = "redisson" })
+            .is_err());
+        // node-redlock refuses a threshold within 100 ms of the duration.
+        let tight = toml::toml! {
+            client = "node-redlock"
+            ttl_ms = 550
+        };
+        let e = r
+            .get("single-redis")
+            .unwrap()
+            .configure(&tight)
+            .err()
+            .unwrap();
+        assert_eq!(e.field.as_deref(), Some("extension_threshold_ms"));
     }
 }

@@ -102,6 +102,16 @@ pub struct CellSummary {
     pub server_fsyncs_per_acquire: Option<f64>,
     /// Mean simulated ms per run.
     pub sim_ms_mean: f64,
+    /// Runs in which some holder went on as the holder after another client was let in
+    /// (a zombie window, `locksim_check::zombie`).
+    #[serde(default)]
+    pub zombie_runs: u64,
+    /// The longest zombie window over all runs, in ms.
+    #[serde(default)]
+    pub zombie_window_ms_max: f64,
+    /// The median, over the runs with a zombie window, of each run's longest, in ms.
+    #[serde(default)]
+    pub zombie_window_ms_p50: f64,
 }
 
 /// A failing run, to replay.
@@ -193,6 +203,8 @@ pub struct CellAccumulator {
     sim_ms: u64,
     seed_min: Option<u64>,
     seed_max: u64,
+    /// Each run's longest zombie window in µs (runs with one), kept sorted.
+    zombie_us: Vec<u64>,
 }
 
 /// The names of the properties a run violated (`violations` maps a property, by name or
@@ -296,6 +308,11 @@ impl CellAccumulator {
         self.server_fsyncs += st.server_fsyncs;
         self.sim_ms += st.sim_ms;
         s.wanted_free_ms_max = s.wanted_free_ms_max.max(l.wanted_free_ms_max);
+        if st.zombie_windows > 0 {
+            let us = (st.zombie_window_ms_max * 1e3).round() as u64;
+            let at = self.zombie_us.partition_point(|x| *x < us);
+            self.zombie_us.insert(at, us);
+        }
     }
 
     /// The summary so far.
@@ -329,6 +346,15 @@ impl CellAccumulator {
             self.harm,
             "harm is damage or latent"
         );
+        s.zombie_runs = self.zombie_us.len() as u64;
+        if let (Some(max), Some(p50)) = (
+            self.zombie_us.last(),
+            self.zombie_us
+                .get(self.zombie_us.len().saturating_sub(1) / 2),
+        ) {
+            s.zombie_window_ms_max = *max as f64 / 1e3;
+            s.zombie_window_ms_p50 = *p50 as f64 / 1e3;
+        }
         for p in Property::ALL {
             let k = *s.runs_violating.entry(p.name().into()).or_insert(0);
             // Without a token no stale or reused token can be accepted: not checked, not safe.

@@ -37,9 +37,25 @@ pub struct MatrixProtocol {
     /// The `[resource]` table, if this row needs its own (e.g. fencing on).
     #[serde(default)]
     pub resource: Option<toml::Table>,
+    /// `[workload]` keys this row sets over the base's (e.g. `check = "never"`: what the
+    /// application does with its lock, as its library's docs recommend).
+    #[serde(default)]
+    pub workload: Option<toml::Table>,
+    /// The phase axes this row is swept along (default: every axis). A client library's
+    /// row needs only `pause`: a server's clock jump reaches every client of the protocol
+    /// alike, so its diagram is its protocol's.
+    #[serde(default)]
+    pub phase_axes: Option<Vec<String>>,
 }
 
 impl MatrixProtocol {
+    /// Whether this row is swept along the phase axis `axis`.
+    pub fn on_axis(&self, axis: &str) -> bool {
+        self.phase_axes
+            .as_ref()
+            .is_none_or(|axes| axes.iter().any(|a| a == axis))
+    }
+
     /// The protocol id (`name` in its table).
     pub fn id(&self) -> String {
         self.protocol
@@ -340,6 +356,14 @@ impl Matrix {
         table.insert("protocol".into(), protocol.protocol.clone().into());
         if let Some(r) = &protocol.resource {
             table.insert("resource".into(), r.clone().into());
+        }
+        if let Some(w) = &protocol.workload {
+            let mut workload = match table.get("workload") {
+                Some(toml::Value::Table(base)) => base.clone(),
+                _ => toml::Table::new(),
+            };
+            workload.extend(w.clone());
+            table.insert("workload".into(), workload.into());
         }
         if !faults.is_empty() {
             table.insert("faults_random".into(), faults.clone().into());

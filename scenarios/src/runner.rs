@@ -104,6 +104,16 @@ pub struct Stats {
     /// more (so an applied but unacknowledged write cannot hide a lost one).
     #[serde(default)]
     pub updates_lost: u64,
+    /// Grants whose holder went on as the holder after another client was let in (see
+    /// `locksim_check::zombie`).
+    #[serde(default)]
+    pub zombie_windows: u64,
+    /// The longest such window, in ms (0 without any).
+    #[serde(default)]
+    pub zombie_window_ms_max: f64,
+    /// The median window, in ms (0 without any).
+    #[serde(default)]
+    pub zombie_window_ms_p50: f64,
 }
 
 impl Stats {
@@ -251,6 +261,11 @@ impl Prepared {
         result
             .stats
             .count_updates(&outcome.history, &report.updates);
+        let windows = locksim_check::zombie::zombie_windows(&outcome.history);
+        let (max_ms, p50_ms) = locksim_check::zombie::max_and_p50_ms(&windows);
+        result.stats.zombie_windows = windows.len() as u64;
+        result.stats.zombie_window_ms_max = max_ms;
+        result.stats.zombie_window_ms_p50 = p50_ms;
         if let Some(expect) = &self.scenario.expect {
             let mut mismatches = expect.mismatches(|p| report.property(p));
             mismatches.extend(expect.liveness_mismatches(&report.liveness));

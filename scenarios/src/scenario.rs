@@ -61,6 +61,19 @@ pub struct Scenario {
     /// What the run must show, per property.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
+    /// For `locksim validate`: why a property's live and simulated shares may disagree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<ValidationNotes>,
+}
+
+/// `[validation]`: notes that travel with a validation scenario's data.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidationNotes {
+    /// Per property (`mutual_exclusion`, `fencing`, `lost_update`): the known cause of a
+    /// disagreement between the live and the simulated share, in words.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub explanation: BTreeMap<String, String>,
 }
 
 fn default_seed() -> u64 {

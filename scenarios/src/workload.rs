@@ -1,12 +1,19 @@
-//! The workload every client runs, whatever the protocol: think, acquire, read the counter,
-//! work (extending the lock every `extend_every_ms` if set), ask the client library whether
-//! the lock still holds, write the counter + 1 with its token, release.
+//! The workload every client runs, whatever the protocol: think, acquire, then
+//! `writes_per_cs` times: read the counter, work (extending the lock every `extend_every_ms`
+//! if set), check the lock as `check` says, write the counter + 1 with its token; release.
 //! Each step is an event in the history, and the named points between steps
 //! (`after_acquire`, `after_read`, `after_validity_check`, `before_write`,
 //! `before_release`) are where scripted pauses and crashes can strike.
+//!
+//! What the application does with its lock (`check`) is the application's, as in real code:
+//! `before_write` asks the library whether the lock still holds just before each write
+//! (redsync's `Until()`, a careful client); `never` trusts the lock for the whole job (most
+//! code written against Redisson or redsync); `on_signal` works with one eye on the library's
+//! lost-lock signal (node-redlock's `signal.aborted`, a session's expiry): the work is
+//! interrupted the moment the signal is raised, and a raised signal skips the write.
 
 use locksim_protocols::resource::{ResourceClient, ResourceHandle, WriteOutcome};
-use locksim_protocols::{Acquired, Connector, Grant, LockClient, Outcome, Validity};
+use locksim_protocols::{Acquired, Connector, Grant, LockClient, LostSignal, Outcome, Validity};
 use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::{NodeCtx, NodeIdx, World};
 use rand::Rng;
@@ -35,10 +42,15 @@ pub struct Workload {
     /// Longest pause between a release and the next acquire, in ms.
     #[serde(default = "d_think_max")]
     pub think_ms_max: u64,
-    /// Check the lock's validity on the client's clock just before writing (and skip the
-    /// write if it expired), as a careful client does.
-    #[serde(default = "yes")]
-    pub check_validity: bool,
+    /// What the application does to know it still holds the lock: `before_write` (ask the
+    /// library just before each write, skip the write if the lock expired or was lost),
+    /// `never`, or `on_signal` (abort the work when the library signals the lock is lost).
+    #[serde(default)]
+    pub check: Check,
+    /// Writes per critical section, spread over its work, each a read-modify-write of the
+    /// counter.
+    #[serde(default = "d_writes_per_cs", skip_serializing_if = "is_one")]
+    pub writes_per_cs: u32,
     /// Timeout of a request to the resource, in ms.
     #[serde(default = "d_resource_timeout")]
     pub resource_timeout_ms: u64,
@@ -63,8 +75,25 @@ fn d_think_min() -> u64 {
 fn d_think_max() -> u64 {
     100
 }
-fn yes() -> bool {
-    true
+fn d_writes_per_cs() -> u32 {
+    1
+}
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+/// What the application does to know it still holds its lock (`[workload] check`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    /// Ask the library just before each write; skip the write if the lock does not hold.
+    #[default]
+    BeforeWrite,
+    /// Never ask: the lock is trusted for the whole job.
+    Never,
+    /// Abort the work when the library raises its lost-lock signal (and skip a write once it
+    /// is raised); a library without a signal never interrupts.
+    OnSignal,
 }
 fn d_resource_timeout() -> u64 {
     200
@@ -78,7 +107,8 @@ impl Default for Workload {
             cs_ms_max: d_cs_max(),
             think_ms_min: d_think_min(),
             think_ms_max: d_think_max(),
-            check_validity: true,
+            check: Check::BeforeWrite,
+            writes_per_cs: 1,
             resource_timeout_ms: d_resource_timeout(),
             extend_every_ms: 0,
         }
@@ -145,7 +175,6 @@ pub async fn client_loop(
     holders.exit(ctx.idx());
     let mut lock = connector.connect(&ctx);
     let resource = resource.connect(&ctx);
-    let io_timeout = Duration::from_millis(workload.resource_timeout_ms);
     let ev = |kind, op| Event::new(ctx.name(), kind, op);
     loop {
         ctx.sleep_local(between(workload.think_ms_min, workload.think_ms_max))
@@ -160,27 +189,21 @@ pub async fn client_loop(
         ctx.record_event(ev(Kind::Ok, Op::CsEnter).grant(&id).token(token));
         holders.enter(ctx.idx());
         ctx.point("after_acquire").await;
-
-        ctx.record_event(ev(Kind::Invoke, Op::Read).grant(&id));
-        let read = resource.read(io_timeout).await;
-        match read {
-            Ok(v) => ctx.record_event(ev(Kind::Ok, Op::Read).grant(&id).value(v)),
-            Err(_) => ctx.record_event(ev(Kind::Info, Op::Read).grant(&id).detail("timed out")),
+        let signal = match workload.check {
+            Check::OnSignal => lock.lost_signal(&grant),
+            Check::BeforeWrite | Check::Never => None,
         };
-        if let Ok(value) = read {
-            ctx.point("after_read").await;
-            let work = between(workload.cs_ms_min, workload.cs_ms_max);
-            work_extending(&ctx, lock.as_mut(), &mut grant, &id, work, &workload).await;
-            write_if_valid(
-                &ctx,
-                lock.as_mut(),
-                &resource,
-                &grant,
-                &id,
-                value,
-                &workload,
-            )
-            .await;
+        let job = Job {
+            ctx: &ctx,
+            resource: &resource,
+            id: &id,
+            workload: &workload,
+            signal: signal.as_ref(),
+        };
+        for _ in 0..workload.writes_per_cs {
+            if !job.read_work_write(lock.as_mut(), &mut grant).await {
+                break;
+            }
         }
 
         ctx.record_event(ev(Kind::Ok, Op::CsExit).grant(&id));
@@ -219,8 +242,99 @@ async fn release(ctx: &NodeCtx, lock: &mut dyn LockClient, grant: &Grant, id: &s
     ctx.record_event(done.grant(id));
 }
 
-/// The end of a critical section: asks the lock library whether the lock still holds (if
-/// the workload checks) and, if so, writes `value + 1` to the resource.
+/// One grant's job inside its critical section: what each write needs.
+struct Job<'a> {
+    ctx: &'a NodeCtx,
+    resource: &'a ResourceClient,
+    id: &'a str,
+    workload: &'a Workload,
+    /// The library's lost-lock signal, when the application aborts on it.
+    signal: Option<&'a LostSignal>,
+}
+
+impl Job<'_> {
+    /// One read-modify-write: read the counter, work (a `writes_per_cs`-th share), check,
+    /// write. Whether the job goes on: not after a failed read, an abort, a skipped or a
+    /// rejected write.
+    async fn read_work_write(&self, lock: &mut dyn LockClient, grant: &mut Grant) -> bool {
+        let (ctx, id, workload) = (self.ctx, self.id, self.workload);
+        let ev = |kind, op| Event::new(ctx.name(), kind, op);
+        let io_timeout = Duration::from_millis(workload.resource_timeout_ms);
+        ctx.record_event(ev(Kind::Invoke, Op::Read).grant(id));
+        let read = self.resource.read(io_timeout).await;
+        match read {
+            Ok(v) => ctx.record_event(ev(Kind::Ok, Op::Read).grant(id).value(v)),
+            Err(_) => ctx.record_event(ev(Kind::Info, Op::Read).grant(id).detail("timed out")),
+        };
+        let Ok(value) = read else {
+            return false;
+        };
+        ctx.point("after_read").await;
+        let work = between(workload.cs_ms_min, workload.cs_ms_max) / workload.writes_per_cs;
+        if let Err(why) = work_extending(ctx, lock, grant, id, work, workload, self.signal).await {
+            let why = format!("lock lost ({why}): work aborted");
+            ctx.record_event(ev(Kind::Info, Op::Note).grant(id).detail(why));
+            return false;
+        }
+        write_if_valid(
+            ctx,
+            lock,
+            self.resource,
+            grant,
+            id,
+            value,
+            workload,
+            self.signal,
+        )
+        .await
+    }
+}
+
+/// Sleeps `local` on the node's clock, or until `signal` is raised (its reason).
+async fn sleep_or_lost(
+    ctx: &NodeCtx,
+    local: Duration,
+    signal: Option<&LostSignal>,
+) -> Result<(), String> {
+    let Some(signal) = signal else {
+        ctx.sleep_local(local).await;
+        return Ok(());
+    };
+    if let Some(why) = signal.raised() {
+        return Err(why);
+    }
+    let sleep = std::pin::pin!(ctx.sleep_local(local));
+    let lost = std::pin::pin!(signal.wait());
+    match futures::future::select(sleep, lost).await {
+        futures::future::Either::Left(((), _)) => Ok(()),
+        futures::future::Either::Right((why, _)) => Err(why),
+    }
+}
+
+/// Why the write must be skipped, if the application's check says so.
+fn skip_write(
+    validity: Validity,
+    now: Duration,
+    check: Check,
+    signal: Option<&LostSignal>,
+) -> Option<String> {
+    match check {
+        Check::Never => None,
+        Check::OnSignal => signal
+            .and_then(LostSignal::raised)
+            .map(|why| format!("lock lost ({why}): write skipped")),
+        Check::BeforeWrite if validity.holds_at(now) => None,
+        Check::BeforeWrite => Some(match validity {
+            Validity::Lost(why) => format!("lock lost ({why}): write skipped"),
+            _ => "lease expired on the client's clock: write skipped".into(),
+        }),
+    }
+}
+
+/// The end of a share of work: checks the lock as the application does and, unless that
+/// says no, writes `value + 1` to the resource. Whether the write was accepted (or may have
+/// been).
+#[allow(clippy::too_many_arguments)]
 async fn write_if_valid(
     ctx: &NodeCtx,
     lock: &mut dyn LockClient,
@@ -229,19 +343,17 @@ async fn write_if_valid(
     id: &str,
     value: i64,
     workload: &Workload,
-) {
+    signal: Option<&LostSignal>,
+) -> bool {
     let ev = |kind, op| Event::new(ctx.name(), kind, op);
     let (token, io_timeout) = (
         grant.token,
         Duration::from_millis(workload.resource_timeout_ms),
     );
     let validity = lock.validity(grant);
-    if workload.check_validity && !validity.holds_at(ctx.mono_now()) {
-        let why = match validity {
-            Validity::Lost(why) => format!("lock lost ({why}): write skipped"),
-            _ => "lease expired on the client's clock: write skipped".into(),
-        };
+    if let Some(why) = skip_write(validity, ctx.mono_now(), workload.check, signal) {
         ctx.record_event(ev(Kind::Info, Op::Note).grant(id).detail(why));
+        false
     } else {
         ctx.point("after_validity_check").await;
         ctx.point("before_write").await;
@@ -261,11 +373,12 @@ async fn write_if_valid(
             WriteOutcome::Unknown => Kind::Info,
         };
         ctx.record_event(ev(kind, Op::Write).grant(id).token(token).value(new));
+        kind != Kind::Fail
     }
 }
 
 /// Works for `work` (local time), extending the lock every `extend_every_ms` meanwhile (if
-/// set) until an extension definitely fails.
+/// set) until an extension definitely fails; interrupted if `signal` is raised (its reason).
 async fn work_extending(
     ctx: &NodeCtx,
     lock: &mut dyn LockClient,
@@ -273,28 +386,26 @@ async fn work_extending(
     id: &str,
     work: Duration,
     workload: &Workload,
-) {
+    signal: Option<&LostSignal>,
+) -> Result<(), String> {
     if workload.extend_every_ms == 0 {
-        ctx.sleep_local(work).await;
-        return;
+        return sleep_or_lost(ctx, work, signal).await;
     }
     let every = Duration::from_millis(workload.extend_every_ms);
     let end = ctx.mono_now() + work;
     loop {
         let left = end.saturating_sub(ctx.mono_now());
         if left <= every {
-            ctx.sleep_local(left).await;
-            return;
+            return sleep_or_lost(ctx, left, signal).await;
         }
-        ctx.sleep_local(every).await;
+        sleep_or_lost(ctx, every, signal).await?;
         ctx.record_event(Event::new(ctx.name(), Kind::Invoke, Op::Extend).grant(id));
         let done = match lock.extend(grant).await {
             Outcome::Ok => Event::new(ctx.name(), Kind::Ok, Op::Extend),
             Outcome::Failed(why) => {
                 let failed = Event::new(ctx.name(), Kind::Fail, Op::Extend).detail(why);
                 ctx.record_event(failed.grant(id));
-                ctx.sleep_local(end.saturating_sub(ctx.mono_now())).await;
-                return;
+                return sleep_or_lost(ctx, end.saturating_sub(ctx.mono_now()), signal).await;
             }
             Outcome::Unknown(why) => Event::new(ctx.name(), Kind::Info, Op::Extend).detail(why),
         };

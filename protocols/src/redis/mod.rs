@@ -27,12 +27,14 @@
 //! [`node`] (a node's data set and replication state, and the history notes of its lock
 //! keys), [`server`] (a node behind the network), [`replication`] (the replication state
 //! machine and its messages), [`link`] (a replicated node's tasks), [`sentinel`], [`client`]
-//! (what every Redis lock client shares), and the protocols [`single`] (`single-redis`),
+//! (what every Redis lock client shares), [`profile`] (the libraries users run: Redisson,
+//! redsync, node-redlock), and the protocols [`single`] (`single-redis`),
 //! [`replicated`] (`replicated-redis`) and [`redlock`].
 
 pub mod client;
 pub mod link;
 pub mod node;
+pub mod profile;
 pub mod redlock;
 pub mod replicated;
 pub mod replication;

@@ -49,9 +49,12 @@ use super::client::{
     default_active_expire_interval_ms, default_clock_drift_factor, default_ttl_ms,
     drift_allowance_ms, lock_value, release_cmd, Attempt, Attempts, GiveUp, Retry,
 };
+use super::profile::{
+    check_library, default_extension_threshold_ms, redlock_profiles, Library, Profiled,
+};
 use super::server::{start_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
-use crate::protocol::{Acquired, Grant, LockClient, Outcome, ParamError, Protocol};
+use crate::protocol::{Acquired, ClientProfile, Grant, LockClient, Outcome, ParamError, Protocol};
 use async_trait::async_trait;
 use futures::StreamExt;
 use locksim_sim::net::Inbox;
@@ -156,6 +159,12 @@ pub struct Params {
     /// Fencing tokens: `none` or the experimental `max-incr`.
     #[serde(default)]
     pub tokens: Tokens,
+    /// The client library (`[protocol] client`; its defaults fill the keys not set).
+    #[serde(default)]
+    pub client: Library,
+    /// node-redlock: extend this long before the lock's expiration, in ms.
+    #[serde(default = "default_extension_threshold_ms")]
+    pub extension_threshold_ms: u64,
 }
 
 fn d_instances() -> usize {
@@ -204,7 +213,13 @@ impl Params {
                 ));
             }
         }
-        Ok(())
+        if self.client == Library::Redisson {
+            return Err(ParamError::field(
+                "client",
+                "redisson has no Redlock client here (RedissonRedLock is deprecated)",
+            ));
+        }
+        check_library(self.client, self.ttl_ms, self.extension_threshold_ms)
     }
 
     /// The instance names.
@@ -263,7 +278,11 @@ impl Protocol for Redlock {
         "N independent Redis masters: SET NX PX on a majority within the validity time";
     type Params = Params;
     type Servers = Servers;
-    type Client = RedlockClient;
+    type Client = Profiled<RedlockClient>;
+
+    fn clients(&self) -> Vec<ClientProfile> {
+        redlock_profiles()
+    }
 
     fn validate(&self, params: &Params) -> Result<(), ParamError> {
         params.validate()
@@ -300,8 +319,8 @@ impl Protocol for Redlock {
         Servers { net, instances }
     }
 
-    fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> RedlockClient {
-        RedlockClient {
+    fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> Self::Client {
+        let inner = RedlockClient {
             ctx: ctx.clone(),
             net: servers.net.clone(),
             inbox: servers.net.bind(ctx),
@@ -309,7 +328,9 @@ impl Protocol for Redlock {
             instances: servers.instances.clone(),
             locked: BTreeMap::new(),
             params: params.clone(),
-        }
+        };
+        let (ttl_ms, threshold_ms) = (params.ttl_ms, params.extension_threshold_ms);
+        Profiled::new(ctx, params.client, inner, ttl_ms, threshold_ms)
     }
 }
 

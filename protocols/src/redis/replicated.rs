@@ -38,13 +38,17 @@ use super::client::{
     default_retry_delay_ms_min, default_ttl_ms, lock_value, release_cmd, validity, Attempt,
     Attempts, OneServer, OneServerLock, Retry,
 };
+use super::profile::{
+    check_library, default_extension_threshold_ms, one_server_profiles, one_server_retry, Library,
+    Profiled,
+};
 use super::replication::{ReplNet, ReplRole, Replicated, ReplicationConfig};
 use super::sentinel::{
     current_primary, start_sentinel, SentinelConfig, SentinelNet, SentinelReq, SentinelResp,
 };
 use super::server::{start_replicated_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
-use crate::protocol::{ParamError, Protocol};
+use crate::protocol::{ClientProfile, ParamError, Protocol};
 use async_trait::async_trait;
 use locksim_sim::nemesis::ROLE_PRIMARY;
 use locksim_sim::rpc::{endpoint, Caller, RpcError};
@@ -123,6 +127,15 @@ pub struct Params {
     /// Period of the primary's active expiry, in ms (0 = lazy expiry only).
     #[serde(default = "default_active_expire_interval_ms")]
     pub active_expire_interval_ms: u64,
+    /// The client library (`[protocol] client`; its defaults fill the keys not set).
+    #[serde(default)]
+    pub client: Library,
+    /// Give up acquiring after this many tries (0 = after `acquire_timeout_ms`).
+    #[serde(default)]
+    pub retry_count: u32,
+    /// node-redlock: extend this long before the lock's expiration, in ms.
+    #[serde(default = "default_extension_threshold_ms")]
+    pub extension_threshold_ms: u64,
 }
 
 fn d_replicas() -> usize {
@@ -206,7 +219,7 @@ impl Params {
             }
         }
         check_drift_factor(self.clock_drift_factor)?;
-        Ok(())
+        check_library(self.client, self.ttl_ms, self.extension_threshold_ms)
     }
 
     /// The validity a grant gets: ttl − drift allowance (Redis docs: ttl × factor + 2 ms).
@@ -246,7 +259,11 @@ impl Protocol for ReplicatedRedis {
         "a Redis primary with asynchronous replicas and Sentinel failover, optional WAIT";
     type Params = Params;
     type Servers = Servers;
-    type Client = ReplicatedRedisClient;
+    type Client = Profiled<ReplicatedRedisClient>;
+
+    fn clients(&self) -> Vec<ClientProfile> {
+        one_server_profiles()
+    }
 
     fn validate(&self, params: &Params) -> Result<(), ParamError> {
         params.validate()
@@ -301,22 +318,25 @@ impl Protocol for ReplicatedRedis {
         }
     }
 
-    fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> ReplicatedRedisClient {
+    fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> Self::Client {
         let (redis, _requests) = endpoint(&servers.net, ctx);
         let (sentinel, _requests) = endpoint(&servers.sentinel_net, ctx);
-        ReplicatedRedisClient {
+        let p = params;
+        let inner = ReplicatedRedisClient {
             ctx: ctx.clone(),
             redis,
             sentinel,
             sentinels: servers.sentinels.clone(),
             primary: Cell::new(None),
-            params: params.clone(),
-            retry: Retry::until(
-                params.retry_delay_ms_min,
-                params.retry_delay_ms_max,
-                params.acquire_timeout_ms,
+            params: p.clone(),
+            retry: one_server_retry(
+                p.retry_delay_ms_min,
+                p.retry_delay_ms_max,
+                p.retry_count,
+                p.acquire_timeout_ms,
             ),
-        }
+        };
+        Profiled::new(ctx, p.client, inner, p.ttl_ms, p.extension_threshold_ms)
     }
 }
 

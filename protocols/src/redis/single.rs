@@ -22,9 +22,13 @@ use super::client::{
     default_retry_delay_ms_max, default_retry_delay_ms_min, default_ttl_ms, lock_value,
     release_cmd, validity, Attempt, Attempts, OneServer, OneServerLock, Retry,
 };
+use super::profile::{
+    check_library, default_extension_threshold_ms, one_server_profiles, one_server_retry, Library,
+    Profiled,
+};
 use super::server::{start_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
-use crate::protocol::{Outcome, ParamError, Protocol};
+use crate::protocol::{ClientProfile, Outcome, ParamError, Protocol};
 use async_trait::async_trait;
 use locksim_sim::rpc::{endpoint, Caller, RpcError};
 use locksim_sim::{NodeCtx, NodeIdx, World};
@@ -85,6 +89,15 @@ pub struct Params {
     /// After a crash the server refuses commands for this long, in ms.
     #[serde(default)]
     pub restart_delay_ms: u64,
+    /// The client library (`[protocol] client`; its defaults fill the keys not set).
+    #[serde(default)]
+    pub client: Library,
+    /// Give up acquiring after this many tries (0 = after `acquire_timeout_ms`).
+    #[serde(default)]
+    pub retry_count: u32,
+    /// node-redlock: extend this long before the lock's expiration, in ms.
+    #[serde(default = "default_extension_threshold_ms")]
+    pub extension_threshold_ms: u64,
 }
 
 impl Params {
@@ -97,7 +110,7 @@ impl Params {
             return Err(ParamError::field("request_timeout_ms", "must be positive"));
         }
         check_drift_factor(self.clock_drift_factor)?;
-        Ok(())
+        check_library(self.client, self.ttl_ms, self.extension_threshold_ms)
     }
 
     /// The validity a grant gets: ttl − drift allowance (Redis docs: ttl × factor + 2 ms).
@@ -125,7 +138,11 @@ impl Protocol for SingleRedis {
         "one Redis server: SET NX PX to acquire, compare-and-delete to release";
     type Params = Params;
     type Servers = Servers;
-    type Client = SingleRedisClient;
+    type Client = Profiled<SingleRedisClient>;
+
+    fn clients(&self) -> Vec<ClientProfile> {
+        one_server_profiles()
+    }
 
     fn validate(&self, params: &Params) -> Result<(), ParamError> {
         params.validate()
@@ -155,19 +172,22 @@ impl Protocol for SingleRedis {
         Servers { net, server }
     }
 
-    fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> SingleRedisClient {
+    fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> Self::Client {
         let (caller, _requests) = endpoint(&servers.net, ctx);
-        SingleRedisClient {
+        let p = params;
+        let inner = SingleRedisClient {
             ctx: ctx.clone(),
             caller,
             server: servers.server,
-            params: params.clone(),
-            retry: Retry::until(
-                params.retry_delay_ms_min,
-                params.retry_delay_ms_max,
-                params.acquire_timeout_ms,
+            params: p.clone(),
+            retry: one_server_retry(
+                p.retry_delay_ms_min,
+                p.retry_delay_ms_max,
+                p.retry_count,
+                p.acquire_timeout_ms,
             ),
-        }
+        };
+        Profiled::new(ctx, p.client, inner, p.ttl_ms, p.extension_threshold_ms)
     }
 }
 

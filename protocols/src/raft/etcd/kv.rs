@@ -241,7 +241,11 @@ impl Kv {
             );
         }
         let owner = self.owner();
-        self.rev += 1;
+        // One write transaction deleting the lease's keys: like any etcd transaction it
+        // takes a revision only if it changed something (a lease with no key takes none).
+        if !keys.is_empty() {
+            self.rev += 1;
+        }
         for key in keys {
             self.keys.remove(&key);
         }

@@ -1,0 +1,176 @@
+//! The zombie window of a lock grant: how long its holder went on acting as the holder after
+//! the service had let another client take the lock.
+//!
+//! For each critical section that another grant's section began inside (it was overtaken),
+//! the window runs from that instant (the other client's `cs_enter`: the service let it in
+//! then or earlier, so this is a lower bound of the exposure) to the instant the holder
+//! knew it had lost the lock: a failed `extend`, a skipped write or an aborted job (the
+//! workload's `lock lost` / `lease expired` notes), a library's lost-lock signal (a note
+//! saying `signal aborted`). A holder that never knew is exposed until its last write. A
+//! holder that knew before it was overtaken, or that neither knew nor wrote afterwards, has
+//! no window. Pure function of the history, like the checker.
+
+use crate::history::{Event, Kind, Op};
+use crate::interpret::{interpret, Interval};
+
+/// One grant's zombie window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZombieWindow {
+    /// The grant.
+    pub grant: String,
+    /// Its client.
+    pub node: String,
+    /// When another grant's section began inside this one, in ns of true time.
+    pub lost_ns: u64,
+    /// When the holder knew it had lost the lock, or its last write if it never knew.
+    pub end_ns: u64,
+    /// Whether it ever knew (within its section).
+    pub knew: bool,
+}
+
+impl ZombieWindow {
+    /// Its length in ms.
+    pub fn ms(&self) -> f64 {
+        (self.end_ns - self.lost_ns) as f64 / 1e6
+    }
+}
+
+/// Whether `e` tells its node that its lock is gone.
+fn tells_lost(e: &Event) -> bool {
+    let detail = e.detail.as_deref().unwrap_or("");
+    match (&e.op, e.kind) {
+        (Op::Extend, Kind::Fail) => true,
+        (Op::Note, _) => {
+            detail.starts_with("lock lost")
+                || detail.starts_with("lease expired")
+                || detail.contains("signal aborted")
+        }
+        _ => false,
+    }
+}
+
+/// The instant another grant's certain section began inside `s`, if any.
+fn overtaken_at(s: &Interval, sections: &[Interval]) -> Option<u64> {
+    let (from, to) = s.held_ns();
+    sections
+        .iter()
+        .filter(|t| t.certain && t.grant != s.grant)
+        .map(|t| t.enter.hi)
+        .filter(|at| *at > from && *at < to)
+        .min()
+}
+
+/// Every zombie window of the history, in order of the sections.
+pub fn zombie_windows(history: &[Event]) -> Vec<ZombieWindow> {
+    let sections = interpret(history).sections;
+    let mut windows = Vec::new();
+    for s in sections.iter().filter(|s| s.certain) {
+        let Some(lost_ns) = overtaken_at(s, &sections) else {
+            continue;
+        };
+        let (from, to) = s.held_ns();
+        let on_node = |e: &&Event| e.node == s.node && e.time_ns >= from && e.time_ns <= to;
+        let knew_ns = history
+            .iter()
+            .filter(on_node)
+            .find(|e| tells_lost(e))
+            .map(|e| e.time_ns);
+        let last_write_ns = history
+            .iter()
+            .filter(|e| e.op == Op::Write && e.kind == Kind::Invoke)
+            .filter(|e| e.grant.as_deref() == Some(s.grant.as_str()))
+            .map(|e| e.time_ns)
+            .filter(|t| *t >= lost_ns)
+            .max();
+        let end_ns = match (knew_ns, last_write_ns) {
+            (Some(knew), _) => knew,
+            (None, Some(write)) => write,
+            (None, None) => continue,
+        };
+        if end_ns <= lost_ns {
+            continue;
+        }
+        windows.push(ZombieWindow {
+            grant: s.grant.clone(),
+            node: s.node.clone(),
+            lost_ns,
+            end_ns,
+            knew: knew_ns.is_some(),
+        });
+    }
+    windows
+}
+
+/// The largest and the median window, in ms (0 and 0 without any).
+pub fn max_and_p50_ms(windows: &[ZombieWindow]) -> (f64, f64) {
+    let mut ms: Vec<f64> = windows.iter().map(ZombieWindow::ms).collect();
+    if ms.is_empty() {
+        return (0.0, 0.0);
+    }
+    ms.sort_by(f64::total_cmp);
+    (ms[ms.len() - 1], ms[(ms.len() - 1) / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(index: u64, ms: u64, node: &str, kind: Kind, op: Op, grant: &str) -> Event {
+        let mut e = Event::new(node, kind, op);
+        e.index = index;
+        e.time_ns = ms * 1_000_000;
+        if !grant.is_empty() {
+            e.grant = Some(grant.into());
+        }
+        e
+    }
+
+    /// c1 enters at 0; c2 enters at 100 (c1 overtaken); c1 then writes at 250 without
+    /// knowing, or learns at 150 that its lock is lost.
+    fn story(knows: bool) -> Vec<Event> {
+        let mut h = vec![
+            ev(0, 0, "c1", Kind::Ok, Op::CsEnter, "c1#1"),
+            ev(1, 100, "c2", Kind::Ok, Op::CsEnter, "c2#1"),
+            ev(2, 120, "c2", Kind::Ok, Op::CsExit, "c2#1"),
+        ];
+        if knows {
+            let mut note = ev(3, 150, "c1", Kind::Info, Op::Note, "c1#1");
+            note.detail = Some("lock lost (expired): work aborted".into());
+            h.push(note);
+        } else {
+            h.push(ev(3, 250, "c1", Kind::Invoke, Op::Write, "c1#1"));
+        }
+        h.push(ev(4, 300, "c1", Kind::Ok, Op::CsExit, "c1#1"));
+        h
+    }
+
+    #[test]
+    fn a_holder_that_never_knew_is_exposed_until_its_last_write() {
+        let w = zombie_windows(&story(false));
+        assert_eq!(w.len(), 1);
+        assert_eq!((w[0].grant.as_str(), w[0].knew), ("c1#1", false));
+        assert_eq!(w[0].ms(), 150.0);
+        assert_eq!(max_and_p50_ms(&w), (150.0, 150.0));
+    }
+
+    #[test]
+    fn a_holder_that_learns_is_exposed_until_it_learns() {
+        let w = zombie_windows(&story(true));
+        assert_eq!(w.len(), 1);
+        assert!(w[0].knew);
+        assert_eq!(w[0].ms(), 50.0);
+    }
+
+    #[test]
+    fn sections_that_do_not_overlap_have_no_window() {
+        let h = vec![
+            ev(0, 0, "c1", Kind::Ok, Op::CsEnter, "c1#1"),
+            ev(1, 10, "c1", Kind::Invoke, Op::Write, "c1#1"),
+            ev(2, 20, "c1", Kind::Ok, Op::CsExit, "c1#1"),
+            ev(3, 30, "c2", Kind::Ok, Op::CsEnter, "c2#1"),
+            ev(4, 40, "c2", Kind::Ok, Op::CsExit, "c2#1"),
+        ];
+        assert!(zombie_windows(&h).is_empty());
+        assert_eq!(max_and_p50_ms(&[]), (0.0, 0.0));
+    }
+}

@@ -1,0 +1,369 @@
+//! The Redis lock libraries users run, as client profiles (`[protocol] client = "NAME"`): what
+//! each does around the algorithm of its protocol file, read from its source.
+//!
+//! - **`careful`** (the default): the algorithm of the Redis distributed-locks page and
+//!   nothing more; it renews only when the application calls `extend`, and its validity is
+//!   the one the page computes, which the workload checks before every write by default.
+//! - **`redisson`** (Java; `redisson/redisson`, `RedissonBaseLock.renewExpiration`,
+//!   `RedissonLock.tryLockInnerAsync`): `lock()` without a lease time sets the key for the
+//!   `lockWatchdogTimeout` (30 s) and starts a watchdog, a timer of the client's JVM that
+//!   runs every 30 s / 3 = 10 s and resets the TTL with a compare-and-`PEXPIRE` script while
+//!   the key still holds this client's id. A failed renewal is logged (`log.error("Can't
+//!   update lock {} expiration")`) and stops the watchdog; the application is not told.
+//!   There is no client-side validity: `isHeldByCurrentThread` asks the server.
+//! - **`redsync`** (Go; `go-redsync/redsync`, `mutex.go` and `redsync.go`): expiry 8 s, 32
+//!   tries with a random delay of 50–250 ms, drift factor 0.01; `until = now + expiry −
+//!   elapsed − expiry × factor`, exposed as `Until()`; `Extend()` on request only. Whether
+//!   the application looks at `Until()` before it writes is its business (the workload's
+//!   `check`).
+//! - **`node-redlock`** (TypeScript; `mike-marcacci/node-redlock`, `src/index.ts`,
+//!   `Redlock.using`): 10 retries (11 attempts) 200 ms ± 100 ms apart, drift factor 0.01;
+//!   `using()` schedules an extension `automaticExtensionThreshold` (500 ms) before the
+//!   lock's expiration; an extension of a lock already expired on the client's clock
+//!   throws, an extension that fails while time is left is retried at once, and one that
+//!   fails after the expiration sets `signal.aborted` (with `signal.error`). The routine is
+//!   expected to look at `signal.aborted` (the workload's `check = "on_signal"`).
+//!
+//! Where the model simplifies: Redisson's lock is a hash with a reentrancy count and its
+//! waiters wait on a pub/sub channel; here it is the same `SET NX PX` key as the others and
+//! waiters poll every 10–50 ms. Redisson's renewal runs on one shared timer per lock name;
+//! here one task per grant. node-redlock counts a lock's expiration from the start of its
+//! first attempt; here from the start of the attempt that won (both are before the grant).
+//! Every library's timers run on the client's monotonic clock and stop while its process is
+//! paused, as a JVM's, Go's and Node's do.
+
+use crate::protocol::{Acquired, ClientProfile, Grant, LockClient, LostSignal, Outcome, Validity};
+use async_trait::async_trait;
+use futures::lock::Mutex;
+use locksim_sim::NodeCtx;
+use serde::{Deserialize, Serialize};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The client library a Redis protocol is driven by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Library {
+    /// The algorithm of the Redis page, renewed only on request.
+    #[default]
+    Careful,
+    /// Redisson's `RLock`: a 30 s lease renewed by a watchdog every 10 s.
+    Redisson,
+    /// go-redsync: 8 s expiry, 32 tries, `Until()`, `Extend()` on request.
+    Redsync,
+    /// node-redlock's `using()`: automatic extension and an abort signal.
+    NodeRedlock,
+}
+
+/// node-redlock's default `automaticExtensionThreshold`, in ms.
+pub fn default_extension_threshold_ms() -> u64 {
+    500
+}
+
+fn table(pairs: &[(&str, i64)]) -> toml::Table {
+    let mut t = toml::Table::new();
+    for (key, value) in pairs {
+        t.insert((*key).into(), toml::Value::Integer(*value));
+    }
+    t
+}
+
+fn profile(name: &'static str, description: &'static str, pairs: &[(&str, i64)]) -> ClientProfile {
+    ClientProfile {
+        name,
+        description,
+        defaults: table(pairs),
+    }
+}
+
+fn careful() -> ClientProfile {
+    profile(
+        "careful",
+        "the Redis page's algorithm as written: validity = ttl - elapsed - drift, extended only \
+         when the application asks",
+        &[],
+    )
+}
+
+/// The profiles of the one-server protocols (`single-redis`, `replicated-redis`).
+pub fn one_server_profiles() -> Vec<ClientProfile> {
+    let mut drift = table(&[]);
+    drift.insert("clock_drift_factor".into(), toml::Value::Float(0.01));
+    let with_drift = |mut p: ClientProfile| {
+        p.defaults.extend(drift.clone());
+        p
+    };
+    vec![
+        careful(),
+        profile(
+            "redisson",
+            "Redisson RLock.lock(): 30 s lease renewed every 10 s by a watchdog while the \
+             process runs; a failed renewal is only logged; no client-side validity",
+            &[
+                ("ttl_ms", 30_000),
+                ("retry_delay_ms_min", 10),
+                ("retry_delay_ms_max", 50),
+                ("acquire_timeout_ms", 60_000),
+            ],
+        ),
+        with_drift(profile(
+            "redsync",
+            "go-redsync Mutex: 8 s expiry, 32 tries 50-250 ms apart, Until() = expiry - \
+             elapsed - drift, Extend() on request",
+            &[
+                ("ttl_ms", 8_000),
+                ("retry_count", 32),
+                ("retry_delay_ms_min", 50),
+                ("retry_delay_ms_max", 250),
+            ],
+        )),
+        with_drift(profile(
+            "node-redlock",
+            "node-redlock using(): 11 attempts 200 +- 100 ms apart, extended 500 ms before \
+             expiry, signal.aborted when an extension fails",
+            &[
+                ("retry_count", 11),
+                ("retry_delay_ms_min", 100),
+                ("retry_delay_ms_max", 300),
+                ("extension_threshold_ms", 500),
+            ],
+        )),
+    ]
+}
+
+/// The profiles of `redlock` (the same libraries on N masters; Redisson's `RedissonRedLock`
+/// is deprecated and left out).
+pub fn redlock_profiles() -> Vec<ClientProfile> {
+    let all = one_server_profiles();
+    all.into_iter().filter(|p| p.name != "redisson").collect()
+}
+
+/// What the current grant shares with the library's own timers.
+struct Held {
+    grant: Rc<RefCell<Grant>>,
+    signal: LostSignal,
+    /// Cleared at release: the timers stop.
+    alive: Rc<Cell<bool>>,
+}
+
+/// Checks the parameters a library adds: node-redlock refuses a threshold within 100 ms of
+/// the duration (`using()`'s own check).
+pub fn check_library(
+    library: Library,
+    ttl_ms: u64,
+    threshold_ms: u64,
+) -> Result<(), crate::protocol::ParamError> {
+    if library == Library::NodeRedlock && threshold_ms + 100 > ttl_ms {
+        return Err(crate::protocol::ParamError::field(
+            "extension_threshold_ms",
+            "must be at least 100 ms below ttl_ms (node-redlock refuses it)",
+        ));
+    }
+    Ok(())
+}
+
+/// The retry loop of a one-server client: `retry_count` tries if set (redsync,
+/// node-redlock), else until `acquire_timeout_ms`.
+pub fn one_server_retry(
+    delay_ms_min: u64,
+    delay_ms_max: u64,
+    retry_count: u32,
+    acquire_timeout_ms: u64,
+) -> super::client::Retry {
+    let mut retry = super::client::Retry::until(delay_ms_min, delay_ms_max, acquire_timeout_ms);
+    if retry_count > 0 {
+        retry.give_up = super::client::GiveUp::Tries(retry_count);
+    }
+    retry
+}
+
+/// A protocol's client driven as `library` drives it.
+pub struct Profiled<C> {
+    ctx: NodeCtx,
+    library: Library,
+    inner: Rc<Mutex<C>>,
+    held: Option<Held>,
+    /// node-redlock's `automaticExtensionThreshold`.
+    threshold: Duration,
+    /// Redisson's lease (the watchdog renews every third of it).
+    lease: Duration,
+}
+
+impl<C: LockClient + 'static> Profiled<C> {
+    /// `inner` as `library` drives it; `lease_ms` is the key's TTL, `threshold_ms`
+    /// node-redlock's extension threshold.
+    pub fn new(
+        ctx: &NodeCtx,
+        library: Library,
+        inner: C,
+        lease_ms: u64,
+        threshold_ms: u64,
+    ) -> Self {
+        Profiled {
+            ctx: ctx.clone(),
+            library,
+            inner: Rc::new(Mutex::new(inner)),
+            held: None,
+            threshold: Duration::from_millis(threshold_ms),
+            lease: Duration::from_millis(lease_ms),
+        }
+    }
+
+    /// Starts the library's own timers for a fresh grant.
+    fn hold(&mut self, grant: &Grant) {
+        if let Some(old) = self.held.take() {
+            old.alive.set(false);
+        }
+        let held = Held {
+            grant: Rc::new(RefCell::new(grant.clone())),
+            signal: LostSignal::new(),
+            alive: Rc::new(Cell::new(true)),
+        };
+        let (ctx, inner) = (self.ctx.clone(), self.inner.clone());
+        let (grant, alive) = (held.grant.clone(), held.alive.clone());
+        match self.library {
+            Library::Redisson => {
+                let every = self.lease / 3;
+                self.ctx.spawn(watchdog(ctx, inner, grant, alive, every));
+            }
+            Library::NodeRedlock => {
+                let (signal, threshold) = (held.signal.clone(), self.threshold);
+                self.ctx
+                    .spawn(auto_extend(ctx, inner, grant, alive, signal, threshold));
+            }
+            Library::Careful | Library::Redsync => {}
+        }
+        self.held = Some(held);
+    }
+}
+
+/// Redisson's watchdog: every `every`, reset the TTL while the key is ours; on a failure, log
+/// and stop (`RedissonBaseLock.renewExpiration`).
+async fn watchdog<C: LockClient>(
+    ctx: NodeCtx,
+    inner: Rc<Mutex<C>>,
+    grant: Rc<RefCell<Grant>>,
+    alive: Rc<Cell<bool>>,
+    every: Duration,
+) {
+    loop {
+        ctx.sleep_local(every).await;
+        let mut client = inner.lock().await;
+        if !alive.get() {
+            return;
+        }
+        let mut renewed = grant.borrow().clone();
+        match client.extend(&mut renewed).await {
+            Outcome::Ok => *grant.borrow_mut() = renewed,
+            Outcome::Failed(why) | Outcome::Unknown(why) => {
+                ctx.note(format!(
+                    "redisson watchdog: can't update lock expiration ({why}); renewal stopped, \
+                     only logged"
+                ));
+                return;
+            }
+        }
+    }
+}
+
+/// node-redlock's `using()`: extend `threshold` before the expiration; a failure after the
+/// expiration aborts the routine through `signal`.
+async fn auto_extend<C: LockClient>(
+    ctx: NodeCtx,
+    inner: Rc<Mutex<C>>,
+    grant: Rc<RefCell<Grant>>,
+    alive: Rc<Cell<bool>>,
+    signal: LostSignal,
+    threshold: Duration,
+) {
+    let Some(until) = grant.borrow().valid_until else {
+        return;
+    };
+    ctx.sleep_local(until.saturating_sub(ctx.mono_now() + threshold))
+        .await;
+    loop {
+        let mut client = inner.lock().await;
+        if !alive.get() {
+            return;
+        }
+        let until = grant.borrow().valid_until.unwrap_or_default();
+        let why = if ctx.mono_now() >= until {
+            "Cannot extend an already-expired lock.".to_owned()
+        } else {
+            let mut extended = grant.borrow().clone();
+            match client.extend(&mut extended).await {
+                Outcome::Ok => {
+                    let until = extended.valid_until.unwrap_or_default();
+                    *grant.borrow_mut() = extended;
+                    drop(client);
+                    ctx.sleep_local(until.saturating_sub(ctx.mono_now() + threshold))
+                        .await;
+                    continue;
+                }
+                Outcome::Failed(why) | Outcome::Unknown(why) => why,
+            }
+        };
+        // Time left on the old expiration: node-redlock tries again at once.
+        if ctx.mono_now() < grant.borrow().valid_until.unwrap_or_default() {
+            continue;
+        }
+        ctx.note(format!(
+            "node-redlock: extension failed ({why}): signal aborted"
+        ));
+        signal.raise(why);
+        return;
+    }
+}
+
+#[async_trait(?Send)]
+impl<C: LockClient + 'static> LockClient for Profiled<C> {
+    async fn acquire(&mut self) -> Acquired {
+        let acquired = self.inner.lock().await.acquire().await;
+        if let Acquired::Granted(grant) = &acquired {
+            self.hold(grant);
+        }
+        acquired
+    }
+
+    async fn release(&mut self, grant: &Grant) -> Outcome {
+        if let Some(held) = self.held.take() {
+            held.alive.set(false);
+        }
+        self.inner.lock().await.release(grant).await
+    }
+
+    async fn extend(&mut self, grant: &mut Grant) -> Outcome {
+        let outcome = self.inner.lock().await.extend(grant).await;
+        if let (Outcome::Ok, Some(held)) = (&outcome, &self.held) {
+            *held.grant.borrow_mut() = grant.clone();
+        }
+        outcome
+    }
+
+    fn validity(&mut self, grant: &Grant) -> Validity {
+        match self.library {
+            Library::Redisson => return Validity::Indefinite,
+            Library::Careful => {
+                if let Some(mut inner) = self.inner.try_lock() {
+                    return inner.validity(grant);
+                }
+            }
+            Library::Redsync | Library::NodeRedlock => {}
+        }
+        let current = match &self.held {
+            Some(held) if held.grant.borrow().handle == grant.handle => held.grant.borrow().clone(),
+            _ => grant.clone(),
+        };
+        match current.valid_until {
+            Some(until) => Validity::Until(until),
+            None => Validity::Indefinite,
+        }
+    }
+
+    fn lost_signal(&mut self, grant: &Grant) -> Option<LostSignal> {
+        let held = self.held.as_ref()?;
+        let ours = held.grant.borrow().handle == grant.handle;
+        (self.library == Library::NodeRedlock && ours).then(|| held.signal.clone())
+    }
+}

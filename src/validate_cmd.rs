@@ -1,0 +1,265 @@
+//! `locksim validate`: every scenario of a validation set (`scenarios/validate/`) run live
+//! `--runs` times and in the simulator `--seeds` seeds, and the table of [`crate::validate`]
+//! written to `OUT/validation.{md,json,html}` after every result (the results themselves go
+//! to `OUT/validation.jsonl`, which `--resume` continues). Exit codes: 0 = every row agrees
+//! or has an explanation, 1 = a row disagrees without one or has no results on one side (a
+//! live run that failed), 2 = bad input.
+
+use crate::shared::input;
+use crate::validate::{self, Entry, Mode, Record};
+use anyhow::Context;
+use clap::Args;
+use locksim_protocols::Registry;
+use locksim_scenarios::Prepared;
+use std::collections::BTreeSet;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `locksim validate` arguments.
+#[derive(Args)]
+pub struct ValidateArgs {
+    /// Live runs per scenario (seeds 1..=N).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    runs: u64,
+    /// Simulated seeds per scenario (1..=M).
+    #[arg(long, value_name = "M", default_value_t = 60)]
+    seeds: u64,
+    /// Worker threads of the simulated runs (default: the number of cores). Live runs go
+    /// one at a time: real timeouts must not starve each other.
+    #[arg(long, value_name = "J")]
+    jobs: Option<usize>,
+    /// Where to write validation.md, validation.json, validation.html and the results.
+    #[arg(long, value_name = "DIR", default_value = "validation")]
+    out: PathBuf,
+    /// Only these scenarios (by name).
+    #[arg(long, value_name = "NAME", num_args = 1..)]
+    only: Vec<String>,
+    /// Continue an interrupted validation: runs already in OUT/validation.jsonl are kept.
+    #[arg(long)]
+    resume: bool,
+    /// The validation set: a directory of scenario files.
+    #[arg(long, value_name = "DIR", default_value = "scenarios/validate")]
+    set: PathBuf,
+}
+
+/// The set's scenario files, loaded and checked, in file-name order.
+fn load_set(args: &ValidateArgs, registry: &Registry) -> anyhow::Result<Vec<(Entry, Prepared)>> {
+    let dir =
+        std::fs::read_dir(&args.set).map_err(|e| input(format!("{}: {e}", args.set.display())))?;
+    let mut files: Vec<PathBuf> = dir
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    let mut set = vec![];
+    for file in files {
+        let path = file.display().to_string();
+        let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
+        let s = &prepared.scenario;
+        let explanation = s.validation.clone().unwrap_or_default().explanation;
+        if let Some(bad) = (explanation.keys())
+            .find(|k| !locksim_check::Property::ALL.iter().any(|p| p.name() == *k))
+        {
+            return Err(input(format!(
+                "{path}: [validation] explanation.{bad}: not a property (mutual_exclusion, \
+                 fencing, lost_update)"
+            )));
+        }
+        if args.only.is_empty() || args.only.contains(&s.name) {
+            let entry = Entry {
+                name: s.name.clone(),
+                protocol: s.protocol.name.clone(),
+                explanation,
+            };
+            set.push((entry, prepared));
+        }
+    }
+    if let Some(name) = (args.only.iter()).find(|n| !set.iter().any(|(e, _)| &e.name == *n)) {
+        return Err(input(format!(
+            "--only {name}: no such scenario in {}",
+            args.set.display()
+        )));
+    }
+    if set.is_empty() {
+        return Err(input(format!("{}: no scenario files", args.set.display())));
+    }
+    Ok(set)
+}
+
+/// The records of an earlier, interrupted validation.
+fn read_records(path: &Path) -> anyhow::Result<Vec<Record>> {
+    let Ok(file) = std::fs::File::open(path) else {
+        return Ok(vec![]);
+    };
+    let mut out = vec![];
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line?;
+        // A line cut short by an interruption is the run that did not finish.
+        match serde_json::from_str(&line) {
+            Ok(r) => out.push(r),
+            Err(_) if line.trim().is_empty() => {}
+            Err(e) => eprintln!("{}:{}: skipped ({e})", path.display(), i + 1),
+        }
+    }
+    Ok(out)
+}
+
+/// The validation in progress: the set, the records, where they go.
+struct Validation<'a> {
+    args: &'a ValidateArgs,
+    entries: Vec<Entry>,
+    protocols: Vec<String>,
+    records: Vec<Record>,
+    log: std::fs::File,
+}
+
+impl Validation<'_> {
+    fn add(&mut self, record: Record) -> anyhow::Result<()> {
+        writeln!(self.log, "{}", serde_json::to_string(&record)?)?;
+        self.log.flush()?;
+        self.records.push(record);
+        Ok(())
+    }
+
+    fn has(&self, scenario: &str, mode: Mode) -> BTreeSet<u64> {
+        (self.records.iter())
+            .filter(|r| r.scenario == scenario && r.mode == mode)
+            .map(|r| r.seed)
+            .collect()
+    }
+
+    fn header(&self) -> String {
+        let mut command = format!(
+            "locksim validate --runs {} --seeds {}",
+            self.args.runs, self.args.seeds
+        );
+        if !self.args.only.is_empty() {
+            command += &format!(" --only {}", self.args.only.join(" "));
+        }
+        format!(
+            "Command: `{command}` (set `{}`; live runs on loopback against the servers live \
+             mode starts; simulated seeds 1..={}, live seeds 1..={}).",
+            self.args.set.display(),
+            self.args.seeds,
+            self.args.runs
+        )
+    }
+
+    /// Rewrites the three tables from every record so far; the rows.
+    fn write(&self) -> anyhow::Result<Vec<validate::Row>> {
+        let rows = validate::rows(&self.entries, &self.records);
+        let missing = validate::not_validated(&self.protocols, &rows);
+        let header = self.header();
+        let out = &self.args.out;
+        let json = serde_json::json!({ "command": header, "rows": rows, "not_validated": missing });
+        let files = [
+            (
+                "validation.md",
+                validate::markdown(&rows, &missing, &header),
+            ),
+            (
+                "validation.json",
+                serde_json::to_string_pretty(&json)? + "\n",
+            ),
+            ("validation.html", validate::html(&rows, &missing, &header)),
+        ];
+        for (name, text) in files {
+            let path = out.join(name);
+            std::fs::write(&path, text)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Ok(rows)
+    }
+}
+
+/// The simulated seeds of one scenario that are not in yet.
+fn simulate(v: &mut Validation, e: &Entry, p: &Prepared, jobs: usize) -> anyhow::Result<()> {
+    let have = v.has(&e.name, Mode::Sim);
+    let seeds: Vec<u64> = (1..=v.args.seeds).filter(|s| !have.contains(s)).collect();
+    if seeds.is_empty() {
+        return Ok(());
+    }
+    eprintln!("{}: {} simulated runs", e.name, seeds.len());
+    locksim_scenarios::sweep::run_seeds(p, seeds.into_iter(), jobs, |r| {
+        v.add(Record::of(Mode::Sim, r.seed, &r))
+    })?;
+    v.write()?;
+    Ok(())
+}
+
+/// The live runs of one scenario that are not in yet, one at a time.
+fn live(v: &mut Validation, e: &Entry, p: &Prepared) -> anyhow::Result<()> {
+    let have = v.has(&e.name, Mode::Live);
+    let exe = std::env::current_exe().context("cannot find the locksim binary")?;
+    for seed in (1..=v.args.runs).filter(|s| !have.contains(s)) {
+        eprintln!("{}: live run {seed} of {}", e.name, v.args.runs);
+        let opts = locksim_live::LiveOptions {
+            seed,
+            keep: None,
+            exe: exe.clone(),
+            cut_mode: locksim_live::proxy::CutMode::Stall,
+        };
+        let (record, stop) = match locksim_live::run(p, &opts) {
+            Ok(run) => {
+                let result = locksim_live::result(p, seed, &run);
+                (Record::of(Mode::Live, seed, &result), false)
+            }
+            Err(err) => {
+                // A refusal or a missing server binary fails every run alike.
+                let stop = err.downcast_ref::<locksim_live::Refused>().is_some()
+                    || (err.downcast_ref::<locksim_live::servers::MissingBinary>()).is_some();
+                eprintln!("{}: live run {seed} failed: {err:#}", e.name);
+                let record = Record::failed(&e.name, Mode::Live, seed, format!("{err:#}"));
+                (record, stop)
+            }
+        };
+        v.add(record)?;
+        v.write()?;
+        if stop {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `locksim validate`.
+pub fn run(args: ValidateArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
+    let set = load_set(&args, registry)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let state = args.out.join("validation.jsonl");
+    let records = if args.resume {
+        read_records(&state)?
+    } else {
+        vec![]
+    };
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(args.resume)
+        .write(true)
+        .truncate(!args.resume)
+        .open(&state)
+        .with_context(|| format!("cannot write {}", state.display()))?;
+    let jobs = args.jobs.unwrap_or_else(crate::shared::default_jobs);
+    let mut v = Validation {
+        args: &args,
+        entries: set.iter().map(|(e, _)| e.clone()).collect(),
+        protocols: registry.ids().into_iter().map(|s| s.to_string()).collect(),
+        records,
+        log,
+    };
+    for (entry, prepared) in &set {
+        simulate(&mut v, entry, prepared, jobs)?;
+        live(&mut v, entry, prepared)?;
+    }
+    let rows = v.write()?;
+    let missing = validate::not_validated(&v.protocols, &rows);
+    print!("{}", validate::markdown(&rows, &missing, &v.header()));
+    println!(
+        "\ntables: {0}/validation.md, {0}/validation.json, {0}/validation.html",
+        args.out.display()
+    );
+    let unexplained = (rows.iter()).any(|r| !r.validated || (!r.agrees && r.explanation.is_none()));
+    Ok(ExitCode::from(u8::from(unexplained)))
+}

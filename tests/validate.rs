@@ -1,0 +1,176 @@
+//! `locksim validate` as users run it: a small validation (two scenarios, two live runs and
+//! twenty simulated seeds each; the live part takes about half a minute) whose tables agree,
+//! resume without running anything again, and feed `compare --validation`; and its bad input.
+//! Without `redis-server` or `etcd` the live test says it skipped and passes, except under CI.
+#![allow(clippy::disallowed_methods)] // live runs are real time
+
+mod common;
+#[path = "support/tools.rs"]
+mod tools;
+
+use common::{code, in_repo, scratch, stderr, stdout};
+use serde_json::Value;
+
+fn have(program: &str, package: &str) -> bool {
+    let install = format!("apt-get install -y {package}");
+    tools::require("validate", &[program], None, &install).is_some()
+}
+
+const SMALL: [&str; 10] = [
+    "validate",
+    "--runs",
+    "2",
+    "--seeds",
+    "20",
+    "--only",
+    "v-redis-single-gc-pause",
+    "v-etcd-healthy",
+    "--out",
+    "OUT",
+];
+
+/// A one-protocol matrix of two seeds per cell, for `compare --validation`.
+const MATRIX: &str = r#"
+title = "tiny"
+seeds = 2
+catalog_seeds = 0
+[phase]
+ttl_multiples = [2]
+seeds = 1
+[base]
+duration_ms = 2_000
+[base.workload]
+clients = 2
+[[protocols]]
+label = "single-redis"
+[protocols.protocol]
+name = "single-redis"
+ttl_ms = 1_000
+[[protocols]]
+label = "zookeeper"
+[protocols.protocol]
+name = "zookeeper"
+[[profiles]]
+label = "none"
+"#;
+
+#[test]
+fn a_small_validation_agrees_resumes_and_feeds_compare() {
+    if !have("redis-server", "redis-server") || !have("etcd", "etcd-server") {
+        return;
+    }
+    let dir = scratch("validate");
+    let out_dir = dir.join("v").display().to_string();
+    let args: Vec<&str> = SMALL
+        .map(|a| if a == "OUT" { out_dir.as_str() } else { a })
+        .to_vec();
+    let first = in_repo(&args);
+    assert_eq!(code(&first), 0, "{}\n{}", stdout(&first), stderr(&first));
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("v/validation.json")).unwrap())
+            .unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "two scenarios × three properties");
+    for r in rows {
+        assert_eq!(
+            (r["live"]["runs"].as_u64(), r["sim"]["runs"].as_u64()),
+            (Some(2), Some(20)),
+            "{r}"
+        );
+        assert!(r["agrees"] == true || r["explanation"].is_string(), "{r}");
+    }
+    // A GC pause at a named point breaks mutual exclusion for real, every time.
+    let me = rows
+        .iter()
+        .find(|r| r["scenario"] == "v-redis-single-gc-pause" && r["property"] == "mutual_exclusion")
+        .unwrap();
+    assert_eq!(
+        (me["live"]["k"].as_u64(), me["sim"]["k"].as_u64()),
+        (Some(2), Some(20)),
+        "{me}"
+    );
+    let md = std::fs::read_to_string(dir.join("v/validation.md")).unwrap();
+    assert!(
+        md.contains("| v-etcd-healthy | etcd | mutual_exclusion | 0/2"),
+        "{md}"
+    );
+    assert!(md.contains("Not yet validated"), "{md}");
+    assert!(std::fs::read_to_string(dir.join("v/validation.html"))
+        .unwrap()
+        .contains("<table>"));
+    // Resuming a finished validation runs nothing and writes the same table.
+    let lines = std::fs::read_to_string(dir.join("v/validation.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(lines, 2 * (2 + 20));
+    let mut resume = args.clone();
+    resume.push("--resume");
+    let again = in_repo(&resume);
+    assert_eq!(code(&again), 0, "{}", stderr(&again));
+    assert_eq!(stdout(&again), stdout(&first));
+    assert!(!stderr(&again).contains("live run"), "{}", stderr(&again));
+    // compare shows each protocol's status beside it.
+    std::fs::write(dir.join("m.toml"), MATRIX).unwrap();
+    let (m, v) = (dir.join("m.toml"), dir.join("v/validation.json"));
+    let r = dir.join("r").display().to_string();
+    let cmp = in_repo(&[
+        "compare",
+        "--matrix",
+        m.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        &r,
+        "--validation",
+        v.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&cmp), 0, "{}", stderr(&cmp));
+    let report = std::fs::read_to_string(dir.join("r/report.md")).unwrap();
+    assert!(
+        report.contains("| single-redis | 3 of 3 rows agree, 0 explained, 0 open (1 scenarios) |"),
+        "{report}"
+    );
+    assert!(
+        report.contains("| zookeeper | not yet validated |"),
+        "{report}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_exits_2_naming_what_is_wrong() {
+    let dir = scratch("validate-bad");
+    let out = dir.join("o").display().to_string();
+    let nope = in_repo(&["validate", "--only", "no-such-scenario", "--out", &out]);
+    assert_eq!(code(&nope), 2);
+    assert!(
+        stderr(&nope).contains("--only no-such-scenario"),
+        "{}",
+        stderr(&nope)
+    );
+    let set = dir.join("set");
+    std::fs::create_dir_all(&set).unwrap();
+    let text =
+        std::fs::read_to_string(common::repo("scenarios/validate/etcd-healthy.toml")).unwrap();
+    std::fs::write(
+        set.join("x.toml"),
+        text + "\n[validation]\nexplanation.safety = \"x\"\n",
+    )
+    .unwrap();
+    let bad = in_repo(&["validate", "--set", set.to_str().unwrap(), "--out", &out]);
+    assert_eq!(code(&bad), 2);
+    assert!(
+        stderr(&bad).contains("x.toml: [validation] explanation.safety"),
+        "{}",
+        stderr(&bad)
+    );
+    let cmp = in_repo(&[
+        "compare",
+        "--validation",
+        "/nonexistent/validation.json",
+        "--out",
+        &out,
+    ]);
+    assert_eq!(code(&cmp), 2, "{}", stderr(&cmp));
+    let _ = std::fs::remove_dir_all(&dir);
+}
