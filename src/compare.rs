@@ -21,14 +21,15 @@ use crate::shared::input;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use locksim_protocols::Registry;
+use locksim_reports::cost::Cost;
 use locksim_reports::{
     CatalogEntry, CellAccumulator, CellSummary, Comparison, Counterexample, PhasePoint,
-    PhaseSeries, SCHEMA_VERSION,
+    PhaseSeries, Row, Setup as RowSetup, SCHEMA_VERSION,
 };
 use locksim_scenarios::matrix::{Matrix, MatrixProtocol, Stopping, CATALOG, PHASE_AXES};
 use locksim_scenarios::runner::isolated;
 use locksim_scenarios::sweep::{ResultsFile, SeedResult};
-use locksim_scenarios::Prepared;
+use locksim_scenarios::{Prepared, Scenario};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -66,6 +67,10 @@ enum Role {
         size_ms: u64,
     },
     Catalog,
+    /// A row's uncontended cost runs.
+    Cost {
+        protocol: String,
+    },
 }
 
 /// One scenario to run over seeds 1, 2, 3, … until its stopping rule says enough.
@@ -208,6 +213,18 @@ fn jobs(
             }
         }
     }
+    if matrix.cost_seeds > 0 {
+        let dir = opts.out.join("cost");
+        let stop = Stopping::fixed(opts.seeds.unwrap_or(matrix.cost_seeds));
+        for protocol in &matrix.protocols {
+            let (name, text) = matrix.uncontended_toml(protocol);
+            let prepared = prepare(&dir, &name, &text, setup.registry)?;
+            let role = Role::Cost {
+                protocol: protocol.label.clone(),
+            };
+            jobs.push(setup.job(role, prepared, stop)?);
+        }
+    }
     let catalog_seeds = opts.seeds.unwrap_or(matrix.catalog_seeds);
     if catalog_seeds > 0 {
         let dir = opts.out.join("catalog");
@@ -346,7 +363,69 @@ fn assemble(matrix: &Matrix, jobs: &[Job], seeds_text: String, command: String) 
         add_job(&mut c, job);
     }
     c.phase.retain(|s| !s.points.is_empty());
+    c.rows = rows(matrix, jobs, &c);
     c
+}
+
+/// What guards the resource and the protocol keys that change behaviour (sizes, durations
+/// and `tokens`, which only matters with fencing, left out): what tells a row's stories and
+/// its siblings apart.
+pub fn setup_of(sc: &Scenario) -> RowSetup {
+    use locksim_protocols::resource::{Fencing, WriteMode};
+    let guard = match (sc.resource.fencing, sc.resource.mode) {
+        (Fencing::On, WriteMode::Cas) => "fencing+cas",
+        (Fencing::On, _) => "fencing",
+        (_, WriteMode::Cas) => "cas",
+        _ => "none",
+    };
+    let sized = ["peers", "replicas", "sentinels", "masters", "tokens"];
+    let keys = sc
+        .protocol
+        .params
+        .iter()
+        .filter(|(k, _)| !k.ends_with("_ms") && !sized.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect();
+    RowSetup {
+        protocol: sc.protocol.name.clone(),
+        guard: guard.into(),
+        keys,
+    }
+}
+
+/// The rows: each one's setup (from its first cell) and cost (from its uncontended runs, its
+/// fault-free cell and its cell under the reference profile).
+fn rows(matrix: &Matrix, jobs: &[Job], c: &Comparison) -> Vec<Row> {
+    let calm = matrix.profiles.iter().find(|p| p.faults_random.is_empty());
+    let reference = c.reference_profile();
+    matrix
+        .protocols
+        .iter()
+        .map(|p| {
+            let mine = |j: &&Job| match &j.role {
+                Role::Cell { protocol, .. } | Role::Cost { protocol } => protocol == &p.label,
+                _ => false,
+            };
+            let setup = jobs
+                .iter()
+                .find(mine)
+                .map(|j| setup_of(&j.prepared.scenario));
+            let alone = jobs
+                .iter()
+                .filter(mine)
+                .find(|j| matches!(j.role, Role::Cost { .. }));
+            let cost = alone.map(|j| {
+                let contended = calm.and_then(|calm| c.cell(&p.label, &calm.label));
+                let stuck = reference.and_then(|r| c.cell(&p.label, r));
+                Cost::of(&j.acc.finish(), contended, stuck)
+            });
+            Row {
+                label: p.label.clone(),
+                setup: setup.unwrap_or_default(),
+                cost,
+            }
+        })
+        .collect()
 }
 
 fn add_job(c: &mut Comparison, job: &Job) {
@@ -373,8 +452,11 @@ fn add_job(c: &mut Comparison, job: &Job) {
             size_ms: *size_ms,
             overlap: s.overlap,
             harm: s.harm,
+            damage: s.damage,
+            latent: s.latent,
             seeds: s.seeds,
         }),
+        Role::Cost { .. } => {}
         Role::Catalog => {
             let sc = &job.prepared.scenario;
             let expect = sc.expect.as_ref().map_or(vec![], |e| e.entries());
@@ -388,6 +470,7 @@ fn add_job(c: &mut Comparison, job: &Job) {
                     .collect(),
                 expect_met: locksim_reports::stats::Share::of(job.expect_met, s.runs),
                 timeline: Some(timeline(job, (&sc.name, "catalog"), 1)),
+                setup: setup_of(sc),
                 outcome: CellSummary {
                     protocol: sc.protocol.name.clone(),
                     profile: sc.name.clone(),

@@ -86,8 +86,9 @@ pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     };
     println!("{}\n", c.title);
     println!(
-        "Share of runs with harm (stale or reused token accepted, or an update lost) and with \
-         overlap (two clients inside at once), 95% intervals; {} runs, {}:\n",
+        "Share of runs with damage (an acknowledged update lost, a stale write accepted), with a \
+         latent break of fencing (a token reused, no damage) and with overlap (two clients inside \
+         at once), 95% intervals; {} runs, {}:\n",
         c.runs(),
         c.seeds
     );

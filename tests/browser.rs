@@ -90,6 +90,26 @@ fn page_height(html: &str) -> u32 {
     (svg + blocks + 200.0).min(40_000.0) as u32
 }
 
+/// Every table and every chart of the report (timelines aside) has a one-line legend right
+/// under it.
+fn legends_under_every_table_and_chart(html: &str) {
+    let note = "<p class=\"note\">";
+    let tables = html.matches("</table></div>").count();
+    let after_tables = html.matches(&format!("</table></div>{note}")).count();
+    assert_eq!(after_tables, tables, "a table without its legend");
+    for class in ["chart", "tradeoff"] {
+        let at = html.find(&format!("class=\"{class}\"")).unwrap();
+        let end = at + html[at..].find("</svg>").unwrap() + "</svg>".len();
+        assert!(html[end..].starts_with(note), "the {class} has no legend");
+    }
+    let phase_end = html.rfind("class=\"phase\"").unwrap();
+    let grid_end = phase_end + html[phase_end..].find("</svg></div>").unwrap() + 12;
+    assert!(
+        html[grid_end..].starts_with(note),
+        "the phase diagrams have no legend"
+    );
+}
+
 #[test]
 fn the_report_loads_in_chromium_with_every_section_and_no_console_error() {
     let test = "browser::the_report_loads_in_chromium_with_every_section_and_no_console_error";
@@ -111,7 +131,10 @@ fn the_report_loads_in_chromium_with_every_section_and_no_console_error() {
     let (dom, console) = load(&chromium, &page, &["--dump-dom"]);
     assert!(console.is_empty(), "console messages: {console:?}");
     for id in [
+        "decide",
         "verdict",
+        "cost",
+        "tradeoff",
         "harm",
         "ranking",
         "chart",
@@ -131,6 +154,20 @@ fn the_report_loads_in_chromium_with_every_section_and_no_console_error() {
         .count()
     };
     assert_eq!(count("chart"), 1);
+    assert_eq!(count("tradeoff"), 1);
+    // The decision table comes first, a cell per requirement and row, each with evidence.
+    let decide = dom.find("id=\"decide\"").unwrap();
+    assert!(decide < dom.find("id=\"verdict\"").unwrap());
+    let answers = ["class=\"meets\"", "class=\"fails\"", "class=\"only\""]
+        .iter()
+        .map(|c| dom.matches(c).count())
+        .sum::<usize>();
+    let rows = std::fs::read_to_string(common::repo("scenarios/compare/matrix.toml"))
+        .unwrap()
+        .matches("[[protocols]]")
+        .count();
+    assert_eq!(answers % rows, 0, "{answers} answers for {rows} rows");
+    assert!(answers >= 4 * rows, "{answers} answers for {rows} rows");
     assert!(count("phase") >= 2, "phase diagrams: {}", count("phase"));
     assert!(count("timeline") >= 2, "timelines: {}", count("timeline"));
     assert!(
@@ -139,6 +176,7 @@ fn the_report_loads_in_chromium_with_every_section_and_no_console_error() {
     );
 
     let html = std::fs::read_to_string(&page).unwrap();
+    legends_under_every_table_and_chart(&html);
     let height = page_height(&html);
     for width in [1200, 800] {
         let shot = tmp().join(format!("report-{width}.png"));

@@ -6,6 +6,7 @@ mod common;
 
 use common::in_repo as locksim;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn out_dir(name: &str) -> PathBuf {
@@ -40,19 +41,95 @@ fn strip(v: &Value, dir: &Path) -> String {
         .replace(dir.to_str().unwrap(), "OUT")
 }
 
+/// A job's results file, one JSON value per run.
+fn results(dir: &Path, name: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir.join("results").join(format!("{name}.jsonl"))).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn has(r: &Value, property: &str) -> bool {
+    r["violations"]
+        .get(property)
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        > 0
+}
+
+/// Whether a run did damage: an update lost, or a stale write accepted.
+fn damaged(r: &Value) -> bool {
+    has(r, "lost_update") || r["stats"]["stale_accepted"].as_u64().unwrap() > 0
+}
+
 /// Recomputes (runs, overlap, harm) of a job from its results file.
 fn recount(dir: &Path, name: &str) -> (u64, u64, u64) {
-    let text = std::fs::read_to_string(dir.join("results").join(format!("{name}.jsonl"))).unwrap();
     let (mut runs, mut overlap, mut harm) = (0, 0, 0);
-    for line in text.lines() {
-        let r: Value = serde_json::from_str(line).unwrap();
-        let v = &r["violations"];
-        let has = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0) > 0;
+    for r in results(dir, name) {
         runs += 1;
-        overlap += u64::from(has("mutual_exclusion"));
-        harm += u64::from(has("fencing") || has("lost_update"));
+        overlap += u64::from(has(&r, "mutual_exclusion"));
+        harm += u64::from(has(&r, "fencing") || has(&r, "lost_update"));
     }
     (runs, overlap, harm)
+}
+
+/// Recomputes (damage, latent) of a job from its results file.
+fn recount_damage(dir: &Path, name: &str) -> (u64, u64) {
+    let rs = results(dir, name);
+    let damage = rs.iter().filter(|r| damaged(r)).count() as u64;
+    let latent = rs
+        .iter()
+        .filter(|r| !damaged(r) && has(r, "fencing"))
+        .count() as u64;
+    (damage, latent)
+}
+
+/// Checks each row's cost against its own results file and against what its protocol must
+/// pay; returns the costs by label.
+/// `calm`: whether the matrix has a fault-free profile (then the handoffs are measured).
+fn check_costs(v: &Value, dir: &Path, seeds: u64, calm: bool) -> BTreeMap<String, Value> {
+    let mut costs = BTreeMap::new();
+    for row in v["rows"].as_array().unwrap() {
+        let label = row["label"].as_str().unwrap();
+        let cost = &row["cost"];
+        let f = |k: &str| {
+            cost[k]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{label}: {k} {cost}"))
+        };
+        let p50 = f("acquire_ms_p50");
+        // A round trip on a 1-5 ms network takes at least 2 ms; far below a second alone.
+        assert!((2.0..500.0).contains(&p50), "{label}: {cost}");
+        assert!(f("acquire_ms_p99") >= p50, "{label}: {cost}");
+        match calm {
+            true => assert!(
+                (0.5..100.0).contains(&f("handoffs_per_s")),
+                "{label}: {cost}"
+            ),
+            false => assert!(cost["handoffs_per_s"].is_null(), "{label}: {cost}"),
+        }
+        assert!(
+            f("messages_per_acquire") >= 2.0,
+            "a request and a reply: {label} {cost}"
+        );
+        assert!(f("fsyncs_per_acquire") >= 0.0, "{label}: {cost}");
+        assert!(f("stuck_ms_per_s") >= 0.0, "{label}: {cost}");
+        assert_eq!(cost["runs"], seeds, "{label}");
+        // The median is the mean of the uncontended runs' own medians.
+        let runs = results(dir, &format!("cost--{}", cell_name(label)));
+        let mean = runs
+            .iter()
+            .map(|r| {
+                r["stats"]["liveness"]["acquire_latency_ms_p50"]
+                    .as_f64()
+                    .unwrap()
+            })
+            .sum::<f64>()
+            / runs.len() as f64;
+        assert!((mean - p50).abs() < 1e-3, "{label}: {mean} vs {p50}");
+        costs.insert(label.to_owned(), cost.clone());
+    }
+    costs
 }
 
 fn cell_name(label: &str) -> String {
@@ -75,7 +152,7 @@ fn reports_are_complete_recomputable_and_independent_of_thread_count() {
     let two = compare(&b, &["--seeds", "3", "--jobs", "2"]);
     // Replay commands name each run's own output folder; everything else must match.
     assert_eq!(strip(&one, &a), strip(&two, &b));
-    assert_eq!(one["schema"], 2);
+    assert_eq!(one["schema"], 3);
 
     let matrix = std::fs::read_to_string("scenarios/compare/matrix.toml").unwrap();
     let rows = matrix.matches("[[protocols]]").count();
@@ -94,7 +171,33 @@ fn reports_are_complete_recomputable_and_independent_of_thread_count() {
         assert_eq!(c["overlap"]["k"], overlap, "{name}");
         assert_eq!(c["harm"]["k"], harm, "{name}");
         assert_eq!(c["overlap"]["n"], 3, "{name}");
+        let (damage, latent) = recount_damage(&a, &name);
+        assert_eq!(
+            (c["damage"]["k"].as_u64(), c["latent"]["k"].as_u64()),
+            (Some(damage), Some(latent)),
+            "{name}"
+        );
+        for share in ["damage", "latent", "overlap"] {
+            let s = &c[share];
+            let (lo, hi) = (s["lo"].as_f64().unwrap(), s["hi"].as_f64().unwrap());
+            assert!(s["n"] == 3 && lo <= hi && hi <= 1.0, "{name} {share}: {s}");
+        }
     }
+    // Each row costs what its protocol must pay: Redlock asks five masters, each of which
+    // fsyncs with `appendfsync always`.
+    let costs = check_costs(&one, &a, 3, true);
+    assert_eq!(costs.len(), rows);
+    let cost = |label: &str, k: &str| costs[label][k].as_f64().unwrap();
+    assert!(cost("redlock", "messages_per_acquire") >= 10.0, "{costs:?}");
+    assert!(cost("single-redis", "messages_per_acquire") < cost("redlock", "messages_per_acquire"));
+    assert!(
+        cost("redlock+fsync", "fsyncs_per_acquire") >= cost("redlock", "fsyncs_per_acquire") + 4.0,
+        "{costs:?}"
+    );
+    assert!(
+        cost("etcd", "fsyncs_per_acquire") >= 1.0,
+        "Raft persists every entry: {costs:?}"
+    );
     // With no faults nothing fails; fencing without tokens is n/a, not 0%.
     let none: Vec<_> = cells.iter().filter(|c| c["profile"] == "none").collect();
     assert!(none.iter().all(|c| c["runs_invalid"] == 0), "{none:?}");
@@ -133,6 +236,11 @@ fn reports_are_complete_recomputable_and_independent_of_thread_count() {
     let md = std::fs::read_to_string(a.join("report.md")).unwrap();
     let html = std::fs::read_to_string(a.join("report.html")).unwrap();
     assert!(md.starts_with("# ") && md.contains("## Verdict"));
+    let first = md.lines().find(|l| l.starts_with("## ")).unwrap();
+    assert_eq!(first, "## What to choose", "the decision table comes first");
+    for id in ["decide", "cost", "tradeoff"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
+    }
     assert!(html.starts_with("<!doctype html>") && html.ends_with("</html>"));
     assert!(!html.contains("<script"), "self-contained, no scripts");
     let counterexamples = one["counterexamples"].as_array().unwrap();
@@ -156,6 +264,80 @@ fn reports_are_complete_recomputable_and_independent_of_thread_count() {
         assert_eq!(r["trace_hash"], x["trace_hash"], "{replay}");
         assert!(!x["caption"].as_str().unwrap().is_empty(), "{x}");
     }
+}
+
+/// One row, one profile: single Redis with fencing tokens while its server crashes (tokens
+/// come from INCR, which a restart without persistence sets back).
+const FENCED_CRASHES: &str = r#"
+title = "fencing under server crashes"
+seeds = 30
+catalog_seeds = 0
+cost_seeds = 2
+[base]
+duration_ms = 10_000
+[base.workload]
+clients = 3
+cs_ms_min = 20
+cs_ms_max = 200
+think_ms_min = 10
+think_ms_max = 100
+[base.network]
+latency_ms_min = 1.0
+latency_ms_max = 5.0
+[[protocols]]
+label = "single-redis+fencing"
+[protocols.protocol]
+name = "single-redis"
+ttl_ms = 2_000
+tokens = true
+[protocols.resource]
+fencing = "on"
+[[profiles]]
+label = "server-crashes"
+[profiles.faults_random]
+crash_probability = 0.15
+crash_down_ms_min = 0
+crash_down_ms_max = 1_000
+crash_nodes = ["@servers"]
+"#;
+
+#[test]
+fn a_reused_token_without_overlap_is_latent_not_damage() {
+    let (dir, m) = (out_dir("fenced-crashes"), out_dir("fenced-matrix"));
+    std::fs::create_dir_all(&m).unwrap();
+    let matrix = m.join("m.toml");
+    std::fs::write(&matrix, FENCED_CRASHES).unwrap();
+    let v = compare(&dir, &["--matrix", matrix.to_str().unwrap()]);
+    let cell = &v["cells"][0];
+    let k = |s: &str| cell[s]["k"].as_u64().unwrap();
+    assert!(k("damage") < k("harm"), "{cell}");
+    assert_eq!(k("damage") + k("latent"), k("harm"), "{cell}");
+    // Some run reused a token with no overlap and no update lost: latent, not damage.
+    let runs = results(&dir, "single-redis_fencing--server-crashes");
+    let quiet = runs
+        .iter()
+        .find(|r| has(r, "fencing") && !has(r, "mutual_exclusion") && !damaged(r));
+    assert!(
+        quiet.is_some(),
+        "no latent run without overlap in {} runs",
+        runs.len()
+    );
+    check_costs(&v, &dir, 2, false);
+    // The decision table and the verdict say so, from this cell.
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let safe = md
+        .lines()
+        .find(|l| l.starts_with("| must stay safe if a server crashes"))
+        .unwrap();
+    assert!(safe.contains("✘ fails"), "{safe}");
+    assert!(
+        md.contains("single-redis+fencing: fails — server-crashes: damage"),
+        "{md}"
+    );
+    assert!(
+        md.contains("fencing broken without damage under server-crashes"),
+        "{md}"
+    );
 }
 
 /// A small adaptive matrix: a cell with nothing to find stops at the minimum, a noisy one

@@ -69,6 +69,17 @@ impl Updates {
     }
 }
 
+/// The two ways the resource broke fencing's guarantee, counted apart: a stale write
+/// overwrites newer data (damage), a reused token only breaks the guarantee (two grants could
+/// both write; whether data suffered shows in the lost updates).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FencingBreaks {
+    /// Writes accepted with a token below one accepted before.
+    pub stale_accepted: u64,
+    /// Writes accepted from a second grant carrying a token another grant's write had.
+    pub token_reused: u64,
+}
+
 /// Everything the checker says about one history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -83,6 +94,9 @@ pub struct Report {
     /// The counter's increments: acknowledged, applied, lost.
     #[serde(default)]
     pub updates: Updates,
+    /// Fencing violations by kind (their sum is the fencing violation count).
+    #[serde(default)]
+    pub fencing: FencingBreaks,
 }
 
 impl Report {
@@ -128,7 +142,7 @@ impl Report {
 pub fn check(history: &[Event]) -> Report {
     let interpretation = interpret(history);
     let (me, me_violations) = crate::mutual_exclusion::check(&interpretation.sections);
-    let (fencing, fence_violations) = check_fencing(history);
+    let (fencing, fence_violations, breaks) = check_fencing(history);
     let (lost, lost_violations, updates) = check_lost_update(history);
     let mut properties = vec![me, fencing, lost];
     if history.is_empty() {
@@ -150,14 +164,16 @@ pub fn check(history: &[Event]) -> Report {
         violations,
         liveness: crate::liveness::liveness(history, &interpretation),
         updates,
+        fencing: breaks,
     }
 }
 
 /// The reason every property of an empty history gives.
 pub const NO_EVENTS: &str = "no events: nothing to check";
 
-fn check_fencing(history: &[Event]) -> (PropertyResult, Vec<Violation>) {
+fn check_fencing(history: &[Event]) -> (PropertyResult, Vec<Violation>, FencingBreaks) {
     let (mut violations, mut count) = (Vec::new(), 0);
+    let mut breaks = FencingBreaks::default();
     let mut highest: Option<(u64, &Event)> = None;
     let mut first_by_token: BTreeMap<u64, &Event> = BTreeMap::new();
     for e in history {
@@ -167,6 +183,7 @@ fn check_fencing(history: &[Event]) -> (PropertyResult, Vec<Violation>) {
         let Some(token) = e.token else { continue };
         if let Some((h_token, h)) = highest {
             if token < h_token {
+                breaks.stale_accepted += 1;
                 witness(&mut violations, &mut count, || stale(e, token, h, h_token));
             }
         }
@@ -175,6 +192,7 @@ fn check_fencing(history: &[Event]) -> (PropertyResult, Vec<Violation>) {
         }
         match first_by_token.get(&token) {
             Some(first) if first.grant != e.grant => {
+                breaks.token_reused += 1;
                 witness(&mut violations, &mut count, || reused(first, e, token));
             }
             Some(_) => {}
@@ -192,7 +210,8 @@ fn check_fencing(history: &[Event]) -> (PropertyResult, Vec<Violation>) {
         assert_eq!(count, 0, "a fencing violation needs tokens");
         result.verdict = Verdict::NotApplicable;
     }
-    (result, violations)
+    assert_eq!(breaks.stale_accepted + breaks.token_reused, count);
+    (result, violations, breaks)
 }
 
 fn who(e: &Event) -> &str {

@@ -184,6 +184,7 @@ fn stale_token_accepted_violates_fencing() {
     assert_eq!(r.property(Property::Fencing), Verdict::Invalid);
     assert_eq!(r.violations[0].events, vec![0, 1]);
     assert!(r.violations[0].description.contains("stale token"));
+    assert_eq!((r.fencing.stale_accepted, r.fencing.token_reused), (1, 0));
 }
 
 #[test]
@@ -219,6 +220,7 @@ fn token_reused_by_two_grants_violates_fencing() {
     let r = check(&h);
     assert_eq!(r.property(Property::Fencing), Verdict::Invalid);
     assert!(r.violations[0].description.contains("reused"));
+    assert_eq!((r.fencing.stale_accepted, r.fencing.token_reused), (0, 1));
 }
 
 #[test]
@@ -582,6 +584,8 @@ fn fencing_counts_every_stale_write_and_keeps_the_first_witnesses() {
     let r = check(&h.sorted());
     let fencing = r.result(Property::Fencing).unwrap();
     assert_eq!(fencing.violation_count, 7);
+    // Tokens 1..=7 after 100: each stale, none reused (each grant has its own token).
+    assert_eq!((r.fencing.stale_accepted, r.fencing.token_reused), (7, 0));
     let kept = r.violations.iter().filter(|v| v.kind == Property::Fencing);
     assert_eq!(kept.count(), locksim_check::checker::WITNESSES_MAX);
 }

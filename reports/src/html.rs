@@ -1,8 +1,16 @@
 //! The comparison as one self-contained HTML page: no scripts, no external files. Sections
-//! (each with an `id`): `verdict`, `harm` (the headline table), `ranking`, `chart`, `phase`,
-//! `catalog`, `details`, `liveness`, `timelines`.
+//! (each with an `id`): `decide` (the decision table), `verdict`, `cost` (with the
+//! safety-against-cost chart, `tradeoff`), `harm` (the headline table: damage, latent,
+//! overlap), `ranking`, `chart`, `phase`, `catalog`, `details`, `liveness`, `timelines`. Every
+//! table and chart has a one-line legend under it (`p.note`).
 
-use crate::markdown::{catalog_agrees, catalog_outcome, lost_text, property_text, rejected_text};
+use crate::cost::figure;
+use crate::decide::{self, Answer};
+use crate::markdown::{
+    catalog_agrees, catalog_outcome, latent_text, lost_text, property_text, rejected_text,
+    CATALOG_LEGEND, COST_LEGEND, DEFINITIONS, DETAILS_LEGEND, HEADLINE_LEGEND, LIVENESS_LEGEND,
+    PHASE_LEGEND, RANKING_LEGEND,
+};
 use crate::stats::{pct, Share};
 use crate::timeline::{escape, Labels};
 use crate::verdict::{group_text, ranking, verdicts};
@@ -18,6 +26,10 @@ th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
 td small{color:#555;white-space:nowrap}\
 code{background:#f4f4f4;padding:1px 3px;word-break:break-all}.cx{margin:1.5em 0;border-top:1px solid #ddd}\
 svg{max-width:100%;height:auto}.grid{display:flex;flex-wrap:wrap;gap:8px}\
+.note{font-size:90%;color:#555;margin-top:-0.6em}.ev{font-size:85%;color:#444}\
+td.meets{background:#e9f5ec}td.fails{background:#fbe3e4}td.only{background:#fff4d6}\
+table.decide td{text-align:left;min-width:7em;max-width:11em}table.decide td:first-child{min-width:12em}\
+table.decide small{white-space:normal;display:block;font-size:80%}\
 .legend{display:flex;flex-wrap:wrap;gap:0 1.2em}.legend span{white-space:nowrap}.nw{white-space:nowrap}.caption{font-style:italic}";
 
 /// What the timeline's marks mean.
@@ -29,7 +41,13 @@ const LEGEND: &str = "<p class=\"legend\"><span>▮ critical section (red outlin
     <span>thin coloured band on a server: the client its lock key names there (set → deleted or expired)</span></p>";
 
 const HARM_COLOUR: &str = "#c1121f";
+const LATENT_COLOUR: &str = "#7b2cbf";
 const OVERLAP_COLOUR: &str = "#f4a261";
+
+/// A one-line legend under a table or chart.
+fn note(s: &mut String, text: &str) {
+    let _ = write!(s, "<p class=\"note\">{}</p>", escape(text));
+}
 
 /// Background colour for a harm rate: pale green at 0, deepening red towards 1.
 fn heat(rate: f64) -> String {
@@ -49,6 +67,13 @@ fn share_cell(label: &str, s: &Share) -> String {
     )
 }
 
+fn latent_cell(cell: &CellSummary) -> String {
+    match cell.property(Property::Fencing) {
+        None => "<span class=\"nw\">latent <small>n/a</small></span>".into(),
+        Some(_) => share_cell("latent", &cell.latent),
+    }
+}
+
 fn headline_table(s: &mut String, c: &Comparison) {
     s.push_str("<div class=\"wide\"><table><tr><th>protocol</th>");
     for (p, _) in &c.profiles {
@@ -62,11 +87,12 @@ fn headline_table(s: &mut String, c: &Comparison) {
                 Some(cell) => {
                     let _ = write!(
                         s,
-                        "<td style=\"background:{}\" title=\"{} runs, seeds {}\">{}<br>{}</td>",
-                        heat(cell.harm.rate()),
+                        "<td style=\"background:{}\" title=\"{} runs, seeds {}\">{}<br>{}<br>{}</td>",
+                        heat(cell.damage.rate()),
                         cell.runs,
                         escape(&cell.seeds),
-                        share_cell("harm", &cell.harm),
+                        share_cell("damage", &cell.damage),
+                        latent_cell(cell),
                         share_cell("overlap", &cell.overlap),
                     );
                 }
@@ -76,11 +102,13 @@ fn headline_table(s: &mut String, c: &Comparison) {
         s.push_str("</tr>");
     }
     s.push_str("</table></div>");
+    note(s, HEADLINE_LEGEND);
 }
 
-/// Horizontal bars with 95% whiskers: per cell, harm (red) above overlap (orange).
+/// Horizontal bars with 95% whiskers: per cell, damage (red), latent (purple), overlap
+/// (orange).
 fn chart(c: &Comparison) -> String {
-    let (w, left, right, row) = (800.0, 270.0, 60.0, 30.0);
+    let (w, left, right, row) = (800.0, 270.0, 60.0, 40.0);
     let plot = w - left - right;
     let h = c.cells.len().max(1) as f64 * row + 30.0;
     let mut labels = Labels::new(w, h);
@@ -133,16 +161,16 @@ fn chart(c: &Comparison) -> String {
     for (i, cell) in c.cells.iter().enumerate() {
         let y = i as f64 * row + 4.0;
         let name = format!("{} · {}", cell.protocol, cell.profile);
-        labels.place_shrinking(&name, (left - 8.0, y + 15.0), "end", 11.0, "#222");
-        bar(&mut s, &mut labels, y, &cell.harm, HARM_COLOUR, "harm");
-        bar(
-            &mut s,
-            &mut labels,
-            y + 11.0,
-            &cell.overlap,
-            OVERLAP_COLOUR,
-            "overlap",
-        );
+        labels.place_shrinking(&name, (left - 8.0, y + 20.0), "end", 11.0, "#222");
+        let bars = [
+            (&cell.damage, HARM_COLOUR, "damage"),
+            (&cell.latent, LATENT_COLOUR, "latent"),
+            (&cell.overlap, OVERLAP_COLOUR, "overlap"),
+        ];
+        for (k, (share, colour, what)) in bars.into_iter().enumerate() {
+            let at = y + 11.0 * k as f64;
+            bar(&mut s, &mut labels, at, share, colour, what);
+        }
     }
     s.push_str(&labels.finish());
     s.push_str("</svg>");
@@ -198,7 +226,8 @@ fn phase_svg(series: &PhaseSeries) -> String {
             OVERLAP_COLOUR,
             (|p: &crate::PhasePoint| p.overlap) as fn(&crate::PhasePoint) -> Share,
         ),
-        (HARM_COLOUR, |p: &crate::PhasePoint| p.harm),
+        (LATENT_COLOUR, |p: &crate::PhasePoint| p.latent),
+        (HARM_COLOUR, |p: &crate::PhasePoint| p.damage),
     ] {
         let pts: Vec<(f64, Share)> = series
             .points
@@ -280,9 +309,10 @@ fn phase_curve(s: &mut String, f: &PhaseFrame, pts: &[(f64, Share)], colour: &st
 
 fn phase_section(s: &mut String, c: &Comparison) {
     s.push_str(
-        "<h2 id=\"phase\">Phase diagrams</h2><p>Share of runs with <b style=\"color:#c1121f\">harm</b> \
-         and with <b style=\"color:#e07a2f\">overlap</b> (bands: 95% intervals) against the fault's \
-         size as a multiple of the protocol's TTL (log scale; dashed: 1× TTL).</p>",
+        "<h2 id=\"phase\">Phase diagrams</h2><p>Share of runs with <b style=\"color:#c1121f\">damage</b>, \
+         with a <b style=\"color:#7b2cbf\">latent</b> break of fencing and with <b style=\"color:#e07a2f\">overlap</b> \
+         (bands: 95% intervals) against the fault's size as a multiple of the protocol's TTL (log \
+         scale; dashed: 1× TTL).</p>",
     );
     let mut axes: Vec<(&str, &str)> = vec![];
     for series in &c.phase {
@@ -297,6 +327,7 @@ fn phase_section(s: &mut String, c: &Comparison) {
         }
         s.push_str("</div>");
     }
+    note(s, PHASE_LEGEND);
 }
 
 fn catalog_section(s: &mut String, c: &Comparison) {
@@ -333,6 +364,7 @@ fn catalog_section(s: &mut String, c: &Comparison) {
         let _ = write!(s, "<td>{}/{}</td></tr>", e.expect_met.k, e.expect_met.n);
     }
     s.push_str("</table></div>");
+    note(s, CATALOG_LEGEND);
     for e in &c.catalog {
         let _ = write!(
             s,
@@ -371,18 +403,20 @@ fn timeline_block(x: &Counterexample) -> String {
 fn details_table(s: &mut String, c: &Comparison) {
     s.push_str(
         "<h2 id=\"details\">Each property</h2><div class=\"wide\"><table><tr><th>protocol</th>\
-         <th>profile</th><th>seeds</th><th>mutual exclusion</th><th>fencing</th>\
+         <th>profile</th><th>seeds</th><th>damage</th><th>latent</th><th>mutual exclusion</th><th>fencing</th>\
          <th>lost update</th><th title=\"acknowledged updates the final counter does not show\">acked updates lost</th>\
          <th title=\"stale tokens and failed compare-and-sets\">writes rejected</th><th>unknown</th><th>errors</th></tr>",
     );
     for cell in &c.cells {
         let _ = write!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&cell.protocol),
             escape(&cell.profile),
             escape(&cell.seeds),
+            escape(&cell.damage.text()),
+            escape(&latent_text(cell)),
             escape(&property_text(cell, Property::MutualExclusion)),
             escape(&property_text(cell, Property::Fencing)),
             escape(&property_text(cell, Property::LostUpdate)),
@@ -393,6 +427,7 @@ fn details_table(s: &mut String, c: &Comparison) {
         );
     }
     s.push_str("</table></div>");
+    note(s, DETAILS_LEGEND);
 }
 
 /// Runs whose verdict was `unknown`, with the checker's reasons and their replay commands.
@@ -439,6 +474,23 @@ fn liveness_table(s: &mut String, cells: &[CellSummary]) {
         );
     }
     s.push_str("</table></div>");
+    note(s, LIVENESS_LEGEND);
+}
+
+/// Bold the defined words of [`DEFINITIONS`] (written with `**` for Markdown).
+fn definitions_html() -> String {
+    let parts: Vec<String> = escape(DEFINITIONS)
+        .split("**")
+        .enumerate()
+        .map(|(i, p)| {
+            if i % 2 == 1 {
+                format!("<b>{p}</b>")
+            } else {
+                p.to_string()
+            }
+        })
+        .collect();
+    parts.concat().replace('`', "")
 }
 
 fn top(s: &mut String, c: &Comparison) {
@@ -446,28 +498,102 @@ fn top(s: &mut String, c: &Comparison) {
         s,
         "<h1>{}</h1><p>{} runs in the matrix ({} per cell; {}), {} in all with the phase \
          diagrams and the catalog. Produced by <code>{}</code>. Every share has its 95% Wilson \
-         interval; every failing seed replays exactly with the command shown.</p>\
-         <p><b>Overlap</b>: two clients in the critical section at once. <b>Harm</b>: the \
-         resource accepted a stale or reused token, or an acknowledged update was lost. Fencing \
-         and compare-and-set exist to turn overlap into no harm. <i>n/a</i>: the configuration \
-         cannot show it (no fencing token was written).</p>",
+         interval; every failing seed replays exactly with the command shown.</p><p>{}</p>",
         escape(&c.title),
         c.runs(),
         escape(&c.seed_counts()),
         escape(&c.seeds),
         c.runs_all(),
-        escape(&c.command)
+        escape(&c.command),
+        definitions_html()
     );
+    decision_section(s, c);
     s.push_str("<h2 id=\"verdict\">Verdict</h2><ul>");
     for v in verdicts(c) {
         let _ = write!(
             s,
-            "<li><b>{}</b>: {}.</li>",
+            "<li><b>{}</b>: {}.<br><span class=\"ev\">Evidence: {}.</span></li>",
             escape(&v.protocol),
-            escape(&v.line())
+            escape(&v.sentence()),
+            escape(&v.evidence())
         );
     }
     s.push_str("</ul>");
+}
+
+/// The decision table: requirements × rows, each answer with its evidence as the cell's
+/// small print.
+fn decision_section(s: &mut String, c: &Comparison) {
+    let rows = decide::table(c);
+    if rows.is_empty() {
+        return;
+    }
+    s.push_str(
+        "<h2 id=\"decide\">What to choose</h2><div class=\"wide\"><table class=\"decide\"><tr><th>requirement</th>",
+    );
+    for (p, _) in &c.protocols {
+        let _ = write!(s, "<th>{}</th>", escape(p));
+    }
+    s.push_str("</tr>");
+    for (req, decisions) in &rows {
+        let _ = write!(s, "<tr><td>{}</td>", escape(req));
+        for d in decisions {
+            let (class, mark) = match d.answer {
+                Answer::Meets => ("meets", "✔"),
+                Answer::Fails => ("fails", "✘"),
+                Answer::OnlyWith { .. } => ("only", "◐"),
+            };
+            let _ = write!(
+                s,
+                "<td class=\"{class}\" title=\"{ev}\"><b>{mark} {}</b><small>{ev}</small></td>",
+                escape(&d.word()),
+                ev = escape(&d.evidence)
+            );
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table></div>");
+    note(s, &decide::legend(c));
+}
+
+/// The cost table and the safety-against-cost chart.
+fn cost_section(s: &mut String, c: &Comparison) {
+    if !c.rows.iter().any(|r| r.cost.is_some()) {
+        return;
+    }
+    s.push_str(
+        "<h2 id=\"cost\">Cost</h2><div class=\"wide\"><table><tr><th>protocol</th>\
+         <th>acquire p50 ms</th><th>acquire p99 ms</th><th>handoffs/s</th>\
+         <th>messages/acquire</th><th>fsyncs/acquire</th><th>stuck ms/s</th><th>runs</th></tr>",
+    );
+    for r in &c.rows {
+        let Some(x) = &r.cost else { continue };
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{:.1}</td><td>{:.2}</td>\
+             <td title=\"under {}\">{}</td><td>{}</td></tr>",
+            escape(&r.label),
+            x.acquire_ms_p50,
+            x.acquire_ms_p99,
+            figure(x.handoffs_per_s, 1),
+            x.messages_per_acquire,
+            x.fsyncs_per_acquire,
+            escape(&x.stuck_profile),
+            figure(x.stuck_ms_per_s, 0),
+            x.runs
+        );
+    }
+    s.push_str("</table></div>");
+    note(s, COST_LEGEND);
+    if let Some(profile) = c.reference_profile() {
+        let _ = write!(
+            s,
+            "<h3 id=\"tradeoff\">Safety against cost (damage under {})</h3>",
+            escape(profile)
+        );
+        s.push_str(&crate::tradeoff::svg(c, profile));
+        note(s, &crate::tradeoff::legend(profile));
+    }
 }
 
 /// The whole page.
@@ -480,13 +606,10 @@ pub fn render(c: &Comparison) -> String {
         escape(&c.title)
     );
     top(&mut s, c);
-    s.push_str("<h2 id=\"harm\">Harm and overlap: share of runs (95% interval)</h2>");
+    cost_section(&mut s, c);
+    s.push_str("<h2 id=\"harm\">Damage, latent and overlap: share of runs (95% interval)</h2>");
     headline_table(&mut s, c);
-    s.push_str(
-        "<h2 id=\"ranking\">Ranking by harm</h2><p>Rows with the same rank are not ranked apart: \
-         their intervals overlap, directly or through others. A better rank's intervals all lie \
-         below a worse one's.</p><ul>",
-    );
+    s.push_str("<h2 id=\"ranking\">Ranking by damage</h2><ul>");
     for (profile, groups) in ranking(c) {
         let g: Vec<String> = groups.iter().map(|(r, n)| group_text(*r, n)).collect();
         let _ = write!(
@@ -496,16 +619,33 @@ pub fn render(c: &Comparison) -> String {
             escape(&g.join(" · "))
         );
     }
-    s.push_str("</ul><h2 id=\"chart\">Harm (red) and overlap (orange), with 95% intervals</h2>");
+    s.push_str("</ul>");
+    note(&mut s, RANKING_LEGEND);
+    s.push_str(
+        "<h2 id=\"chart\">Damage (red), latent (purple) and overlap (orange), with 95% intervals</h2>",
+    );
     s.push_str(&chart(c));
+    note(&mut s, CHART_LEGEND);
+    rest(&mut s, c);
+    s.push_str("</body></html>");
+    s
+}
+
+/// The legend under the bar chart.
+const CHART_LEGEND: &str = "Per cell (row · profile): bars are shares of the cell's runs, \
+    whiskers their 95% Wilson intervals.";
+
+/// Everything after the chart: phase diagrams, catalog, details, descriptions, liveness,
+/// counterexamples.
+fn rest(s: &mut String, c: &Comparison) {
     if !c.phase.is_empty() {
-        phase_section(&mut s, c);
+        phase_section(s, c);
     }
     if !c.catalog.is_empty() {
-        catalog_section(&mut s, c);
+        catalog_section(s, c);
     }
-    details_table(&mut s, c);
-    undecided_section(&mut s, c);
+    details_table(s, c);
+    undecided_section(s, c);
     s.push_str("<h2>Protocols</h2><ul>");
     for (p, d) in &c.protocols {
         let _ = write!(s, "<li><b>{}</b>: {}</li>", escape(p), escape(d));
@@ -515,7 +655,7 @@ pub fn render(c: &Comparison) -> String {
         let _ = write!(s, "<li><b>{}</b>: {}</li>", escape(p), escape(d));
     }
     s.push_str("</ul>");
-    liveness_table(&mut s, &c.cells);
+    liveness_table(s, &c.cells);
     if !c.counterexamples.is_empty() {
         s.push_str("<h2 id=\"timelines\">Counterexamples</h2>");
         s.push_str(LEGEND);
@@ -529,8 +669,6 @@ pub fn render(c: &Comparison) -> String {
             );
         }
     }
-    s.push_str("</body></html>");
-    s
 }
 
 /// A page with the timeline of one run: around its first violation's witnesses (as `locksim

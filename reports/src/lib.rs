@@ -14,10 +14,13 @@
 //! any order. The JSON is versioned ([`SCHEMA_VERSION`]); readers ignore fields they do not
 //! know, and every field added later has a default.
 
+pub mod cost;
+pub mod decide;
 pub mod html;
 pub mod markdown;
 pub mod stats;
 pub mod timeline;
+pub mod tradeoff;
 pub mod verdict;
 
 use locksim_scenarios::sweep::SeedResult;
@@ -27,8 +30,9 @@ use stats::Share;
 use std::collections::BTreeMap;
 
 /// The version of `report.json`'s layout: 2 added overlap/harm, intervals, phase diagrams
-/// and the catalog.
-pub const SCHEMA_VERSION: u32 = 2;
+/// and the catalog; 3 added damage and latent beside harm, the rows with their cost and
+/// configuration.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// How many failing seeds a cell remembers (with their replay commands).
 pub const FAILING_SEEDS_KEPT: usize = 5;
@@ -50,8 +54,13 @@ pub struct CellSummary {
     pub seeds: String,
     /// Runs in which two grants were in the critical section at once.
     pub overlap: Share,
-    /// Runs with harm: a stale or reused token accepted, or an update lost.
+    /// Runs with harm: a stale or reused token accepted, or an update lost (damage or latent).
     pub harm: Share,
+    /// Runs with damage: an acknowledged update lost or a stale write accepted.
+    pub damage: Share,
+    /// Runs in which fencing's guarantee broke (a token reused by two grants) but no data
+    /// was damaged.
+    pub latent: Share,
     /// Per property, the runs violating it; `None` (JSON `null`) where the configuration
     /// cannot show it (n/a).
     pub properties: BTreeMap<String, Option<Share>>,
@@ -80,8 +89,17 @@ pub struct CellSummary {
     pub acquisitions_mean: f64,
     /// Mean over runs of each run's median acquire latency, in ms.
     pub acquire_latency_ms_p50_mean: f64,
+    /// Mean over runs of each run's 99th percentile acquire latency, in ms.
+    pub acquire_latency_ms_p99_mean: f64,
     /// Largest time anyone wanted the lock while it was free, over all runs, in ms.
     pub wanted_free_ms_max: f64,
+    /// Mean per run of the total time someone wanted the lock while it was free, in ms.
+    pub wanted_free_ms_mean: f64,
+    /// Messages of the lock itself (the resource's excluded) per acquisition, over all runs
+    /// (`None` without acquisitions).
+    pub lock_messages_per_acquire: Option<f64>,
+    /// Fsyncs of the lock servers per acquisition, over all runs.
+    pub server_fsyncs_per_acquire: Option<f64>,
     /// Mean simulated ms per run.
     pub sim_ms_mean: f64,
     /// Runs in which some holder went on as the holder after another client was let in
@@ -159,9 +177,10 @@ impl CellSummary {
         (all > 0).then(|| self.writes_rejected as f64 / all as f64)
     }
 
-    /// The intervals an adaptive cell watches before it stops: overlap and harm.
-    pub fn watched(&self) -> [Share; 2] {
-        [self.overlap, self.harm]
+    /// The intervals an adaptive cell watches before it stops: overlap, harm and damage
+    /// (latent is harm without damage, so as narrow as those two allow).
+    pub fn watched(&self) -> [Share; 3] {
+        [self.overlap, self.harm, self.damage]
     }
 }
 
@@ -172,9 +191,15 @@ pub struct CellAccumulator {
     completed: u64,
     overlap: u64,
     harm: u64,
+    damage: u64,
+    latent: u64,
     token_writes: u64,
     acquisitions: u64,
     latency_p50_us: u64,
+    latency_p99_us: u64,
+    wanted_free_us: u64,
+    lock_messages: u64,
+    server_fsyncs: u64,
     sim_ms: u64,
     seed_min: Option<u64>,
     seed_max: u64,
@@ -238,6 +263,15 @@ impl CellAccumulator {
                 .any(|k| k == Property::MutualExclusion.name()),
         );
         self.harm += u64::from(failing.harmed());
+        // Damage: data suffered (an update lost, a stale write accepted). A fencing violation
+        // without it is a reused token that met no overlap: the guarantee broke, latently.
+        let lost = failing
+            .kinds
+            .iter()
+            .any(|k| k == Property::LostUpdate.name());
+        let damaged = lost || r.stats.stale_accepted > 0;
+        self.damage += u64::from(damaged);
+        self.latent += u64::from(!damaged && failing.harmed());
         if !failing.kinds.is_empty() {
             keep_smallest(&mut s.failing, failing, r.seed, |f| f.seed);
         }
@@ -253,6 +287,12 @@ impl CellAccumulator {
             };
             keep_smallest(&mut s.undecided, undecided, r.seed, |u| u.seed);
         }
+        self.add_figures(r);
+    }
+
+    /// Adds a completed run's figures: writes, grants, latencies, traffic.
+    fn add_figures(&mut self, r: &SeedResult) {
+        let s = &mut self.summary;
         // Integer sums (µs): the same totals in any order of addition.
         let (st, l) = (&r.stats, &r.stats.liveness);
         self.token_writes += st.writes_with_token;
@@ -262,6 +302,10 @@ impl CellAccumulator {
         s.writes_rejected += l.writes_rejected;
         self.acquisitions += l.acquisitions;
         self.latency_p50_us += (l.acquire_latency_ms_p50 * 1e3).round() as u64;
+        self.latency_p99_us += (l.acquire_latency_ms_p99 * 1e3).round() as u64;
+        self.wanted_free_us += (l.wanted_free_ms * 1e3).round() as u64;
+        self.lock_messages += st.messages.saturating_sub(st.resource_messages);
+        self.server_fsyncs += st.server_fsyncs;
         self.sim_ms += st.sim_ms;
         s.wanted_free_ms_max = s.wanted_free_ms_max.max(l.wanted_free_ms_max);
         if st.zombie_windows > 0 {
@@ -279,7 +323,14 @@ impl CellAccumulator {
             let n = n as f64;
             s.acquisitions_mean = self.acquisitions as f64 / n;
             s.acquire_latency_ms_p50_mean = self.latency_p50_us as f64 / 1e3 / n;
+            s.acquire_latency_ms_p99_mean = self.latency_p99_us as f64 / 1e3 / n;
+            s.wanted_free_ms_mean = self.wanted_free_us as f64 / 1e3 / n;
             s.sim_ms_mean = self.sim_ms as f64 / n;
+        }
+        if self.acquisitions > 0 {
+            let per = |x: u64| Some(x as f64 / self.acquisitions as f64);
+            s.lock_messages_per_acquire = per(self.lock_messages);
+            s.server_fsyncs_per_acquire = per(self.server_fsyncs);
         }
         s.seeds = match self.seed_min {
             Some(lo) if self.seed_max - lo + 1 == s.runs => format!("{lo}..={}", self.seed_max),
@@ -288,6 +339,13 @@ impl CellAccumulator {
         };
         s.overlap = Share::of(self.overlap, n);
         s.harm = Share::of(self.harm, n);
+        s.damage = Share::of(self.damage, n);
+        s.latent = Share::of(self.latent, n);
+        assert_eq!(
+            self.damage + self.latent,
+            self.harm,
+            "harm is damage or latent"
+        );
         s.zombie_runs = self.zombie_us.len() as u64;
         if let (Some(max), Some(p50)) = (
             self.zombie_us.last(),
@@ -406,6 +464,10 @@ pub struct PhasePoint {
     pub overlap: Share,
     /// Runs with harm.
     pub harm: Share,
+    /// Runs with damage.
+    pub damage: Share,
+    /// Runs with a latent break of fencing (harm without damage).
+    pub latent: Share,
     /// The seeds that ran.
     pub seeds: String,
 }
@@ -444,6 +506,47 @@ pub struct CatalogEntry {
     pub expect_met: Share,
     /// The timeline of its first seed.
     pub timeline: Option<Counterexample>,
+    /// Its configuration, to match it to the rows it applies to.
+    pub setup: Setup,
+}
+
+/// What a lock configuration is, as far as telling apart where a story applies: its
+/// protocol, what guards the resource, and the protocol keys that change behaviour (sizes
+/// and durations left out).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Setup {
+    /// The protocol id.
+    pub protocol: String,
+    /// `fencing` (the resource rejects stale tokens), `cas` (compare-and-set writes) or
+    /// `none`.
+    pub guard: String,
+    /// The protocol table's behaviour keys, as TOML values in text.
+    pub keys: BTreeMap<String, String>,
+}
+
+impl Setup {
+    /// Whether the two differ only in what guards the resource.
+    pub fn siblings(&self, other: &Setup) -> bool {
+        self.protocol == other.protocol && self.keys == other.keys
+    }
+
+    /// Whether a story of setup `self` applies to a row of setup `row`.
+    pub fn applies_to(&self, row: &Setup) -> bool {
+        self.siblings(row) && self.guard == row.guard
+    }
+}
+
+/// One protocol row of the matrix: its setup and what it costs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Row {
+    /// The row's label.
+    pub label: String,
+    /// Its configuration.
+    pub setup: Setup,
+    /// What a lock of this row costs, measured by the simulator.
+    pub cost: Option<cost::Cost>,
 }
 
 /// A whole comparison.
@@ -460,6 +563,9 @@ pub struct Comparison {
     pub seeds: String,
     /// Protocol labels, in matrix order, with one line about each.
     pub protocols: Vec<(String, String)>,
+    /// The protocol rows with their setup and cost, in matrix order (empty in a report of
+    /// sweeps).
+    pub rows: Vec<Row>,
     /// The protocol id of each label (e.g. `redlock+fsync` → `redlock`), to match the
     /// catalog's stories to rows.
     pub protocol_ids: BTreeMap<String, String>,
@@ -481,6 +587,18 @@ impl Comparison {
         self.cells
             .iter()
             .find(|c| c.protocol == protocol && c.profile == profile)
+    }
+
+    /// The row labelled `label`, if the report has rows.
+    pub fn row(&self, label: &str) -> Option<&Row> {
+        self.rows.iter().find(|r| r.label == label)
+    }
+
+    /// The profile the safety-against-cost chart and the time stuck read: `mixed` if the
+    /// matrix has it, else its last column.
+    pub fn reference_profile(&self) -> Option<&str> {
+        let mixed = self.profiles.iter().find(|(p, _)| p == "mixed");
+        mixed.or(self.profiles.last()).map(|(p, _)| p.as_str())
     }
 
     /// The report as JSON.
@@ -630,6 +748,37 @@ mod tests {
     }
 
     #[test]
+    fn damage_is_a_lost_update_or_a_stale_write_and_latent_is_fencing_broken_without_it() {
+        let stale = |seed: u64| {
+            let mut r = line(seed, &["fencing"], 3);
+            r.stats.stale_accepted = 1;
+            r
+        };
+        let mut a = CellAccumulator::new("p", "f");
+        a.add(
+            &line(1, &["fencing"], 3),
+            "reused token, nothing lost: latent",
+        );
+        a.add(
+            &line(2, &["fencing", "mutual_exclusion"], 3),
+            "overlap, no loss: latent",
+        );
+        a.add(&stale(3), "stale write accepted: damage");
+        a.add(
+            &line(4, &["fencing", "lost_update"], 3),
+            "reused and lost: damage",
+        );
+        a.add(&line(5, &["mutual_exclusion"], 3), "overlap only: neither");
+        let c = a.finish();
+        assert_eq!(
+            (c.damage.k, c.latent.k, c.harm.k, c.overlap.k),
+            (2, 2, 4, 2)
+        );
+        assert_eq!(c.damage.n, 5);
+        assert!(c.damage.lo > 0.0 && c.damage.hi < 1.0, "{:?}", c.damage);
+    }
+
+    #[test]
     fn the_summary_does_not_depend_on_the_order_of_the_runs() {
         let lines: Vec<SeedResult> = (1..=20)
             .map(|s| match s % 3 {
@@ -668,6 +817,8 @@ mod tests {
                     size_ms: 1000,
                     overlap: Share::of(3, 10),
                     harm: Share::of(1, 10),
+                    damage: Share::of(1, 10),
+                    latent: Share::of(0, 10),
                     seeds: "1..=10".into(),
                 }],
                 ..PhaseSeries::default()

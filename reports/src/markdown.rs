@@ -1,5 +1,7 @@
 //! The comparison as Markdown (and as the plain table the CLI prints).
 
+use crate::cost::figure;
+use crate::decide::{self, Answer};
 use crate::stats::pct;
 use crate::verdict::{group_text, ranking, verdicts};
 use crate::{CellSummary, Comparison};
@@ -11,8 +13,22 @@ pub fn property_text(cell: &CellSummary, p: Property) -> String {
     cell.property(p).map_or("n/a".into(), |s| s.text())
 }
 
+/// Latent breaks of fencing for a table: `n/a` where no write carried a token.
+pub fn latent_text(cell: &CellSummary) -> String {
+    match cell.property(Property::Fencing) {
+        None => "n/a".into(),
+        Some(_) => cell.latent.text(),
+    }
+}
+
+/// The legend under the headline table.
+pub const HEADLINE_LEGEND: &str = "Each share is of the cell's runs (seeds), with its 95% Wilson \
+    interval; damage: an acknowledged update lost or a stale write accepted; latent: fencing's \
+    guarantee broken (a token reused) with no damage in that run; overlap: two clients inside \
+    at once; n/a: no write carried a token.";
+
 /// The headline: one row per protocol, one column per profile; each cell the share of runs
-/// with harm, and beside it the share with overlap.
+/// with damage, then latent breaks, then overlap.
 pub fn table(c: &Comparison) -> String {
     let mut s = String::new();
     let _ = write!(s, "| protocol |");
@@ -31,8 +47,9 @@ pub fn table(c: &Comparison) -> String {
                 Some(cell) => {
                     let _ = write!(
                         s,
-                        " harm {} · overlap {} |",
-                        cell.harm.text(),
+                        " damage {} · latent {} · overlap {} |",
+                        cell.damage.text(),
+                        latent_text(cell),
                         cell.overlap.text()
                     );
                 }
@@ -44,14 +61,101 @@ pub fn table(c: &Comparison) -> String {
     s
 }
 
-/// The verdict lines: one per protocol.
+/// The verdict lines: one per protocol, its sentence then the evidence.
 pub fn verdict_lines(c: &Comparison) -> String {
     let mut s = String::new();
     for v in verdicts(c) {
-        let _ = writeln!(s, "- **{}**: {}.", v.protocol, v.line());
+        let _ = writeln!(
+            s,
+            "- **{}**: {}. *Evidence*: {}.",
+            v.protocol,
+            v.sentence(),
+            v.evidence()
+        );
     }
     s
 }
+
+/// An answer of the decision table as a table cell.
+pub fn answer_text(d: &decide::Decision) -> String {
+    let mark = match d.answer {
+        Answer::Meets => "✔",
+        Answer::Fails => "✘",
+        Answer::OnlyWith { .. } => "◐",
+    };
+    format!("{mark} {}", d.word())
+}
+
+/// The decision table: requirements × rows, each answer with its evidence below the table.
+pub fn decision_table(c: &Comparison) -> String {
+    let rows = decide::table(c);
+    let mut s = String::new();
+    if rows.is_empty() {
+        return s;
+    }
+    let _ = write!(s, "| requirement |");
+    for (p, _) in &c.protocols {
+        let _ = write!(s, " {p} |");
+    }
+    let _ = write!(s, "\n|---|");
+    for _ in &c.protocols {
+        let _ = write!(s, "---|");
+    }
+    s.push('\n');
+    for (req, decisions) in &rows {
+        let cells: Vec<String> = decisions.iter().map(answer_text).collect();
+        let _ = writeln!(s, "| {req} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(s, "\n{}\n\nEvidence:\n", decide::legend(c));
+    for (req, decisions) in &rows {
+        let _ = writeln!(s, "- *{req}*:");
+        for ((p, _), d) in c.protocols.iter().zip(decisions) {
+            let _ = writeln!(s, "  - {p}: {} — {}", d.word(), d.evidence);
+        }
+    }
+    s
+}
+
+/// The legend under the cost table.
+pub const COST_LEGEND: &str = "Simulated under the matrix's network. Uncontended: one client, \
+    no faults, mean over the runs of each run's p50 / p99 from acquire to grant; messages (the \
+    lock's own, heartbeats included, the resource's excluded) and server fsyncs per grant in \
+    those runs; handoffs: grants per second with the row's clients contending, no faults; \
+    stuck: ms per second someone wanted the lock while nobody held it, under the named profile.";
+
+/// The cost table: one row per protocol row.
+pub fn cost_table(c: &Comparison) -> String {
+    let mut s = String::from(
+        "| protocol | acquire p50 (ms) | acquire p99 (ms) | handoffs/s | messages/acquire | fsyncs/acquire | stuck (ms/s) | uncontended runs |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in &c.rows {
+        let Some(x) = &r.cost else { continue };
+        let stuck = figure(x.stuck_ms_per_s, 0);
+        let _ = writeln!(
+            s,
+            "| {} | {:.1} | {:.1} | {} | {:.1} | {:.2} | {} ({}) | {} |",
+            r.label,
+            x.acquire_ms_p50,
+            x.acquire_ms_p99,
+            figure(x.handoffs_per_s, 1),
+            x.messages_per_acquire,
+            x.fsyncs_per_acquire,
+            stuck,
+            x.stuck_profile,
+            x.runs
+        );
+    }
+    s
+}
+
+/// What the report's words mean.
+pub const DEFINITIONS: &str = "**Damage**: an acknowledged update was lost or the resource \
+    accepted a stale write: data suffered. **Latent**: fencing's guarantee broke (a token \
+    reused by two grants) but no data suffered in that run; it becomes damage when the two \
+    grants overlap. **Overlap**: two clients in the critical section at once (mutual exclusion \
+    violated); fencing and compare-and-set exist to keep overlap from becoming damage. **Harm** \
+    (in the JSON and per property): damage or latent. `n/a`: the configuration cannot show it \
+    (no fencing token was ever written).";
 
 fn header(s: &mut String, c: &Comparison) {
     let _ = writeln!(s, "# {}\n", c.title);
@@ -66,28 +170,24 @@ fn header(s: &mut String, c: &Comparison) {
         c.runs_all(),
         c.command
     );
-    let _ = writeln!(
-        s,
-        "**Overlap**: two clients in the critical section at once (mutual exclusion violated). \
-         **Harm**: the resource accepted a stale or reused token, or an acknowledged update was \
-         lost. Fencing and compare-and-set exist to turn overlap into no harm. `n/a`: the \
-         configuration cannot show it (no fencing token was ever written).\n"
-    );
+    let _ = writeln!(s, "{DEFINITIONS}\n");
 }
 
 fn details(s: &mut String, c: &Comparison) {
     let _ = writeln!(
         s,
-        "| protocol | profile | seeds | mutual exclusion | fencing | lost update | acked updates lost | writes rejected | unknown | errors |"
+        "| protocol | profile | seeds | damage | latent | mutual exclusion | fencing | lost update | acked updates lost | writes rejected | unknown | errors |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for cell in &c.cells {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell.protocol,
             cell.profile,
             cell.seeds,
+            cell.damage.text(),
+            latent_text(cell),
             property_text(cell, Property::MutualExclusion),
             property_text(cell, Property::Fencing),
             property_text(cell, Property::LostUpdate),
@@ -97,7 +197,13 @@ fn details(s: &mut String, c: &Comparison) {
             cell.runs_error
         );
     }
+    let _ = writeln!(s, "\n{DETAILS_LEGEND}");
 }
+
+/// The legend under the per-property table.
+pub const DETAILS_LEGEND: &str = "Shares of the cell's runs violating each property (95% \
+    intervals); acked updates lost and writes rejected are totals over all its runs (a ratio, \
+    no interval: the writes of one run are not independent).";
 
 /// Acknowledged updates lost: `12 of 4,000 (0.3%)`.
 pub fn lost_text(cell: &CellSummary) -> String {
@@ -125,25 +231,31 @@ pub fn rejected_text(cell: &CellSummary) -> String {
     }
 }
 
+/// The legend under the phase diagrams.
+pub const PHASE_LEGEND: &str = "Shares of the point's runs (95% intervals) against the fault's \
+    size as a multiple of the row's TTL.";
+
 fn phase(s: &mut String, c: &Comparison) {
     for series in &c.phase {
         let _ = writeln!(
             s,
-            "\n### {} — {} (TTL {} ms)\n\n| × TTL | size (ms) | seeds | harm | overlap |\n|---|---|---|---|---|",
+            "\n### {} — {} (TTL {} ms)\n\n| × TTL | size (ms) | seeds | damage | latent | overlap |\n|---|---|---|---|---|---|",
             series.protocol, series.about, series.ttl_ms
         );
         for p in &series.points {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} |",
                 p.ttl_multiple,
                 p.size_ms,
                 p.seeds,
-                p.harm.text(),
+                p.damage.text(),
+                p.latent.text(),
                 p.overlap.text()
             );
         }
     }
+    let _ = writeln!(s, "\n{PHASE_LEGEND}");
 }
 
 /// The outcome of a catalog file per property, next to what it expects.
@@ -200,26 +312,49 @@ fn catalog(s: &mut String, c: &Comparison) {
             e.expect_met.n
         );
     }
+    let _ = writeln!(s, "\n{CATALOG_LEGEND}");
+}
+
+/// The legend under the catalog table.
+pub const CATALOG_LEGEND: &str = "Per property: what the story's file expects → runs violating \
+    it, of the story's seeds (n/a: the property cannot be shown); expect met: runs meeting \
+    every expectation.";
+
+/// The legend under the ranking.
+pub const RANKING_LEGEND: &str = "Ranked by the share of runs with damage; rows with the same \
+    rank are not ranked apart (their 95% intervals overlap, directly or through others); a \
+    better rank's intervals all lie below a worse one's.";
+
+/// The report's top: the decision table, the verdict, the cost, the headline table and the
+/// ranking.
+fn answers(s: &mut String, c: &Comparison) {
+    let decisions = decision_table(c);
+    if !decisions.is_empty() {
+        let _ = writeln!(s, "## What to choose\n\n{decisions}");
+    }
+    let _ = writeln!(s, "## Verdict\n");
+    s.push_str(&verdict_lines(c));
+    if c.rows.iter().any(|r| r.cost.is_some()) {
+        let _ = writeln!(s, "\n## Cost\n\n{}\n{COST_LEGEND}", cost_table(c));
+    }
+    let _ = writeln!(
+        s,
+        "\n## Damage, latent and overlap: share of runs (95% interval)\n"
+    );
+    s.push_str(&table(c));
+    let _ = writeln!(s, "\n{HEADLINE_LEGEND}");
+    let _ = writeln!(s, "\n## Ranking by damage\n\n{RANKING_LEGEND}\n");
+    for (profile, groups) in ranking(c) {
+        let g: Vec<String> = groups.iter().map(|(r, n)| group_text(*r, n)).collect();
+        let _ = writeln!(s, "- {profile}: {}", g.join(" · "));
+    }
 }
 
 /// The whole report.
 pub fn render(c: &Comparison) -> String {
     let mut s = String::new();
     header(&mut s, c);
-    let _ = writeln!(s, "## Verdict\n");
-    s.push_str(&verdict_lines(c));
-    let _ = writeln!(s, "\n## Harm and overlap: share of runs (95% interval)\n");
-    s.push_str(&table(c));
-    let _ = writeln!(
-        s,
-        "\n## Ranking by harm\n\nPer profile; rows with the same rank are not ranked apart (their \
-         intervals overlap, directly or through others); a better rank's intervals all lie \
-         below a worse one's.\n"
-    );
-    for (profile, groups) in ranking(c) {
-        let g: Vec<String> = groups.iter().map(|(r, n)| group_text(*r, n)).collect();
-        let _ = writeln!(s, "- {profile}: {}", g.join(" · "));
-    }
+    answers(&mut s, c);
     let _ = writeln!(s, "\n## Each property\n");
     details(&mut s, c);
     if !c.phase.is_empty() {
@@ -262,7 +397,13 @@ fn liveness(s: &mut String, c: &Comparison) {
             cell.wanted_free_ms_max,
         );
     }
+    let _ = writeln!(s, "\n{LIVENESS_LEGEND}");
 }
+
+/// The legend under the liveness table.
+pub const LIVENESS_LEGEND: &str = "Per cell, under contention and faults: grants per run and the \
+    mean of each run's median acquire latency (a queueing figure, not the lock's price: see the \
+    cost table), and the longest stretch someone waited while nobody held the lock.";
 
 fn failing(s: &mut String, c: &Comparison) {
     let failing: Vec<_> = c.cells.iter().filter(|c| !c.failing.is_empty()).collect();

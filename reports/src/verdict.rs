@@ -1,8 +1,9 @@
-//! The verdict on top of a report, generated from the data: per protocol one line saying
-//! under which fault profiles no harm was seen (with the bound the runs allow), where it was
-//! harmed and how often, where its critical sections overlapped, and which catalog stories
-//! of its protocol (whatever their configuration) do harm or overlap.
+//! The verdict on top of a report, generated from the data: per protocol row one sentence
+//! (where it is safe, where it breaks, what it costs), then the evidence: where its
+//! critical sections overlapped, where fencing's guarantee broke without damage, and the
+//! catalog stories that apply to its configuration (same protocol, settings and guard).
 
+use crate::cost::Cost;
 use crate::stats::{pct, ranks, Share};
 use crate::{CellSummary, Comparison};
 
@@ -11,16 +12,33 @@ use crate::{CellSummary, Comparison};
 pub struct ProtocolVerdict {
     /// The row's label.
     pub protocol: String,
-    /// Profiles where no run was harmed, with the harm share (0 of n).
-    pub no_harm: Vec<(String, Share)>,
-    /// Profiles where runs were harmed.
-    pub harmed: Vec<(String, Share)>,
+    /// Profiles where no run did damage or broke fencing latently, with the damage share.
+    pub safe: Vec<(String, Share)>,
+    /// Profiles where runs did damage.
+    pub damaged: Vec<(String, Share)>,
+    /// Profiles where fencing's guarantee broke in runs without damage.
+    pub latent: Vec<(String, Share)>,
     /// Profiles where critical sections overlapped.
     pub overlap: Vec<(String, Share)>,
-    /// Catalog scenarios of the same protocol that did harm.
-    pub harm_stories: Vec<String>,
-    /// Catalog scenarios of the same protocol that showed overlap without harm.
+    /// The row's cost, if measured.
+    pub cost: Option<Cost>,
+    /// Catalog stories of this configuration that did damage.
+    pub damage_stories: Vec<String>,
+    /// Catalog stories of this configuration that broke fencing without damage.
+    pub latent_stories: Vec<String>,
+    /// Catalog stories of this configuration that showed overlap only.
     pub overlap_stories: Vec<String>,
+}
+
+/// The catalog stories that apply to the row (none where the report has no rows).
+pub(crate) fn stories<'a>(c: &'a Comparison, label: &str) -> Vec<&'a crate::CatalogEntry> {
+    let Some(row) = c.row(label) else {
+        return vec![];
+    };
+    c.catalog
+        .iter()
+        .filter(|e| e.setup.applies_to(&row.setup))
+        .collect()
 }
 
 /// The verdict of every protocol row, in matrix order.
@@ -36,25 +54,23 @@ pub fn verdicts(c: &Comparison) -> Vec<ProtocolVerdict> {
                     .filter_map(|x| f(x).map(|s| (x.profile.clone(), s)))
                     .collect()
             };
-            let id = c.protocol_ids.get(label).unwrap_or(label);
-            let stories = |harm: bool| -> Vec<String> {
-                c.catalog
-                    .iter()
-                    .filter(|e| &e.protocol == id)
-                    .filter(|e| match harm {
-                        true => e.outcome.harm.k > 0,
-                        false => e.outcome.harm.k == 0 && e.outcome.overlap.k > 0,
-                    })
+            let told = stories(c, label);
+            let names = |f: &dyn Fn(&CellSummary) -> bool| -> Vec<String> {
+                told.iter()
+                    .filter(|e| f(&e.outcome))
                     .map(|e| e.name.clone())
                     .collect()
             };
             ProtocolVerdict {
                 protocol: label.clone(),
-                no_harm: pick(&|x| (x.harm.n > 0 && x.harm.k == 0).then_some(x.harm)),
-                harmed: pick(&|x| (x.harm.k > 0).then_some(x.harm)),
+                safe: pick(&|x| (x.harm.n > 0 && x.harm.k == 0).then_some(x.damage)),
+                damaged: pick(&|x| (x.damage.k > 0).then_some(x.damage)),
+                latent: pick(&|x| (x.latent.k > 0).then_some(x.latent)),
                 overlap: pick(&|x| (x.overlap.k > 0).then_some(x.overlap)),
-                harm_stories: stories(true),
-                overlap_stories: stories(false),
+                cost: c.row(label).and_then(|r| r.cost.clone()),
+                damage_stories: names(&|o| o.damage.k > 0),
+                latent_stories: names(&|o| o.damage.k == 0 && o.latent.k > 0),
+                overlap_stories: names(&|o| o.harm.k == 0 && o.overlap.k > 0),
             }
         })
         .collect()
@@ -68,47 +84,78 @@ fn list(items: &[(String, Share)]) -> String {
         .join(", ")
 }
 
+fn names(items: &[(String, Share)]) -> String {
+    let names: Vec<&str> = items.iter().map(|(p, _)| p.as_str()).collect();
+    names.join(", ")
+}
+
 impl ProtocolVerdict {
-    /// The verdict in one line of words.
-    pub fn line(&self) -> String {
+    /// The verdict in one sentence: where it is safe, where it breaks, what it costs.
+    pub fn sentence(&self) -> String {
         let mut parts = vec![];
-        if !self.no_harm.is_empty() {
-            let bound = self.no_harm.iter().map(|(_, s)| s.hi).fold(0.0, f64::max);
-            let names: Vec<&str> = self.no_harm.iter().map(|(p, _)| p.as_str()).collect();
+        if !self.safe.is_empty() {
+            let bound = self.safe.iter().map(|(_, s)| s.hi).fold(0.0, f64::max);
             parts.push(format!(
-                "no harm seen under {} (at most {} of runs, 95%)",
-                names.join(", "),
+                "safe under {} (no damage; at most {} of runs, 95%)",
+                names(&self.safe),
                 pct(bound)
             ));
         }
-        if !self.harmed.is_empty() {
-            parts.push(format!("harmed under {}", list(&self.harmed)));
+        if !self.damaged.is_empty() {
+            parts.push(format!("damages data under {}", list(&self.damaged)));
         }
-        if self.overlap.is_empty() {
-            parts.push("no overlap seen".into());
-        } else {
-            parts.push(format!("overlap under {}", list(&self.overlap)));
-        }
-        if !self.harm_stories.is_empty() {
+        if !self.latent.is_empty() {
             parts.push(format!(
-                "catalog stories of its protocol with harm: {}",
-                self.harm_stories.join(", ")
+                "fencing broken without damage under {}",
+                names(&self.latent)
             ));
         }
-        if !self.overlap_stories.is_empty() {
+        if let Some(c) = self.cost.as_ref().filter(|c| c.measured()) {
             parts.push(format!(
-                "with overlap only: {}",
-                self.overlap_stories.join(", ")
+                "costs {:.1} ms per uncontended acquire (p99 {:.1}), {:.1} messages and {:.1} \
+                 fsyncs per acquisition",
+                c.acquire_ms_p50, c.acquire_ms_p99, c.messages_per_acquire, c.fsyncs_per_acquire
             ));
         }
         parts.join("; ")
+    }
+
+    /// The evidence after the sentence: overlap, latent breaks, and the applicable stories.
+    pub fn evidence(&self) -> String {
+        let mut parts = vec![];
+        if self.overlap.is_empty() {
+            parts.push("no overlap seen".to_string());
+        } else {
+            parts.push(format!("overlap under {}", list(&self.overlap)));
+        }
+        if !self.latent.is_empty() {
+            parts.push(format!("latent under {}", list(&self.latent)));
+        }
+        for (what, stories) in [
+            (
+                "catalog stories of this configuration with damage",
+                &self.damage_stories,
+            ),
+            ("with a latent break only", &self.latent_stories),
+            ("with overlap only", &self.overlap_stories),
+        ] {
+            if !stories.is_empty() {
+                parts.push(format!("{what}: {}", stories.join(", ")));
+            }
+        }
+        parts.join("; ")
+    }
+
+    /// Sentence and evidence in one line (for the terminal).
+    pub fn line(&self) -> String {
+        format!("{}. Evidence: {}", self.sentence(), self.evidence())
     }
 }
 
 /// Protocol rows of one rank: (rank, labels).
 pub type RankGroup = (usize, Vec<String>);
 
-/// Per profile, the protocol rows grouped by harm rank ([`ranks`]): rows in one group are
+/// Per profile, the protocol rows grouped by damage rank ([`ranks`]): rows in one group are
 /// not ranked apart.
 pub fn ranking(c: &Comparison) -> Vec<(String, Vec<RankGroup>)> {
     c.profiles
@@ -116,7 +163,7 @@ pub fn ranking(c: &Comparison) -> Vec<(String, Vec<RankGroup>)> {
         .map(|(profile, _)| {
             let cells: Vec<&CellSummary> =
                 c.cells.iter().filter(|x| &x.profile == profile).collect();
-            let shares: Vec<Share> = cells.iter().map(|x| x.harm).collect();
+            let shares: Vec<Share> = cells.iter().map(|x| x.damage).collect();
             let r = ranks(&shares);
             let mut groups: Vec<RankGroup> = vec![];
             let mut order: Vec<usize> = (0..cells.len()).collect();

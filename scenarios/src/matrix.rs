@@ -139,7 +139,7 @@ impl Stopping {
         }
         format!(
             "seeds 1, 2, 3, … in order: at least {}, then {} more at a time until the 95% \
-             intervals of harm and overlap are at most ±{:.0} points, at most {}",
+             intervals of overlap, harm and damage are at most ±{:.0} points, at most {}",
             self.seeds_min,
             self.seeds_step,
             self.half_width_max * 100.0,
@@ -232,6 +232,10 @@ pub struct Matrix {
     /// The phase diagrams (absent: none).
     #[serde(default)]
     pub phase: Option<PhaseSpec>,
+    /// Seeds of each row's uncontended cost runs (one client, no faults; 0: no cost in the
+    /// report).
+    #[serde(default = "d_cost_seeds")]
+    pub cost_seeds: u64,
     /// Scenario keys shared by every cell.
     pub base: toml::Table,
     /// Rows.
@@ -251,6 +255,9 @@ fn d_half_width() -> f64 {
 }
 fn d_catalog_seeds() -> u64 {
     10
+}
+fn d_cost_seeds() -> u64 {
+    5
 }
 
 const CELL_KEYS: [&str; 4] = ["protocol", "faults", "faults_random", "expect"];
@@ -364,6 +371,23 @@ impl Matrix {
         toml::to_string(&table).expect("a TOML table serialises")
     }
 
+    /// The scenario of a row's uncontended cost runs: the base with one client and no
+    /// faults. Returns (name, TOML text).
+    pub fn uncontended_toml(&self, protocol: &MatrixProtocol) -> (String, String) {
+        let name = format!("cost--{}", clean(&protocol.label));
+        let about = format!("{} alone: one client, no faults (its cost)", protocol.label);
+        let mut base = self.clone();
+        let workload = base
+            .base
+            .entry("workload")
+            .or_insert_with(|| toml::Table::new().into());
+        if let Some(w) = workload.as_table_mut() {
+            w.insert("clients".into(), 1.into());
+        }
+        let text = base.scenario_toml(protocol, &name, &about, &toml::Table::new());
+        (name, text)
+    }
+
     /// The scenario of one phase point: `protocol` under faults of the `axis` (see
     /// [`PHASE_AXES`]) of size `multiple` × its TTL. Returns (name, size in ms, TOML text).
     pub fn phase_toml(
@@ -424,6 +448,10 @@ mod tests {
             for f in &m.profiles {
                 m.cell(p, f).unwrap();
             }
+            let (name, text) = m.uncontended_toml(p);
+            let alone = Scenario::parse(&text, &name).unwrap();
+            assert_eq!(alone.workload.clients, 1, "{text}");
+            assert!(!alone.faults_random.is_active(), "{text}");
             for (axis, _) in PHASE_AXES {
                 let (name, size, text) = m.phase_toml(p, axis, 0.5);
                 assert_eq!(size, p.ttl_ms() / 2);

@@ -81,6 +81,15 @@ pub struct Stats {
     pub messages: u64,
     /// Messages lost, cut by partitions, or sent to dead nodes.
     pub messages_dropped: u64,
+    /// Of the messages sent, those to or from the resource (the rest are the lock's own).
+    #[serde(default)]
+    pub resource_messages: u64,
+    /// Fsyncs the lock servers started.
+    #[serde(default)]
+    pub server_fsyncs: u64,
+    /// Fencing violations that were stale writes accepted (the rest reused a token).
+    #[serde(default)]
+    pub stale_accepted: u64,
     /// Liveness figures from the checker.
     pub liveness: Liveness,
     /// Writes that carried a fencing token: with none, the run cannot show a fencing
@@ -245,6 +254,9 @@ impl Prepared {
         result.stats.sim_ms = outcome.sim_ms;
         result.stats.messages = outcome.net.sent;
         result.stats.messages_dropped = outcome.net.lost + outcome.net.cut + outcome.net.to_dead;
+        result.stats.resource_messages = outcome.net.resource;
+        result.stats.server_fsyncs = outcome.server_fsyncs;
+        result.stats.stale_accepted = report.fencing.stale_accepted;
         result.stats.liveness = report.liveness.clone();
         result
             .stats

@@ -179,6 +179,11 @@ impl Disks {
         d.stalled_until_ns = d.stalled_until_ns.max(until_ns);
     }
 
+    /// Fsyncs the node started, over all its incarnations.
+    pub(crate) fn fsyncs_started(&self, idx: NodeIdx) -> u64 {
+        self.nodes.get(&idx).map_or(0, |d| d.fsync_started)
+    }
+
     /// Until when the node's fsyncs are held.
     fn stalled_until_ns(&mut self, idx: NodeIdx) -> u64 {
         self.node(idx).stalled_until_ns

@@ -73,6 +73,8 @@ pub struct SimOutcome {
     pub history: History,
     /// Network counters.
     pub net: NetStats,
+    /// Fsyncs the lock servers started (the resource's own are not the lock's cost).
+    pub server_fsyncs: u64,
     /// Simulated time, in ms.
     pub sim_ms: u64,
 }
@@ -112,6 +114,7 @@ pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome
                 madsim::time::sleep(Duration::from_millis(spec.heal_ms)).await;
             }
             let sim_ms = world.now_ns() / 1_000_000;
+            let server_fsyncs = world.fsyncs_started(Role::Server);
             world.record(Event::new(nodes::NEMESIS, Kind::Info, Op::RunEnd));
             let (history, net) = world.finish();
             // Let the killed nodes' timers fire so their tasks are dropped, not leaked.
@@ -119,6 +122,7 @@ pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome
             SimOutcome {
                 history,
                 net,
+                server_fsyncs,
                 sim_ms,
             }
         })

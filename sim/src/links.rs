@@ -138,6 +138,9 @@ pub struct NetStats {
     pub cut: u64,
     /// Messages dropped because the receiver was down or crashed meanwhile.
     pub to_dead: u64,
+    /// Messages to or from the fenced resource (the workload's reads and writes, not the
+    /// lock's own traffic), counted in `sent` too.
+    pub resource: u64,
 }
 
 type Link = (NodeIdx, NodeIdx);

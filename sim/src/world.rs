@@ -247,6 +247,10 @@ impl World {
     pub(crate) fn route(&self, from: NodeIdx, to: NodeIdx) -> Option<Route> {
         let mut state = self.state();
         let receiver = Self::receiver(&state, to);
+        let role = |idx| state.nodes.get(idx).role;
+        if role(from) == Role::Resource || role(to) == Role::Resource {
+            state.net.stats.resource += 1;
+        }
         state.net.route(from, to, receiver)
     }
 
@@ -255,6 +259,19 @@ impl World {
         let mut state = self.state();
         let receiver = Self::receiver(&state, ticket.to);
         state.net.deliverable(ticket, receiver)
+    }
+
+    /// Fsyncs started so far on the disks of the nodes of `role` (e.g. the lock servers'):
+    /// the durability a protocol pays for.
+    pub fn fsyncs_started(&self, role: Role) -> u64 {
+        let nodes: Vec<NodeIdx> = {
+            let state = self.state();
+            (0..state.nodes.len())
+                .filter(|&i| state.nodes.get(i).role == role)
+                .collect()
+        };
+        let disks = self.inner.disks.lock();
+        nodes.iter().map(|&i| disks.fsyncs_started(i)).sum()
     }
 
     /// Network counters so far.

@@ -1,0 +1,123 @@
+//! What a lock costs, beside what it guarantees: per row, measured by the simulator under the
+//! matrix's network.
+//!
+//! - **Uncontended acquire** (p50, p99): one client alone, no faults; each run's median and
+//!   99th percentile from acquire invoke to grant, averaged over the runs. This is the price of
+//!   one lock round trip (quorums, fsyncs, `WAIT` included), not a queueing figure.
+//! - **Messages and fsyncs per acquisition**: from the same runs, the lock's own traffic (the
+//!   resource's excluded) and the lock servers' fsyncs, divided by the grants: heartbeats,
+//!   keep-alives and replication are part of the price.
+//! - **Handoffs per second**: grants per simulated second with the row's clients contending,
+//!   under the fault-free profile.
+//! - **Time stuck**: ms per simulated second in which some client wanted the lock while no
+//!   live client held it, under the reference profile (`mixed`): a crashed holder's TTL, an
+//!   election, a lost session.
+
+use crate::CellSummary;
+use serde::{Deserialize, Serialize};
+
+/// The cost of one row.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Cost {
+    /// Uncontended acquire latency, median (mean over runs of each run's), in ms.
+    pub acquire_ms_p50: f64,
+    /// Uncontended acquire latency, 99th percentile (mean over runs of each run's), in ms.
+    pub acquire_ms_p99: f64,
+    /// Grants per simulated second with the row's clients contending, no faults (`None`
+    /// without a fault-free profile).
+    pub handoffs_per_s: Option<f64>,
+    /// Lock messages per acquisition, uncontended.
+    pub messages_per_acquire: f64,
+    /// Lock-server fsyncs per acquisition, uncontended.
+    pub fsyncs_per_acquire: f64,
+    /// Time stuck (wanted while free) per simulated second under `stuck_profile`, in ms.
+    pub stuck_ms_per_s: Option<f64>,
+    /// The profile the handoffs were measured under.
+    pub contended_profile: String,
+    /// The profile the time stuck was measured under.
+    pub stuck_profile: String,
+    /// Uncontended runs measured.
+    pub runs: u64,
+    /// Their seeds.
+    pub seeds: String,
+}
+
+fn per_s(x: f64, cell: &CellSummary) -> Option<f64> {
+    (cell.sim_ms_mean > 0.0).then(|| x / (cell.sim_ms_mean / 1e3))
+}
+
+impl Cost {
+    /// The cost from the uncontended runs, the contended fault-free cell and the reference
+    /// cell (each where there is one).
+    pub fn of(
+        uncontended: &CellSummary,
+        contended: Option<&CellSummary>,
+        reference: Option<&CellSummary>,
+    ) -> Cost {
+        let cost = Cost {
+            acquire_ms_p50: uncontended.acquire_latency_ms_p50_mean,
+            acquire_ms_p99: uncontended.acquire_latency_ms_p99_mean,
+            handoffs_per_s: contended.and_then(|c| per_s(c.acquisitions_mean, c)),
+            messages_per_acquire: uncontended.lock_messages_per_acquire.unwrap_or(0.0),
+            fsyncs_per_acquire: uncontended.server_fsyncs_per_acquire.unwrap_or(0.0),
+            stuck_ms_per_s: reference.and_then(|c| per_s(c.wanted_free_ms_mean, c)),
+            contended_profile: contended.map_or(String::new(), |c| c.profile.clone()),
+            stuck_profile: reference.map_or(String::new(), |c| c.profile.clone()),
+            runs: uncontended.runs,
+            seeds: uncontended.seeds.clone(),
+        };
+        assert!(
+            cost.acquire_ms_p50 <= cost.acquire_ms_p99 + 1e-9,
+            "{cost:?}"
+        );
+        cost
+    }
+
+    /// Whether it was measured at all (some uncontended acquire succeeded).
+    pub fn measured(&self) -> bool {
+        self.acquire_ms_p50 > 0.0
+    }
+}
+
+/// A figure for tables: `–` where there is none.
+pub fn figure(x: Option<f64>, decimals: usize) -> String {
+    x.map_or("–".into(), |v| format!("{v:.decimals$}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_reads_each_figure_from_its_own_cell() {
+        let one = CellSummary {
+            profile: "uncontended".into(),
+            runs: 5,
+            acquire_latency_ms_p50_mean: 3.0,
+            acquire_latency_ms_p99_mean: 7.5,
+            lock_messages_per_acquire: Some(4.0),
+            server_fsyncs_per_acquire: Some(1.0),
+            ..CellSummary::default()
+        };
+        let calm = CellSummary {
+            profile: "none".into(),
+            acquisitions_mean: 80.0,
+            sim_ms_mean: 10_000.0,
+            ..CellSummary::default()
+        };
+        let mixed = CellSummary {
+            profile: "mixed".into(),
+            wanted_free_ms_mean: 500.0,
+            sim_ms_mean: 10_000.0,
+            ..CellSummary::default()
+        };
+        let c = Cost::of(&one, Some(&calm), Some(&mixed));
+        assert_eq!((c.acquire_ms_p50, c.acquire_ms_p99), (3.0, 7.5));
+        assert_eq!(c.handoffs_per_s, Some(8.0));
+        assert_eq!(c.stuck_ms_per_s, Some(50.0));
+        assert_eq!((c.messages_per_acquire, c.fsyncs_per_acquire), (4.0, 1.0));
+        assert_eq!((c.contended_profile.as_str(), c.runs), ("none", 5));
+        assert_eq!(Cost::of(&one, None, None).handoffs_per_s, None);
+    }
+}
