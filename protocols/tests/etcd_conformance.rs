@@ -46,6 +46,9 @@
 #[path = "../../tests/support/tools.rs"]
 mod tools;
 
+#[path = "../../tests/support/expiry.rs"]
+mod expiry;
+
 #[path = "../../live/src/http.rs"]
 #[allow(dead_code)]
 mod http;
@@ -351,7 +354,15 @@ struct LeaseState {
     gone: bool,
 }
 
-impl LeaseState {
+impl expiry::Expiring for LeaseState {
+    fn gone(&self) -> bool {
+        self.gone
+    }
+
+    fn mark_gone(&mut self) {
+        self.gone = true;
+    }
+
     /// The window in which etcd's lessor and the model's may revoke it.
     fn window(&self) -> (Instant, Instant) {
         (
@@ -381,22 +392,7 @@ impl<'a> Recorder<'a> {
 
     /// Waits out every lease window the present falls in; a lease past its window is gone.
     fn settle(&mut self) {
-        loop {
-            let now = Instant::now();
-            for l in &mut self.leases {
-                l.gone |= now >= l.window().1;
-            }
-            let open = (self.leases.iter_mut())
-                .filter(|l| !l.gone)
-                .find(|l| now >= l.window().0);
-            match open {
-                Some(lease) => {
-                    std::thread::sleep(lease.window().1.saturating_duration_since(now));
-                    lease.gone = true;
-                }
-                None => return,
-            }
-        }
+        expiry::settle(&mut self.leases);
     }
 
     /// Whether a lease renewed now with `ttl` would expire apart from every other live one.

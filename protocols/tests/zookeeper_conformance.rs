@@ -49,6 +49,9 @@
 #[path = "../../tests/support/tools.rs"]
 mod tools;
 
+#[path = "../../tests/support/expiry.rs"]
+mod expiry;
+
 use locksim_protocols::raft::host::{Env, Handling, Service};
 use locksim_protocols::raft::zookeeper::tree::{Cmd, Req, Resp, Tree};
 use locksim_sim::{simulate, NodeCtx, Role, SimSpec};
@@ -171,7 +174,20 @@ struct Session {
 struct Closed;
 
 impl Session {
+    /// Opens a session. A server that answers `srvr` may still close a client's first
+    /// connection while it finishes starting (its database not yet loaded): the handshake is
+    /// tried again, a few times, before the test fails.
     fn open(addr: SocketAddr, timeout_ms: u64) -> Session {
+        for _ in 0..5 {
+            if let Some((stream, reply)) = Self::handshake(addr, timeout_ms) {
+                return Self::opened(stream, &reply);
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        panic!("ZooKeeper at {addr} closed 5 handshakes in a row");
+    }
+
+    fn handshake(addr: SocketAddr, timeout_ms: u64) -> Option<(TcpStream, Vec<u8>)> {
         let mut stream = TcpStream::connect(addr).expect("connect to ZooKeeper");
         stream.set_nodelay(true).unwrap();
         stream
@@ -184,11 +200,13 @@ impl Session {
             .long(0)
             .buf(&[0; 16])
             .boolean(false);
-        stream
-            .write_all(&hello.framed())
-            .expect("send the handshake");
-        let reply = read_frame(&mut stream).expect("the handshake's reply");
-        let mut r = In(&reply);
+        stream.write_all(&hello.framed()).ok()?;
+        let reply = read_frame(&mut stream).ok()?;
+        Some((stream, reply))
+    }
+
+    fn opened(stream: TcpStream, reply: &[u8]) -> Session {
+        let mut r = In(reply);
         let (_version, negotiated, id) = (r.int(), r.int(), r.long());
         assert!(negotiated > 0, "the server refused the session");
         Session {
@@ -289,7 +307,7 @@ impl ZooKeeper {
         let port = free_port();
         let cfg = format!(
             "tickTime={TICK_MS}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
-             4lw.commands.whitelist=srvr\nadmin.enableServer=false\n",
+             4lw.commands.whitelist=srvr\nadmin.enableServer=false\nmaxClientCnxns=0\n",
             dir.join("data").display()
         );
         std::fs::write(dir.join("zoo.cfg"), cfg).expect("zoo.cfg");
@@ -409,7 +427,15 @@ struct Tracked {
     abandoned: bool,
 }
 
-impl Tracked {
+impl expiry::Expiring for Tracked {
+    fn gone(&self) -> bool {
+        self.gone
+    }
+
+    fn mark_gone(&mut self) {
+        self.gone = true;
+    }
+
     fn window(&self) -> (Instant, Instant) {
         let timeout = Duration::from_millis(self.session.timeout_ms);
         (
@@ -451,22 +477,7 @@ impl Recorder {
 
     /// Waits out every session's expiry window the present falls in.
     fn settle(&mut self) {
-        loop {
-            let now = Instant::now();
-            for t in &mut self.sessions {
-                t.gone |= now >= t.window().1;
-            }
-            let open = (self.sessions.iter_mut())
-                .filter(|t| !t.gone)
-                .find(|t| now >= t.window().0);
-            match open {
-                Some(t) => {
-                    std::thread::sleep(t.window().1.saturating_duration_since(now));
-                    t.gone = true;
-                }
-                None => return,
-            }
-        }
+        expiry::settle(&mut self.sessions);
     }
 
     fn observe(&mut self, op: i32, body: Out) -> (i32, Vec<u8>) {
