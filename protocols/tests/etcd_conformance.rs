@@ -60,7 +60,7 @@ use locksim_sim::{simulate, NodeCtx, Role, SimSpec};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -112,13 +112,6 @@ struct Etcd {
     dir: PathBuf,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
 impl Etcd {
     fn start(test: &str) -> Option<Etcd> {
         tools::require(
@@ -140,7 +133,7 @@ impl Etcd {
             std::env::temp_dir().join(format!("locksim-{test}-{}-{attempt}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a temporary directory");
-        let (client, peer) = (free_port(), free_port());
+        let (client, peer) = (tools::free_port(), tools::free_port());
         let client_url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let log = std::fs::File::create(dir.join("etcd.log")).expect("etcd's log file");

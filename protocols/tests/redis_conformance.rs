@@ -33,7 +33,7 @@ use locksim_protocols::redis::store::{
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -205,10 +205,7 @@ impl Server {
     fn try_start() -> Option<Server> {
         // The port is free now; another process could take it before the server binds it,
         // hence the retries in `start`.
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
+        let port = tools::free_port();
         let args = [
             "--port",
             &port.to_string(),

@@ -58,7 +58,7 @@ use locksim_sim::{simulate, NodeCtx, Role, SimSpec};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -267,13 +267,6 @@ fn create_body(path: &str, flags: i32) -> Out {
         .int(flags)
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
 /// A standalone ZooKeeper of our own, killed when dropped, its directory removed.
 struct ZooKeeper {
     child: Child,
@@ -304,7 +297,7 @@ impl ZooKeeper {
             std::env::temp_dir().join(format!("locksim-{test}-{}-{attempt}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("data")).expect("a temporary directory");
-        let port = free_port();
+        let port = tools::free_port();
         let cfg = format!(
             "tickTime={TICK_MS}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
              4lw.commands.whitelist=srvr\nadmin.enableServer=false\nmaxClientCnxns=0\n",

@@ -57,3 +57,22 @@ fn missing(test: &str, what: &str, install: &str) {
     );
     let _ = writeln!(std::io::stderr(), "{test}: SKIPPED: {what} ({install})");
 }
+
+/// A free TCP port on 127.0.0.1 (bound, read, released: the server binds it next), never one
+/// handed out before in this test process. The kernel may hand the same released port to two
+/// tests running side by side; the second server then fails to bind it while the first one
+/// answers its readiness probe, and the second test talks to a server that goes away.
+pub fn free_port() -> u16 {
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    for _ in 0..1000 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        if GIVEN.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
+    panic!("no fresh free loopback port in 1000 tries")
+}
