@@ -1,6 +1,7 @@
 //! A ZooKeeper ensemble on loopback: one JVM per server (`QuorumPeerMain` with a `zoo.cfg`
-//! of its own), client port and quorum/election ports on 127.0.0.1, a `tickTime` that puts
-//! the scenario's session timeout at 10 ticks (ZooKeeper bounds it to 2–20 ticks), and the
+//! of its own), client port and quorum/election ports on 127.0.0.1, the scenario's
+//! `tickTime` (`tick_time_ms`, by default a tenth of the session timeout; ZooKeeper bounds a
+//! session timeout to 2–20 ticks, and the scenario is refused outside them), and the
 //! `srvr` four-letter word to tell readiness, the version and who leads.
 
 use crate::cluster::{Deployment, ServerInfo};
@@ -54,11 +55,6 @@ pub fn leader(addrs: &[(String, SocketAddr)]) -> Option<String> {
         .map(|(n, _)| n.clone())
 }
 
-/// `tickTime` for a session timeout: the timeout is 10 ticks.
-pub fn tick_ms(session_timeout_ms: u64) -> u64 {
-    (session_timeout_ms / 10).max(1)
-}
-
 /// The deployment of `params.peers` servers named `names`.
 pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Deployment> {
     let java = find_binary("java", "zookeeper")?;
@@ -94,7 +90,7 @@ pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Depl
         let cfg = format!(
             "tickTime={}\ninitLimit=10\nsyncLimit=5\ndataDir=data\nclientPort={}\nclientPortAddress=127.0.0.1\n\
              4lw.commands.whitelist=srvr,ruok,stat\nadmin.enableServer=false\nquorumListenOnAllIPs=false\n{}\n",
-            tick_ms(params.session_timeout_ms), p[0], quorum.join("\n")
+            params.tick_time().as_millis(), p[0], quorum.join("\n")
         );
         std::fs::write(home.join("zoo.cfg"), cfg)?;
         let args = vec![

@@ -8,7 +8,10 @@
 //!   idle for a third of it. The leader's session tracker expires a session nobody touched
 //!   for the timeout and proposes `closeSession` through the atomic broadcast, which deletes
 //!   the session's ephemeral nodes on every server. A new leader gives every session a fresh
-//!   timeout.
+//!   timeout. The tracker works in ticks (`tickTime`, `ZooKeeperServer.java`): a session's
+//!   timeout must lie within 2 and 20 ticks (the server negotiates it into that range), and
+//!   `ExpiryQueue.java` rounds each expiry up to the end of its tick bucket
+//!   (`roundToNextInterval`), waking once a tick to expire a whole bucket.
 //! - **Connection states.** A client that hears nothing for two thirds of the timeout
 //!   considers its connection lost (`Disconnected`; Curator: `SUSPENDED`) and tries other
 //!   servers; within the timeout its session may still be alive (`RECONNECTED`), after it the
@@ -28,11 +31,13 @@
 //!   while it cannot reach the ensemble, trusting the lock until it hears `Expired`, which it
 //!   cannot hear while cut off; its session expires meanwhile.
 //!
-//! What the model keeps and leaves out: ZooKeeper replicates with Zab, not Raft; both are a
-//! leader-based, totally ordered log with majority commit, and the recipe depends only on
-//! that. Pings go to the leader (confirmed by ReadIndex) instead of to the connected server,
-//! which in ZooKeeper relays session touches to the leader. Left out: the data tree beyond one
-//! lock directory, ACLs, observers, local sessions, `sync`.
+//! What the model keeps and leaves out: the tracker's buckets (`tick_time_ms`, by default a
+//! tenth of the session timeout) are looked at on every tick of the replicated log
+//! (`tick_ms`), so a bucket expires up to one such tick late. ZooKeeper replicates with Zab,
+//! not Raft; both are a leader-based, totally ordered log with majority commit, and the
+//! recipe depends only on that. Pings go to the leader (confirmed by ReadIndex) instead of
+//! to the connected server, which in ZooKeeper relays session touches to the leader. Left
+//! out: the data tree beyond one lock directory, ACLs, observers, local sessions, `sync`.
 
 pub mod client;
 pub mod params;
@@ -79,7 +84,8 @@ impl Protocol for ZooKeeper {
     }
 
     fn start(&self, params: &Params, world: &World) -> Cluster<Req, Resp> {
-        start_cluster(world, params.host(), true, |_ctx| Tree::default())
+        let tick_time = params.tick_time();
+        start_cluster(world, params.host(), true, move |_ctx| Tree::new(tick_time))
     }
 
     fn connect(&self, params: &Params, cluster: &Cluster<Req, Resp>, ctx: &NodeCtx) -> ZkClient {

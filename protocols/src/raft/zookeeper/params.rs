@@ -44,7 +44,18 @@ pub struct Params {
     /// Give up acquiring after this long, in ms (the waiter deletes its node).
     #[serde(default = "d_acquire_timeout")]
     pub acquire_timeout_ms: u64,
+    /// ZooKeeper's `tickTime`, in ms: session timeouts must lie within 2 to 20 ticks, and the
+    /// session tracker expires sessions in buckets one tick wide. Unset: a tenth of the
+    /// session timeout (the live deployment's `tickTime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_time_ms: Option<u64>,
 }
+
+/// ZooKeeper's default bounds on a session timeout, in ticks (`minSessionTimeout` and
+/// `maxSessionTimeout`, `ZooKeeperServer.java`).
+pub const SESSION_TICKS_MIN: u64 = 2;
+/// See [`SESSION_TICKS_MIN`].
+pub const SESSION_TICKS_MAX: u64 = 20;
 
 fn d_peers() -> usize {
     3
@@ -77,10 +88,44 @@ impl Params {
                 "must be at least 3",
             ));
         }
+        self.check_session_bounds()?;
         self.host().validate(&[
             ("request_timeout_ms", self.request_timeout_ms),
             ("watch_poll_ms", self.watch_poll_ms),
         ])
+    }
+
+    /// A session timeout outside 2 to 20 ticks is refused: a real server would silently
+    /// negotiate it to the bound, and the scenario would not run what it says.
+    fn check_session_bounds(&self) -> Result<(), ParamError> {
+        let tick = self.tick_time().as_millis() as u64;
+        if tick == 0 {
+            return Err(ParamError::field("tick_time_ms", "must be positive"));
+        }
+        let (min, max) = (SESSION_TICKS_MIN * tick, SESSION_TICKS_MAX * tick);
+        let t = self.session_timeout_ms;
+        let bound = if t < min {
+            format!("{SESSION_TICKS_MIN} ticks of tick_time_ms {tick} = {min} ms")
+        } else if t > max {
+            format!("{SESSION_TICKS_MAX} ticks of tick_time_ms {tick} = {max} ms")
+        } else {
+            return Ok(());
+        };
+        let (side, to) = if t < min {
+            ("below", min)
+        } else {
+            ("above", max)
+        };
+        let why = format!("{t} ms is {side} {bound} (ZooKeeper would negotiate it to {to} ms)");
+        Err(ParamError::field("session_timeout_ms", why))
+    }
+
+    /// The server's tick (`tickTime`): given, or a tenth of the session timeout.
+    pub fn tick_time(&self) -> Duration {
+        let ms = self
+            .tick_time_ms
+            .unwrap_or((self.session_timeout_ms / 10).max(1));
+        Duration::from_millis(ms)
     }
 
     /// The Raft host of the cluster.
@@ -91,5 +136,47 @@ impl Params {
     /// The session timeout.
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.session_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(toml: &str) -> Params {
+        toml::from_str(toml).unwrap()
+    }
+
+    #[test]
+    fn session_timeouts_outside_two_to_twenty_ticks_are_refused_naming_the_bound() {
+        let low = params("session_timeout_ms = 3_000\ntick_time_ms = 2_000");
+        let e = low.validate().unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("session_timeout_ms"));
+        assert!(
+            e.message.contains("below 2 ticks") && e.message.contains("4000 ms"),
+            "{e:?}"
+        );
+        let high = params("session_timeout_ms = 50_000\ntick_time_ms = 2_000");
+        let e = high.validate().unwrap_err();
+        assert!(
+            e.message.contains("above 20 ticks") && e.message.contains("40000"),
+            "{e:?}"
+        );
+        for ok in [4_000, 40_000] {
+            let p = params(&format!("session_timeout_ms = {ok}\ntick_time_ms = 2_000"));
+            p.validate().unwrap();
+        }
+        let zero = params("tick_time_ms = 0");
+        assert_eq!(
+            zero.validate().unwrap_err().field.as_deref(),
+            Some("tick_time_ms")
+        );
+    }
+
+    #[test]
+    fn an_unset_tick_is_a_tenth_of_the_session_timeout() {
+        let p = params("session_timeout_ms = 3_000");
+        assert_eq!(p.tick_time(), Duration::from_millis(300));
+        p.validate().unwrap();
     }
 }

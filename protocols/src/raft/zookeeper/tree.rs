@@ -121,9 +121,37 @@ pub struct Tree {
     expiry: BTreeMap<u64, Duration>,
     watches: Vec<Watch>,
     pushes: Vec<(NodeIdx, u64, Resp)>,
+    /// The server's `tickTime`: the width of a session-expiry bucket (zero: exact expiry).
+    tick_time: Duration,
 }
 
 impl Tree {
+    /// An empty tree whose session tracker expires sessions in buckets of `tick_time`.
+    pub fn new(tick_time: Duration) -> Self {
+        Tree {
+            tick_time,
+            ..Tree::default()
+        }
+    }
+
+    /// When a session touched now with `timeout` expires: ZooKeeper's
+    /// `ExpiryQueue.roundToNextInterval` (`(t / tick + 1) * tick`) puts it at the end of its
+    /// tick bucket, so the tracker wakes once a tick and expires a whole bucket; a session
+    /// lives between its timeout and a tick more.
+    fn expiry_after(&self, now: Duration, timeout: Duration) -> Duration {
+        let t = now + timeout;
+        if self.tick_time.is_zero() {
+            return t;
+        }
+        let tick = self.tick_time.as_nanos();
+        let bucket = Duration::from_nanos(((t.as_nanos() / tick + 1) * tick) as u64);
+        assert!(
+            bucket > t && bucket <= t + self.tick_time,
+            "rounded up by at most a tick"
+        );
+        bucket
+    }
+
     /// Every node is the ephemeral of exactly one live session and every ephemeral exists:
     /// a session's ephemerals go with it. The tracker follows only live sessions.
     fn assert_sessions(&self) {
@@ -250,7 +278,8 @@ impl Service for Tree {
                 let timeout = Duration::from_millis(timeout_ms);
                 self.sessions.insert(session, (timeout, BTreeSet::new()));
                 if env.leader {
-                    self.expiry.insert(session, env.ctx.mono_now() + timeout);
+                    let until = self.expiry_after(env.ctx.mono_now(), timeout);
+                    self.expiry.insert(session, until);
                 }
                 Resp::Session(session)
             }
@@ -276,7 +305,8 @@ impl Service for Tree {
                 // session tracker no longer lets it be touched.
                 Some(_) if env.leader && self.expired(session, env) => Resp::Expired,
                 Some((timeout, _)) if env.leader => {
-                    self.expiry.insert(session, env.ctx.mono_now() + *timeout);
+                    let until = self.expiry_after(env.ctx.mono_now(), *timeout);
+                    self.expiry.insert(session, until);
                     Resp::Pong
                 }
                 Some(_) => Resp::NotLeader(None),
@@ -307,9 +337,10 @@ impl Service for Tree {
         if env.leader {
             // A new leader's session tracker starts every session afresh.
             let now = env.ctx.mono_now();
-            for (session, (timeout, _)) in &self.sessions {
-                self.expiry.insert(*session, now + *timeout);
-            }
+            let renewed: Vec<(u64, Duration)> = (self.sessions.iter())
+                .map(|(session, (timeout, _))| (*session, self.expiry_after(now, *timeout)))
+                .collect();
+            self.expiry.extend(renewed);
         }
     }
 
@@ -319,5 +350,22 @@ impl Service for Tree {
 
     fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Resp)> {
         std::mem::take(&mut self.pushes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_expiry_is_rounded_up_to_the_end_of_its_tick_bucket() {
+        let ms = Duration::from_millis;
+        let tree = Tree::new(ms(2_000));
+        // ZooKeeper: (t / tick + 1) * tick, so an exact multiple moves a whole tick on.
+        assert_eq!(tree.expiry_after(ms(100), ms(4_000)), ms(6_000));
+        assert_eq!(tree.expiry_after(ms(0), ms(4_000)), ms(6_000));
+        assert_eq!(tree.expiry_after(ms(1_999), ms(4_000)), ms(6_000));
+        assert_eq!(tree.expiry_after(ms(2_000), ms(4_000)), ms(8_000));
+        assert_eq!(Tree::default().expiry_after(ms(1), ms(4_000)), ms(4_001));
     }
 }
