@@ -54,10 +54,12 @@ fn workload_and_client(prepared: &Prepared) -> Result<(), Refused> {
         )));
     }
     let client = prepared.scenario.protocol.params.get("client");
-    if client.is_some_and(|c| c.as_str() != Some("careful")) {
+    // Each protocol's default library: the careful Redis client, the raw ZooKeeper one.
+    let default = |c: &toml::Value| matches!(c.as_str(), Some("careful" | "zookeeper"));
+    if client.is_some_and(|c| !default(c)) {
         return Err(Refused(format!(
-            "{}: protocol.client: live mode runs the careful client only; run other client \
-             libraries in the simulator",
+            "{}: protocol.client: live mode runs the careful Redis client and the raw \
+             ZooKeeper one only; run other client libraries in the simulator",
             prepared.path
         )));
     }

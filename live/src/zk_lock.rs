@@ -431,6 +431,7 @@ impl LiveLock for ZkLock {
         match self.params.variant {
             Variant::Correct => Validity::Until(*s.heard.lock().unwrap() + self.timeout() * 2 / 3),
             Variant::IgnoreSuspended => Validity::Indefinite,
+            other => unreachable!("refused before the run: {other:?}"),
         }
     }
 

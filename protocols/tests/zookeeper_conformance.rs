@@ -658,6 +658,8 @@ fn model_op(tree: &mut Tree, step: &Step, i: usize, env: &Env, fired: &mut Vec<u
             tree.apply(
                 Cmd::Create {
                     session: session(slot),
+                    persistent: false,
+                    guid: None,
                 },
                 env,
             )
@@ -713,7 +715,7 @@ fn replay(steps: &[Step]) -> ModelRun {
 }
 
 async fn drive(ctx: &NodeCtx, steps: &[Step]) -> ModelRun {
-    let mut tree = Tree::default();
+    let mut tree = Tree::new(Duration::from_millis(TICK_MS));
     let env = |id: u64| Env {
         ctx,
         leader: true,

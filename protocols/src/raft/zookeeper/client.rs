@@ -2,14 +2,19 @@
 //! sequential node, watch the next-lower one).
 
 use super::params::{Params, Variant};
+use super::profile::{ErrorPolicy, Library};
 use super::tree::{Req, Resp};
-use crate::protocol::{Acquired, Grant, LockClient, Outcome, Validity};
+use crate::protocol::{Acquired, Grant, LockClient, LostSignal, Outcome, Validity};
 use crate::raft::client::Link as RaftLink;
 use async_trait::async_trait;
+use rand::Rng;
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
+
+/// The named point of the `check-then-create` bug: between the check and the create.
+pub const CHECK_THEN_CREATE_POINT: &str = "between_check_and_create";
 
 /// The client's link to the cluster.
 pub type Link = RaftLink<Req, Resp, Params>;
@@ -19,16 +24,19 @@ struct Session {
     id: u64,
     /// When the last ping that was answered was sent (local clock).
     heard: Duration,
-    /// Whether the client already noted its connection lost.
-    suspended: bool,
+    /// Since when (local clock) the client has noted its connection lost, if it has.
+    suspended: Option<Duration>,
 }
 
 type SharedSession = Rc<RefCell<Option<Session>>>;
+/// The current grant's lost-lock signal (Curator's connection-state listener).
+type SharedSignal = Rc<RefCell<Option<LostSignal>>>;
 
 /// The client library: a session kept alive by pings, and the lock recipe.
 pub struct ZkClient {
     link: Rc<Link>,
     session: SharedSession,
+    signal: SharedSignal,
 }
 
 impl ZkClient {
@@ -37,6 +45,7 @@ impl ZkClient {
         ZkClient {
             link: Rc::new(link),
             session: Rc::default(),
+            signal: Rc::default(),
         }
     }
 
@@ -53,9 +62,10 @@ impl ZkClient {
                 *self.session.borrow_mut() = Some(Session {
                     id,
                     heard: sent,
-                    suspended: false,
+                    suspended: None,
                 });
-                spawn_pinger(self.link.clone(), self.session.clone(), id);
+                let shared = (self.session.clone(), self.signal.clone());
+                spawn_pinger(self.link.clone(), shared, id);
                 Ok(id)
             }
             _ => Err(Acquired::Unknown("no answer to createSession".into())),
@@ -84,14 +94,95 @@ impl ZkClient {
             let Some(position) = position.checked_sub(1) else {
                 return Some(());
             };
-            let watch = Req::Watch {
-                name: children[position].0.clone(),
-                min_zxid: zxid,
+            let watch = match self.link.params.variant {
+                // The herd: any change of the children wakes every waiter.
+                Variant::WatchParent => Req::WatchChildren { min_zxid: zxid },
+                _ => Req::Watch {
+                    name: children[position].0.clone(),
+                    min_zxid: zxid,
+                },
             };
             // A timeout is no error: the watch is asked again (a long poll).
             let _ = self.link.caller.call(self.link.peer(), watch, poll).await;
         }
         None
+    }
+
+    /// The `check-then-create` bug's wait: until the lock has no children at all (watching
+    /// the lowest one meanwhile). `None` if time ran out.
+    async fn wait_empty(&self, deadline: Duration) -> Option<()> {
+        let poll = Duration::from_millis(self.link.params.watch_poll_ms);
+        while self.link.ctx.mono_now() < deadline {
+            let Some(Resp::Children(children, zxid)) = self
+                .link
+                .call(Req::Children, self.link.request_budget())
+                .await
+            else {
+                continue;
+            };
+            let Some((lowest, _)) = children.first() else {
+                return Some(());
+            };
+            let watch = Req::Watch {
+                name: lowest.clone(),
+                min_zxid: zxid,
+            };
+            let _ = self.link.caller.call(self.link.peer(), watch, poll).await;
+        }
+        None
+    }
+
+    /// Creates the client's node: its name and sequence. Curator creates in protected mode
+    /// and, when a reply is lost, looks for its GUID among the children before it creates
+    /// again, within its connection timeout (`CreateBuilderImpl`).
+    async fn create(&mut self, session: u64) -> Result<(String, u64), Acquired> {
+        let params = &self.link.params;
+        let guid = (params.client == Library::Curator)
+            .then(|| format!("{:016x}", madsim::rand::thread_rng().gen::<u64>()));
+        let give_up = self.link.ctx.mono_now()
+            + Duration::from_millis(params.connection_timeout_ms.unwrap_or(0));
+        loop {
+            let create = Req::Create {
+                session,
+                persistent: self.link.params.variant == Variant::Persistent,
+                guid: guid.clone(),
+            };
+            match self.link.call(create, self.link.request_budget()).await {
+                Some(Resp::Created(name, seq)) => return Ok((name, seq)),
+                Some(Resp::Expired) => {
+                    self.end_session("expired");
+                    return Err(Acquired::Failed("session expired".into()));
+                }
+                _ => {}
+            }
+            let Some(guid) = guid.as_deref() else {
+                return Err(Acquired::Unknown("no answer to create".into()));
+            };
+            if self.link.ctx.mono_now() >= give_up {
+                return Err(Acquired::Unknown(
+                    "no answer to create within the connection timeout".into(),
+                ));
+            }
+            if let Some(found) = self.find_protected(guid).await {
+                self.link
+                    .ctx
+                    .note("protected mode: the node of a lost create found by its GUID");
+                return Ok(found);
+            }
+        }
+    }
+
+    /// The child whose name carries `guid` (`findProtectedNodeInForeground`), if the listing
+    /// answered and shows one.
+    async fn find_protected(&self, guid: &str) -> Option<(String, u64)> {
+        let budget = self.link.request_budget();
+        let Some(Resp::Children(children, _)) = self.link.call(Req::Children, budget).await else {
+            return None;
+        };
+        let prefix = format!("_c_{guid}-");
+        children
+            .into_iter()
+            .find(|(name, _)| name.starts_with(&prefix))
     }
 
     async fn delete(&self, name: String) -> Option<Resp> {
@@ -100,9 +191,10 @@ impl ZkClient {
     }
 }
 
-fn spawn_pinger(link: Rc<Link>, session: SharedSession, id: u64) {
+fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), id: u64) {
     let ctx = link.ctx.clone();
     let timeout = link.params.timeout();
+    let (session, signal) = shared;
     ctx.spawn(async move {
         loop {
             link.ctx.sleep_local(timeout / 3).await;
@@ -117,26 +209,63 @@ fn spawn_pinger(link: Rc<Link>, session: SharedSession, id: u64) {
                 return;
             }
             let live = s.as_mut().expect("current");
-            match answer {
+            let state = match answer {
                 Some(Resp::Pong) => {
-                    if std::mem::take(&mut live.suspended) {
+                    if live.suspended.take().is_some() {
                         link.ctx.note("connection restored: session alive");
                     }
                     live.heard = sent;
+                    None
                 }
-                Some(Resp::Expired) => {
-                    *s = None;
-                    link.ctx.note("session expired (LOST)");
-                    return;
+                Some(Resp::Expired) => Some(State::Lost("session expired (LOST)")),
+                _ => silence(&link, live),
+            };
+            let Some(state) = state else { continue };
+            let lost = matches!(state, State::Lost(_));
+            let why = match state {
+                State::Lost(why) | State::Suspended(why) => why,
+            };
+            link.ctx.note(why);
+            if lost {
+                *s = None;
+            }
+            if lost || link.params.error_policy.unwrap_or_default() == ErrorPolicy::Standard {
+                if let Some(signal) = signal.borrow().as_ref() {
+                    signal.raise(why);
                 }
-                _ if !live.suspended && link.ctx.mono_now() >= live.heard + timeout * 2 / 3 => {
-                    live.suspended = true;
-                    link.ctx.note("connection lost (SUSPENDED)");
-                }
-                _ => {}
+            }
+            if lost {
+                return;
             }
         }
     });
+}
+
+/// A connection state the client library reports.
+enum State {
+    /// `Disconnected` / `SUSPENDED`: the session may be alive.
+    Suspended(&'static str),
+    /// `Expired` / `LOST`: the session is gone.
+    Lost(&'static str),
+}
+
+/// What an unanswered ping tells: `SUSPENDED` two thirds of the timeout after the last
+/// answer; Curator's `LOST`, injected once a whole session timeout has passed since then
+/// (`ConnectionStateManager.checkSessionExpiration`). The raw client hears nothing more.
+fn silence(link: &Link, live: &mut Session) -> Option<State> {
+    let (now, timeout) = (link.ctx.mono_now(), link.params.timeout());
+    match live.suspended {
+        None if now >= live.heard + timeout * 2 / 3 => {
+            live.suspended = Some(now);
+            Some(State::Suspended("connection lost (SUSPENDED)"))
+        }
+        Some(since) if link.params.client == Library::Curator && now >= since + timeout => {
+            Some(State::Lost(
+                "session timeout elapsed while SUSPENDED: session expiration injected (LOST)",
+            ))
+        }
+        _ => None,
+    }
 }
 
 #[async_trait(?Send)]
@@ -148,16 +277,18 @@ impl LockClient for ZkClient {
             Ok(id) => id,
             Err(outcome) => return outcome,
         };
-        let create = Req::Create { session };
-        let (name, seq) = match self.link.call(create, self.link.request_budget()).await {
-            Some(Resp::Created(name, seq)) => (name, seq),
-            Some(Resp::Expired) => {
-                self.end_session("expired");
-                return Acquired::Failed("session expired".into());
+        let check_first = self.link.params.variant == Variant::CheckThenCreate;
+        if check_first {
+            if self.wait_empty(deadline).await.is_none() {
+                return Acquired::Failed("gave up waiting for the lock to be free".into());
             }
-            _ => return Acquired::Unknown("no answer to create".into()),
+            self.link.ctx.point(CHECK_THEN_CREATE_POINT).await;
+        }
+        let (name, seq) = match self.create(session).await {
+            Ok(created) => created,
+            Err(outcome) => return outcome,
         };
-        if self.wait_turn(&name, deadline).await.is_none() {
+        if !check_first && self.wait_turn(&name, deadline).await.is_none() {
             let _ = self.delete(name).await;
             return Acquired::Failed("gave up waiting (or the node is gone)".into());
         }
@@ -173,17 +304,34 @@ impl LockClient for ZkClient {
         Acquired::Granted(grant)
     }
 
-    /// Correct: the lock holds while the connection does (two thirds of the timeout after
-    /// the last answered ping); `ignore-suspended`: until the client hears `Expired`.
+    /// The lock holds while the connection does (two thirds of the timeout after the last
+    /// answered ping); `ignore-suspended`: until the client hears `Expired`; Curator with
+    /// the `session` error policy: until `LOST`.
     fn validity(&mut self, _grant: &Grant) -> Validity {
         let session = self.session.borrow();
         let Some(s) = session.as_ref() else {
             return Validity::Lost("the session expired".into());
         };
-        match self.link.params.variant {
-            Variant::Correct => Validity::Until(s.heard + self.link.params.timeout() * 2 / 3),
-            Variant::IgnoreSuspended => Validity::Indefinite,
+        let connected = Validity::Until(s.heard + self.link.params.timeout() * 2 / 3);
+        match (self.link.params.client, self.link.params.variant) {
+            (Library::Curator, _) => match self.link.params.error_policy.unwrap_or_default() {
+                ErrorPolicy::Standard => connected,
+                ErrorPolicy::Session => Validity::Indefinite,
+            },
+            (Library::Zookeeper, Variant::IgnoreSuspended) => Validity::Indefinite,
+            (Library::Zookeeper, _) => connected,
         }
+    }
+
+    /// Curator: raised when the connection state turns to one the error policy counts as
+    /// losing the lock, `LOST` even while cut off. The raw client has no such signal.
+    fn lost_signal(&mut self, _grant: &Grant) -> Option<LostSignal> {
+        if self.link.params.client != Library::Curator {
+            return None;
+        }
+        let signal = LostSignal::new();
+        *self.signal.borrow_mut() = Some(signal.clone());
+        Some(signal)
     }
 
     async fn release(&mut self, grant: &Grant) -> Outcome {

@@ -30,6 +30,13 @@
 //! - **Ignoring `SUSPENDED`** (bug variant `ignore-suspended`): the client keeps writing
 //!   while it cannot reach the ensemble, trusting the lock until it hears `Expired`, which it
 //!   cannot hear while cut off; its session expires meanwhile.
+//! - **The recipe's known mistakes** (bug variants): `watch-parent` (every waiter watches the
+//!   parent: each change wakes them all, the herd effect), `persistent` (persistent nodes: a
+//!   dead holder never lets go), `check-then-create` (create only after seeing no children,
+//!   then hold: two steps, not atomic).
+//! - **Client libraries** ([`profile`]): the raw client hears `Expired` only from a server;
+//!   Curator injects `LOST` a session timeout after `SUSPENDED` even while cut off, and finds
+//!   a create whose reply was lost by its protection GUID.
 //!
 //! What the model keeps and leaves out: the tracker's buckets (`tick_time_ms`, by default a
 //! tenth of the session timeout) are looked at on every tick of the replicated log
@@ -41,9 +48,10 @@
 
 pub mod client;
 pub mod params;
+pub mod profile;
 pub mod tree;
 
-use crate::protocol::{ParamError, Protocol};
+use crate::protocol::{ClientProfile, ParamError, Protocol};
 use crate::raft::client::Link;
 use crate::raft::host::{start_cluster, Cluster};
 use client::ZkClient;
@@ -69,14 +77,22 @@ impl Protocol for ZooKeeper {
         params.validate()
     }
 
+    fn clients(&self) -> Vec<ClientProfile> {
+        profile::profiles()
+    }
+
     fn servers(&self, params: &Params) -> Vec<String> {
         params.host().peers
     }
 
     fn points(&self, params: &Params) -> Vec<(String, &'static str)> {
-        (self.servers(params).into_iter())
+        let mut points: Vec<(String, &'static str)> = (self.servers(params).into_iter())
             .map(|s| (s, "before_apply"))
-            .collect()
+            .collect();
+        if params.variant == Variant::CheckThenCreate {
+            points.push(("client".into(), client::CHECK_THEN_CREATE_POINT));
+        }
+        points
     }
 
     fn roles(&self, _: &Params) -> Vec<&'static str> {

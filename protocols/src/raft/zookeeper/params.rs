@@ -1,5 +1,6 @@
 //! The `[protocol]` parameters of `zookeeper`.
 
+use super::profile::{ErrorPolicy, Library};
 use crate::protocol::ParamError;
 use crate::raft::host::HostConfig;
 use serde::{Deserialize, Serialize};
@@ -14,6 +15,16 @@ pub enum Variant {
     Correct,
     /// Trusts the lock until it hears that the session expired.
     IgnoreSuspended,
+    /// Every waiter watches the lock's parent (`getChildren` with a watch) instead of the
+    /// next-lower node: each change wakes them all (the herd effect the recipe avoids).
+    WatchParent,
+    /// Creates persistent sequential nodes instead of ephemeral ones: a holder that dies
+    /// never lets go, as nothing deletes its node.
+    Persistent,
+    /// Lists the children and creates its node only when there are none, then holds the
+    /// lock without looking again: the check and the create are two steps, and two
+    /// clients that both saw none both hold it.
+    CheckThenCreate,
 }
 
 /// The `[protocol]` parameters of `zookeeper`.
@@ -49,6 +60,16 @@ pub struct Params {
     /// session timeout (the live deployment's `tickTime`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tick_time_ms: Option<u64>,
+    /// The client library (`[protocol] client`; its defaults fill the keys not set).
+    #[serde(default)]
+    pub client: Library,
+    /// Curator: how long an operation is retried while the connection is down, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_timeout_ms: Option<u64>,
+    /// Curator: which connection states mean the lock is lost (`standard`: SUSPENDED and
+    /// LOST; `session`: LOST only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_policy: Option<ErrorPolicy>,
 }
 
 /// ZooKeeper's default bounds on a session timeout, in ticks (`minSessionTimeout` and
@@ -89,6 +110,7 @@ impl Params {
             ));
         }
         self.check_session_bounds()?;
+        self.check_library()?;
         self.host().validate(&[
             ("request_timeout_ms", self.request_timeout_ms),
             ("watch_poll_ms", self.watch_poll_ms),
@@ -118,6 +140,34 @@ impl Params {
         };
         let why = format!("{t} ms is {side} {bound} (ZooKeeper would negotiate it to {to} ms)");
         Err(ParamError::field("session_timeout_ms", why))
+    }
+
+    /// Curator's keys are refused with the raw client, which has no such setting.
+    fn check_library(&self) -> Result<(), ParamError> {
+        if self.client == Library::Curator {
+            return match self.connection_timeout_ms {
+                Some(0) => Err(ParamError::field(
+                    "connection_timeout_ms",
+                    "must be positive",
+                )),
+                _ => Ok(()),
+            };
+        }
+        for (field, set) in [
+            (
+                "connection_timeout_ms",
+                self.connection_timeout_ms.is_some(),
+            ),
+            ("error_policy", self.error_policy.is_some()),
+        ] {
+            if set {
+                return Err(ParamError::field(
+                    field,
+                    "is Curator's: set client = \"curator\"",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The server's tick (`tickTime`): given, or a tenth of the session timeout.
@@ -171,6 +221,24 @@ mod tests {
             zero.validate().unwrap_err().field.as_deref(),
             Some("tick_time_ms")
         );
+    }
+
+    #[test]
+    fn curator_keys_are_refused_with_the_raw_client_and_taken_with_curator() {
+        let raw = params("error_policy = \"session\"");
+        let e = raw.validate().unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("error_policy"), "{e:?}");
+        let raw = params("connection_timeout_ms = 15_000");
+        let e = raw.validate().unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("connection_timeout_ms"), "{e:?}");
+        let curator = params(
+            "client = \"curator\"\nerror_policy = \"session\"\nconnection_timeout_ms = 15_000",
+        );
+        curator.validate().unwrap();
+        assert_eq!(curator.error_policy, Some(ErrorPolicy::Session));
+        let zero = params("client = \"curator\"\nconnection_timeout_ms = 0");
+        let e = zero.validate().unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("connection_timeout_ms"), "{e:?}");
     }
 
     #[test]

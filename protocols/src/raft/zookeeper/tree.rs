@@ -22,10 +22,15 @@ pub enum Req {
         /// The session.
         session: u64,
     },
-    /// Create `/lock/lock-<seq>`, ephemeral, owned by `session`.
+    /// Create `/lock/lock-<seq>` (`_c_<guid>-lock-<seq>` with a protection GUID), owned by
+    /// `session`: ephemeral, or persistent (a bug: it outlives the session).
     Create {
         /// The owner.
         session: u64,
+        /// Whether the node outlives its session.
+        persistent: bool,
+        /// Curator's protection GUID, put in the name so a retry can find the node.
+        guid: Option<String>,
     },
     /// List the lock's children (linearizable).
     Children,
@@ -33,6 +38,12 @@ pub enum Req {
     Watch {
         /// The node.
         name: String,
+        /// The zxid the children were listed at.
+        min_zxid: u64,
+    },
+    /// Answer when the children change after `min_zxid` (`getChildren` + watch, on the
+    /// parent).
+    WatchChildren {
         /// The zxid the children were listed at.
         min_zxid: u64,
     },
@@ -58,7 +69,7 @@ pub enum Resp {
     Created(String, u64),
     /// The children by sequence, and the zxid they were read at.
     Children(Vec<(String, u64)>, u64),
-    /// The watched node is gone.
+    /// The watched node is gone (or, for a watch on the children, they changed).
     Gone,
     /// A delete was applied.
     Deleted,
@@ -92,6 +103,12 @@ pub enum Cmd {
     Create {
         /// The owner.
         session: u64,
+        /// Whether the node outlives its session.
+        #[serde(default)]
+        persistent: bool,
+        /// The protection GUID in its name.
+        #[serde(default)]
+        guid: Option<String>,
     },
     /// Delete a node.
     Delete {
@@ -103,8 +120,19 @@ pub enum Cmd {
 struct Watch {
     from: NodeIdx,
     id: u64,
-    name: String,
+    /// The node whose deletion it waits for; `None`: any change of the children.
+    name: Option<String>,
     min_zxid: u64,
+}
+
+impl Watch {
+    fn due(&self, zxid: u64, nodes: &BTreeMap<String, u64>) -> bool {
+        match &self.name {
+            Some(name) => zxid >= self.min_zxid && !nodes.contains_key(name),
+            // Only changes to the lock directory move the zxid here.
+            None => zxid > self.min_zxid,
+        }
+    }
 }
 
 /// One server's copy of the lock directory, its session tracker and watches.
@@ -115,6 +143,8 @@ pub struct Tree {
     cversion: u64,
     /// Children: name → sequence.
     nodes: BTreeMap<String, u64>,
+    /// The children that belong to no session (the `persistent` bug).
+    persistent: BTreeSet<String>,
     /// Sessions: timeout and ephemeral nodes.
     sessions: BTreeMap<u64, (Duration, BTreeSet<String>)>,
     /// While leading: each session's expiry on this server's monotonic clock.
@@ -152,6 +182,23 @@ impl Tree {
         bucket
     }
 
+    /// Holds the request until the watch fires (at once if it is due already).
+    fn watch(
+        &mut self,
+        name: Option<String>,
+        min_zxid: u64,
+        env: &Env,
+    ) -> Handling<Cmd, Req, Resp> {
+        self.watches.push(Watch {
+            from: env.from,
+            id: env.id,
+            name,
+            min_zxid,
+        });
+        self.fire_watches();
+        Handling::Hold
+    }
+
     /// Every node is the ephemeral of exactly one live session and every ephemeral exists:
     /// a session's ephemerals go with it. The tracker follows only live sessions.
     fn assert_sessions(&self) {
@@ -163,7 +210,15 @@ impl Tree {
                 "an ephemeral exists"
             );
         }
-        assert_eq!(ephemerals, self.nodes.len(), "every node has one session");
+        assert!(
+            self.persistent.iter().all(|n| self.nodes.contains_key(n)),
+            "a persistent node exists"
+        );
+        assert_eq!(
+            ephemerals + self.persistent.len(),
+            self.nodes.len(),
+            "every node is persistent or has one session"
+        );
         assert!(
             self.expiry.keys().all(|s| self.sessions.contains_key(s)),
             "the tracker never follows a closed session"
@@ -177,6 +232,7 @@ impl Tree {
         for (_, ephemerals) in self.sessions.values_mut() {
             ephemerals.remove(name);
         }
+        self.persistent.remove(name);
         true
     }
 
@@ -184,7 +240,7 @@ impl Tree {
         let (zxid, nodes) = (self.zxid, &self.nodes);
         let (due, waiting): (Vec<Watch>, Vec<Watch>) = std::mem::take(&mut self.watches)
             .into_iter()
-            .partition(|w| zxid >= w.min_zxid && !nodes.contains_key(&w.name));
+            .partition(|w| w.due(zxid, nodes));
         self.watches = waiting;
         self.pushes
             .extend(due.into_iter().map(|w| (w.from, w.id, Resp::Gone)));
@@ -220,7 +276,7 @@ impl Tree {
             .is_some_and(|until| *until <= env.ctx.mono_now())
     }
 
-    fn create(&mut self, session: u64) -> Resp {
+    fn create(&mut self, session: u64, persistent: bool, guid: Option<String>) -> Resp {
         let Some((_, ephemerals)) = self.sessions.get_mut(&session) else {
             return Resp::Expired;
         };
@@ -231,8 +287,15 @@ impl Tree {
             self.nodes.values().all(|s| *s < seq),
             "sequence numbers (the fencing tokens) grow"
         );
-        let name = format!("lock-{seq:010}");
-        ephemerals.insert(name.clone());
+        let name = match guid {
+            Some(guid) => format!("_c_{guid}-lock-{seq:010}"),
+            None => format!("lock-{seq:010}"),
+        };
+        if persistent {
+            self.persistent.insert(name.clone());
+        } else {
+            ephemerals.insert(name.clone());
+        }
         self.nodes.insert(name.clone(), seq);
         Resp::Created(name, seq)
     }
@@ -252,19 +315,19 @@ impl Service for Tree {
                     timeout_ms,
                 })
             }
-            Req::Create { session } => Handling::Propose(Cmd::Create { session }),
+            Req::Create {
+                session,
+                persistent,
+                guid,
+            } => Handling::Propose(Cmd::Create {
+                session,
+                persistent,
+                guid,
+            }),
             Req::Delete { name } => Handling::Propose(Cmd::Delete { name }),
             Req::Ping { .. } | Req::Children => Handling::Read(req),
-            Req::Watch { name, min_zxid } => {
-                self.watches.push(Watch {
-                    from: env.from,
-                    id: env.id,
-                    name,
-                    min_zxid,
-                });
-                self.fire_watches();
-                Handling::Hold
-            }
+            Req::Watch { name, min_zxid } => self.watch(Some(name), min_zxid, env),
+            Req::WatchChildren { min_zxid } => self.watch(None, min_zxid, env),
         }
     }
 
@@ -284,7 +347,11 @@ impl Service for Tree {
                 Resp::Session(session)
             }
             Cmd::CloseSession { session } => self.close_session(session, env),
-            Cmd::Create { session } => self.create(session),
+            Cmd::Create {
+                session,
+                persistent,
+                guid,
+            } => self.create(session, persistent, guid),
             Cmd::Delete { name } => {
                 if self.delete(&name) {
                     self.zxid += 1;
@@ -313,7 +380,11 @@ impl Service for Tree {
                 None => Resp::Expired,
             },
             Req::Children => {
-                let children = self.nodes.iter().map(|(n, s)| (n.clone(), *s)).collect();
+                // Sorted by sequence, as the recipe sorts them (a GUID prefix would sort
+                // them by name otherwise).
+                let mut children: Vec<(String, u64)> =
+                    self.nodes.iter().map(|(n, s)| (n.clone(), *s)).collect();
+                children.sort_by_key(|(_, seq)| *seq);
                 Resp::Children(children, self.zxid)
             }
             other => unreachable!("not a read: {other:?}"),

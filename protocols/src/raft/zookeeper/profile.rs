@@ -1,0 +1,88 @@
+//! The ZooKeeper client libraries users run, as client profiles (`[protocol] client = "NAME"`).
+//!
+//! - **`zookeeper`** (the default): the raw ZooKeeper client (`org.apache.zookeeper.ZooKeeper`)
+//!   and the lock recipe written on it. It hears `Disconnected` after two thirds of the
+//!   session timeout without an answer (`ClientCnxn`'s read timeout) and `Expired` only from a
+//!   server: a client cut off from the ensemble cannot learn that its session is gone.
+//! - **`curator`** (Apache Curator's `InterProcessMutex`; `apache/curator`,
+//!   `CuratorFrameworkFactory`, `ConnectionStateManager`, `LockInternals`,
+//!   `StandardLockInternalsDriver`, `CreateBuilderImpl`): sessions of 60 s and connections of
+//!   15 s by default (`DEFAULT_SESSION_TIMEOUT_MS`, `DEFAULT_CONNECTION_TIMEOUT_MS`).
+//!   `Disconnected` becomes `SUSPENDED`. Since Curator 3.0 the `ConnectionStateManager`
+//!   keeps time while `SUSPENDED`: once the (negotiated) session timeout has passed since the
+//!   connection was suspended it injects a session expiration (`checkSessionExpiration`:
+//!   "Session timeout has elapsed while SUSPENDED. Injecting a session expiration"), and the
+//!   application hears `LOST` although no server told it. Which states count as losing the
+//!   lock is the framework's `ConnectionStateErrorPolicy`: `standard`
+//!   (`StandardConnectionStateErrorPolicy`, the default: `SUSPENDED` and `LOST`) or `session`
+//!   (`SessionConnectionStateErrorPolicy`: `LOST` only); the listener of a careful
+//!   application follows it, as Curator's own recipes do, and it is the lost-lock signal
+//!   here. The lock node is created in protected mode (`withProtection()`: the name starts
+//!   `_c_<GUID>-`): when a create's reply is lost, Curator's retry lists the children and
+//!   finds its node by the GUID (`findProtectedNodeInForeground`) instead of leaving an
+//!   orphan that would block the queue while the session lives; it retries within the
+//!   connection timeout.
+//!
+//! Where the model simplifies: Curator's retry policy (exponential backoff) is a retry every
+//! request timeout until the connection timeout; `sessionExpirationPercent` is 100, its
+//! default; Curator's lock sorts children by the sequence suffix, as the tree lists them.
+
+use crate::protocol::ClientProfile;
+use serde::{Deserialize, Serialize};
+
+/// The client library the `zookeeper` protocol is driven by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Library {
+    /// The raw ZooKeeper client and the recipe: `Expired` only from a server.
+    #[default]
+    Zookeeper,
+    /// Curator's `InterProcessMutex`: `LOST` injected after a session timeout `SUSPENDED`,
+    /// protected-mode creates.
+    Curator,
+}
+
+/// Curator's `ConnectionStateErrorPolicy`: which connection states mean the lock is lost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorPolicy {
+    /// `StandardConnectionStateErrorPolicy`: `SUSPENDED` and `LOST`.
+    #[default]
+    Standard,
+    /// `SessionConnectionStateErrorPolicy`: `LOST` only.
+    Session,
+}
+
+fn profile(name: &'static str, description: &'static str, pairs: &[(&str, i64)]) -> ClientProfile {
+    let mut defaults = toml::Table::new();
+    for (key, value) in pairs {
+        defaults.insert((*key).into(), toml::Value::Integer(*value));
+    }
+    ClientProfile {
+        name,
+        description,
+        defaults,
+    }
+}
+
+/// The profiles of `zookeeper`, the default first.
+pub fn profiles() -> Vec<ClientProfile> {
+    vec![
+        profile(
+            "zookeeper",
+            "the raw ZooKeeper client and the lock recipe: Disconnected after 2/3 of the \
+             session timeout, Expired only from a server (never while cut off)",
+            &[],
+        ),
+        profile(
+            "curator",
+            "Curator InterProcessMutex: 60 s session, 15 s connection; SUSPENDED after 2/3 of \
+             the timeout, LOST injected a session timeout later; error_policy standard \
+             (SUSPENDED or LOST) or session (LOST); protected-mode creates",
+            &[
+                ("session_timeout_ms", 60_000),
+                ("connection_timeout_ms", 15_000),
+            ],
+        ),
+    ]
+}
