@@ -522,38 +522,44 @@ fn top(s: &mut String, c: &Comparison) {
 }
 
 /// The decision table: requirements × rows, each answer with its evidence as the cell's
-/// small print.
+/// small print; the rows in groups that fit the page side by side (`decide::column_groups`).
 fn decision_section(s: &mut String, c: &Comparison) {
     let rows = decide::table(c);
     if rows.is_empty() {
         return;
     }
-    s.push_str(
-        "<h2 id=\"decide\">What to choose</h2><div class=\"wide\"><table class=\"decide\"><tr><th>requirement</th>",
-    );
-    for (p, _) in &c.protocols {
-        let _ = write!(s, "<th>{}</th>", escape(p));
-    }
-    s.push_str("</tr>");
-    for (req, decisions) in &rows {
-        let _ = write!(s, "<tr><td>{}</td>", escape(req));
-        for d in decisions {
-            let (class, mark) = match d.answer {
-                Answer::Meets => ("meets", "✔"),
-                Answer::Fails => ("fails", "✘"),
-                Answer::OnlyWith { .. } => ("only", "◐"),
-            };
-            let _ = write!(
-                s,
-                "<td class=\"{class}\" title=\"{ev}\"><b>{mark} {}</b><small>{ev}</small></td>",
-                escape(&d.word()),
-                ev = escape(&d.evidence)
-            );
+    s.push_str("<h2 id=\"decide\">What to choose</h2>");
+    let labels: Vec<&str> = c.protocols.iter().map(|(p, _)| p.as_str()).collect();
+    for group in decide::column_groups(&labels, decide::MAX_COLUMNS) {
+        s.push_str("<div class=\"wide\"><table class=\"decide\"><tr><th>requirement</th>");
+        for p in &labels[group.clone()] {
+            let _ = write!(s, "<th>{}</th>", escape(p));
         }
         s.push_str("</tr>");
+        for (req, decisions) in &rows {
+            let _ = write!(s, "<tr><td>{}</td>", escape(req));
+            for d in &decisions[group.clone()] {
+                decision_cell(s, d);
+            }
+            s.push_str("</tr>");
+        }
+        s.push_str("</table></div>");
     }
-    s.push_str("</table></div>");
     note(s, &decide::legend(c));
+}
+
+fn decision_cell(s: &mut String, d: &decide::Decision) {
+    let (class, mark) = match d.answer {
+        Answer::Meets => ("meets", "✔"),
+        Answer::Fails => ("fails", "✘"),
+        Answer::OnlyWith { .. } => ("only", "◐"),
+    };
+    let _ = write!(
+        s,
+        "<td class=\"{class}\" title=\"{ev}\"><b>{mark} {}</b><small>{ev}</small></td>",
+        escape(&d.word()),
+        ev = escape(&d.evidence)
+    );
 }
 
 /// The cost table and the safety-against-cost chart.
