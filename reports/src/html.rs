@@ -28,7 +28,8 @@ code{background:#f4f4f4;padding:1px 3px;word-break:break-all}.cx{margin:1.5em 0;
 svg{max-width:100%;height:auto}.grid{display:flex;flex-wrap:wrap;gap:8px}\
 .note{font-size:90%;color:#555;margin-top:-0.6em}.ev{font-size:85%;color:#444}\
 td.meets{background:#e9f5ec}td.fails{background:#fbe3e4}td.only{background:#fff4d6}\
-table.decide td{text-align:left;min-width:7em;max-width:11em}table.decide td:first-child{min-width:12em}\
+table.decide{table-layout:fixed;width:100%}table.decide th:first-child{width:11em}\
+table.decide th{overflow-wrap:anywhere}table.decide td{text-align:left;overflow-wrap:anywhere}\
 table.decide small{white-space:normal;display:block;font-size:80%}\
 .legend{display:flex;flex-wrap:wrap;gap:0 1.2em}.legend span{white-space:nowrap}.nw{white-space:nowrap}.caption{font-style:italic}";
 
