@@ -529,10 +529,11 @@ fn decision_section(s: &mut String, c: &Comparison) {
     if rows.is_empty() {
         return;
     }
-    s.push_str("<h2 id=\"decide\">What to choose</h2>");
+    // One block of tables, one legend under the last.
+    s.push_str("<h2 id=\"decide\">What to choose</h2><div class=\"wide\">");
     let labels: Vec<&str> = c.protocols.iter().map(|(p, _)| p.as_str()).collect();
     for group in decide::column_groups(&labels, decide::MAX_COLUMNS) {
-        s.push_str("<div class=\"wide\"><table class=\"decide\"><tr><th>requirement</th>");
+        s.push_str("<table class=\"decide\"><tr><th>requirement</th>");
         for p in &labels[group.clone()] {
             let _ = write!(s, "<th>{}</th>", escape(p));
         }
@@ -544,8 +545,9 @@ fn decision_section(s: &mut String, c: &Comparison) {
             }
             s.push_str("</tr>");
         }
-        s.push_str("</table></div>");
+        s.push_str("</table>");
     }
+    s.push_str("</div>");
     note(s, &decide::legend(c));
 }
 
