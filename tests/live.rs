@@ -5,8 +5,8 @@
 #![allow(clippy::disallowed_methods)] // live runs are measured in real time
 
 mod common;
-#[path = "support/tools.rs"]
-mod tools;
+
+use common::tools;
 
 use common::{code, in_repo};
 use std::path::{Path, PathBuf};
@@ -327,23 +327,26 @@ fn ctrl_c_leaves_no_server_or_client_running() {
 /// waits for it or kills it.
 #[test]
 fn a_process_started_to_die_with_its_test_dies_with_its_thread() {
-    let pid = std::thread::spawn(|| {
-        let child = tools::die_with_test(&mut Command::new("sleep"))
+    use std::os::unix::process::ExitStatusExt;
+    // The thread starts it and ends; the child is handed back only to be reaped here.
+    let mut child = std::thread::spawn(|| {
+        tools::die_with_test(&mut Command::new("sleep"))
             .arg("60")
             .spawn()
-            .unwrap();
-        child.id()
+            .unwrap()
     })
     .join()
     .unwrap();
     let start = Instant::now();
-    while alive(pid) && start.elapsed() < Duration::from_secs(5) {
+    let mut status = None;
+    while status.is_none() && start.elapsed() < Duration::from_secs(5) {
+        status = child.try_wait().unwrap();
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(
-        !alive(pid),
-        "sleep {pid} outlived the thread that started it"
-    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let status = status.expect("sleep outlived the thread that started it");
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
 }
 
 /// SIGKILL runs no handler and no `Drop`: the kernel kills each server and client because

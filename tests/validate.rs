@@ -5,8 +5,8 @@
 #![allow(clippy::disallowed_methods)] // live runs are real time
 
 mod common;
-#[path = "support/tools.rs"]
-mod tools;
+
+use common::tools;
 
 use common::{code, in_repo, scratch, stderr, stdout};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 #[path = "../support/tools.rs"]
-mod tools;
+pub mod tools;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
