@@ -511,7 +511,12 @@ mod tests {
         ];
         assert_eq!(column_groups(&labels, 5), [0..5, 5..9]);
         assert_eq!(column_groups(&labels, 3), [0..3, 3..5, 5..8, 8..9]);
-        assert_eq!(column_groups(&labels, 9), [0..9]);
+        let all = column_groups(&labels, 9);
+        assert_eq!(
+            (all.len(), all[0].clone()),
+            (1, 0..9),
+            "one group holds all"
+        );
         // A protocol with more rows than fit is cut; the rest still packs.
         assert_eq!(column_groups(&labels[..3], 2), [0..2, 2..3]);
         assert_eq!(column_groups(&[], 4), Vec::<std::ops::Range<usize>>::new());
