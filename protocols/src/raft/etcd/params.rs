@@ -180,7 +180,7 @@ impl Params {
         if self.lease_ttl_ms < 3 {
             return Err(ParamError::field("lease_ttl_ms", "must be at least 3"));
         }
-        if self.ttl_rounding == TtlRounding::Etcd && self.lease_ttl_ms % 1_000 != 0 {
+        if self.ttl_rounding == TtlRounding::Etcd && !self.lease_ttl_ms.is_multiple_of(1_000) {
             let why = "must be whole seconds with ttl_rounding = \"etcd\" (etcd's TTLs are in s)";
             return Err(ParamError::field("lease_ttl_ms", why));
         }
