@@ -1,22 +1,32 @@
-//! The client library: a session (a lease kept alive every TTL/3) and the Mutex recipe.
+//! The client library: a session (a lease kept alive every TTL/3) and the Mutex recipe, as
+//! the chosen library ([`super::profile`]) runs them.
 
 use super::kv::{Req, Resp};
-use super::params::{LockApi, Params, Variant, PREFIX};
-use crate::protocol::{Acquired, Grant, LockClient, Outcome, Validity};
+use super::params::{Library, LockApi, Params, Variant, PREFIX};
+use crate::protocol::{Acquired, Grant, LockClient, LostSignal, Outcome, Validity};
 use crate::raft::client::Link as RaftLink;
 use async_trait::async_trait;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 
 /// The client's link to the cluster.
 pub type Link = RaftLink<Req, Resp, Params>;
 
-/// A live session: its lease and until when the client may count on it (local clock).
+/// A live session: its lease, until when the client may count on it (local clock), and its
+/// `Done()`, raised when it ends.
 struct Session {
     lease: u64,
     valid_until: Duration,
+    done: LostSignal,
+}
+
+/// Ends the session in `slot` (it must be the current one): `Done()` fires with `why`.
+fn close_session(slot: &mut Option<Session>, link: &Link, why: &str) {
+    let s = slot.take().expect("a session to end");
+    link.ctx.note(format!("session over: {why}"));
+    s.done.raise(why);
 }
 
 type SharedSession = Rc<RefCell<Option<Session>>>;
@@ -51,11 +61,13 @@ impl EtcdClient {
                 *self.session.borrow_mut() = Some(Session {
                     lease,
                     valid_until: sent + ttl,
+                    done: LostSignal::new(),
                 });
                 let (link, session) = (self.link.clone(), self.session.clone());
-                match self.link.params.lock_api {
-                    LockApi::Concurrency => spawn_keep_alive(link, session, lease),
-                    LockApi::LockRpc => spawn_jetcd_keep_alive(link, session, lease),
+                match (self.link.params.lock_api, self.link.params.client.is_go()) {
+                    (LockApi::LockRpc, _) => spawn_jetcd_keep_alive(link, session, lease),
+                    (LockApi::Concurrency, true) => spawn_go_keep_alive(link, session, lease),
+                    (LockApi::Concurrency, false) => spawn_keep_alive(link, session, lease),
                 }
                 Ok(lease)
             }
@@ -73,8 +85,9 @@ impl EtcdClient {
     }
 
     fn end_session(&self, why: &str) {
-        if self.session.borrow_mut().take().is_some() {
-            self.link.ctx.note(format!("session over: {why}"));
+        let mut session = self.session.borrow_mut();
+        if session.is_some() {
+            close_session(&mut session, &self.link, why);
         }
     }
 
@@ -111,8 +124,13 @@ impl EtcdClient {
         self.sit_out_lock_delay().await;
         // The Lock RPC's member knows nothing of the caller's keep-alives: the key's
         // existence (checked after waiting, unless the variant skips it) is all it has.
+        // etcd's own Mutex returns the lock as it stands: only the careful client looks at
+        // its session first.
         let p = &self.link.params;
-        if p.variant == Variant::NoLeaseRecheckAfterWait || p.lock_api == LockApi::LockRpc {
+        if p.variant == Variant::NoLeaseRecheckAfterWait
+            || p.lock_api == LockApi::LockRpc
+            || p.client != Library::Careful
+        {
             return self.grant(key, mine);
         }
         self.freshen_lease().await;
@@ -161,6 +179,14 @@ impl EtcdClient {
     }
 
     fn grant(&self, key: String, mine: u64) -> Acquired {
+        // etcd's Go Mutex exposes no expiry: `Done()` is all its user has.
+        if self.link.params.client.is_go() {
+            return Acquired::Granted(Grant {
+                token: Some(mine),
+                valid_until: None,
+                handle: key,
+            });
+        }
         // A session that ended while waiting (only the buggy client gets here) is no longer
         // valid: the grant is born expired, as `session.Done()` would tell.
         let valid_until = Some(
@@ -196,13 +222,11 @@ fn spawn_keep_alive(link: Rc<Link>, session: SharedSession, lease: u64) {
             match answer {
                 Some(Resp::KeptAlive) => s.as_mut().expect("current").valid_until = sent + ttl,
                 Some(Resp::LeaseNotFound) => {
-                    *s = None;
-                    link.ctx.note("session over: the lease is gone");
+                    close_session(&mut s, &link, "the lease is gone");
                     return;
                 }
                 _ if link.ctx.mono_now() >= s.as_ref().expect("current").valid_until => {
-                    *s = None;
-                    link.ctx.note("session over: no keep-alive within the TTL");
+                    close_session(&mut s, &link, "no keep-alive within the TTL");
                     return;
                 }
                 _ => {}
@@ -212,6 +236,14 @@ fn spawn_keep_alive(link: Rc<Link>, session: SharedSession, lease: u64) {
 }
 
 impl EtcdClient {
+    /// Whether `grant` was taken with the current session's lease.
+    fn holds(&self, grant: &Grant) -> bool {
+        let session = self.session.borrow();
+        session
+            .as_ref()
+            .is_some_and(|s| grant.handle == format!("{PREFIX}{:x}", s.lease))
+    }
+
     /// Revokes the session's lease and forgets it (Jepsen's `revoke-lease!`); the answer does
     /// not matter: an unrevoked lease lapses after its TTL.
     async fn revoke_lease(&self) {
@@ -256,7 +288,7 @@ impl EtcdClient {
             return Acquired::Failed("acquire timeout while waiting".into());
         }
         self.link.ctx.point("after_wait").await;
-        if p.variant != Variant::NoLeaseRecheckAfterWait {
+        if p.rechecks_after_wait() {
             // The fix of #11456: make sure the session is not expired and the key still exists.
             let get = Req::Get { key: key.clone() };
             match self.link.call(get, self.link.request_budget()).await {
@@ -335,14 +367,31 @@ impl LockClient for EtcdClient {
         outcome
     }
 
-    /// The session's validity now: kept alive by keep-alives, gone with the session.
+    /// The session's validity now: kept alive by keep-alives, gone with the session. etcd's
+    /// Go client knows no expiry time: its session holds until `Done()` fires.
     fn validity(&mut self, grant: &Grant) -> Validity {
         let session = self.session.borrow();
         match session.as_ref() {
-            Some(s) if grant.handle == format!("{PREFIX}{:x}", s.lease) => {
-                Validity::Until(s.valid_until)
-            }
+            Some(_) if self.link.params.client.is_go() && self.holds(grant) => Validity::Indefinite,
+            Some(s) if self.holds(grant) => Validity::Until(s.valid_until),
             _ => Validity::Lost("the session is over".into()),
+        }
+    }
+
+    /// `Session.Done()` of the grant's session (already fired if that session is over); none
+    /// behind the Lock RPC, whose member runs an orphaned session that tells nobody.
+    fn lost_signal(&mut self, grant: &Grant) -> Option<LostSignal> {
+        if self.link.params.lock_api == LockApi::LockRpc {
+            return None;
+        }
+        let session = self.session.borrow();
+        match session.as_ref() {
+            Some(s) if self.holds(grant) => Some(s.done.clone()),
+            _ => {
+                let done = LostSignal::new();
+                done.raise("the session is over");
+                Some(done)
+            }
         }
     }
 
@@ -377,5 +426,80 @@ impl LockClient for EtcdClient {
                 Outcome::Unknown("no answer to the delete".into())
             }
         }
+    }
+}
+
+/// etcd's Go lease client (`client/v3/lease.go`), as `Session` uses it: `sendKeepAliveLoop`
+/// every `retryConnWait` (500 ms) sends a keep-alive once `nextKeepAlive` has passed (at once
+/// for a new lease); each answer sets `nextKeepAlive = now + TTL/3` and `deadline = now +
+/// TTL`; an answer saying the lease is gone closes it; `deadlineLoop`, every second, closes it
+/// once the deadline has passed (the first is `firstKeepAliveTimeout`, 5 s). Closing it fires
+/// `Session.Done()`. Go's stream sends and receives apart; here a keep-alive waits for its
+/// answer at most until the next tick.
+fn spawn_go_keep_alive(link: Rc<Link>, session: SharedSession, lease: u64) {
+    let ctx = link.ctx.clone();
+    let deadline = Rc::new(Cell::new(ctx.mono_now() + FIRST_KEEP_ALIVE_TIMEOUT));
+    ctx.spawn(go_send_keep_alives(
+        link.clone(),
+        session.clone(),
+        lease,
+        deadline.clone(),
+    ));
+    ctx.spawn(async move {
+        loop {
+            link.ctx.sleep_local(Duration::from_secs(1)).await;
+            let mut s = session.borrow_mut();
+            if s.as_ref().is_none_or(|s| s.lease != lease) {
+                return;
+            }
+            if deadline.get() < link.ctx.mono_now() {
+                close_session(&mut s, &link, "no keep-alive answer within the TTL");
+                return;
+            }
+        }
+    });
+}
+
+/// `firstKeepAliveTimeout` of `client/v3/lease.go` without a dial timeout (`defaultTTL`).
+const FIRST_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `sendKeepAliveLoop` and `recvKeepAlive` of [`spawn_go_keep_alive`].
+async fn go_send_keep_alives(
+    link: Rc<Link>,
+    session: SharedSession,
+    lease: u64,
+    deadline: Rc<Cell<Duration>>,
+) {
+    let ttl = Duration::from_millis(link.params.lease_ttl_ms);
+    let tick = Duration::from_millis(500);
+    let current = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.lease == lease);
+    let mut next = link.ctx.mono_now();
+    loop {
+        let woke = link.ctx.mono_now();
+        if !current(&session.borrow()) {
+            return;
+        }
+        if next <= woke {
+            let answer = link.call(Req::KeepAlive { lease }, tick).await;
+            let mut s = session.borrow_mut();
+            if !current(&s) {
+                return;
+            }
+            let now = link.ctx.mono_now();
+            match answer {
+                Some(Resp::KeptAlive) => {
+                    next = now + ttl / 3;
+                    deadline.set(now + ttl);
+                    s.as_mut().expect("current").valid_until = now + ttl;
+                }
+                Some(Resp::LeaseNotFound) => {
+                    close_session(&mut s, &link, "the lease is gone");
+                    return;
+                }
+                _ => {}
+            }
+        }
+        let spent = link.ctx.mono_now().saturating_sub(woke);
+        link.ctx.sleep_local(tick.saturating_sub(spent)).await;
     }
 }

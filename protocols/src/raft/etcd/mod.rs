@@ -52,15 +52,16 @@
 pub mod client;
 pub mod kv;
 pub mod params;
+pub mod profile;
 
-use crate::protocol::{ParamError, Protocol};
+use crate::protocol::{ClientProfile, ParamError, Protocol};
 use crate::raft::client::Link;
 use crate::raft::host::{start_cluster, Cluster};
 use client::EtcdClient;
 use kv::{Kv, Req, Resp};
 use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::{NodeCtx, World};
-pub use params::{ClientEndpoint, LockApi, Params, Variant, PREFIX};
+pub use params::{ClientEndpoint, Library, LockApi, Params, Variant, PREFIX};
 use std::time::Duration;
 
 /// The `etcd` protocol.
@@ -93,6 +94,10 @@ impl Protocol for Etcd {
 
     fn roles(&self, _: &Params) -> Vec<&'static str> {
         vec![ROLE_LEADER]
+    }
+
+    fn clients(&self) -> Vec<ClientProfile> {
+        profile::profiles()
     }
 
     fn start(&self, params: &Params, world: &World) -> Cluster<Req, Resp> {

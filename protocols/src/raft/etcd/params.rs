@@ -47,6 +47,36 @@ pub enum LockApi {
     LockRpc,
 }
 
+/// The client library a user locks with (`[protocol] client`), as profiles
+/// ([`super::profiles`]): each fills the `[protocol]` keys the scenario does not set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Library {
+    /// The model's careful client (the default, as every file before profiles): the Mutex of
+    /// `client/v3/concurrency` whose session renews a lease with less than half its TTL left
+    /// and refuses a lock on a session expired on its own clock; validity on its own clock.
+    #[default]
+    Careful,
+    /// `client/v3/concurrency` of etcd 3.4.3: `Lock` returns after `waitDeletes` without
+    /// reading its own key (#11456); `Session.Done()` is all the user has.
+    #[serde(rename = "etcd-concurrency-3.4")]
+    Concurrency34,
+    /// `client/v3/concurrency` of etcd 3.5: `Lock` reads its own key after waiting and fails
+    /// with `ErrSessionExpired` if it is gone; `Session.Done()` is all the user has.
+    #[serde(rename = "etcd-concurrency-3.5")]
+    Concurrency35,
+    /// jetcd's `Lock` client: the member-side Lock RPC on a lease the client keeps alive
+    /// with jetcd's keep-alive (`lock_api = "lock-rpc"`).
+    JetcdLock,
+}
+
+impl Library {
+    /// Whether this is etcd's Go `client/v3` (its lease client and `Session.Done()`).
+    pub fn is_go(self) -> bool {
+        matches!(self, Library::Concurrency34 | Library::Concurrency35)
+    }
+}
+
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
@@ -97,6 +127,9 @@ pub struct Params {
     /// Where the Mutex runs.
     #[serde(default, skip_serializing_if = "is_default")]
     pub lock_api: LockApi,
+    /// The client library (`[protocol] client`; its profile's defaults fill the keys not set).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub client: Library,
 }
 
 fn d_peers() -> usize {
@@ -130,11 +163,47 @@ impl Params {
         if self.lease_ttl_ms < 3 {
             return Err(ParamError::field("lease_ttl_ms", "must be at least 3"));
         }
+        self.check_library()?;
         self.host().validate(&[
             ("lease_check_interval_ms", self.lease_check_interval_ms),
             ("request_timeout_ms", self.request_timeout_ms),
             ("watch_poll_ms", self.watch_poll_ms),
         ])
+    }
+
+    /// Refuses a library asked to do what it does not: the Go Mutex runs in the client, jetcd's
+    /// behind the Lock RPC; 3.5 always reads its key after waiting, 3.4 never does.
+    fn check_library(&self) -> Result<(), ParamError> {
+        let rpc = self.lock_api == LockApi::LockRpc;
+        let no_recheck = self.variant == Variant::NoLeaseRecheckAfterWait;
+        let why = match self.client {
+            Library::Concurrency34 | Library::Concurrency35 if rpc => {
+                "etcd-concurrency runs the Mutex in the client: lock_api must be \"concurrency\""
+            }
+            Library::JetcdLock if !rpc => {
+                "jetcd-lock calls the Lock RPC: lock_api must be \"lock-rpc\""
+            }
+            Library::Concurrency34 if self.variant == Variant::Correct => {
+                "etcd-concurrency-3.4 does not read its key after waiting (#11456): variant \
+                 \"correct\" is etcd-concurrency-3.5"
+            }
+            Library::Concurrency35 if no_recheck => {
+                "etcd-concurrency-3.5 reads its key after waiting: variant \
+                 \"no-lease-recheck-after-wait\" is etcd-concurrency-3.4"
+            }
+            _ => return Ok(()),
+        };
+        let field = if why.contains("lock_api") {
+            "lock_api"
+        } else {
+            "variant"
+        };
+        Err(ParamError::field(field, why))
+    }
+
+    /// Whether `Lock` reads its own key after `waitDeletes` (the fix of #11456).
+    pub fn rechecks_after_wait(&self) -> bool {
+        self.variant != Variant::NoLeaseRecheckAfterWait && self.client != Library::Concurrency34
     }
 
     /// The Raft host of the cluster.

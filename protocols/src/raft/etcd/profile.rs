@@ -1,0 +1,138 @@
+//! The etcd lock clients users run, as client profiles (`[protocol] client = "NAME"`), read
+//! from their source:
+//!
+//! - **`careful`** (the default, and every file written before profiles): the Mutex of
+//!   `client/v3/concurrency` with a session that renews a lease with less than half its TTL
+//!   left before it returns a lock, refuses a lock on a session expired on its own clock, and
+//!   answers the application's check from that clock (the lease's TTL counted from the
+//!   keep-alive's send). Stricter than any etcd release.
+//! - **`etcd-concurrency-3.4`** and **`etcd-concurrency-3.5`** (etcd-io/etcd,
+//!   `client/v3/concurrency/session.go`, `mutex.go`; `client/v3/lease.go`): `NewSession`
+//!   grants a lease of `defaultSessionTTL` = 60 s and hands it to the lease client's
+//!   `KeepAlive`. `sendKeepAliveLoop` wakes every `retryConnWait` (500 ms) and sends a
+//!   keep-alive for every lease whose `nextKeepAlive` has passed (at once for a new one);
+//!   `recvKeepAlive` sets `nextKeepAlive = now + TTL/3` and `deadline = now + TTL` on every
+//!   answer, and closes the lease's channels on an answer with TTL <= 0 (the lease is gone);
+//!   `deadlineLoop` wakes every second and closes those whose deadline has passed (the first
+//!   deadline is `firstKeepAliveTimeout`, 5 s without a dial timeout). `Session.Done()` is
+//!   that closed channel: it fires at most about a second after the last answer + TTL, or
+//!   when an answer says the lease is gone. The Mutex exposes no expiry: the user's only
+//!   check is `Done()` (`check = "before_write"` looks at it just before the write;
+//!   `check = "on_signal"` aborts the work when it fires). 3.4.3's `Lock` returns after
+//!   `waitDeletes` without looking at its own key (#11456); 3.5's reads it (`client.Get(ctx,
+//!   m.myKey)`) and fails with `ErrSessionExpired` if it is gone, but the lease can still be
+//!   revoked between that read and the caller's first write: nothing re-checks it then.
+//! - **`jetcd-lock`** (jetcd 0.4.1 `LockImpl`, `LeaseImpl`; etcd
+//!   `server/etcdserver/api/v3lock/lock.go`): the member-side Lock RPC on the caller's lease,
+//!   kept alive by jetcd's 500 ms scheduler; what `lock_api = "lock-rpc"` did before profiles
+//!   (a file setting only that is this profile).
+
+use crate::protocol::ClientProfile;
+
+fn profile(
+    name: &'static str,
+    description: &'static str,
+    pairs: &[(&str, toml::Value)],
+) -> ClientProfile {
+    let mut defaults = toml::Table::new();
+    for (key, value) in pairs {
+        defaults.insert((*key).into(), value.clone());
+    }
+    ClientProfile {
+        name,
+        description,
+        defaults,
+    }
+}
+
+/// etcd's `defaultSessionTTL` (`client/v3/concurrency/session.go`), in ms.
+pub const SESSION_TTL_MS: i64 = 60_000;
+
+/// The profiles of `etcd`, the default first.
+pub fn profiles() -> Vec<ClientProfile> {
+    let ttl = ("lease_ttl_ms", toml::Value::Integer(SESSION_TTL_MS));
+    let s = |v: &str| toml::Value::String(v.into());
+    vec![
+        profile(
+            "careful",
+            "concurrency.Mutex with a stricter session: renews a lease with less than half its \
+             TTL left before returning a lock, refuses a lock on an expired session, validity \
+             on its own clock",
+            &[],
+        ),
+        profile(
+            "etcd-concurrency-3.4",
+            "etcd 3.4.3 client/v3/concurrency: 60 s session, keep-alive TTL/3 after each answer \
+             on a 500 ms ticker, Session.Done() about 1 s after answer + TTL; Lock returns \
+             after waitDeletes without reading its own key (#11456)",
+            &[ttl.clone(), ("variant", s("no-lease-recheck-after-wait"))],
+        ),
+        profile(
+            "etcd-concurrency-3.5",
+            "etcd 3.5 client/v3/concurrency: as 3.4, but Lock reads its own key after waiting \
+             (ErrSessionExpired if gone); the lease can still go right after that read",
+            &[ttl],
+        ),
+        profile(
+            "jetcd-lock",
+            "jetcd's Lock client: the member-side Lock RPC on a lease kept alive by jetcd's \
+             500 ms scheduler, dropped silently a TTL after its last answer",
+            &[("lock_api", s("lock-rpc"))],
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::params::{Library, LockApi, Params};
+    use super::*;
+    use crate::protocol::{parse_params, ParamError};
+    use crate::registry::with_client_defaults;
+
+    fn params(toml: &str) -> Result<Params, ParamError> {
+        let table: toml::Table = toml::from_str(toml).unwrap();
+        let params: Params = parse_params(&with_client_defaults(&profiles(), &table)?)?;
+        params.validate()?;
+        Ok(params)
+    }
+
+    #[test]
+    fn no_client_is_the_careful_client_as_before_profiles() {
+        let p = params("").unwrap();
+        assert_eq!((p.client, p.lease_ttl_ms), (Library::Careful, 2_000));
+        assert!(p.rechecks_after_wait());
+        let rpc = params("lock_api = \"lock-rpc\"").unwrap();
+        assert_eq!(rpc.client, Library::Careful);
+    }
+
+    #[test]
+    fn go_profiles_take_a_60_s_session_and_differ_in_the_recheck() {
+        let v34 = params("client = \"etcd-concurrency-3.4\"").unwrap();
+        let v35 = params("client = \"etcd-concurrency-3.5\"").unwrap();
+        assert_eq!((v34.lease_ttl_ms, v35.lease_ttl_ms), (60_000, 60_000));
+        assert!(!v34.rechecks_after_wait() && v35.rechecks_after_wait());
+        assert!(v34.client.is_go() && v35.client.is_go());
+        let short = params("client = \"etcd-concurrency-3.5\"\nlease_ttl_ms = 5_000").unwrap();
+        assert_eq!(short.lease_ttl_ms, 5_000, "the scenario's own TTL wins");
+        let jetcd = params("client = \"jetcd-lock\"").unwrap();
+        assert_eq!(
+            (jetcd.lock_api, jetcd.client.is_go()),
+            (LockApi::LockRpc, false)
+        );
+    }
+
+    #[test]
+    fn a_library_asked_to_do_what_it_does_not_is_refused_naming_the_field() {
+        let field = |toml: &str| params(toml).unwrap_err().field;
+        let v35_bug =
+            "client = \"etcd-concurrency-3.5\"\nvariant = \"no-lease-recheck-after-wait\"";
+        assert_eq!(field(v35_bug).as_deref(), Some("variant"));
+        let v34_fixed = "client = \"etcd-concurrency-3.4\"\nvariant = \"correct\"";
+        assert_eq!(field(v34_fixed).as_deref(), Some("variant"));
+        let go_rpc = "client = \"etcd-concurrency-3.4\"\nlock_api = \"lock-rpc\"";
+        assert_eq!(field(go_rpc).as_deref(), Some("lock_api"));
+        let jetcd_local = "client = \"jetcd-lock\"\nlock_api = \"concurrency\"";
+        assert_eq!(field(jetcd_local).as_deref(), Some("lock_api"));
+        assert_eq!(field("client = \"etcd\"").as_deref(), Some("client"));
+    }
+}

@@ -1,0 +1,115 @@
+//! The etcd client profiles (`client = "etcd-concurrency-3.4" | "etcd-concurrency-3.5" |
+//! "jetcd-lock"`): each catalog file meets its `[expect]` on every seed and turns on the
+//! behaviour it names (the same file with that behaviour taken away comes out differently),
+//! and `Session.Done()` fires when `client/v3/lease.go` would close the keep-alive channel.
+
+mod common;
+
+use locksim_sim::history::{History, Op};
+use locksim_sim::{Property, Verdict};
+
+const SEEDS: u64 = 20;
+
+/// The catalog file with `from` replaced by `to` (which must occur).
+fn changed(file: &str, from: &str, to: &str) -> locksim_scenarios::Prepared {
+    let path = common::path(&format!("catalog/{file}"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{file} has no {from:?}");
+    common::parsed(&text.replace(from, to), &path)
+}
+
+/// Indexes of `node`'s notes containing `part`.
+fn notes(h: &History, node: &str, part: &str) -> Vec<u64> {
+    h.iter()
+        .filter(|e| e.node == node && e.op == Op::Note)
+        .filter(|e| e.detail.as_deref().unwrap_or("").contains(part))
+        .map(|e| e.index)
+        .collect()
+}
+
+#[test]
+fn concurrency_34_returns_from_wait_deletes_on_a_revoked_key_and_35_does_not() {
+    let file = "etcd-concurrency-34-wait-deletes.toml";
+    common::assert_expect_met(file, SEEDS);
+    let (_, h) = common::prepared(&format!("catalog/{file}")).run_with_history(1);
+    // c2 looked at Session.Done() before writing: closed, the write was skipped.
+    assert_eq!(notes(&h, "c2", "session is over): write skipped").len(), 1);
+    let v35 = changed(file, "etcd-concurrency-3.4", "etcd-concurrency-3.5");
+    for seed in 1..=SEEDS {
+        let r = v35.run(seed);
+        assert_eq!(
+            r.properties[&Property::MutualExclusion],
+            Verdict::Valid,
+            "{}",
+            r.replay
+        );
+    }
+}
+
+#[test]
+fn concurrency_35_done_fires_after_the_paused_holders_check_and_on_signal_aborts_it() {
+    common::assert_expect_met("etcd-concurrency-35-gc-pause.toml", SEEDS);
+    common::assert_expect_met("etcd-concurrency-35-done-abort.toml", SEEDS);
+    let file = "etcd-concurrency-35-done-abort.toml";
+    let (_, h) = common::prepared(&format!("catalog/{file}")).run_with_history(1);
+    let done = notes(&h, "c1", "session over");
+    let aborted = notes(&h, "c1", "work aborted");
+    assert_eq!((done.len(), aborted.len()), (1, 1), "one Done, one abort");
+    assert!(done[0] < aborted[0], "the abort follows Session.Done()");
+    // An application that ignores Done() loses the update.
+    let ignoring = changed(file, "check = \"on_signal\"", "check = \"never\"");
+    for seed in 1..=5 {
+        let r = ignoring.run(seed);
+        assert_eq!(
+            r.properties[&Property::LostUpdate],
+            Verdict::Invalid,
+            "{}",
+            r.replay
+        );
+    }
+}
+
+/// One holder with a 5 s session cut off from every member at 2 s.
+const CUT_OFF: &str = r#"
+duration_ms = 14_000
+
+[protocol]
+name = "etcd"
+client = "etcd-concurrency-3.5"
+peers = 3
+lease_ttl_ms = 5_000
+
+[workload]
+clients = 1
+cs_ms_min = 12_000
+cs_ms_max = 12_000
+
+[[faults]]
+kind = "partition"
+at_ms = 2_000
+duration_ms = 10_000
+isolate = ["c1"]
+"#;
+
+#[test]
+fn session_done_fires_within_a_second_of_the_last_answer_plus_the_ttl() {
+    let p = common::parsed(CUT_OFF, "etcd-session-done.toml");
+    let (ttl_ms, cut_ms) = (5_000.0, 2_000.0);
+    for seed in 1..=SEEDS {
+        let (r, h) = p.run_with_history(seed);
+        let done = h
+            .iter()
+            .find(|e| e.node == "c1" && e.op == Op::Note)
+            .filter(|e| e.detail.as_deref().unwrap_or("").contains("session over"))
+            .unwrap_or_else(|| panic!("{}: no Session.Done()", r.replay));
+        let after_cut_ms = done.time_ns as f64 / 1e6 - cut_ms;
+        // The last answer came at most TTL/3 + one 500 ms tick (+ a round trip) before the
+        // cut; Done() fires after its deadline and at most one deadline-loop second later.
+        let earliest = ttl_ms - ttl_ms / 3.0 - 600.0;
+        assert!(
+            (earliest..=ttl_ms + 1_000.0).contains(&after_cut_ms),
+            "{}: Done() {after_cut_ms:.0} ms after the cut",
+            r.replay
+        );
+    }
+}
