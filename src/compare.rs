@@ -367,9 +367,9 @@ fn assemble(matrix: &Matrix, jobs: &[Job], seeds_text: String, command: String) 
     c
 }
 
-/// What guards the resource and the protocol keys that change behaviour (sizes, durations
-/// and `tokens`, which only matters with fencing, left out): what tells a row's stories and
-/// its siblings apart.
+/// What guards the resource, the protocol keys that change behaviour (sizes, durations
+/// and `tokens`, which only matters with fencing, left out) and the workload's `check` and
+/// `writes_per_cs`: what tells a row's stories and its siblings apart.
 pub fn setup_of(sc: &Scenario) -> RowSetup {
     use locksim_protocols::resource::{Fencing, WriteMode};
     let guard = match (sc.resource.fencing, sc.resource.mode) {
@@ -379,13 +379,19 @@ pub fn setup_of(sc: &Scenario) -> RowSetup {
         _ => "none",
     };
     let sized = ["peers", "replicas", "sentinels", "masters", "tokens"];
-    let keys = sc
+    let mut keys: BTreeMap<String, String> = sc
         .protocol
         .params
         .iter()
         .filter(|(k, _)| !k.ends_with("_ms") && !sized.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.to_string()))
         .collect();
+    // What the application does with its lock changes behaviour as much as the library:
+    // a story that never checks is not one of a row that checks before each write.
+    let check = serde_json::to_value(sc.workload.check).expect("a check mode serialises");
+    keys.insert("workload.check".into(), check.to_string());
+    let writes = sc.workload.writes_per_cs.to_string();
+    keys.insert("workload.writes_per_cs".into(), writes);
     RowSetup {
         protocol: sc.protocol.name.clone(),
         guard: guard.into(),

@@ -120,19 +120,16 @@ impl Etcd {
             None,
             "install it, e.g. `apt-get install -y etcd-server`, to compare the etcd model",
         )?;
-        for attempt in 0..5 {
-            if let Some(etcd) = Etcd::try_start(test, attempt) {
+        for _ in 0..5 {
+            if let Some(etcd) = Etcd::try_start(test) {
                 return Some(etcd);
             }
         }
         panic!("etcd did not start on free loopback ports (5 tries)");
     }
 
-    fn try_start(test: &str, attempt: u32) -> Option<Etcd> {
-        let dir =
-            std::env::temp_dir().join(format!("locksim-{test}-{}-{attempt}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a temporary directory");
+    fn try_start(test: &str) -> Option<Etcd> {
+        let dir = tools::scratch_dir(test);
         let (client, peer) = (tools::free_port(), tools::free_port());
         let client_url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");

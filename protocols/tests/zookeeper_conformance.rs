@@ -284,19 +284,17 @@ impl ZooKeeper {
                 return None;
             }
         }
-        for attempt in 0..3 {
-            if let Some(zk) = ZooKeeper::try_start(test, attempt) {
+        for _ in 0..3 {
+            if let Some(zk) = ZooKeeper::try_start(test) {
                 return Some(zk);
             }
         }
         panic!("ZooKeeper did not start on a free loopback port (3 tries)");
     }
 
-    fn try_start(test: &str, attempt: u32) -> Option<ZooKeeper> {
-        let dir =
-            std::env::temp_dir().join(format!("locksim-{test}-{}-{attempt}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("data")).expect("a temporary directory");
+    fn try_start(test: &str) -> Option<ZooKeeper> {
+        let dir = tools::scratch_dir(test);
+        std::fs::create_dir_all(dir.join("data")).expect("a data directory");
         let port = tools::free_port();
         let cfg = format!(
             "tickTime={TICK_MS}\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
@@ -321,8 +319,15 @@ impl ZooKeeper {
         let mut zk = ZooKeeper { child, addr, dir };
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = zk.child.try_wait() {
-                return None; // exited: most likely the port was taken
+            if let Ok(Some(status)) = zk.child.try_wait() {
+                // Exited: most likely the port was taken. Say why, from its log.
+                let log = std::fs::read_to_string(zk.dir.join("zookeeper.log")).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(15).collect();
+                eprintln!(
+                    "{test}: ZooKeeper on port {port} exited ({status}); its log ends:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+                return None;
             }
             if srvr(addr).is_some_and(|s| s.contains("Mode: standalone")) {
                 return Some(zk);

@@ -289,6 +289,34 @@ fn fast(c: &Comparison, row: &str) -> Decision {
     }
 }
 
+/// At most this many of the matrix's rows side by side in one decision table: more would
+/// make a reader scroll sideways away from the requirement each answer belongs to.
+pub const MAX_COLUMNS: usize = 7;
+
+/// The matrix's rows cut into the column groups of the decision table, in order: a
+/// protocol's rows (its labels' part before the first `/` or `+`) stay together, and
+/// neighbouring protocols share a group while it has at most `max` columns; a protocol with
+/// more rows than that is cut into groups of `max`.
+pub fn column_groups(labels: &[&str], max: usize) -> Vec<std::ops::Range<usize>> {
+    assert!(max > 0, "a group has at least one column");
+    let family = |l: &str| l.split(['/', '+']).next().unwrap_or(l).to_owned();
+    let mut families: Vec<std::ops::Range<usize>> = vec![];
+    for (i, l) in labels.iter().enumerate() {
+        match families.last_mut() {
+            Some(f) if family(labels[f.start]) == family(l) && f.len() < max => f.end = i + 1,
+            _ => families.push(i..i + 1),
+        }
+    }
+    let mut groups: Vec<std::ops::Range<usize>> = vec![];
+    for f in families {
+        match groups.last_mut() {
+            Some(g) if g.len() + f.len() <= max => g.end = f.end,
+            _ => groups.push(f),
+        }
+    }
+    groups
+}
+
 /// What the decision table's answers mean, in one line.
 pub fn legend(c: &Comparison) -> String {
     format!(
@@ -466,5 +494,31 @@ mod tests {
         );
         // The story is not about a server crash: that requirement reads its cell only.
         assert_eq!(answers(&c, "server crashes")[0], Answer::Meets);
+    }
+
+    #[test]
+    fn column_groups_keep_a_protocols_rows_together_and_fit_the_width() {
+        let labels = [
+            "single/a",
+            "single/b",
+            "single+f",
+            "repl",
+            "repl+w",
+            "redlock",
+            "redlock+f",
+            "etcd",
+            "zk",
+        ];
+        assert_eq!(column_groups(&labels, 5), [0..5, 5..9]);
+        assert_eq!(column_groups(&labels, 3), [0..3, 3..5, 5..8, 8..9]);
+        let all = column_groups(&labels, 9);
+        assert_eq!(
+            (all.len(), all[0].clone()),
+            (1, 0..9),
+            "one group holds all"
+        );
+        // A protocol with more rows than fit is cut; the rest still packs.
+        assert_eq!(column_groups(&labels[..3], 2), [0..2, 2..3]);
+        assert_eq!(column_groups(&[], 4), Vec::<std::ops::Range<usize>>::new());
     }
 }

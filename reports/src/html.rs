@@ -28,7 +28,8 @@ code{background:#f4f4f4;padding:1px 3px;word-break:break-all}.cx{margin:1.5em 0;
 svg{max-width:100%;height:auto}.grid{display:flex;flex-wrap:wrap;gap:8px}\
 .note{font-size:90%;color:#555;margin-top:-0.6em}.ev{font-size:85%;color:#444}\
 td.meets{background:#e9f5ec}td.fails{background:#fbe3e4}td.only{background:#fff4d6}\
-table.decide td{text-align:left;min-width:7em;max-width:11em}table.decide td:first-child{min-width:12em}\
+table.decide{table-layout:fixed;width:100%}table.decide th:first-child{width:11em}\
+table.decide th{overflow-wrap:anywhere}table.decide td{text-align:left;overflow-wrap:anywhere}\
 table.decide small{white-space:normal;display:block;font-size:80%}\
 .legend{display:flex;flex-wrap:wrap;gap:0 1.2em}.legend span{white-space:nowrap}.nw{white-space:nowrap}.caption{font-style:italic}";
 
@@ -522,38 +523,46 @@ fn top(s: &mut String, c: &Comparison) {
 }
 
 /// The decision table: requirements × rows, each answer with its evidence as the cell's
-/// small print.
+/// small print; the rows in groups that fit the page side by side (`decide::column_groups`).
 fn decision_section(s: &mut String, c: &Comparison) {
     let rows = decide::table(c);
     if rows.is_empty() {
         return;
     }
-    s.push_str(
-        "<h2 id=\"decide\">What to choose</h2><div class=\"wide\"><table class=\"decide\"><tr><th>requirement</th>",
-    );
-    for (p, _) in &c.protocols {
-        let _ = write!(s, "<th>{}</th>", escape(p));
-    }
-    s.push_str("</tr>");
-    for (req, decisions) in &rows {
-        let _ = write!(s, "<tr><td>{}</td>", escape(req));
-        for d in decisions {
-            let (class, mark) = match d.answer {
-                Answer::Meets => ("meets", "✔"),
-                Answer::Fails => ("fails", "✘"),
-                Answer::OnlyWith { .. } => ("only", "◐"),
-            };
-            let _ = write!(
-                s,
-                "<td class=\"{class}\" title=\"{ev}\"><b>{mark} {}</b><small>{ev}</small></td>",
-                escape(&d.word()),
-                ev = escape(&d.evidence)
-            );
+    // One block of tables, one legend under the last.
+    s.push_str("<h2 id=\"decide\">What to choose</h2><div class=\"wide\">");
+    let labels: Vec<&str> = c.protocols.iter().map(|(p, _)| p.as_str()).collect();
+    for group in decide::column_groups(&labels, decide::MAX_COLUMNS) {
+        s.push_str("<table class=\"decide\"><tr><th>requirement</th>");
+        for p in &labels[group.clone()] {
+            let _ = write!(s, "<th>{}</th>", escape(p));
         }
         s.push_str("</tr>");
+        for (req, decisions) in &rows {
+            let _ = write!(s, "<tr><td>{}</td>", escape(req));
+            for d in &decisions[group.clone()] {
+                decision_cell(s, d);
+            }
+            s.push_str("</tr>");
+        }
+        s.push_str("</table>");
     }
-    s.push_str("</table></div>");
+    s.push_str("</div>");
     note(s, &decide::legend(c));
+}
+
+fn decision_cell(s: &mut String, d: &decide::Decision) {
+    let (class, mark) = match d.answer {
+        Answer::Meets => ("meets", "✔"),
+        Answer::Fails => ("fails", "✘"),
+        Answer::OnlyWith { .. } => ("only", "◐"),
+    };
+    let _ = write!(
+        s,
+        "<td class=\"{class}\" title=\"{ev}\"><b>{mark} {}</b><small>{ev}</small></td>",
+        escape(&d.word()),
+        ev = escape(&d.evidence)
+    );
 }
 
 /// The cost table and the safety-against-cost chart.

@@ -86,25 +86,28 @@ pub fn answer_text(d: &decide::Decision) -> String {
     format!("{mark} {}", d.word())
 }
 
-/// The decision table: requirements × rows, each answer with its evidence below the table.
+/// The decision table: requirements × rows (in groups of at most `decide::MAX_COLUMNS`
+/// rows, a protocol's rows together), each answer with its evidence below the tables.
 pub fn decision_table(c: &Comparison) -> String {
     let rows = decide::table(c);
     let mut s = String::new();
     if rows.is_empty() {
         return s;
     }
-    let _ = write!(s, "| requirement |");
-    for (p, _) in &c.protocols {
-        let _ = write!(s, " {p} |");
-    }
-    let _ = write!(s, "\n|---|");
-    for _ in &c.protocols {
-        let _ = write!(s, "---|");
-    }
-    s.push('\n');
-    for (req, decisions) in &rows {
-        let cells: Vec<String> = decisions.iter().map(answer_text).collect();
-        let _ = writeln!(s, "| {req} | {} |", cells.join(" | "));
+    let labels: Vec<&str> = c.protocols.iter().map(|(p, _)| p.as_str()).collect();
+    for (i, group) in decide::column_groups(&labels, decide::MAX_COLUMNS)
+        .into_iter()
+        .enumerate()
+    {
+        if i > 0 {
+            s.push('\n');
+        }
+        let _ = writeln!(s, "| requirement | {} |", labels[group.clone()].join(" | "));
+        let _ = writeln!(s, "|---|{}", "---|".repeat(group.len()));
+        for (req, decisions) in &rows {
+            let cells: Vec<String> = decisions[group.clone()].iter().map(answer_text).collect();
+            let _ = writeln!(s, "| {req} | {} |", cells.join(" | "));
+        }
     }
     let _ = writeln!(s, "\n{}\n\nEvidence:\n", decide::legend(c));
     for (req, decisions) in &rows {

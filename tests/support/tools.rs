@@ -76,3 +76,15 @@ pub fn free_port() -> u16 {
     }
     panic!("no fresh free loopback port in 1000 tries")
 }
+
+/// A fresh, empty scratch directory for one server of `test`, never handed out before in this
+/// test process: tests run side by side in one process, and a shared name let one test's
+/// clean-up delete the data directory of another's running server.
+pub fn scratch_dir(test: &str) -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("locksim-{test}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
