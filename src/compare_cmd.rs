@@ -3,6 +3,7 @@
 use crate::compare::{compare, Options};
 use crate::compare_shard::{merge, run_shard, Shard};
 use locksim_protocols::Registry;
+use locksim_reports::cost::LiveLatency;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -79,11 +80,16 @@ pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         println!("when every shard is done: locksim compare --merge DIR... --out DIR");
         return Ok(ExitCode::SUCCESS);
     }
-    let c = if dirs.is_empty() {
+    let mut c = if dirs.is_empty() {
         compare(&opts, registry)?
     } else {
         merge(&dirs, &opts, registry)?
     };
+    if let Some(v) = &validation {
+        // The cost tables gain the real systems' loopback latencies: written again.
+        add_live_latencies(&mut c, v);
+        crate::compare::write_reports(&c, &opts.out)?;
+    }
     println!("{}\n", c.title);
     println!(
         "Share of runs with damage (an acknowledged update lost, a stale write accepted), with a \
@@ -126,6 +132,29 @@ fn read_validation(file: &Path) -> anyhow::Result<serde_json::Value> {
         )));
     }
     Ok(v)
+}
+
+/// Each row's live acquire latency beside the simulated one, from the validation's healthy
+/// scenario of its protocol (the first with a live result; the rows of one scenario carry the
+/// same liveness figures, one per property).
+pub fn add_live_latencies(c: &mut locksim_reports::Comparison, v: &serde_json::Value) {
+    let rows = v["rows"].as_array().cloned().unwrap_or_default();
+    for row in &mut c.rows {
+        let id = c.protocol_ids.get(&row.label).unwrap_or(&row.label);
+        let Some(cost) = row.cost.as_mut() else {
+            continue;
+        };
+        cost.live = rows.iter().find_map(|r| {
+            let healthy = r["scenario"].as_str()?.ends_with("-healthy");
+            let p50 = r["live"]["acquire_p50_ms"].as_f64().filter(|x| *x > 0.0)?;
+            (healthy && r["protocol"] == id.as_str()).then(|| LiveLatency {
+                scenario: r["scenario"].as_str().unwrap_or_default().to_owned(),
+                acquire_ms_p50: p50,
+                sim_acquire_ms_p50: r["sim"]["acquire_p50_ms"].as_f64().unwrap_or(0.0),
+                runs: r["live"]["runs"].as_u64().unwrap_or(0),
+            })
+        });
+    }
 }
 
 /// Markdown: each protocol of the report with its validation status.

@@ -4,8 +4,8 @@
 //! and saves full-page screenshots, 1200 and 800 px wide, under `target/tmp/`.
 
 mod common;
-#[path = "support/tools.rs"]
-mod tools;
+
+use common::tools;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

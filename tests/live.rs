@@ -5,8 +5,8 @@
 #![allow(clippy::disallowed_methods)] // live runs are measured in real time
 
 mod common;
-#[path = "support/tools.rs"]
-mod tools;
+
+use common::tools;
 
 use common::{code, in_repo};
 use std::path::{Path, PathBuf};
@@ -279,6 +279,33 @@ fn a_missing_server_binary_names_its_debian_package() {
     assert!(err.contains("apt-get install -y redis-server"), "{err}");
 }
 
+/// Starts `locksim live SCENARIO`, waits until its first client is up (every server is
+/// ready by then), sends `signal` to locksim and returns how it ended; `keep` gets its
+/// `pids.txt`.
+fn signal_mid_run(scenario: &str, keep: &Path, signal: i32) -> std::process::ExitStatus {
+    let mut child = tools::die_with_test(&mut Command::new(env!("CARGO_BIN_EXE_locksim")))
+        .args(["live", scenario, "--keep"])
+        .arg(keep)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let client_up = |k: &Path| {
+        std::fs::read_to_string(k.join("pids.txt"))
+            .is_ok_and(|t| t.lines().any(|l| l.ends_with(" c1")))
+    };
+    while !client_up(keep) && start.elapsed() < Duration::from_secs(90) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(client_up(keep), "{scenario}: the servers and c1 started");
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    child.wait().unwrap()
+}
+
 #[test]
 fn ctrl_c_leaves_no_server_or_client_running() {
     let _serial = one_at_a_time();
@@ -286,31 +313,72 @@ fn ctrl_c_leaves_no_server_or_client_running() {
         return;
     }
     let keep = scratch("sigint");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_locksim"))
-        .args([
-            "live",
-            "scenarios/catalog/redis-single-healthy.toml",
-            "--keep",
-        ])
-        .arg(&keep)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until the server and the three clients are up.
-    let start = Instant::now();
-    let started =
-        |k: &Path| std::fs::read_to_string(k.join("pids.txt")).map_or(0, |t| t.lines().count());
-    while started(&keep) < 4 && start.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(started(&keep), 4, "the server and three clients started");
-    std::thread::sleep(Duration::from_millis(300));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
+    let status = signal_mid_run(
+        "scenarios/catalog/redis-single-healthy.toml",
+        &keep,
+        libc::SIGINT,
+    );
     assert_eq!(status.code(), Some(128 + libc::SIGINT));
     assert_none_left(&keep);
+}
+
+/// What the conformance tests' servers rely on: a process started with
+/// `tools::die_with_test` is killed when the thread that started it ends, though nothing
+/// waits for it or kills it.
+#[test]
+fn a_process_started_to_die_with_its_test_dies_with_its_thread() {
+    use std::os::unix::process::ExitStatusExt;
+    // The thread starts it and ends; the child is handed back only to be reaped here.
+    let mut child = std::thread::spawn(|| {
+        tools::die_with_test(&mut Command::new("sleep"))
+            .arg("60")
+            .spawn()
+            .unwrap()
+    })
+    .join()
+    .unwrap();
+    let start = Instant::now();
+    let mut status = None;
+    while status.is_none() && start.elapsed() < Duration::from_secs(5) {
+        status = child.try_wait().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let status = status.expect("sleep outlived the thread that started it");
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+}
+
+/// SIGKILL runs no handler and no `Drop`: the kernel kills each server and client because
+/// it was started to die with locksim (`PR_SET_PDEATHSIG`), JVMs included.
+#[test]
+fn sigkill_leaves_no_etcd_or_zookeeper_server_running() {
+    use std::os::unix::process::ExitStatusExt;
+    let _serial = one_at_a_time();
+    for (scenario, program, package) in [
+        (
+            "scenarios/catalog/zookeeper-healthy.toml",
+            "java",
+            "zookeeper",
+        ),
+        ("scenarios/catalog/etcd-healthy.toml", "etcd", "etcd-server"),
+    ] {
+        if !have(program, package) {
+            continue;
+        }
+        let keep = scratch(&format!("sigkill-{program}"));
+        let status = signal_mid_run(scenario, &keep, libc::SIGKILL);
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{scenario}");
+        let pids = std::fs::read_to_string(keep.join("pids.txt")).unwrap();
+        let is_client = |name: &str| name.starts_with('c') && name[1..].parse::<u32>().is_ok();
+        let servers = pids.lines().filter_map(|l| l.split_once(' '));
+        assert_eq!(
+            servers.filter(|(_, name)| !is_client(name)).count(),
+            5,
+            "{scenario}: five servers were running when locksim was killed: {pids}"
+        );
+        assert_none_left(&keep);
+    }
 }
 
 /// Runs a catalog scenario live with `--json` and returns (exit code, result).

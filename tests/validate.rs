@@ -5,8 +5,8 @@
 #![allow(clippy::disallowed_methods)] // live runs are real time
 
 mod common;
-#[path = "support/tools.rs"]
-mod tools;
+
+use common::tools;
 
 use common::{code, in_repo, scratch, stderr, stdout};
 use serde_json::Value;
@@ -172,5 +172,71 @@ fn bad_input_exits_2_naming_what_is_wrong() {
         &out,
     ]);
     assert_eq!(code(&cmp), 2, "{}", stderr(&cmp));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One validation row as `locksim validate` writes it, with the liveness figures compare reads.
+fn validation_row(scenario: &str, protocol: &str, live_p50: f64, sim_p50: f64) -> Value {
+    let side = |p50: f64, runs: u64| {
+        serde_json::json!({"k": 0, "n": runs, "lo": 0.0, "hi": 0.5, "runs": runs, "failed": 0,
+            "acquisitions_per_run": 50.0, "acquire_p50_ms": p50})
+    };
+    serde_json::json!({"scenario": scenario, "protocol": protocol,
+        "property": "mutual_exclusion", "live": side(live_p50, 4), "sim": side(sim_p50, 60),
+        "validated": true, "agrees": true, "explanation": null})
+}
+
+/// Issue 17's real latencies: with `--validation`, each row's cost carries its protocol's
+/// loopback acquire latency from the healthy validation scenario (a faulty scenario's is not
+/// a price), beside the simulated one, in report.json, report.md and report.html; a protocol
+/// without a live healthy result gets none.
+#[test]
+fn compare_shows_live_loopback_latency_beside_simulated() {
+    let dir = scratch("validate-live-cost");
+    let rows = vec![
+        validation_row("v-redis-single-gc-pause", "single-redis", 999.0, 2.0),
+        validation_row("v-redis-single-healthy", "single-redis", 73.7, 41.0),
+        validation_row("v-zookeeper-healthy", "zookeeper", 0.0, 43.0),
+    ];
+    let v = dir.join("validation.json");
+    std::fs::write(&v, serde_json::json!({ "rows": rows }).to_string()).unwrap();
+    std::fs::write(dir.join("m.toml"), MATRIX).unwrap();
+    let (m, r) = (dir.join("m.toml"), dir.join("r").display().to_string());
+    let (m, v) = (m.to_str().unwrap(), v.to_str().unwrap());
+    let cmp = in_repo(&[
+        "compare",
+        "--matrix",
+        m,
+        "--quiet",
+        "--out",
+        &r,
+        "--validation",
+        v,
+    ]);
+    assert_eq!(code(&cmp), 0, "{}", stderr(&cmp));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("r/report.json")).unwrap()).unwrap();
+    let cost = |label: &str| {
+        let rows = report["rows"].as_array().expect("report.json has rows");
+        let row = rows.iter().find(|r| r["label"] == label).expect(label);
+        row["cost"].clone()
+    };
+    let redis = cost("single-redis");
+    assert_eq!(
+        redis["live"]["scenario"], "v-redis-single-healthy",
+        "{redis}"
+    );
+    assert_eq!(redis["live"]["acquire_ms_p50"], 73.7, "{redis}");
+    assert_eq!(redis["live"]["sim_acquire_ms_p50"], 41.0, "{redis}");
+    assert!(redis["acquire_ms_p50"].as_f64().unwrap() > 0.0, "{redis}");
+    assert!(cost("zookeeper")["live"].is_null(), "no live result: none");
+    let md = std::fs::read_to_string(dir.join("r/report.md")).unwrap();
+    assert!(md.contains("loopback live · sim p50 (ms) |"), "{md}");
+    assert!(
+        md.contains(" 73.7 · 41.0 (v-redis-single-healthy) |"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(dir.join("r/report.html")).unwrap();
+    assert!(html.contains("<td>73.7 · 41.0 (v-redis-single-healthy)</td>"));
     let _ = std::fs::remove_dir_all(&dir);
 }

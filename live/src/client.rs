@@ -23,6 +23,10 @@ pub fn main(spec: ClientSpec) -> anyhow::Result<()> {
     let mut lock = library(&spec, &ctx)?;
     let mut resource = ResourceClient::new(resource_addr);
     let mut grants = spec.grants_before;
+    // Spawned before the run's start, while the faults due at 0 take effect: wait for it.
+    clock::sleep(Duration::from_nanos(
+        spec.start_ns.saturating_sub(clock::now_ns()),
+    ));
     while !ctx.over() {
         one_round(&ctx, lock.as_mut(), &mut resource, &mut grants);
     }

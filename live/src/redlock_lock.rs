@@ -114,6 +114,16 @@ impl RedlockLock {
                 if granted.len() >= quorum(p.instances) {
                     ctx.note(format!("lock rejected: {why}"));
                 }
+                // Which replies missed the deadline: on a CPU-starved machine, replies of
+                // reachable instances miss it too, which the simulator never does.
+                let answered = replies.iter().flatten().count();
+                ctx.note(format!(
+                    "try failed: {} of {} granted, {answered} answered within {} ms, elapsed {:.1} ms",
+                    granted.len(),
+                    p.instances,
+                    p.request_timeout_ms,
+                    (ctx.mono_now() - start).as_secs_f64() * 1e3,
+                ));
                 let which = match p.variant {
                     Variant::ReleaseQuorumOnly => granted,
                     _ => self.all(),

@@ -81,6 +81,9 @@ struct Live<'a> {
     proxies: BTreeMap<(String, String), Proxy>,
 }
 
+/// How long before the run's start the clients are spawned: they wait for it.
+const CLIENT_SPAWN_MS: u64 = 500;
+
 /// Runs `prepared` live. Every process it starts is gone when it returns (or unwinds).
 pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     clock::assert_real();
@@ -92,7 +95,11 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     start_servers(&mut deployment)?;
     let faults = prepared.faults_for(opts.seed);
     let s = &prepared.scenario;
-    let start_ns = clock::now_ns();
+    // The clients are spawned before the start and wait for it, and the faults due at 0 act
+    // before it (`fire_due`), as in the simulator, where a fault at 0 precedes every client
+    // step: spawned one by one, a client ran before a partition or pause at 0 took effect
+    // (under load, for tens of ms: Redlock's first grant then reached all five masters).
+    let start_ns = clock::now_ns() + CLIENT_SPAWN_MS * 1_000_000;
     let recorder = Recorder::new(start_ns);
     let resource = crate::resource::start(s.resource.rules(), &dir, recorder.clone())?;
     let (tx, rx) = channel();
@@ -119,6 +126,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     for name in s.workload.client_names() {
         live.start_client(&name, point_stops(&faults, &name))?;
     }
+    live.fire_due(start_ns);
     live.main_loop(&rx, start_ns + s.duration_ms * 1_000_000)?;
     if s.heal_ms > 0 {
         live.heal_all();
@@ -323,6 +331,22 @@ impl Live<'_> {
     }
 
     /// Fires due timers and handles client messages until `until_ns`.
+    /// Fires every timer due by `t_ns` (which may be in the future: the faults at 0).
+    fn fire_due(&mut self, t_ns: u64) {
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > t_ns {
+                break;
+            }
+            let action = entry.remove();
+            self.fire(action);
+        }
+    }
+
+    /// When a fault acts, for timing its end: now, or the run's start for one fired before it.
+    fn fault_now(&self) -> u64 {
+        clock::now_ns().max(self.recorder.start_ns())
+    }
+
     fn main_loop(
         &mut self,
         rx: &Receiver<(String, u32, ClientMsg)>,
@@ -334,13 +358,7 @@ impl Live<'_> {
                 return Ok(());
             }
             self.check_clients()?;
-            while let Some(entry) = self.timers.first_entry() {
-                if entry.key().0 > now {
-                    break;
-                }
-                let action = entry.remove();
-                self.fire(action);
-            }
+            self.fire_due(now);
             let next = self
                 .timers
                 .keys()
@@ -444,7 +462,7 @@ impl Live<'_> {
 
     /// SIGSTOP to the node's group for `duration_ms` (a longer pause already on wins).
     fn pause(&mut self, node: &str, duration_ms: u64, why: &str) {
-        let until = clock::now_ns() + duration_ms * 1_000_000;
+        let until = self.fault_now() + duration_ms * 1_000_000;
         let Some(proc) = self.proc_of(node) else {
             return;
         };
@@ -500,7 +518,7 @@ impl Live<'_> {
             return;
         }
         let duration_ms = stop.duration_ms.expect("a pause has a duration");
-        let until = clock::now_ns() + duration_ms * 1_000_000;
+        let until = self.fault_now() + duration_ms * 1_000_000;
         let epoch = self.paused.get(who).map_or(1, |(_, e)| e + 1);
         self.paused.insert(who.to_owned(), (until, epoch));
         let event = self
@@ -539,7 +557,7 @@ impl Live<'_> {
             .detail(detail.clone());
         self.recorder.record(event);
         self.at(
-            clock::now_ns() + duration_ms * 1_000_000,
+            self.fault_now() + duration_ms * 1_000_000,
             Action::Heal { links },
         );
     }
@@ -580,7 +598,7 @@ impl Live<'_> {
                 false => self.deployment.lock.restart_delay_ms(),
             };
             self.at(
-                clock::now_ns() + (ms + delay_ms) * 1_000_000,
+                self.fault_now() + (ms + delay_ms) * 1_000_000,
                 Action::Restart {
                     node: node.to_owned(),
                 },

@@ -134,7 +134,7 @@ impl Etcd {
         let client_url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let log = std::fs::File::create(dir.join("etcd.log")).expect("etcd's log file");
-        let child = Command::new("etcd")
+        let child = tools::die_with_test(&mut Command::new("etcd"))
             .args(["--name", "conformance", "--data-dir"])
             .arg(dir.join("data"))
             .args(["--listen-client-urls", &client_url])

@@ -223,7 +223,7 @@ impl Server {
             &std::env::temp_dir().display().to_string(),
         ]
         .map(String::from);
-        let child = Command::new("redis-server")
+        let child = tools::die_with_test(&mut Command::new("redis-server"))
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -307,7 +307,7 @@ impl ZooKeeper {
             .map(|j| format!("/usr/share/java/{j}"))
             .collect();
         let log = std::fs::File::create(dir.join("zookeeper.log")).expect("a log file");
-        let child = Command::new("java")
+        let child = tools::die_with_test(&mut Command::new("java"))
             .args(["-Xmx128m", "-XX:+UseSerialGC", "-cp", &jars.join(":")])
             .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
             .arg(dir.join("zoo.cfg"))

@@ -41,6 +41,24 @@ pub struct Cost {
     pub runs: u64,
     /// Their seeds.
     pub seeds: String,
+    /// The real system's acquire latency on loopback, where `compare --validation` gave one.
+    pub live: Option<LiveLatency>,
+}
+
+/// A protocol's acquire latency against its real servers on loopback (`locksim validate`'s
+/// live runs of its healthy validation scenario), beside the simulator's on the same scenario:
+/// both contended, so the pair is comparable where the uncontended figure is not.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LiveLatency {
+    /// The validation scenario (`v-…-healthy`).
+    pub scenario: String,
+    /// Live: median over the live runs of each run's median acquire latency, in ms.
+    pub acquire_ms_p50: f64,
+    /// Simulated, same scenario and statistic, in ms.
+    pub sim_acquire_ms_p50: f64,
+    /// Live runs behind it.
+    pub runs: u64,
 }
 
 fn per_s(x: f64, cell: &CellSummary) -> Option<f64> {
@@ -66,6 +84,7 @@ impl Cost {
             stuck_profile: reference.map_or(String::new(), |c| c.profile.clone()),
             runs: uncontended.runs,
             seeds: uncontended.seeds.clone(),
+            live: None,
         };
         assert!(
             cost.acquire_ms_p50 <= cost.acquire_ms_p99 + 1e-9,

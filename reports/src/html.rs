@@ -573,14 +573,20 @@ fn cost_section(s: &mut String, c: &Comparison) {
     s.push_str(
         "<h2 id=\"cost\">Cost</h2><div class=\"wide\"><table><tr><th>protocol</th>\
          <th>acquire p50 ms</th><th>acquire p99 ms</th><th>handoffs/s</th>\
-         <th>messages/acquire</th><th>fsyncs/acquire</th><th>stuck ms/s</th><th>runs</th></tr>",
+         <th>messages/acquire</th><th>fsyncs/acquire</th><th>stuck ms/s</th><th>runs</th>",
     );
+    let live = crate::markdown::has_live_cost(c);
+    s.push_str(if live {
+        "<th>loopback live · sim p50 ms</th></tr>"
+    } else {
+        "</tr>"
+    });
     for r in &c.rows {
         let Some(x) = &r.cost else { continue };
         let _ = write!(
             s,
             "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{:.1}</td><td>{:.2}</td>\
-             <td title=\"under {}\">{}</td><td>{}</td></tr>",
+             <td title=\"under {}\">{}</td><td>{}</td>",
             escape(&r.label),
             x.acquire_ms_p50,
             x.acquire_ms_p99,
@@ -591,9 +597,16 @@ fn cost_section(s: &mut String, c: &Comparison) {
             figure(x.stuck_ms_per_s, 0),
             x.runs
         );
+        if live {
+            let _ = write!(s, "<td>{}</td>", escape(&crate::markdown::live_cell(x)));
+        }
+        s.push_str("</tr>");
     }
     s.push_str("</table></div>");
     note(s, COST_LEGEND);
+    if live {
+        note(s, crate::markdown::LIVE_COST_LEGEND);
+    }
     if let Some(profile) = c.reference_profile() {
         let _ = write!(
             s,

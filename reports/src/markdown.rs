@@ -126,17 +126,52 @@ pub const COST_LEGEND: &str = "Simulated under the matrix's network. Uncontended
     those runs; handoffs: grants per second with the row's clients contending, no faults; \
     stuck: ms per second someone wanted the lock while nobody held it, under the named profile.";
 
+/// The legend of the live column (shown when `compare --validation` gave live figures).
+pub const LIVE_COST_LEGEND: &str = "Loopback live · sim: the acquire latency's median against \
+    the real servers on loopback (`locksim validate`'s live runs of the protocol's healthy \
+    validation scenario, named; median of the runs' medians) beside the simulator's on the \
+    same scenario; both contended, unlike the uncontended columns; – where the validation has \
+    no live result for the protocol.";
+
+/// Whether any row has a live latency (the cost tables then show its column).
+pub fn has_live_cost(c: &Comparison) -> bool {
+    c.rows
+        .iter()
+        .any(|r| r.cost.as_ref().is_some_and(|x| x.live.is_some()))
+}
+
+/// A row's live latency cell: `live · sim (scenario)`, or `–`.
+pub fn live_cell(x: &crate::cost::Cost) -> String {
+    x.live.as_ref().map_or("–".into(), |l| {
+        format!(
+            "{:.1} · {:.1} ({})",
+            l.acquire_ms_p50, l.sim_acquire_ms_p50, l.scenario
+        )
+    })
+}
+
 /// The cost table: one row per protocol row.
 pub fn cost_table(c: &Comparison) -> String {
+    let live = has_live_cost(c);
     let mut s = String::from(
-        "| protocol | acquire p50 (ms) | acquire p99 (ms) | handoffs/s | messages/acquire | fsyncs/acquire | stuck (ms/s) | uncontended runs |\n|---|---|---|---|---|---|---|---|\n",
+        "| protocol | acquire p50 (ms) | acquire p99 (ms) | handoffs/s | messages/acquire | fsyncs/acquire | stuck (ms/s) | uncontended runs |",
     );
+    s += if live {
+        " loopback live · sim p50 (ms) |\n|---|---|---|---|---|---|---|---|---|\n"
+    } else {
+        "\n|---|---|---|---|---|---|---|---|\n"
+    };
     for r in &c.rows {
         let Some(x) = &r.cost else { continue };
         let stuck = figure(x.stuck_ms_per_s, 0);
+        let tail = if live {
+            format!(" {} |", live_cell(x))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "| {} | {:.1} | {:.1} | {} | {:.1} | {:.2} | {} ({}) | {} |",
+            "| {} | {:.1} | {:.1} | {} | {:.1} | {:.2} | {} ({}) | {} |{tail}",
             r.label,
             x.acquire_ms_p50,
             x.acquire_ms_p99,
@@ -339,6 +374,9 @@ fn answers(s: &mut String, c: &Comparison) {
     s.push_str(&verdict_lines(c));
     if c.rows.iter().any(|r| r.cost.is_some()) {
         let _ = writeln!(s, "\n## Cost\n\n{}\n{COST_LEGEND}", cost_table(c));
+        if has_live_cost(c) {
+            let _ = writeln!(s, "{LIVE_COST_LEGEND}");
+        }
     }
     let _ = writeln!(
         s,

@@ -113,3 +113,25 @@ fn session_done_fires_within_a_second_of_the_last_answer_plus_the_ttl() {
         );
     }
 }
+
+#[test]
+fn etcd_ttl_rounding_grants_a_1_s_lease_as_etcds_2_s_minimum() {
+    // etcd-gc-pause asks for 2 s. Asking for 1 s with etcd's rounding is the same run, seed
+    // for seed (the server grants its 2 s minimum and the client keeps that alive); asking for
+    // 1 s as the model takes it by default is another.
+    let file = "etcd-gc-pause.toml";
+    let asked = "lease_ttl_ms = 2_000";
+    let two = common::prepared(&format!("catalog/{file}"));
+    let rounded = changed(file, asked, "lease_ttl_ms = 1_000\nttl_rounding = \"etcd\"");
+    let exact = changed(file, asked, "lease_ttl_ms = 1_000");
+    for seed in 1..=5 {
+        let (two, rounded, exact) = (two.run(seed), rounded.run(seed), exact.run(seed));
+        assert_eq!(two.trace_hash, rounded.trace_hash, "{}", rounded.replay);
+        assert_ne!(two.trace_hash, exact.trace_hash, "{}", exact.replay);
+    }
+    let half = "lease_ttl_ms = 1_500\nttl_rounding = \"etcd\"";
+    let text = std::fs::read_to_string(common::path(&format!("catalog/{file}"))).unwrap();
+    let refused = locksim_scenarios::Scenario::parse(&text.replace(asked, half), file)
+        .and_then(|s| s.prepare(file, &locksim_protocols::Registry::builtin()));
+    assert!(refused.is_err(), "etcd's TTLs are whole seconds");
+}

@@ -2,12 +2,18 @@
 
 #![allow(dead_code)]
 
+#[path = "../support/tools.rs"]
+pub mod tools;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A `locksim` command.
+/// A `locksim` command, which dies with the test's thread: a test killed mid-run (SIGKILL,
+/// no `Drop`) takes its `locksim live` or `validate`, and so their servers, with it.
 pub fn locksim() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_locksim"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_locksim"));
+    tools::die_with_test(&mut cmd);
+    cmd
 }
 
 /// Runs `locksim` with these arguments.

@@ -77,6 +77,26 @@ pub fn free_port() -> u16 {
     panic!("no fresh free loopback port in 1000 tries")
 }
 
+/// Makes the process `cmd` starts die with the thread that starts it (`PR_SET_PDEATHSIG =
+/// SIGKILL`, which survives the `exec`): a test process killed with SIGKILL, where no `Drop`
+/// runs, leaves no server behind. A server is started and dropped by the test's own thread,
+/// which lives as long as the server is needed.
+pub fn die_with_test(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as i32;
+    // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid, _exit).
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            // The test may have died before prctl took effect.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        })
+    }
+}
+
 /// A fresh, empty scratch directory for one server of `test`, never handed out before in this
 /// test process: tests run side by side in one process, and a shared name let one test's
 /// clean-up delete the data directory of another's running server.

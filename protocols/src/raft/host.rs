@@ -154,6 +154,11 @@ pub trait Service: 'static {
     fn tick(&mut self, env: &Env) -> Vec<Self::Cmd>;
     /// This peer became leader (`true`) or stopped leading (`false`).
     fn role_changed(&mut self, env: &Env);
+    /// This peer, leading, applied the empty entry that opens its term: every entry of the
+    /// terms before is applied here now (etcd promotes its lessor at this point).
+    fn term_opened(&mut self, env: &Env) {
+        let _ = env;
+    }
     /// The answer that sends a client elsewhere: `leader` is the peer (from 0) to try, if known.
     fn not_leader(&self, leader: Option<usize>) -> Self::Resp;
     /// Answers to held requests that are due: `(client, request id, answer)`.
@@ -546,7 +551,15 @@ impl<S: Service> Host<S> {
                 xxhash_rust::xxh3::xxh3_64(&entry.data),
             );
             if entry.data.is_empty() || entry.get_entry_type() != EntryType::EntryNormal {
-                continue; // a new leader's empty entry
+                // A new leader's empty entry: once it applies its own, it has applied every
+                // entry of the terms before.
+                let raft = &self.peer.raw.raft;
+                let own = raft.state == StateRole::Leader && entry.term == raft.term;
+                if own && self.peer.leading && entry.data.is_empty() {
+                    let me = self.peer.ctx.idx();
+                    self.service.term_opened(&env(&self.peer, me, 0));
+                }
+                continue;
             }
             self.peer.ctx.point("before_apply").await;
             let cmd: S::Cmd = serde_json::from_slice(&entry.data).expect("commands deserialise");

@@ -51,10 +51,10 @@ impl EtcdClient {
         if let Some(s) = self.session.borrow().as_ref() {
             return Ok(s.lease);
         }
-        let ttl = Duration::from_millis(self.link.params.lease_ttl_ms);
+        let ttl = Duration::from_millis(self.link.params.ttl_ms());
         let sent = self.link.ctx.mono_now();
         let req = Req::LeaseGrant {
-            ttl_ms: self.link.params.lease_ttl_ms,
+            ttl_ms: self.link.params.lease_ttl_ms, // as asked; the server may round it
         };
         match self.link.call(req, self.link.request_budget()).await {
             Some(Resp::Lease { lease }) => {
@@ -149,7 +149,7 @@ impl EtcdClient {
     /// while, e.g. across a partition): a lock entered on the last milliseconds of a lease
     /// would be revoked under the critical section.
     async fn freshen_lease(&self) {
-        let ttl = Duration::from_millis(self.link.params.lease_ttl_ms);
+        let ttl = Duration::from_millis(self.link.params.ttl_ms());
         let now = self.link.ctx.mono_now();
         let lease = match self.session.borrow().as_ref() {
             Some(s) if s.valid_until < now + ttl / 2 => s.lease,
@@ -205,7 +205,7 @@ impl EtcdClient {
 
 fn spawn_keep_alive(link: Rc<Link>, session: SharedSession, lease: u64) {
     let ctx = link.ctx.clone();
-    let ttl = Duration::from_millis(link.params.lease_ttl_ms);
+    let ttl = Duration::from_millis(link.params.ttl_ms());
     ctx.spawn(async move {
         loop {
             link.ctx.sleep_local(ttl / 3).await;
@@ -311,7 +311,7 @@ impl EtcdClient {
 /// user is not told, and the member revokes the lease a TTL later.
 fn spawn_jetcd_keep_alive(link: Rc<Link>, session: SharedSession, lease: u64) {
     let ctx = link.ctx.clone();
-    let ttl = Duration::from_millis(link.params.lease_ttl_ms);
+    let ttl = Duration::from_millis(link.params.ttl_ms());
     let tick = Duration::from_millis(500);
     ctx.spawn(async move {
         let (mut next, mut deadline) = (link.ctx.mono_now(), link.ctx.mono_now() + tick * 10);
@@ -408,7 +408,7 @@ impl LockClient for EtcdClient {
             None
         };
         // Keep trying for a TTL (an election takes about one election timeout).
-        let budget = Duration::from_millis(self.link.params.lease_ttl_ms);
+        let budget = Duration::from_millis(self.link.params.ttl_ms());
         match self.link.call(req, budget).await {
             Some(Resp::Deleted) => {
                 if let Some(s) = session {
@@ -470,7 +470,7 @@ async fn go_send_keep_alives(
     lease: u64,
     deadline: Rc<Cell<Duration>>,
 ) {
-    let ttl = Duration::from_millis(link.params.lease_ttl_ms);
+    let ttl = Duration::from_millis(link.params.ttl_ms());
     let tick = Duration::from_millis(500);
     let current = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.lease == lease);
     let mut next = link.ctx.mono_now();

@@ -158,6 +158,8 @@ pub struct Kv {
     /// While leading: each lease's expiry on this peer's monotonic clock.
     expiry: BTreeMap<u64, Duration>,
     extend: Duration,
+    /// The server's TTL policy (etcd's whole seconds and minimum TTL, or as asked).
+    params: Params,
     lock_delay: Duration,
     /// While leading: nobody may take the lock before this (local monotonic clock).
     delay_until: Duration,
@@ -165,6 +167,8 @@ pub struct Kv {
     owner_expiries: u64,
     check_every_ticks: u64,
     ticks: u64,
+    /// Leading, and the lessor promoted: only then does it track and revoke leases.
+    promoted: bool,
     watches: Vec<Watch>,
     pushes: Vec<(NodeIdx, u64, Resp)>,
 }
@@ -178,6 +182,7 @@ impl Kv {
             leases: BTreeMap::new(),
             expiry: BTreeMap::new(),
             extend,
+            params: params.clone(),
             lock_delay: Duration::from_millis(params.lock_delay_ms),
             delay_until: Duration::ZERO,
             owner_expiries: 0,
@@ -186,6 +191,7 @@ impl Kv {
                 .div_ceil(params.tick_ms)
                 .max(1),
             ticks: 0,
+            promoted: false,
             watches: vec![],
             pushes: vec![],
         }
@@ -318,6 +324,7 @@ impl Service for Kv {
         match req {
             Req::LeaseGrant { ttl_ms } => {
                 let lease = madsim::rand::thread_rng().gen::<u64>() >> 1;
+                let ttl_ms = self.params.granted_ttl_ms(ttl_ms);
                 Handling::Propose(Cmd::LeaseGrant { lease, ttl_ms })
             }
             Req::TryAcquire { key, lease } => Handling::Propose(Cmd::TryAcquire { key, lease }),
@@ -350,7 +357,9 @@ impl Service for Kv {
             Cmd::LeaseGrant { lease, ttl_ms } => {
                 let ttl = Duration::from_millis(ttl_ms);
                 self.leases.insert(lease, (ttl, BTreeSet::new()));
-                if env.leader {
+                // Before its promotion the lessor keeps a new lease forever (`l.forever()` in
+                // `lessor.Grant`); the promotion starts its clock with every other.
+                if env.leader && self.promoted {
                     self.expiry.insert(lease, env.ctx.mono_now() + ttl);
                 }
                 Resp::Lease { lease }
@@ -407,7 +416,7 @@ impl Service for Kv {
 
     fn tick(&mut self, env: &Env) -> Vec<Cmd> {
         self.ticks += 1;
-        if !env.leader || self.ticks < self.check_every_ticks {
+        if !env.leader || !self.promoted || self.ticks < self.check_every_ticks {
             return vec![];
         }
         self.ticks = 0;
@@ -420,19 +429,29 @@ impl Service for Kv {
             .collect()
     }
 
-    fn role_changed(&mut self, env: &Env) {
+    /// A new leader's lessor starts empty and revokes nothing: it is promoted when the leader
+    /// applies the first entry of its term ([`Service::term_opened`]).
+    fn role_changed(&mut self, _env: &Env) {
         self.expiry.clear();
-        if env.leader {
-            // etcd's Promote: nobody knows when the old leader last renewed a lease.
-            let now = env.ctx.mono_now();
-            for (lease, (ttl, _)) in &self.leases {
-                self.expiry.insert(*lease, now + self.extend + *ttl);
-            }
-            // Nor whether a lock-delay was running: once a holder's lease has ever expired,
-            // assume one starts now.
-            if self.owner_expiries > 0 {
-                self.delay_until = now + self.lock_delay;
-            }
+        self.promoted = false;
+    }
+
+    /// etcd's `Promote`, called from `applyEntryNormal` (`server/etcdserver/server.go`) when
+    /// the leader applies the empty entry of its term, not at the role change: only then has
+    /// it applied every grant and revocation of the terms before.
+    fn term_opened(&mut self, env: &Env) {
+        assert!(env.leader, "only a leader opens a term");
+        assert!(!self.promoted, "one promotion per term");
+        self.promoted = true;
+        // Nobody knows when the old leader last renewed a lease.
+        let now = env.ctx.mono_now();
+        for (lease, (ttl, _)) in &self.leases {
+            self.expiry.insert(*lease, now + self.extend + *ttl);
+        }
+        // Nor whether a lock-delay was running: once a holder's lease has ever expired,
+        // assume one starts now.
+        if self.owner_expiries > 0 {
+            self.delay_until = now + self.lock_delay;
         }
     }
 

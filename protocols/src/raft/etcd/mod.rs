@@ -61,7 +61,7 @@ use client::EtcdClient;
 use kv::{Kv, Req, Resp};
 use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::{NodeCtx, World};
-pub use params::{ClientEndpoint, Library, LockApi, Params, Variant, PREFIX};
+pub use params::{ClientEndpoint, Library, LockApi, Params, TtlRounding, Variant, PREFIX};
 use std::time::Duration;
 
 /// The `etcd` protocol.

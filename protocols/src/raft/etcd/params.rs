@@ -77,6 +77,20 @@ impl Library {
     }
 }
 
+/// How the server takes a lease's TTL.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TtlRounding {
+    /// As asked, to the millisecond (the model's convenience; the default).
+    #[default]
+    Exact,
+    /// As etcd: TTLs are whole seconds (`LeaseGrantRequest.TTL` is in seconds) and at least
+    /// the minimum TTL, `(3 * election_ticks / 2) * tick_ms` rounded up to a second
+    /// (`minTTL` in `server/etcdserver/server.go`, `MinLeaseTTL` in `lessor.Grant`): 2 s with
+    /// the default 100 ms x 10 ticks. A shorter lease is silently granted the minimum.
+    Etcd,
+}
+
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
@@ -127,6 +141,9 @@ pub struct Params {
     /// Where the Mutex runs.
     #[serde(default, skip_serializing_if = "is_default")]
     pub lock_api: LockApi,
+    /// How the server takes `lease_ttl_ms`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub ttl_rounding: TtlRounding,
     /// The client library (`[protocol] client`; its profile's defaults fill the keys not set).
     #[serde(default, skip_serializing_if = "is_default")]
     pub client: Library,
@@ -162,6 +179,10 @@ impl Params {
     pub fn validate(&self) -> Result<(), ParamError> {
         if self.lease_ttl_ms < 3 {
             return Err(ParamError::field("lease_ttl_ms", "must be at least 3"));
+        }
+        if self.ttl_rounding == TtlRounding::Etcd && !self.lease_ttl_ms.is_multiple_of(1_000) {
+            let why = "must be whole seconds with ttl_rounding = \"etcd\" (etcd's TTLs are in s)";
+            return Err(ParamError::field("lease_ttl_ms", why));
         }
         self.check_library()?;
         self.host().validate(&[
@@ -206,6 +227,27 @@ impl Params {
         self.variant != Variant::NoLeaseRecheckAfterWait && self.client != Library::Concurrency34
     }
 
+    /// etcd's minimum lease TTL, in ms: `(3 * election_ticks / 2)` ticks, rounded up to a
+    /// whole second.
+    pub fn min_ttl_ms(&self) -> u64 {
+        let ticks = (3 * self.election_ticks as u64) / 2;
+        (ticks * self.tick_ms).div_ceil(1_000) * 1_000
+    }
+
+    /// The TTL the server grants a lease asked for with `requested_ms`, in ms.
+    pub fn granted_ttl_ms(&self, requested_ms: u64) -> u64 {
+        match self.ttl_rounding {
+            TtlRounding::Exact => requested_ms,
+            TtlRounding::Etcd => (requested_ms.div_ceil(1_000) * 1_000).max(self.min_ttl_ms()),
+        }
+    }
+
+    /// The session's lease TTL as granted, in ms (what the client keeps alive: etcd's client
+    /// reads it from the grant's answer).
+    pub fn ttl_ms(&self) -> u64 {
+        self.granted_ttl_ms(self.lease_ttl_ms)
+    }
+
     /// The Raft host of the cluster.
     pub fn host(&self) -> HostConfig {
         let ack_before_fsync = self.variant == Variant::AckBeforeFsync;
@@ -216,5 +258,31 @@ impl Params {
             self.election_ticks,
             ack_before_fsync,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(toml: &str) -> Params {
+        toml::from_str(toml).unwrap()
+    }
+
+    #[test]
+    fn etcd_rounding_grants_whole_seconds_of_at_least_the_minimum_ttl() {
+        let exact = params("lease_ttl_ms = 1_000");
+        assert_eq!(exact.ttl_ms(), 1_000, "off by default: as asked");
+        let etcd = params("lease_ttl_ms = 1_000\nttl_rounding = \"etcd\"");
+        etcd.validate().unwrap();
+        // (3 * 10 / 2) ticks of 100 ms = 1.5 s, rounded up: 2 s.
+        assert_eq!((etcd.min_ttl_ms(), etcd.ttl_ms()), (2_000, 2_000));
+        assert_eq!(etcd.granted_ttl_ms(5_000), 5_000);
+        let slow = params("lease_ttl_ms = 1_000\nttl_rounding = \"etcd\"\ntick_ms = 500");
+        assert_eq!(slow.ttl_ms(), 8_000, "7.5 s rounded up");
+        let half = params("lease_ttl_ms = 1_500\nttl_rounding = \"etcd\"");
+        let err = half.validate().unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("lease_ttl_ms"));
+        params("lease_ttl_ms = 1_500").validate().unwrap();
     }
 }
