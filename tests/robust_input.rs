@@ -109,6 +109,21 @@ fn a_fault_after_the_end_and_a_missing_protocol_table_are_named() {
 }
 
 #[test]
+fn an_unknown_replicated_redis_variant_is_named_with_the_known_ones() {
+    let text = "duration_ms = 1_000\n[protocol]\nname = \"replicated-redis\"\n\
+                variant = \"no-such-bug\"\n";
+    let e = scenario_error("robust-repl-variant", text);
+    assert!(
+        e.contains("s.toml:4: protocol.variant: unknown variant `no-such-bug`"),
+        "{e}"
+    );
+    assert!(
+        e.contains("`stale-primary`, `wait-ignored`, `lagging-replica-promoted`"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_search_of_no_cases_is_refused() {
     let out = locksim(&["search", HEALTHY, "--cases", "0"]);
     assert_eq!(code(&out), 2);

@@ -12,7 +12,7 @@ use crate::redis_server::redis_args;
 use crate::resp::Resp;
 use crate::servers::{find_binary, output_of, version_in, Probe, Server};
 use crate::spec::LockSpec;
-use locksim_protocols::redis::replicated::Params;
+use locksim_protocols::redis::replicated::{Params, Variant};
 use locksim_protocols::redis::store::Reply;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -185,6 +185,13 @@ fn redis_probe(addr: SocketAddr, replicas: Option<usize>) -> Probe {
 
 /// The deployment: Redis nodes first (`redis1` primary), then the Sentinels.
 pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
+    if p.variant != Variant::Correct {
+        return Err(crate::Refused(format!(
+            "variant `{:?}` is a mistake modelled in the simulator's client and sentinels: live mode runs the correct ones",
+            p.variant
+        ))
+        .into());
+    }
     let program = find_binary("redis-server", "redis-server")?;
     let version = version_in(&output_of(&program, &["--version"]));
     let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));

@@ -91,6 +91,45 @@ fn redlock_no_drift_allowance_is_caught_and_the_correct_client_is_not() {
     }
 }
 
+/// A replicated-Redis mistake: its catalog file meets its `[expect]` (mutual exclusion
+/// violated), and the correct protocol under the same faults keeps mutual exclusion and the
+/// counter on every seed, so the file measures the mistake and nothing else.
+fn replicated_mistake_is_caught_and_correct_is_not(name: &str) {
+    assert_expect_met(name);
+    let correct = with_variant(&format!("catalog/{name}"), "correct");
+    for seed in 1..=SEEDS {
+        let r = correct.run(seed);
+        for property in [
+            locksim_sim::Property::MutualExclusion,
+            locksim_sim::Property::LostUpdate,
+        ] {
+            assert_eq!(
+                r.properties[&property],
+                Verdict::Valid,
+                "{name} with variant = \"correct\": {property:?}\n{}",
+                describe(&r)
+            );
+        }
+    }
+}
+
+#[test]
+fn replicated_stale_primary_is_caught_and_the_correct_client_is_not() {
+    replicated_mistake_is_caught_and_correct_is_not("redis-replicated-stale-primary.toml");
+}
+
+#[test]
+fn replicated_wait_ignored_is_caught_and_the_correct_client_is_not() {
+    replicated_mistake_is_caught_and_correct_is_not("redis-replicated-wait-ignored.toml");
+}
+
+#[test]
+fn replicated_lagging_replica_promoted_is_caught_and_correct_sentinel_is_not() {
+    replicated_mistake_is_caught_and_correct_is_not(
+        "redis-replicated-lagging-replica-promoted.toml",
+    );
+}
+
 /// `release-quorum-only` is an availability bug: the lock stays taken for a TTL after a
 /// failed attempt. Caught by when the first grant comes.
 #[test]

@@ -31,6 +31,20 @@
 //!   (redis.io, "Redis replication", on masters with persistence turned off). The random
 //!   sweep finds the token reuse this causes.
 //! - Every weakness of [`super::single`] applies as well.
+//!
+//! Bugs (selectable as `variant`), each a mistake deployments make, each caught by a catalog
+//! file whose faults the correct protocol survives:
+//! - `stale-primary`: the client keeps the first primary it learned for good (an address in
+//!   the application's config, or a Sentinel client that ignores `+switch-master`): after a
+//!   failover it still writes to the old primary, which takes the lock while it is cut off
+//!   from the sentinels, as the new primary gives it to another client.
+//! - `wait-ignored`: the client sends `WAIT` but counts the lock whatever count comes back
+//!   (the reply of `WAIT` is the number of replicas that acknowledged, not an error): a lock
+//!   no replica has is lost at the next failover.
+//! - `lagging-replica-promoted`: the sentinels promote a fixed replica (the last one, as a
+//!   lower `replica-priority` makes Sentinel prefer it: priority is compared before the
+//!   replication offset) even when it is behind, so the replica `WAIT` counted on is passed
+//!   over and the lock is lost.
 
 use super::client::{
     acquire_cmd, check_drift_factor, default_acquire_timeout_ms, default_active_expire_interval_ms,
@@ -60,6 +74,21 @@ use std::time::Duration;
 
 pub use super::client::{KEY, TOKEN_KEY};
 
+/// Correct deployment and client, or one of the known mistakes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    /// As the Redis and Sentinel docs specify.
+    #[default]
+    Correct,
+    /// The client never asks the sentinels again once it knows a primary.
+    StalePrimary,
+    /// The client counts the lock whatever `WAIT` answers.
+    WaitIgnored,
+    /// The sentinels promote the last replica, however far behind it is.
+    LaggingReplicaPromoted,
+}
+
 /// The `[protocol]` parameters of `replicated-redis`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -67,6 +96,9 @@ pub struct Params {
     /// Lock time to live, in ms.
     #[serde(default = "default_ttl_ms")]
     pub ttl_ms: u64,
+    /// Correct, or a known mistake.
+    #[serde(default)]
+    pub variant: Variant,
     /// Number of replicas of the primary.
     #[serde(default = "d_replicas")]
     pub replicas: usize,
@@ -300,6 +332,7 @@ impl Protocol for ReplicatedRedis {
             down_after_ms: p.down_after_ms,
             ping_interval_ms: p.sentinel_ping_interval_ms,
             failover_timeout_ms: p.failover_timeout_ms,
+            priority_over_offset: p.variant == Variant::LaggingReplicaPromoted,
         };
         let sentinels: Vec<NodeIdx> = p
             .sentinel_names()
@@ -389,6 +422,14 @@ impl ReplicatedRedisClient {
         Duration::from_millis(self.params.request_timeout_ms)
     }
 
+    /// After an error or a timeout: ask the sentinels again next time, unless the client is
+    /// the `stale-primary` one, which keeps the address it has.
+    fn forget_primary(&self) {
+        if self.params.variant != Variant::StalePrimary {
+            self.primary.set(None);
+        }
+    }
+
     /// The primary: cached, or the answer of the first sentinel that answers (in order, as
     /// Sentinel client libraries do).
     async fn primary(&self) -> Option<NodeIdx> {
@@ -411,7 +452,7 @@ impl ReplicatedRedisClient {
     /// unique), and ask the sentinels again next time.
     fn abandon(&self, primary: NodeIdx, value: &str) -> Attempt {
         self.redis.notify(primary, release_cmd(value));
-        self.primary.set(None);
+        self.forget_primary();
         Attempt::Unknown("request timed out".into())
     }
 
@@ -426,6 +467,13 @@ impl ReplicatedRedisClient {
         let patience = self.timeout() + Duration::from_millis(p.wait_timeout_ms);
         match self.redis.call(primary, wait, patience).await {
             Ok(Reply::Int(n)) if n >= p.wait_replicas as i64 => None,
+            Ok(Reply::Int(n)) if p.variant == Variant::WaitIgnored => {
+                self.ctx.note(format!(
+                    "WAIT {}: {n}, lock counted anyway",
+                    p.wait_replicas
+                ));
+                None
+            }
             Ok(reply) => {
                 let why = format!("WAIT {}: {reply:?}", p.wait_replicas);
                 self.ctx.note(format!("{why}: lock not counted, released"));
@@ -458,7 +506,7 @@ impl Attempts for ReplicatedRedisClient {
             Ok(Reply::Nil) => return Attempt::Busy("the lock is taken".into()),
             Ok(_) => {
                 // READONLY: it is a replica now.
-                self.primary.set(None);
+                self.forget_primary();
                 return Attempt::Busy("not the primary".into());
             }
             Err(RpcError::Timeout) => return self.abandon(primary, &value),
@@ -483,7 +531,7 @@ impl OneServer for ReplicatedRedisClient {
         };
         let reply = self.redis.call(primary, cmd, self.timeout()).await;
         if matches!(reply, Err(_) | Ok(Reply::Error(_))) {
-            self.primary.set(None);
+            self.forget_primary();
         }
         reply
     }

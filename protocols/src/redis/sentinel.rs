@@ -101,6 +101,10 @@ pub struct SentinelConfig {
     pub ping_interval_ms: u64,
     /// After a failover attempt, wait this long before the next one, in local ms.
     pub failover_timeout_ms: u64,
+    /// Promote the last replica that answers, whatever its offset (the
+    /// `lagging-replica-promoted` mistake: a `replica-priority` that prefers it, as Sentinel
+    /// compares priority before offset).
+    pub priority_over_offset: bool,
 }
 
 /// What a sentinel keeps in its config file ([`CONF`]): it survives a crash once synced.
@@ -320,20 +324,24 @@ impl Sentinel {
         true
     }
 
-    /// The replica to promote: answering, following someone, most up to date.
+    /// The replica to promote: answering, following someone, most up to date (or, with
+    /// `priority_over_offset`, the last such node).
     fn best_replica(&self) -> Option<NodeIdx> {
         let primary = self.primary();
+        let priority = |n: &NodeIdx| self.config.priority_over_offset.then_some(*n);
         self.redis
             .iter()
             .filter(|n| **n != primary && !self.is_down(**n))
             .filter_map(|n| {
                 let info = self.info.get(n)?;
-                info.following
-                    .is_some()
-                    .then_some((info.offset, std::cmp::Reverse(*n)))
+                info.following.is_some().then_some((
+                    priority(n),
+                    info.offset,
+                    std::cmp::Reverse(*n),
+                ))
             })
             .max()
-            .map(|(_, std::cmp::Reverse(n))| n)
+            .map(|(_, _, std::cmp::Reverse(n))| n)
     }
 
     /// Nodes to tell to follow the primary: those reporting another role for a while, as long
