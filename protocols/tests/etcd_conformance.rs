@@ -615,6 +615,9 @@ async fn drive(ctx: &NodeCtx, params: &Params, steps: &[Step]) -> ModelRun {
         id,
     };
     kv.role_changed(&env(0));
+    // A one-member etcd elects itself and applies the empty entry of its term before it
+    // serves anything: its lessor is promoted then, and only a promoted lessor expires leases.
+    kv.term_opened(&env(0));
     let tick = Duration::from_millis(params.tick_ms);
     let (mut next_tick, mut run) = (tick, ModelRun::default());
     let fired = |kv: &mut Kv, run: &mut ModelRun| {
