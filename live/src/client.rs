@@ -23,7 +23,13 @@ pub fn main(spec: ClientSpec) -> anyhow::Result<()> {
     let mut lock = library(&spec, &ctx)?;
     let mut resource = ResourceClient::new(resource_addr);
     let mut grants = spec.grants_before;
-    // Spawned before the run's start, while the faults due at 0 take effect: wait for it.
+    // Spawned before the run's start, while the faults due at 0 take effect: wait until the
+    // parent says they have (one byte on stdin; end of file: the parent is gone), then for
+    // the start itself if it is still ahead.
+    let mut go = [0u8; 1];
+    if std::io::Read::read(&mut std::io::stdin(), &mut go)? == 0 {
+        anyhow::bail!("the parent closed stdin before the run started");
+    }
     clock::sleep(Duration::from_nanos(
         spec.start_ns.saturating_sub(clock::now_ns()),
     ));

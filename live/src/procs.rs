@@ -170,6 +170,11 @@ impl Proc {
     pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
         self.child.stdout.take()
     }
+
+    /// The child's stdin, once.
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.stdin.take()
+    }
 }
 
 impl Drop for Proc {

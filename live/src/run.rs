@@ -14,7 +14,7 @@ use locksim_sim::nemesis::ROLE_HOLDER;
 use locksim_sim::nodes::PointAction;
 use locksim_sim::Fault;
 use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -57,6 +57,8 @@ enum Action {
 
 struct ClientProc {
     proc: Option<Proc>,
+    /// Its stdin until it is told to start (`Live::release`).
+    go: Option<std::process::ChildStdin>,
     incarnation: u32,
     grants: u64,
     fired: Vec<PointStop>,
@@ -79,6 +81,8 @@ struct Live<'a> {
     tx: Sender<(String, u32, ClientMsg)>,
     /// The proxy on each (client, server or resource) link.
     proxies: BTreeMap<(String, String), Proxy>,
+    /// Whether the clients were told the run has started.
+    started: bool,
 }
 
 /// How long before the run's start the clients are spawned: they wait for it.
@@ -99,6 +103,8 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     // before it (`fire_due`), as in the simulator, where a fault at 0 precedes every client
     // step: spawned one by one, a client ran before a partition or pause at 0 took effect
     // (under load, for tens of ms: Redlock's first grant then reached all five masters).
+    // They start only when told (`release`), so a slow spawn cannot put them ahead of the
+    // faults due at 0.
     let start_ns = clock::now_ns() + CLIENT_SPAWN_MS * 1_000_000;
     let recorder = Recorder::new(start_ns);
     let resource = crate::resource::start(s.resource.rules(), &dir, recorder.clone())?;
@@ -118,6 +124,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         end_ns: start_ns + s.duration_ms * 1_000_000 + s.heal_ms * 1_000_000,
         tx,
         proxies: BTreeMap::new(),
+        started: false,
     };
     for fault in faults.iter().filter(|f| f.at_ms().is_some()) {
         let at_ns = start_ns + fault.at_ms().unwrap_or(0) * 1_000_000;
@@ -127,6 +134,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         live.start_client(&name, point_stops(&faults, &name))?;
     }
     live.fire_due(start_ns);
+    live.release();
     live.main_loop(&rx, start_ns + s.duration_ms * 1_000_000)?;
     if s.heal_ms > 0 {
         live.heal_all();
@@ -228,6 +236,7 @@ impl Live<'_> {
     fn start_client(&mut self, name: &str, stops: Vec<PointStop>) -> anyhow::Result<()> {
         let entry = self.clients.entry(name.to_owned()).or_insert(ClientProc {
             proc: None,
+            go: None,
             incarnation: 0,
             grants: 0,
             fired: vec![],
@@ -260,11 +269,12 @@ impl Live<'_> {
         let mut cmd = Command::new(&self.opts.exe);
         cmd.arg("live-client")
             .arg(&spec_file)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log);
         let mut proc = Proc::spawn(name, &mut cmd)?;
         let stdout = proc.take_stdout().expect("stdout is piped");
+        entry.go = proc.take_stdin();
         let (tx, who, incarnation) = (self.tx.clone(), name.to_owned(), entry.incarnation);
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stdout).lines() {
@@ -281,7 +291,23 @@ impl Live<'_> {
         });
         entry.proc = Some(proc);
         entry.incarnation += 1;
+        if self.started {
+            self.release();
+        }
         Ok(())
+    }
+
+    /// Tells every client waiting for it that the run has started (one byte on its stdin):
+    /// only after the faults due at 0 acted, however long spawning the clients took.
+    fn release(&mut self) {
+        self.started = true;
+        for (name, c) in &mut self.clients {
+            if let Some(mut go) = c.go.take() {
+                if let Err(e) = go.write_all(b"g") {
+                    eprintln!("locksim: {name}: could not tell it to start ({e})");
+                }
+            }
+        }
     }
 
     /// A client process that failed (it runs until the end unless killed): the run is
