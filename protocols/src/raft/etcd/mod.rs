@@ -7,9 +7,10 @@
 //!   expiry. It checks every 500 ms and *proposes* a `LeaseRevoke` for each expired lease, so
 //!   expiry is an entry in the log that deletes the lease's keys on every member. A keep-alive
 //!   (`LeaseKeepAlive`) goes to the leader, which renews the lease in memory (not through the
-//!   log). A new leader knows no renewal times: on promotion it extends every lease to
-//!   now + election timeout + TTL (`Promote`), so a lease is never revoked before a holder
-//!   that kept it alive through the old leader could have noticed.
+//!   log). A new leader knows no renewal times: when it applies the first entry of its term
+//!   (`applyEntryNormal` in `server.go`, not at the role change) its lessor is promoted and
+//!   extends every lease to now + election timeout + TTL (`Promote`), so a lease is never
+//!   revoked before a holder that kept it alive through the old leader could have noticed.
 //! - **Session.** The client grants a lease with the session's TTL and keeps it alive every
 //!   TTL/3 (`lease.go`: `nextKeepAlive = now + TTL/3`); the session is over when a keep-alive
 //!   finds the lease gone or its TTL passes without one.
