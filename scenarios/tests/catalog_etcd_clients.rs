@@ -5,27 +5,10 @@
 
 mod common;
 
-use locksim_sim::history::{History, Op};
+use locksim_sim::history::Op;
 use locksim_sim::{Property, Verdict};
 
 const SEEDS: u64 = 20;
-
-/// The catalog file with `from` replaced by `to` (which must occur).
-fn changed(file: &str, from: &str, to: &str) -> locksim_scenarios::Prepared {
-    let path = common::path(&format!("catalog/{file}"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(from), "{file} has no {from:?}");
-    common::parsed(&text.replace(from, to), &path)
-}
-
-/// Indexes of `node`'s notes containing `part`.
-fn notes(h: &History, node: &str, part: &str) -> Vec<u64> {
-    h.iter()
-        .filter(|e| e.node == node && e.op == Op::Note)
-        .filter(|e| e.detail.as_deref().unwrap_or("").contains(part))
-        .map(|e| e.index)
-        .collect()
-}
 
 #[test]
 fn concurrency_34_returns_from_wait_deletes_on_a_revoked_key_and_35_does_not() {
@@ -33,8 +16,11 @@ fn concurrency_34_returns_from_wait_deletes_on_a_revoked_key_and_35_does_not() {
     common::assert_expect_met(file, SEEDS);
     let (_, h) = common::prepared(&format!("catalog/{file}")).run_with_history(1);
     // c2 looked at Session.Done() before writing: closed, the write was skipped.
-    assert_eq!(notes(&h, "c2", "session is over): write skipped").len(), 1);
-    let v35 = changed(file, "etcd-concurrency-3.4", "etcd-concurrency-3.5");
+    assert_eq!(
+        common::notes(&h, "c2", "session is over): write skipped").len(),
+        1
+    );
+    let v35 = common::changed(file, "etcd-concurrency-3.4", "etcd-concurrency-3.5");
     for seed in 1..=SEEDS {
         let r = v35.run(seed);
         assert_eq!(
@@ -52,12 +38,12 @@ fn concurrency_35_done_fires_after_the_paused_holders_check_and_on_signal_aborts
     common::assert_expect_met("etcd-concurrency-35-done-abort.toml", SEEDS);
     let file = "etcd-concurrency-35-done-abort.toml";
     let (_, h) = common::prepared(&format!("catalog/{file}")).run_with_history(1);
-    let done = notes(&h, "c1", "session over");
-    let aborted = notes(&h, "c1", "work aborted");
+    let done = common::notes(&h, "c1", "session over");
+    let aborted = common::notes(&h, "c1", "work aborted");
     assert_eq!((done.len(), aborted.len()), (1, 1), "one Done, one abort");
     assert!(done[0] < aborted[0], "the abort follows Session.Done()");
     // An application that ignores Done() loses the update.
-    let ignoring = changed(file, "check = \"on_signal\"", "check = \"never\"");
+    let ignoring = common::changed(file, "check = \"on_signal\"", "check = \"never\"");
     for seed in 1..=5 {
         let r = ignoring.run(seed);
         assert_eq!(
@@ -122,8 +108,8 @@ fn etcd_ttl_rounding_grants_a_1_s_lease_as_etcds_2_s_minimum() {
     let file = "etcd-gc-pause.toml";
     let asked = "lease_ttl_ms = 2_000";
     let two = common::prepared(&format!("catalog/{file}"));
-    let rounded = changed(file, asked, "lease_ttl_ms = 1_000\nttl_rounding = \"etcd\"");
-    let exact = changed(file, asked, "lease_ttl_ms = 1_000");
+    let rounded = common::changed(file, asked, "lease_ttl_ms = 1_000\nttl_rounding = \"etcd\"");
+    let exact = common::changed(file, asked, "lease_ttl_ms = 1_000");
     for seed in 1..=5 {
         let (two, rounded, exact) = (two.run(seed), rounded.run(seed), exact.run(seed));
         assert_eq!(two.trace_hash, rounded.trace_hash, "{}", rounded.replay);

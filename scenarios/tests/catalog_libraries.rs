@@ -6,25 +6,10 @@
 mod common;
 
 use locksim_check::zombie::zombie_windows;
-use locksim_sim::history::{History, Kind, Op};
+use locksim_sim::history::{Kind, Op};
 use locksim_sim::{Property, Verdict};
 
 const SEEDS: u64 = 20;
-
-/// The catalog file with `from` replaced by `to` (which must occur).
-fn changed(file: &str, from: &str, to: &str) -> locksim_scenarios::Prepared {
-    let path = common::path(&format!("catalog/{file}"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(from), "{file} has no {from:?}");
-    common::parsed(&text.replace(from, to), &path)
-}
-
-fn notes<'a>(h: &'a History, node: &'a str, part: &'a str) -> impl Iterator<Item = u64> + 'a {
-    h.iter()
-        .filter(move |e| e.node == node && e.op == Op::Note)
-        .filter(move |e| e.detail.as_deref().unwrap_or("").contains(part))
-        .map(|e| e.index)
-}
 
 #[test]
 fn redisson_watchdog_stops_with_a_paused_process() {
@@ -41,7 +26,7 @@ fn redisson_watchdog_stops_with_a_paused_process() {
     assert!((4_000.0..=6_000.0).contains(&c1.ms()), "{c1:?}");
     assert!(r.stats.zombie_window_ms_max >= c1.ms());
     // The watchdog's failed renewal is only logged.
-    assert!(notes(&h, "c1", "renewal stopped").count() >= 1);
+    assert!(!common::notes(&h, "c1", "renewal stopped").is_empty());
 }
 
 #[test]
@@ -49,7 +34,7 @@ fn redisson_watchdog_keeps_a_long_job_exclusive() {
     let file = "redisson-watchdog-long-job.toml";
     common::assert_expect_met(file, 5);
     // Without the watchdog, the same 30 s lease expires under jobs of 40-60 s.
-    let careful = changed(file, "client = \"redisson\"", "ttl_ms = 30_000");
+    let careful = common::changed(file, "client = \"redisson\"", "ttl_ms = 30_000");
     let r = careful.run(1);
     assert_eq!(r.properties[&Property::MutualExclusion], Verdict::Invalid);
 }
@@ -59,7 +44,7 @@ fn redsync_without_until_loses_an_update_and_with_it_skips_the_write() {
     common::assert_expect_met("redsync-no-until-gc-pause.toml", SEEDS);
     common::assert_expect_met("redsync-until-gc-pause.toml", SEEDS);
     let (_, h) = common::prepared("catalog/redsync-until-gc-pause.toml").run_with_history(1);
-    assert_eq!(notes(&h, "c1", "write skipped").count(), 1);
+    assert_eq!(common::notes(&h, "c1", "write skipped").len(), 1);
     let c1 = zombie_windows(&h).into_iter().find(|w| w.grant == "c1#1");
     assert!(c1.is_some_and(|w| w.knew), "the check told c1");
 }
@@ -70,10 +55,10 @@ fn node_redlock_aborts_before_the_write_and_not_after_it() {
     common::assert_expect_met(file, SEEDS);
     common::assert_expect_met("node-redlock-abort-after-write.toml", SEEDS);
     let (_, h) = common::prepared(&format!("catalog/{file}")).run_with_history(1);
-    assert_eq!(notes(&h, "c1", "work aborted").count(), 1);
-    assert_eq!(notes(&h, "c1", "signal aborted").count(), 1);
+    assert_eq!(common::notes(&h, "c1", "work aborted").len(), 1);
+    assert_eq!(common::notes(&h, "c1", "signal aborted").len(), 1);
     // An application that ignores the signal loses the update.
-    let ignoring = changed(file, "check = \"on_signal\"", "check = \"never\"");
+    let ignoring = common::changed(file, "check = \"on_signal\"", "check = \"never\"");
     for seed in 1..=5 {
         let r = ignoring.run(seed);
         assert_eq!(
@@ -89,7 +74,7 @@ fn node_redlock_aborts_before_the_write_and_not_after_it() {
 fn node_redlock_extends_a_long_job_on_a_majority() {
     let file = "redlock-node-redlock-long-job.toml";
     common::assert_expect_met(file, 5);
-    let careful = changed(file, "client = \"node-redlock\"", "client = \"careful\"");
+    let careful = common::changed(file, "client = \"node-redlock\"", "client = \"careful\"");
     let r = careful.run(1);
     assert_eq!(r.properties[&Property::MutualExclusion], Verdict::Invalid);
 }
@@ -105,7 +90,7 @@ fn many_writes_without_a_check_lose_updates_and_with_one_do_not() {
         .filter(|e| e.kind == Kind::Invoke)
         .count();
     assert_eq!(c1_writes, 5, "five writes in one critical section");
-    let checked = changed(file, "check = \"never\"", "check = \"before_write\"");
+    let checked = common::changed(file, "check = \"never\"", "check = \"before_write\"");
     for seed in 1..=5 {
         let r = checked.run(seed);
         assert_eq!(

@@ -5,6 +5,7 @@
 
 use locksim_protocols::Registry;
 use locksim_scenarios::{load, Prepared, RunResult, Scenario};
+use locksim_sim::history::{History, Op};
 
 /// A path under the `scenarios` crate.
 pub fn path(relative: &str) -> String {
@@ -40,6 +41,24 @@ pub fn with_variant(relative: &str, variant: &str) -> Prepared {
         "{relative} sets no variant"
     );
     parsed(&changed.join("\n"), &file)
+}
+
+/// The catalog file `file` with `from` replaced by `to` (which must occur): the same story
+/// with one behaviour taken away.
+pub fn changed(file: &str, from: &str, to: &str) -> Prepared {
+    let path = path(&format!("catalog/{file}"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{file} has no {from:?}");
+    parsed(&text.replace(from, to), &path)
+}
+
+/// Indexes of `node`'s notes whose text contains `part`.
+pub fn notes(h: &History, node: &str, part: &str) -> Vec<u64> {
+    h.iter()
+        .filter(|e| e.node == node && e.op == Op::Note)
+        .filter(|e| e.detail.as_deref().unwrap_or("").contains(part))
+        .map(|e| e.index)
+        .collect()
 }
 
 /// A run that missed its expectation, in one line with its replay command.
