@@ -289,6 +289,11 @@ fn fast(c: &Comparison, row: &str) -> Decision {
     }
 }
 
+/// A row's protocol: its label's part before the first `/` or `+`.
+fn family(label: &str) -> &str {
+    label.split(['/', '+']).next().unwrap_or(label)
+}
+
 /// At most this many of the matrix's rows side by side in one decision table: more would
 /// make a reader scroll sideways away from the requirement each answer belongs to.
 pub const MAX_COLUMNS: usize = 7;
@@ -299,7 +304,6 @@ pub const MAX_COLUMNS: usize = 7;
 /// more rows than that is cut into groups of `max`.
 pub fn column_groups(labels: &[&str], max: usize) -> Vec<std::ops::Range<usize>> {
     assert!(max > 0, "a group has at least one column");
-    let family = |l: &str| l.split(['/', '+']).next().unwrap_or(l).to_owned();
     let mut families: Vec<std::ops::Range<usize>> = vec![];
     for (i, l) in labels.iter().enumerate() {
         match families.last_mut() {
