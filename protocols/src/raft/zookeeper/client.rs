@@ -78,16 +78,25 @@ impl ZkClient {
         }
     }
 
+    /// The lock's children (name, sequence) and the zxid they were listed at; `None` when
+    /// the request got no answer in its budget.
+    async fn children(&self) -> Option<(Vec<(String, u64)>, u64)> {
+        match self
+            .link
+            .call(Req::Children, self.link.request_budget())
+            .await
+        {
+            Some(Resp::Children(children, zxid)) => Some((children, zxid)),
+            _ => None,
+        }
+    }
+
     /// The recipe's loop: list the children, hold the lock if ours is the lowest, else watch
     /// the next-lower node. `None` if our node is gone or time ran out.
     async fn wait_turn(&self, mine: &str, deadline: Duration) -> Option<()> {
         let poll = Duration::from_millis(self.link.params.watch_poll_ms);
         while self.link.ctx.mono_now() < deadline {
-            let Some(Resp::Children(children, zxid)) = self
-                .link
-                .call(Req::Children, self.link.request_budget())
-                .await
-            else {
+            let Some((children, zxid)) = self.children().await else {
                 continue;
             };
             let position = children.iter().position(|(name, _)| name == mine)?;
@@ -113,11 +122,7 @@ impl ZkClient {
     async fn wait_empty(&self, deadline: Duration) -> Option<()> {
         let poll = Duration::from_millis(self.link.params.watch_poll_ms);
         while self.link.ctx.mono_now() < deadline {
-            let Some(Resp::Children(children, zxid)) = self
-                .link
-                .call(Req::Children, self.link.request_budget())
-                .await
-            else {
+            let Some((children, zxid)) = self.children().await else {
                 continue;
             };
             let Some((lowest, _)) = children.first() else {
