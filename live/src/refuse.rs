@@ -181,8 +181,8 @@ pub fn server_links(protocol: &str) -> Result<bool, &'static str> {
         "zookeeper" => Err(
             "live mode has no proxies between ZooKeeper servers: a zoo.cfg per server naming \
              each peer at a proxy of the pair is not enough, since ZooKeeper 3.8 dials a \
-             lower-id peer's election port back at the address that peer announces (its own \
-             port, past the proxy; seen with `ss -tnp`, multiAddress.enabled or not)",
+             lower-id peer's election port back at the address that peer announces in its \
+             first message (its own port, past the proxy: QuorumCnxManager.handleConnection)",
         ),
         "etcd" => Err(
             "live mode has no proxies between etcd members: etcd derives member ids from peer \
