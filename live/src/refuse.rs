@@ -198,6 +198,26 @@ pub fn server_links(protocol: &str) -> Result<bool, &'static str> {
     }
 }
 
+/// Keeps the cuts between servers live mode can make: none to make between independent
+/// Redis servers, an error where it has no proxies (naming the role, if one is cut).
+fn servers_cut(links: &mut Cuts, protocol: &str, role: Option<&str>) -> Result<(), String> {
+    match server_links(protocol) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            links.servers.clear();
+            Ok(())
+        }
+        Err(why) if !links.servers.is_empty() || role.is_some() => {
+            let (a, b) = links.servers.first().cloned().unwrap_or_default();
+            let what = role.map_or(format!("it cuts {a} from {b}"), |r| {
+                format!("`{r}` is a server role")
+            });
+            Err(format!("{what}: {why}"))
+        }
+        Err(_) => Ok(()),
+    }
+}
+
 /// The links a partition cuts; an error if it would cut links live mode has no proxy on
 /// (between servers of some protocols), or cut one way with `--partition reset` (a reset
 /// closes a connection both ways).
@@ -241,18 +261,7 @@ pub fn partition_links(
             links.servers.push((a.clone(), b.clone()));
         }
     }
-    match server_links(protocol) {
-        Ok(true) => {}
-        Ok(false) => links.servers.clear(),
-        Err(why) if !links.servers.is_empty() || role.is_some() => {
-            let (a, b) = links.servers.first().cloned().unwrap_or_default();
-            let what = role.map_or(format!("it cuts {a} from {b}"), |r| {
-                format!("`{r}` is a server role")
-            });
-            return Err(format!("{what}: {why}"));
-        }
-        Err(_) => {}
-    }
+    servers_cut(&mut links, protocol, role.map(|r| r.as_str()))?;
     let mut nodes: Vec<String> = clients.iter().chain(servers).cloned().collect();
     nodes.push(locksim_protocols::resource::RESOURCE.into());
     for n in named {
