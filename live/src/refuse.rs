@@ -2,6 +2,8 @@
 
 use locksim_scenarios::workload::Check;
 use locksim_scenarios::Prepared;
+use crate::proxy::CutMode;
+use locksim_sim::net::{PartitionMode, CONNECTION_TIMEOUT_MS_DEFAULT};
 use locksim_sim::nodes::ArmedPoint;
 use locksim_sim::{Fault, FaultKind};
 
@@ -38,6 +40,10 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
         FaultKind::PausePeriodic => {
             Some("live mode does not repeat pauses on a schedule yet; run it in the simulator")
         }
+        FaultKind::DelaySpike => Some(
+            "live mode's TCP proxies cut links but do not hold their bytes and send them on \
+             later yet; run it in the simulator",
+        ),
         FaultKind::Pause | FaultKind::Crash => None,
     }
 }
@@ -119,6 +125,33 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
                 snake(kind)
             )));
         }
+    }
+    Ok(())
+}
+
+/// `[network] partition = "delay"` holds a cut link's messages until the heal: live mode's
+/// proxies do that with `--partition stall` (TCP then retransmits as in the simulator), not
+/// with `--partition reset`, which is the simulator's `drop`. A `connection_timeout_ms` of its
+/// own cannot be applied: live connections time out by the machine's kernel.
+pub fn cut_mode(prepared: &Prepared, mode: CutMode) -> Result<(), Refused> {
+    let network = &prepared.scenario.network;
+    if network.partition != PartitionMode::Delay {
+        return Ok(());
+    }
+    if mode == CutMode::Reset {
+        return Err(Refused(format!(
+            "{}: network.partition = \"delay\" holds a cut link's bytes until the heal, but \
+             --partition reset closes its connections (the simulator's \"drop\"); use \
+             --partition stall",
+            prepared.path
+        )));
+    }
+    if network.connection_timeout_ms != CONNECTION_TIMEOUT_MS_DEFAULT {
+        return Err(Refused(format!(
+            "{}: network.connection_timeout_ms: live connections time out by the machine's \
+             kernel (net.ipv4.tcp_retries2), not by the scenario; run it in the simulator",
+            prepared.path
+        )));
     }
     Ok(())
 }

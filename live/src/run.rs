@@ -92,6 +92,7 @@ const CLIENT_SPAWN_MS: u64 = 500;
 pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     clock::assert_real();
     crate::refuse::check(prepared)?;
+    crate::refuse::cut_mode(prepared, opts.cut_mode)?;
     crate::procs::install_signal_handlers();
     let (dir, _temp) = run_dir(opts)?;
     crate::procs::log_pids_to(dir.join("pids.txt"));
@@ -211,6 +212,7 @@ fn point_stops(faults: &[Fault], name: &str) -> Vec<PointStop> {
             let (duration, crash) = match p.action {
                 PointAction::Pause(d) => (Some(d), false),
                 PointAction::Crash(restart) => (restart, true),
+                PointAction::Hold(..) => unreachable!("live mode refuses delay spikes"),
             };
             PointStop {
                 point: p.point,

@@ -10,6 +10,10 @@
 //!
 //! madsim's timer resolution is 1 ms: a latency below 1 ms is delivered after 1 ms.
 //!
+//! A link may also hold a message (a delay spike, or a partition with `[network] partition =
+//! "delay"`) and send it on later, in send order; whether it does is decided in
+//! [`crate::links`], and the delivery waits for it.
+//!
 //! The network's state (per-link latencies, cut links, loss periods, counters) and the
 //! decision for each message live in [`crate::links`], the world's network subsystem; this
 //! file moves the messages.
@@ -19,7 +23,9 @@ use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-pub use crate::links::{LinkConfig, NetConfig, NetStats};
+pub use crate::links::{
+    LinkConfig, NetConfig, NetStats, PartitionMode, CONNECTION_TIMEOUT_MS_DEFAULT,
+};
 
 /// A message with its sender.
 #[derive(Clone, Debug)]
@@ -91,7 +97,7 @@ impl<M: Clone + Send + 'static> Net<M> {
             let ticket = route.ticket;
             self.world.spawn_on_nemesis(async move {
                 madsim::time::sleep(latency).await;
-                if world.deliverable(&ticket) {
+                if world.deliverable(&ticket).await {
                     if let Some(tx) = inboxes.lock().unwrap().get(&to) {
                         // The receiver may have just died: then the message is simply gone.
                         let _ = tx.unbounded_send(envelope);
