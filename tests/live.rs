@@ -719,14 +719,20 @@ fn a_delay_spike_and_a_delay_partition_under_reset_are_refused_with_exit_2() {
     let out = in_repo(&["live", "scenarios/catalog/redis-single-delayed-write.toml"]);
     assert_eq!(code(&out), 2);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("delay_spike") && err.contains("faults[0]"), "{err}");
+    assert!(
+        err.contains("delay_spike") && err.contains("faults[0]"),
+        "{err}"
+    );
     let dir = scratch("delay");
     let text = "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[network]\npartition = \"delay\"\n";
     let path = scenario(&dir, "delay", text);
     let out = in_repo(&["live", &path, "--partition", "reset"]);
     assert_eq!(code(&out), 2);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("network.partition") && err.contains("--partition stall"), "{err}");
+    assert!(
+        err.contains("network.partition") && err.contains("--partition stall"),
+        "{err}"
+    );
     let text = format!("{text}connection_timeout_ms = 5000\n");
     let out = in_repo(&["live", &scenario(&dir, "timeout", &text)]);
     assert_eq!(code(&out), 2);

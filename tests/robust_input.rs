@@ -168,7 +168,10 @@ fn malformed_delay_keys_are_named_with_file_line_and_field() {
         "robust-partition-mode",
         &format!("{base}[network]\npartition = \"stall\"\n"),
     );
-    assert!(e.contains("s.toml:5") && e.contains("network.partition"), "{e}");
+    assert!(
+        e.contains("s.toml:5") && e.contains("network.partition"),
+        "{e}"
+    );
     assert!(e.contains("`drop`, `delay`"), "{e}");
     let e = scenario_error(
         "robust-timeout-zero",
@@ -196,7 +199,10 @@ fn malformed_delay_keys_are_named_with_file_line_and_field() {
         "robust-spike-self",
         &format!("{base}{spike}duration_ms = 10\nto = [\"c1\"]\n"),
     );
-    assert!(e.contains("faults[0]: `to` names the sender `c1` itself"), "{e}");
+    assert!(
+        e.contains("faults[0]: `to` names the sender `c1` itself"),
+        "{e}"
+    );
     let e = scenario_error(
         "robust-spike-range",
         &format!("{base}[faults_random]\ndelay_spike_ms_min = 500\ndelay_spike_ms_max = 100\n"),

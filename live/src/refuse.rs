@@ -1,8 +1,8 @@
 //! What live mode cannot do, refused before anything starts (exit 2), never faked.
 
+use crate::proxy::CutMode;
 use locksim_scenarios::workload::Check;
 use locksim_scenarios::Prepared;
-use crate::proxy::CutMode;
 use locksim_sim::net::{PartitionMode, CONNECTION_TIMEOUT_MS_DEFAULT};
 use locksim_sim::nodes::ArmedPoint;
 use locksim_sim::{Fault, FaultKind};
