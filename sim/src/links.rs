@@ -463,7 +463,7 @@ impl NetState {
     fn hold_message(&mut self, link: Link, t: &Ticket) -> oneshot::Receiver<u64> {
         let (release, arrival) = oneshot::channel();
         let queue = self.held.entry(link).or_default();
-        // Counted once, however often a link holds it again on its way.
+        // The two copies of a duplicated message count once.
         if !queue.iter().any(|h| h.seq == t.seq) {
             self.stats.held += 1;
         }
