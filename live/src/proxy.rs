@@ -3,9 +3,11 @@
 //! link in one of two ways:
 //! - **stall**: bytes stop moving (held in the proxy) until the heal, and then arrive, unless
 //!   an endpoint gave up on the connection meanwhile. Nothing tells either side: requests
-//!   time out. This is what the simulator's `partition` does (messages are not delivered).
+//!   time out; what was sent meanwhile arrives after the heal, as TCP retransmits it. This is
+//!   the simulator's `[network] partition = "delay"`.
 //! - **reset**: every open connection is closed at once and new ones are closed as soon as
-//!   they are accepted: both sides learn at once (a router that answers with RST).
+//!   they are accepted: both sides learn at once (a router that answers with RST). What was
+//!   on them is lost: the simulator's `partition = "drop"`.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
