@@ -178,7 +178,7 @@ fn malformed_delay_keys_are_named_with_file_line_and_field() {
         &format!("{base}[network]\npartition = \"delay\"\nconnection_timeout_ms = 0\n"),
     );
     assert!(
-        e.contains("s.toml:6: network.connection_timeout_ms: must be positive"),
+        e.contains("s.toml:6: network.connection_timeout_ms must be positive"),
         "{e}"
     );
     let e = scenario_error(
