@@ -6,13 +6,17 @@ use crate::clock;
 use crate::deploy::{self, Deployment, ServerInfo};
 use crate::history::Recorder;
 use crate::procs::Proc;
-use crate::proxy::{CutMode, Proxy};
+use crate::proxy::{CutMode, Delays, Dir, Proxy};
+use crate::refuse::Cuts;
 use crate::spec::{ClientMsg, ClientSpec, PointStop};
 use locksim_check::{Event, History, Kind, Op};
 use locksim_scenarios::Prepared;
+use locksim_sim::fault::PausePeriodic;
 use locksim_sim::nemesis::ROLE_HOLDER;
 use locksim_sim::nodes::PointAction;
 use locksim_sim::Fault;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -50,9 +54,18 @@ pub struct LiveRun {
 
 enum Action {
     Fault(Fault),
-    Heal { links: Vec<(String, String)> },
-    Resume { node: String, epoch: u64 },
-    Restart { node: String },
+    /// The next cycle of a periodic pause, due at the timer's instant.
+    Cycle(PausePeriodic, String),
+    Heal {
+        links: Cuts,
+    },
+    Resume {
+        node: String,
+        epoch: u64,
+    },
+    Restart {
+        node: String,
+    },
 }
 
 struct ClientProc {
@@ -83,7 +96,11 @@ struct Live<'a> {
     proxies: BTreeMap<(String, String), Proxy>,
     /// Whether the clients were told the run has started.
     started: bool,
+    /// The picks of periodic pauses among their `targets`, from the run's seed.
+    picks: ChaCha8Rng,
 }
+
+mod periodic;
 
 /// How long before the run's start the clients are spawned: they wait for it.
 const CLIENT_SPAWN_MS: u64 = 500;
@@ -91,8 +108,7 @@ const CLIENT_SPAWN_MS: u64 = 500;
 /// Runs `prepared` live. Every process it starts is gone when it returns (or unwinds).
 pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     clock::assert_real();
-    crate::refuse::check(prepared)?;
-    crate::refuse::cut_mode(prepared, opts.cut_mode)?;
+    crate::refuse::check(prepared, opts.seed, opts.cut_mode)?;
     crate::procs::install_signal_handlers();
     let (dir, _temp) = run_dir(opts)?;
     crate::procs::log_pids_to(dir.join("pids.txt"));
@@ -126,6 +142,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         tx,
         proxies: BTreeMap::new(),
         started: false,
+        picks: ChaCha8Rng::seed_from_u64(opts.seed ^ periodic::PICKS_STREAM),
     };
     for fault in faults.iter().filter(|f| f.at_ms().is_some()) {
         let at_ns = start_ns + fault.at_ms().unwrap_or(0) * 1_000_000;
@@ -200,6 +217,18 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// Cut links in words: `c1-redis` both ways, `c1->redis` or `c1<-redis` one way, and
+/// `redis1->redis2` for traffic between servers.
+fn show(links: &Cuts) -> String {
+    let clients = links.clients.iter().map(|(a, b, dir)| match dir {
+        None => format!("{a}-{b}"),
+        Some(Dir::Up) => format!("{a}->{b}"),
+        Some(Dir::Down) => format!("{a}<-{b}"),
+    });
+    let servers = links.servers.iter().map(|(a, b)| format!("{a}->{b}"));
+    clients.chain(servers).collect::<Vec<_>>().join(", ")
 }
 
 /// The point-triggered pauses and crashes of client `name`.
@@ -346,8 +375,11 @@ impl Live<'_> {
         for (node, addr) in targets {
             let key = (name.to_owned(), node);
             if !self.proxies.contains_key(&key) {
-                self.proxies
-                    .insert(key.clone(), Proxy::start(addr.parse()?)?);
+                let net = &self.prepared.scenario.network;
+                let seed = self.opts.seed ^ (self.proxies.len() as u64 + 1) << 32;
+                let delays = Delays::of(net, name, &key.1, seed);
+                let proxy = Proxy::with_delays(addr.parse()?, delays)?;
+                self.proxies.insert(key.clone(), proxy);
             }
             proxied.push(self.proxies[&key].addr.to_string());
         }
@@ -438,14 +470,19 @@ impl Live<'_> {
     fn fire(&mut self, action: Action) {
         match action {
             Action::Fault(fault) => self.apply(fault),
+            Action::Cycle(fault, why) => self.pause_cycle(fault, why),
             Action::Resume { node, epoch } => self.resume(&node, Some(epoch)),
             Action::Restart { node } => self.restart(&node),
             Action::Heal { links } => self.heal(&links),
         }
     }
 
-    /// Resolves a role (`@holder`, `@leader`, ...) to a node now.
+    /// Resolves a role (`@holder`, `@leader`, ...) to a node now; a group (`@servers`)
+    /// stays a name, for the kinds that take groups.
     fn resolve(&self, node: &str) -> Option<String> {
+        if locksim_sim::roles::is_group(node) {
+            return Some(node.to_owned());
+        }
         if node == ROLE_HOLDER {
             return self.holders.first().cloned();
         }
@@ -472,6 +509,7 @@ impl Live<'_> {
             Fault::Pause(p) => self.pause(&p.node, p.duration_ms, &why),
             Fault::Crash(c) => self.crash(&c.node, c.restart_after_ms, &why),
             Fault::Partition(p) => self.partition(&concrete_for_links, p.duration_ms),
+            Fault::PausePeriodic(p) => self.pause_periodic(p, &why),
             other => unreachable!("refused before the run: {other:?}"),
         }
     }
@@ -566,20 +604,12 @@ impl Live<'_> {
     /// Cuts every client link `fault` separates (through the proxies) for `duration_ms`.
     fn partition(&mut self, fault: &Fault, duration_ms: u64) {
         let clients = self.prepared.scenario.workload.client_names();
-        let servers: Vec<String> = self
-            .deployment
-            .client_addrs
-            .iter()
-            .map(|(n, _)| n.clone())
-            .collect();
-        let links = crate::refuse::partition_links(fault, &clients, &servers).unwrap_or_default();
-        for link in &links {
-            if let Some(p) = self.proxies.get(link) {
-                p.cut(self.opts.cut_mode);
-            }
-        }
-        let shown: Vec<String> = links.iter().map(|(a, b)| format!("{a}-{b}")).collect();
-        let detail = format!("{:?}: {}", self.opts.cut_mode, shown.join(", ")).to_lowercase();
+        let servers = self.prepared.deployment.servers();
+        let (mode, protocol) = (self.opts.cut_mode, &self.prepared.scenario.protocol.name);
+        let links = crate::refuse::partition_links(fault, &clients, &servers, mode, protocol)
+            .expect("checked before the run");
+        self.switch(&links, |p, dir| p.cut(mode, dir));
+        let detail = format!("{mode:?}: {}", show(&links)).to_lowercase();
         let event = Event::new(NEMESIS, Kind::Info, Op::Partition)
             .value(duration_ms as i64)
             .detail(detail.clone());
@@ -590,15 +620,23 @@ impl Live<'_> {
         );
     }
 
-    fn heal(&mut self, links: &[(String, String)]) {
-        for link in links {
-            if let Some(p) = self.proxies.get(link) {
-                p.heal();
+    fn heal(&mut self, links: &Cuts) {
+        self.switch(links, |p, dir| p.heal(dir));
+        self.recorder
+            .record(Event::new(NEMESIS, Kind::Info, Op::Heal).detail(show(links)));
+    }
+
+    /// Cuts or heals (`f`) every proxy direction `links` names.
+    fn switch(&self, links: &Cuts, f: impl Fn(&Proxy, Option<Dir>)) {
+        assert!(
+            links.servers.is_empty(),
+            "no proxies between servers: refused before"
+        );
+        for (a, b, dir) in &links.clients {
+            if let Some(p) = self.proxies.get(&(a.clone(), b.clone())) {
+                f(p, *dir);
             }
         }
-        let shown: Vec<String> = links.iter().map(|(a, b)| format!("{a}-{b}")).collect();
-        self.recorder
-            .record(Event::new(NEMESIS, Kind::Info, Op::Heal).detail(shown.join(", ")));
     }
 
     /// SIGKILL; a restart after `restart_after_ms` if given.
@@ -673,7 +711,7 @@ impl Live<'_> {
         for node in crashed {
             self.restart(&node);
         }
-        let cut: Vec<Vec<(String, String)>> = self
+        let cut: Vec<Cuts> = self
             .timers
             .values()
             .filter_map(|a| match a {

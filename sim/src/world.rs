@@ -115,6 +115,11 @@ impl World {
         self.inner.time.elapsed().as_nanos() as u64
     }
 
+    /// True time as madsim's instant, for timers on the nemesis node.
+    pub(crate) fn now_instant(&self) -> madsim::time::Instant {
+        self.inner.time.now_instant()
+    }
+
     /// Appends an event to the history, stamped with true time; returns its index.
     pub fn record(&self, mut event: Event) -> u64 {
         let now = self.now_ns();
@@ -260,25 +265,6 @@ impl World {
         let mut state = self.state();
         let receiver = Self::receiver(&state, ticket.to);
         state.net.arrive(ticket, receiver)
-    }
-
-    /// Whether a message that reached the end of its link is delivered: at once, or after
-    /// its link held it (a delay spike, a `delay` partition) and let it go, or never.
-    pub(crate) async fn deliverable(&self, ticket: &Ticket) -> bool {
-        loop {
-            let release = match self.arrive(ticket) {
-                Arrival::Deliver => return true,
-                Arrival::Drop => return false,
-                Arrival::Held(release) => release,
-            };
-            // Cancelled: the connection timed out, or an end of the link crashed.
-            let Ok(at_ns) = release.await else {
-                return false;
-            };
-            let now = self.now_ns();
-            madsim::time::sleep(Duration::from_nanos(at_ns.saturating_sub(now))).await;
-            // Arrives again: a crash or a new cut meanwhile still counts.
-        }
     }
 
     /// Fsyncs started so far on the disks of the nodes of `role` (e.g. the lock servers'):
