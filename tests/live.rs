@@ -712,3 +712,94 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
         "{text}"
     );
 }
+
+/// The pauses of a periodic pause in a history: (start ms, resume ms, targets), one entry per
+/// cycle (the nodes a cycle stops together are paused within a few ms of each other).
+fn pause_cycles(events: &[serde_json::Value]) -> Vec<(u64, u64, Vec<String>)> {
+    let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
+    let mut cycles: Vec<(u64, u64, Vec<String>)> = vec![];
+    for e in events.iter().filter(|e| e["op"] == "pause") {
+        let target = e["target"].as_str().unwrap().to_owned();
+        let resumed = events
+            .iter()
+            .find(|r| r["op"] == "resume" && r["target"] == target.as_str() && ms(r) >= ms(e))
+            .map_or(u64::MAX, ms);
+        match cycles.last_mut() {
+            Some((start, _, nodes)) if ms(e) < *start + 50 => nodes.push(target),
+            _ => cycles.push((ms(e), resumed, vec![target])),
+        }
+    }
+    cycles
+}
+
+#[test]
+fn a_periodic_pause_stops_its_pick_every_cycle_and_nothing_moves_meanwhile() {
+    let _serial = one_at_a_time();
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    let dir = scratch("periodic");
+    let path = scenario(&dir, "periodic", "duration_ms = 3000\n[protocol]\nname = \"single-redis\"\nttl_ms = 1000\n[workload]\nclients = 2\ncs_ms_min = 10\ncs_ms_max = 20\n[[faults]]\nkind = \"pause_periodic\"\ntargets = [\"redis\", \"@clients\"]\nat_ms = 500\nuntil_ms = 2500\non_ms = 300\noff_ms = 200\n");
+    let (out, events, text) = live_history(&path, &dir, "h", &[]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let cycles = pause_cycles(&events);
+    // Cycles start at 500, 1000, 1500 and 2000 ms; one at 2500 would start at `until_ms`.
+    let starts: Vec<u64> = cycles.iter().map(|c| c.0 / 100 * 100).collect();
+    assert_eq!(starts, [500, 1_000, 1_500, 2_000], "{text}");
+    let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
+    let mut picked = std::collections::BTreeSet::new();
+    for (start, resumed, nodes) in &cycles {
+        assert!((300..350).contains(&(resumed - start)), "{start}: {text}");
+        let inside = |e: &&serde_json::Value| (start + 5..*resumed).contains(&ms(e));
+        let moved: Vec<&serde_json::Value> = match nodes.as_slice() {
+            // redis stopped: nobody's acquire or release is answered.
+            [redis] if redis == "redis" => (events.iter().filter(inside))
+                .filter(|e| {
+                    e["kind"] == "ok" && ["acquire", "release"].contains(&e["op"].as_str().unwrap())
+                })
+                .collect(),
+            // Both clients stopped together: neither stamps an event.
+            [a, b] if a == "c1" && b == "c2" => (events.iter().filter(inside))
+                .filter(|e| e["node"] == "c1" || e["node"] == "c2")
+                .collect(),
+            other => panic!("a cycle paused {other:?}: {text}"),
+        };
+        assert!(
+            moved.is_empty(),
+            "during the pause at {start} ms: {moved:?}"
+        );
+        picked.insert(nodes.len());
+    }
+    // Seed 1's picks (the run's seed draws them) take both targets.
+    assert_eq!(picked.len(), 2, "{text}");
+}
+
+#[test]
+fn the_jepsen_nemesis_pauses_the_leader_or_every_member_live() {
+    let _serial = one_at_a_time();
+    if !have("etcd", "etcd-server") {
+        return;
+    }
+    let dir = scratch("jepsen");
+    let file = "live/scenarios/etcd-jepsen-periodic-pause.toml";
+    let (out, events, text) = live_history(file, &dir, "h", &["--json"]);
+    assert!(
+        matches!(code(&out), 0 | 1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = json(&out);
+    assert!(j["stats"]["updates_acked"].as_u64().unwrap() >= 10, "{j}");
+    let cycles = pause_cycles(&events);
+    let starts: Vec<u64> = cycles.iter().map(|c| c.0 / 1_000 * 1_000).collect();
+    assert_eq!(starts, [5_000, 15_000, 25_000], "{text}");
+    let members = ["etcd1", "etcd2", "etcd3", "etcd4", "etcd5"];
+    for (start, _, nodes) in &cycles {
+        // @leader names one member; @servers stops all five at once.
+        assert!(nodes.len() == 1 || nodes.len() == 5, "{start}: {nodes:?}");
+        assert!(
+            nodes.iter().all(|n| members.contains(&n.as_str())),
+            "{nodes:?}"
+        );
+    }
+}

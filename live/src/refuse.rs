@@ -35,10 +35,7 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
              resend them); run it in the simulator",
         ),
         FaultKind::Partition => None,
-        FaultKind::PausePeriodic => {
-            Some("live mode does not repeat pauses on a schedule yet; run it in the simulator")
-        }
-        FaultKind::Pause | FaultKind::Crash => None,
+        FaultKind::Pause | FaultKind::PausePeriodic | FaultKind::Crash => None,
     }
 }
 

@@ -10,9 +10,12 @@ use crate::proxy::{CutMode, Proxy};
 use crate::spec::{ClientMsg, ClientSpec, PointStop};
 use locksim_check::{Event, History, Kind, Op};
 use locksim_scenarios::Prepared;
+use locksim_sim::fault::PausePeriodic;
 use locksim_sim::nemesis::ROLE_HOLDER;
 use locksim_sim::nodes::PointAction;
 use locksim_sim::Fault;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -50,9 +53,18 @@ pub struct LiveRun {
 
 enum Action {
     Fault(Fault),
-    Heal { links: Vec<(String, String)> },
-    Resume { node: String, epoch: u64 },
-    Restart { node: String },
+    /// The next cycle of a periodic pause, due at the timer's instant.
+    Cycle(PausePeriodic, String),
+    Heal {
+        links: Vec<(String, String)>,
+    },
+    Resume {
+        node: String,
+        epoch: u64,
+    },
+    Restart {
+        node: String,
+    },
 }
 
 struct ClientProc {
@@ -83,7 +95,11 @@ struct Live<'a> {
     proxies: BTreeMap<(String, String), Proxy>,
     /// Whether the clients were told the run has started.
     started: bool,
+    /// The picks of periodic pauses among their `targets`, from the run's seed.
+    picks: ChaCha8Rng,
 }
+
+mod periodic;
 
 /// How long before the run's start the clients are spawned: they wait for it.
 const CLIENT_SPAWN_MS: u64 = 500;
@@ -125,6 +141,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         tx,
         proxies: BTreeMap::new(),
         started: false,
+        picks: ChaCha8Rng::seed_from_u64(opts.seed ^ periodic::PICKS_STREAM),
     };
     for fault in faults.iter().filter(|f| f.at_ms().is_some()) {
         let at_ns = start_ns + fault.at_ms().unwrap_or(0) * 1_000_000;
@@ -436,14 +453,19 @@ impl Live<'_> {
     fn fire(&mut self, action: Action) {
         match action {
             Action::Fault(fault) => self.apply(fault),
+            Action::Cycle(fault, why) => self.pause_cycle(fault, why),
             Action::Resume { node, epoch } => self.resume(&node, Some(epoch)),
             Action::Restart { node } => self.restart(&node),
             Action::Heal { links } => self.heal(&links),
         }
     }
 
-    /// Resolves a role (`@holder`, `@leader`, ...) to a node now.
+    /// Resolves a role (`@holder`, `@leader`, ...) to a node now; a group (`@servers`)
+    /// stays a name, for the kinds that take groups.
     fn resolve(&self, node: &str) -> Option<String> {
+        if locksim_sim::roles::is_group(node) {
+            return Some(node.to_owned());
+        }
         if node == ROLE_HOLDER {
             return self.holders.first().cloned();
         }
@@ -470,6 +492,7 @@ impl Live<'_> {
             Fault::Pause(p) => self.pause(&p.node, p.duration_ms, &why),
             Fault::Crash(c) => self.crash(&c.node, c.restart_after_ms, &why),
             Fault::Partition(p) => self.partition(&concrete_for_links, p.duration_ms),
+            Fault::PausePeriodic(p) => self.pause_periodic(p, &why),
             other => unreachable!("refused before the run: {other:?}"),
         }
     }
