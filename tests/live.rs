@@ -573,7 +573,7 @@ fn a_partition_cuts_a_clients_links_through_the_proxies_and_server_links_are_ref
     let servers = scenario(&dir, "servers", "duration_ms = 1000\n[protocol]\nname = \"etcd\"\n[[faults]]\nkind = \"partition\"\nat_ms = 100\nduration_ms = 100\nisolate = [\"etcd1\"]\n");
     let out = in_repo(&["live", &servers]);
     assert_eq!(code(&out), 2);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no proxy between servers"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no proxies between etcd members"));
 }
 
 #[test]
@@ -802,4 +802,170 @@ fn the_jepsen_nemesis_pauses_the_leader_or_every_member_live() {
             "{nodes:?}"
         );
     }
+}
+
+/// The nemesis's pauses and partitions in a history: (op, target, ms), in time order.
+fn nemesis_faults(events: &[serde_json::Value]) -> Vec<(String, String, u64)> {
+    let ops = ["pause", "partition"];
+    let faults = events
+        .iter()
+        .filter(|e| e["node"] == "nemesis" && ops.contains(&e["op"].as_str().unwrap()));
+    faults
+        .map(|e| {
+            let target = e["target"].as_str().unwrap_or_default().to_owned();
+            (
+                e["op"].as_str().unwrap().to_owned(),
+                target,
+                e["time_ns"].as_u64().unwrap() / 1_000_000,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn random_faults_are_the_ones_the_simulator_draws_from_the_seed() {
+    let _serial = one_at_a_time();
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    let dir = scratch("random");
+    let path = scenario(&dir, "random", "duration_ms = 4000\n[protocol]\nname = \"single-redis\"\nttl_ms = 500\n[workload]\nclients = 2\ncs_ms_min = 10\ncs_ms_max = 30\n[faults_random]\npause_probability = 0.5\npause_ms_min = 100\npause_ms_max = 300\npause_nodes = [\"redis\", \"c1\", \"c2\"]\npartition_probability = 0.5\npartition_ms_min = 100\npartition_ms_max = 300\npartition_nodes = [\"@clients\"]\n");
+    let (out, live, text) = live_history(&path, &dir, "live", &["--seed", "7"]);
+    assert!(
+        matches!(code(&out), 0 | 1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sim_history = dir.join("sim.jsonl").display().to_string();
+    let sim = in_repo(&["run", &path, "--seed", "7", "--history", &sim_history]);
+    assert!(matches!(code(&sim), 0 | 1));
+    let sim: Vec<serde_json::Value> = std::fs::read_to_string(&sim_history)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (live, sim) = (nemesis_faults(&live), nemesis_faults(&sim));
+    assert!(live.len() >= 2, "the profile drew faults on seed 7: {text}");
+    // The same faults, on the same nodes, at the same times (live: within a few ms).
+    assert_eq!(live.len(), sim.len(), "live {live:?}\nsimulated {sim:?}");
+    for (l, s) in live.iter().zip(&sim) {
+        assert_eq!(
+            (&l.0, &l.1),
+            (&s.0, &s.1),
+            "live {live:?}\nsimulated {sim:?}"
+        );
+        assert!(l.2.abs_diff(s.2) < 30, "live {live:?}\nsimulated {sim:?}");
+    }
+}
+
+#[test]
+fn random_kinds_live_mode_cannot_inject_are_refused_by_name() {
+    let _serial = one_at_a_time();
+    let dir = scratch("random-refused");
+    let clock = scenario(&dir, "clock", "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[faults_random]\npause_probability = 0.5\nclock_jump_probability = 0.5\n");
+    let out = in_repo(&["live", &clock]);
+    assert_eq!(code(&out), 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("faults_random draws \"clock_jump\" faults"),
+        "{err}"
+    );
+    let loss = scenario(&dir, "loss", "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[network]\nloss_probability = 0.1\n");
+    let out = in_repo(&["live", &loss]);
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("network.loss_probability"));
+}
+
+#[test]
+fn link_latency_holds_each_chunk_through_the_proxy() {
+    let _serial = one_at_a_time();
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    let dir = scratch("latency");
+    let path = scenario(&dir, "latency", "duration_ms = 2000\n[protocol]\nname = \"single-redis\"\n[workload]\nclients = 1\n[network]\nlatency_ms_min = 20\nlatency_ms_max = 20\n");
+    let (out, events, text) = live_history(&path, &dir, "h", &[]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    // One SET is a round trip: 20 ms there and 20 ms back through the proxy.
+    let ns = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap();
+    let mut took_ms = vec![];
+    for ok in events
+        .iter()
+        .filter(|e| e["op"] == "acquire" && e["kind"] == "ok")
+    {
+        let invoke = events
+            .iter()
+            .rev()
+            .find(|e| e["op"] == "acquire" && e["kind"] == "invoke" && ns(e) <= ns(ok))
+            .unwrap();
+        took_ms.push((ns(ok) - ns(invoke)) / 1_000_000);
+    }
+    assert!(took_ms.len() >= 5, "{text}");
+    assert!(took_ms.iter().all(|ms| *ms >= 40), "{took_ms:?}");
+}
+
+/// An upstream that echoes what it reads, on a free loopback port.
+fn echo_server() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut conn = conn;
+                let mut buf = [0; 1024];
+                while let Ok(n @ 1..) = conn.read(&mut buf) {
+                    if conn.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_proxy_forgets_closed_connections_and_closing_it_ends_a_stalled_links_threads() {
+    use locksim_live::proxy::{CutMode, Dir, Proxy};
+    use std::io::{Read, Write};
+    let proxy = Proxy::start(echo_server()).unwrap();
+    for _ in 0..20 {
+        let mut c = std::net::TcpStream::connect(proxy.addr).unwrap();
+        c.write_all(b"ping").unwrap();
+        let mut buf = [0; 4];
+        c.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"ping");
+    }
+    let start = Instant::now();
+    while (proxy.connections() > 0 || proxy.threads() > 1)
+        && start.elapsed() < Duration::from_secs(2)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(proxy.connections(), 0, "closed connections are forgotten");
+    assert_eq!(proxy.threads(), 1, "only the acceptor is left");
+    // A link cut one way holds that way only.
+    let mut c = std::net::TcpStream::connect(proxy.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    proxy.cut(CutMode::Stall, Some(Dir::Down));
+    c.write_all(b"held").unwrap();
+    let mut buf = [0; 4];
+    assert!(
+        c.read_exact(&mut buf).is_err(),
+        "the echo is held while Down is cut"
+    );
+    proxy.heal(Some(Dir::Down));
+    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    c.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"held", "held bytes arrive after the heal");
+    // Cut at the end: closing the proxy ends every thread it started.
+    proxy.cut(CutMode::Stall, None);
+    c.write_all(b"stuck").unwrap();
+    assert!(
+        proxy.threads() >= 3,
+        "the acceptor and the connection's two forwarders"
+    );
+    assert_eq!(proxy.close(), 0, "threads outlived the proxy");
 }

@@ -5,8 +5,9 @@
 //! group of its own with its own data directory, starts one client process per client (the
 //! `locksim` binary in its `live-client` role) running the workload step for step as the
 //! simulator's clients do, applies the scenario's pauses and crashes with signals
-//! (SIGSTOP/SIGCONT, SIGKILL and a restart) and partitions of client links with TCP proxies
-//! ([`proxy`]), and merges the events every process stamped on the machine's monotonic clock
+//! (SIGSTOP/SIGCONT, SIGKILL and a restart, on a schedule for periodic pauses) and
+//! partitions of client links with TCP proxies ([`proxy`], which also hold each chunk for the
+//! scenario's link latency), draws `[faults_random]` with the simulator's own draw, and merges the events every process stamped on the machine's monotonic clock
 //! into one history, checked by the simulator's checker. Faults it cannot inject for real
 //! (clock jumps and drift, fsync stalls, message loss, cuts between servers) are refused,
 //! never faked ([`refuse`]).

@@ -1,14 +1,25 @@
-//! A TCP proxy of locksim's own on a link between a client and a server (or the resource):
-//! the client connects to the proxy, which forwards bytes both ways. A partition cuts the
-//! link in one of two ways:
+//! A TCP proxy of locksim's own on a link between two nodes (a client and a server or the
+//! resource, or two servers): the connecting side connects to the proxy, which forwards
+//! bytes both ways, each way (`Dir`) held for the link's drawn latency if it has one (the
+//! scenario's `[network]`). A partition cuts one direction or both, in one of two ways:
 //! - **stall**: bytes stop moving (held in the proxy) until the heal, and then arrive, unless
 //!   an endpoint gave up on the connection meanwhile. Nothing tells either side: requests
 //!   time out. This is what the simulator's `partition` does (messages are not delivered).
 //! - **reset**: every open connection is closed at once and new ones are closed as soon as
 //!   they are accepted: both sides learn at once (a router that answers with RST).
+//!
+//! Cuts nest, as the simulator's do: a direction flows again when every cut of it healed.
+//! A proxy keeps only its open connections, and closing it (or dropping it) ends every thread
+//! it started, a stalled link's included.
 
+use crate::clock;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -21,87 +32,264 @@ pub enum CutMode {
     Reset,
 }
 
-const OPEN: u8 = 0;
-const STALLED: u8 = 1;
-const RESET: u8 = 2;
+/// A direction of a proxied link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    /// From the side that connects (a client; a server dialling a peer) to the upstream.
+    Up,
+    /// From the upstream back.
+    Down,
+}
 
-/// A link's state, and its open connections (to close them on a reset). Forwarding threads
-/// of a stalled link wait on `changed` instead of polling: a run that reconnects through a
-/// stalled link every try (Redlock's clients do) would otherwise keep dozens of threads
-/// waking every few ms, CPU the clients being measured need.
+impl Dir {
+    fn index(self) -> usize {
+        match self {
+            Dir::Up => 0,
+            Dir::Down => 1,
+        }
+    }
+}
+
+/// A one-way latency, drawn uniformly from `ms_min..=ms_max` for each chunk.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Latency {
+    /// Smallest, in ms.
+    pub ms_min: f64,
+    /// Largest, in ms.
+    pub ms_max: f64,
+}
+
+/// How a proxy delays its bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Delays {
+    /// Each direction's latency (`Dir::Up` first); `None` forwards at once.
+    pub latency: [Option<Latency>; 2],
+    /// Seeds the latency draws.
+    pub seed: u64,
+}
+
+impl Delays {
+    /// The scenario's latencies on the link between `a` (which connects) and `b`: each way
+    /// its `[network]` link override, else its default.
+    pub fn of(net: &locksim_sim::NetConfig, a: &str, b: &str, seed: u64) -> Delays {
+        Delays {
+            latency: [latency(net, a, b), latency(net, b, a)],
+            seed,
+        }
+    }
+}
+
+/// The scenario's one-way latency from `from` to `to`; `None` if it is zero.
+fn latency(net: &locksim_sim::NetConfig, from: &str, to: &str) -> Option<Latency> {
+    let link = net
+        .links
+        .iter()
+        .find(|l| (l.from == from && l.to == to) || (l.both_ways && l.from == to && l.to == from));
+    let (ms_min, ms_max) = link.map_or((net.latency_ms_min, net.latency_ms_max), |l| {
+        (l.latency_ms_min, l.latency_ms_max)
+    });
+    (ms_max > 0.0).then_some(Latency { ms_min, ms_max })
+}
+
+/// What may move on the link.
 #[derive(Default)]
+struct Gate {
+    /// Cuts in force, per direction.
+    cuts: [u32; 2],
+    /// Cuts close connections instead of holding bytes.
+    reset: bool,
+    /// The proxy is closed: every thread ends.
+    closed: bool,
+}
+
+impl Gate {
+    fn held(&self, dir: usize) -> bool {
+        self.cuts[dir] > 0 && !self.reset && !self.closed
+    }
+    fn dead(&self, dir: usize) -> bool {
+        self.closed || (self.reset && self.cuts[dir] > 0)
+    }
+}
+
+/// A link's gate, its open connections (to close them on a reset or at the end) and its
+/// threads. Forwarding threads of a stalled link wait on `changed` instead of polling: a run
+/// that reconnects through a stalled link every try (Redlock's clients do) would otherwise
+/// keep dozens of threads waking every few ms, CPU the clients being measured need.
 struct Link {
-    state: Mutex<u8>,
+    gate: Mutex<Gate>,
     changed: Condvar,
-    conns: Mutex<Vec<TcpStream>>,
+    conns: Mutex<BTreeMap<u64, [TcpStream; 2]>>,
+    next_conn: AtomicU64,
+    threads: AtomicUsize,
+    delays: Delays,
+    draws: Mutex<ChaCha8Rng>,
 }
 
 impl Link {
-    fn state(&self) -> u8 {
-        *self.state.lock().unwrap()
+    /// Whether `dir` may move bytes now, after waiting out a stall: false once it is dead.
+    fn flows(&self, dir: usize) -> bool {
+        let gate = self.gate.lock().unwrap();
+        let gate = self.changed.wait_while(gate, |g| g.held(dir)).unwrap();
+        !gate.dead(dir)
     }
 
-    fn set(&self, state: u8) {
-        *self.state.lock().unwrap() = state;
-        self.changed.notify_all();
+    fn close_conns(&self) {
+        for [a, b] in std::mem::take(&mut *self.conns.lock().unwrap()).into_values() {
+            let _ = (a.shutdown(Shutdown::Both), b.shutdown(Shutdown::Both));
+        }
     }
 
-    /// The state once it is not `STALLED`.
-    fn unstalled(&self) -> u8 {
-        let stalled = self.state.lock().unwrap();
-        *self.changed.wait_while(stalled, |s| *s == STALLED).unwrap()
+    /// A chunk's latency in `dir`, if the link has one.
+    fn draw(&self, dir: usize) -> Option<Duration> {
+        let l = self.delays.latency[dir]?;
+        let ms = match l.ms_max > l.ms_min {
+            true => self.draws.lock().unwrap().gen_range(l.ms_min..=l.ms_max),
+            false => l.ms_min,
+        };
+        Some(Duration::from_secs_f64(ms / 1_000.0))
     }
+}
+
+/// Counts a thread of the link while it runs.
+struct Running(Arc<Link>);
+
+impl Running {
+    fn new(link: &Arc<Link>) -> Running {
+        link.threads.fetch_add(1, Ordering::SeqCst);
+        Running(link.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.threads.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn spawn(link: &Arc<Link>, f: impl FnOnce(Arc<Link>) + Send + 'static) {
+    let running = Running::new(link);
+    std::thread::spawn(move || {
+        let link = running.0.clone();
+        f(link);
+        drop(running);
+    });
 }
 
 /// One proxied link.
 pub struct Proxy {
-    /// Where the client connects.
+    /// Where the connecting side connects.
     pub addr: SocketAddr,
     link: Arc<Link>,
 }
 
 impl Proxy {
-    /// A proxy on a free loopback port forwarding to `upstream`.
+    /// A proxy on a free loopback port forwarding to `upstream`, at once.
     pub fn start(upstream: SocketAddr) -> std::io::Result<Proxy> {
+        Proxy::with_delays(upstream, Delays::default())
+    }
+
+    /// A proxy on a free loopback port forwarding to `upstream`, each chunk held for its
+    /// direction's latency.
+    pub fn with_delays(upstream: SocketAddr, delays: Delays) -> std::io::Result<Proxy> {
         assert!(
             upstream.ip().is_loopback(),
             "live mode proxies loopback only"
         );
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+        // A port never handed out before in this process: one chosen for a server that is
+        // not listening yet (or crashed) must not become a proxy's.
+        let port = crate::procs::free_port().map_err(std::io::Error::other)?;
+        let listener = TcpListener::bind(("127.0.0.1", port))?;
         let addr = listener.local_addr()?;
-        let link = Arc::new(Link::default());
-        let l = link.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming().flatten() {
-                if l.state() == RESET {
-                    let _ = conn.shutdown(Shutdown::Both);
-                    continue;
-                }
-                let l = l.clone();
-                std::thread::spawn(move || connect(&l, conn, upstream));
-            }
+        let link = Arc::new(Link {
+            gate: Mutex::default(),
+            changed: Condvar::new(),
+            conns: Mutex::default(),
+            next_conn: AtomicU64::new(0),
+            threads: AtomicUsize::new(0),
+            delays,
+            draws: Mutex::new(ChaCha8Rng::seed_from_u64(delays.seed)),
         });
+        spawn(&link, move |l| accept(&l, listener, upstream));
         Ok(Proxy { addr, link })
     }
 
-    /// Cuts the link.
-    pub fn cut(&self, mode: CutMode) {
-        let state = if mode == CutMode::Stall {
-            STALLED
-        } else {
-            RESET
-        };
-        self.link.set(state);
+    /// Cuts the link in `dir` (both ways if `None`).
+    pub fn cut(&self, mode: CutMode, dir: Option<Dir>) {
+        let mut gate = self.link.gate.lock().unwrap();
+        gate.reset = mode == CutMode::Reset;
+        for d in dirs(dir) {
+            gate.cuts[d] += 1;
+        }
+        drop(gate);
+        self.link.changed.notify_all();
         if mode == CutMode::Reset {
-            for c in self.link.conns.lock().unwrap().drain(..) {
-                let _ = c.shutdown(Shutdown::Both);
-            }
+            self.link.close_conns();
         }
     }
 
-    /// Restores the link (held bytes move on).
-    pub fn heal(&self) {
-        self.link.set(OPEN);
+    /// Ends one cut of `dir` (both ways if `None`): held bytes move on once no cut is left.
+    pub fn heal(&self, dir: Option<Dir>) {
+        let mut gate = self.link.gate.lock().unwrap();
+        for d in dirs(dir) {
+            gate.cuts[d] = gate.cuts[d].saturating_sub(1);
+        }
+        drop(gate);
+        self.link.changed.notify_all();
+    }
+
+    /// Connections open through the proxy now.
+    pub fn connections(&self) -> usize {
+        self.link.conns.lock().unwrap().len()
+    }
+
+    /// Threads of the proxy running now (its acceptor, two per connection, and a writer
+    /// per delayed direction of a connection).
+    pub fn threads(&self) -> usize {
+        self.link.threads.load(Ordering::SeqCst)
+    }
+
+    /// Closes every connection and ends every thread, waiting up to a second for them;
+    /// returns how many are still running (0 unless one is stuck in a system call).
+    pub fn close(self) -> usize {
+        let link = self.link.clone();
+        drop(self);
+        let start = clock::now_ns();
+        while link.threads.load(Ordering::SeqCst) > 0 && clock::since(start).as_secs() < 1 {
+            clock::sleep(Duration::from_millis(2));
+        }
+        link.threads.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.link.gate.lock().unwrap().closed = true;
+        self.link.changed.notify_all();
+        self.link.close_conns();
+        // The acceptor blocks in accept(): one last connection wakes it to see `closed`.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(100));
+    }
+}
+
+fn dirs(dir: Option<Dir>) -> Vec<usize> {
+    match dir {
+        Some(d) => vec![d.index()],
+        None => vec![0, 1],
+    }
+}
+
+fn accept(link: &Arc<Link>, listener: TcpListener, upstream: SocketAddr) {
+    for conn in listener.incoming().flatten() {
+        let gate = link.gate.lock().unwrap();
+        if gate.closed {
+            return;
+        }
+        if gate.dead(0) || gate.dead(1) {
+            let _ = conn.shutdown(Shutdown::Both);
+            continue;
+        }
+        drop(gate);
+        spawn(link, move |l| connect(&l, conn, upstream));
     }
 }
 
@@ -120,23 +308,108 @@ fn connect(link: &Arc<Link>, client: TcpStream, upstream: SocketAddr) {
     let (Ok(c2), Ok(s2), Ok(c3), Ok(s3)) = clones else {
         return;
     };
-    link.conns.lock().unwrap().extend([c3, s3]);
-    let l = link.clone();
-    std::thread::spawn(move || forward(&l, c2, s2));
-    forward(link, server, client);
+    let id = link.next_conn.fetch_add(1, Ordering::SeqCst);
+    link.conns.lock().unwrap().insert(id, [c3, s3]);
+    if link.gate.lock().unwrap().closed {
+        // Closed while connecting: `close_conns` may have run before the insert.
+        link.close_conns();
+    }
+    spawn(link, move |l| forward(&l, id, Dir::Up, c2, s2));
+    forward(link, id, Dir::Down, server, client);
 }
 
-/// Copies `from` → `to`, holding bytes while the link is stalled.
-fn forward(link: &Link, mut from: TcpStream, mut to: TcpStream) {
+/// Copies `from` → `to` in `dir`, holding bytes while the direction is stalled and each
+/// chunk for its latency; at the end the connection is closed both ways and forgotten.
+fn forward(link: &Arc<Link>, id: u64, dir: Dir, mut from: TcpStream, to: TcpStream) {
+    let d = dir.index();
+    let mut out = Out::new(link, d, to.try_clone());
     let mut buf = vec![0; 16 * 1024];
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if link.unstalled() == RESET || to.write_all(&buf[..n]).is_err() {
+        if !link.flows(d) || !out.send(link, &buf[..n]) {
             break;
         }
     }
+    out.finish();
     let _ = (from.shutdown(Shutdown::Both), to.shutdown(Shutdown::Both));
+    link.conns.lock().unwrap().remove(&id);
+}
+
+/// Where a direction's chunks go: written at once, or through a writer thread that holds
+/// each chunk until its due time (chunks keep their order: one is never due before the
+/// one ahead of it).
+enum Out {
+    Now(Option<TcpStream>),
+    Later {
+        dir: usize,
+        chunks: std::sync::mpsc::Sender<(u64, Vec<u8>)>,
+        last_due_ns: u64,
+        /// Disconnected when the writer has ended.
+        done: Receiver<()>,
+    },
+}
+
+impl Out {
+    fn new(link: &Arc<Link>, dir: usize, to: std::io::Result<TcpStream>) -> Out {
+        let Ok(to) = to else {
+            return Out::Now(None);
+        };
+        if link.delays.latency[dir].is_none() {
+            return Out::Now(Some(to));
+        }
+        let (tx, rx) = channel();
+        let (ended, done) = channel();
+        spawn(link, move |l| {
+            write_when_due(&l, dir, to, &rx);
+            drop(ended);
+        });
+        Out::Later {
+            dir,
+            chunks: tx,
+            last_due_ns: 0,
+            done,
+        }
+    }
+
+    fn send(&mut self, link: &Link, chunk: &[u8]) -> bool {
+        match self {
+            Out::Now(to) => to.as_mut().is_some_and(|to| to.write_all(chunk).is_ok()),
+            Out::Later {
+                dir,
+                chunks,
+                last_due_ns,
+                ..
+            } => {
+                let latency = link.draw(*dir).unwrap_or_default();
+                let due = (clock::now_ns() + latency.as_nanos() as u64).max(*last_due_ns);
+                *last_due_ns = due;
+                chunks.send((due, chunk.to_vec())).is_ok()
+            }
+        }
+    }
+
+    /// Waits until the writer, if any, delivered what it holds (a reply the server sent
+    /// just before it closed the connection still arrives) and ended.
+    fn finish(self) {
+        if let Out::Later { chunks, done, .. } = self {
+            drop(chunks);
+            let _ = done.recv();
+        }
+    }
+}
+
+fn write_when_due(link: &Link, dir: usize, mut to: TcpStream, rx: &Receiver<(u64, Vec<u8>)>) {
+    while let Ok((due_ns, chunk)) = rx.recv() {
+        let wait = due_ns.saturating_sub(clock::now_ns());
+        if wait > 0 {
+            clock::sleep(Duration::from_nanos(wait));
+        }
+        // A cut while the chunk was on its way holds it too (it is delivered after the heal).
+        if !link.flows(dir) || to.write_all(&chunk).is_err() {
+            break;
+        }
+    }
 }

@@ -1,7 +1,9 @@
 //! What live mode cannot do, refused before anything starts (exit 2), never faked.
 
+use crate::proxy::{CutMode, Dir};
 use locksim_scenarios::workload::Check;
 use locksim_scenarios::Prepared;
+use locksim_sim::nemesis::is_role;
 use locksim_sim::nodes::ArmedPoint;
 use locksim_sim::{Fault, FaultKind};
 
@@ -63,37 +65,15 @@ fn workload_and_client(prepared: &Prepared) -> Result<(), Refused> {
     Ok(())
 }
 
-/// Checks every fault of the scenario (scripted, and the kinds its random profile draws).
-pub fn check(prepared: &Prepared) -> Result<(), Refused> {
+/// Checks the scenario and every fault live mode would apply on `seed`: the scripted ones and
+/// those its random profile draws (by the simulator's own draw, `Prepared::faults_for`).
+/// A kind live mode cannot inject is refused as soon as the profile can draw it, whatever
+/// the seed; a drawn fault it cannot apply (a partition it has no proxies for) is refused
+/// for the seed that draws it, named with its number and in words.
+pub fn check(prepared: &Prepared, seed: u64, mode: CutMode) -> Result<(), Refused> {
     let s = &prepared.scenario;
     workload_and_client(prepared)?;
-    for (i, fault) in s.faults.iter().enumerate() {
-        let kind = fault.kind();
-        if let Some(why) = why_not(kind) {
-            return Err(Refused(format!(
-                "{}: faults[{i}] (kind = {:?}): {why}",
-                prepared.path,
-                snake(kind)
-            )));
-        }
-        let clients = s.workload.client_names();
-        if let Fault::Partition(_) = fault {
-            partition_links(fault, &clients, &prepared.deployment.servers()).map_err(|why| {
-                Refused(format!(
-                    "{}: faults[{i}] (kind = \"partition\"): {why}",
-                    prepared.path
-                ))
-            })?;
-        }
-        if let Some(ArmedPoint { node, point, .. }) = fault.armed_point() {
-            if !clients.contains(&node) {
-                return Err(Refused(format!(
-                    "{}: faults[{i}]: the point `{point}` is inside the server `{node}`: a real server has no named points (use `at_ms`)",
-                    prepared.path
-                )));
-            }
-        }
-    }
+    network(prepared)?;
     if s.clocks != locksim_sim::ClockConfig::default() {
         let why = why_not(FaultKind::ClockDrift).expect("refused");
         return Err(Refused(format!(
@@ -103,17 +83,69 @@ pub fn check(prepared: &Prepared) -> Result<(), Refused> {
     }
     let profile = &s.faults_random;
     for kind in FaultKind::ALL.iter().copied() {
-        if profile.probability(kind) > 0.0 {
-            // Random partitions may cut links between servers, which live mode cannot.
-            let why = match (kind, why_not(kind)) {
-                (_, Some(why)) => why,
-                (FaultKind::Partition, None) => "live mode cuts only scripted client links",
-                (_, None) => continue,
-            };
+        if let (true, Some(why)) = (profile.probability(kind) > 0.0, why_not(kind)) {
             return Err(Refused(format!(
                 "{}: faults_random draws {:?} faults: {why}",
                 prepared.path,
                 snake(kind)
+            )));
+        }
+    }
+    let scripted = s.faults.len();
+    for (i, fault) in prepared.faults_for(seed).iter().enumerate() {
+        let name = match i.checked_sub(scripted) {
+            None => format!("faults[{i}]"),
+            Some(k) => format!(
+                "faults_random's fault {} on seed {seed} ({})",
+                k + 1,
+                fault.describe()
+            ),
+        };
+        check_fault(prepared, fault, mode).map_err(|why| {
+            let kind = snake(fault.kind());
+            Refused(format!(
+                "{}: {name} (kind = {kind:?}): {why}",
+                prepared.path
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// Why live mode cannot apply `fault`, if it cannot.
+fn check_fault(prepared: &Prepared, fault: &Fault, mode: CutMode) -> Result<(), String> {
+    if let Some(why) = why_not(fault.kind()) {
+        return Err(why.into());
+    }
+    let clients = prepared.scenario.workload.client_names();
+    if let Fault::Partition(_) = fault {
+        let (servers, protocol) = (prepared.deployment.servers(), &prepared.scenario.protocol);
+        partition_links(fault, &clients, &servers, mode, &protocol.name)?;
+    }
+    if let Some(ArmedPoint { node, point, .. }) = fault.armed_point() {
+        if !clients.contains(&node) {
+            return Err(format!(
+                "the point `{point}` is inside the server `{node}`: a real server has no named \
+                 points (it runs its own code, not the model's steps), so nothing can stop it \
+                 there; use `at_ms`"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `[network]` loss and duplication: a TCP link neither loses nor duplicates what it carries.
+fn network(prepared: &Prepared) -> Result<(), Refused> {
+    let net = &prepared.scenario.network;
+    for (field, p) in [
+        ("loss_probability", net.loss_probability),
+        ("duplicate_probability", net.duplicate_probability),
+    ] {
+        if p > 0.0 {
+            return Err(Refused(format!(
+                "{}: network.{field} = {p}: live links are TCP connections, which neither lose \
+                 nor duplicate single messages; run it in the simulator",
+                prepared.path
             )));
         }
     }
@@ -127,63 +159,125 @@ fn snake(kind: FaultKind) -> String {
         .unwrap_or_default()
 }
 
-/// The client links a partition cuts, as (client, server or `resource`) pairs; an error if it
-/// would cut a link live mode has no proxy on (between servers) or is one-way.
+/// A proxied client link a partition cuts: (client, server or `resource`), and which way
+/// (`None`: both).
+pub type Cut = (String, String, Option<Dir>);
+
+/// The links a partition cuts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cuts {
+    /// Links of clients.
+    pub clients: Vec<Cut>,
+    /// Traffic between servers, as directed (from, to) pairs.
+    pub servers: Vec<(String, String)>,
+}
+
+/// Whether live mode proxies the links between a protocol's servers (`Ok(true)`: none yet),
+/// or they carry nothing to cut (`Ok(false)`: independent Redis servers), or why it cannot
+/// cut them.
+pub fn server_links(protocol: &str) -> Result<bool, &'static str> {
+    match protocol {
+        "single-redis" | "redlock" => Ok(false),
+        "zookeeper" => Err(
+            "live mode has no proxies between ZooKeeper servers: a zoo.cfg per server naming \
+             each peer at a proxy of the pair is not enough, since ZooKeeper 3.8 dials a \
+             lower-id peer's election port back at the address that peer announces in its \
+             first message (its own port, past the proxy: QuorumCnxManager.handleConnection)",
+        ),
+        "etcd" => Err(
+            "live mode has no proxies between etcd members: etcd derives member ids from peer \
+             URLs, so every member must name a member by one URL (one proxy per destination \
+             member), and each member dials its peers' stream endpoints to receive their \
+             messages, so such a proxy carries a member's traffic both to it and from it: a \
+             cut between two members cannot be told from a cut of all of one member's links",
+        ),
+        _ => Err(
+            "live mode has no proxies between Redis nodes and Sentinels: Sentinel points a \
+             replica that replicates from any other address than the primary's own back at it",
+        ),
+    }
+}
+
+/// Keeps the cuts between servers live mode can make: none to make between independent
+/// Redis servers, an error where it has no proxies (naming the role, if one is cut).
+fn servers_cut(links: &mut Cuts, protocol: &str, role: Option<&str>) -> Result<(), String> {
+    match server_links(protocol) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            links.servers.clear();
+            Ok(())
+        }
+        Err(why) if !links.servers.is_empty() || role.is_some() => {
+            let (a, b) = links.servers.first().cloned().unwrap_or_default();
+            let what = role.map_or(format!("it cuts {a} from {b}"), |r| {
+                format!("`{r}` is a server role")
+            });
+            Err(format!("{what}: {why}"))
+        }
+        Err(_) => Ok(()),
+    }
+}
+
+/// The links a partition cuts; an error if it would cut links live mode has no proxy on
+/// (between servers of some protocols), or cut one way with `--partition reset` (a reset
+/// closes a connection both ways).
 pub fn partition_links(
     fault: &Fault,
     clients: &[String],
     servers: &[String],
-) -> Result<Vec<(String, String)>, String> {
+    mode: CutMode,
+    protocol: &str,
+) -> Result<Cuts, String> {
     let Fault::Partition(p) = fault else {
-        return Ok(vec![]);
+        return Ok(Cuts::default());
     };
-    let (isolate, groups, one_way) = (&p.isolate, &p.groups, &p.one_way);
-    if *one_way {
-        return Err("live mode cuts TCP links both ways: `one_way` is the simulator's".into());
+    if p.one_way && mode == CutMode::Reset {
+        return Err(
+            "`one_way`: a reset closes a connection both ways (use --partition stall, \
+                    which holds one direction)"
+                .into(),
+        );
     }
-    let mut nodes: Vec<String> = clients.iter().chain(servers).cloned().collect();
-    nodes.push(locksim_protocols::resource::RESOURCE.into());
+    // The side of each node: the isolated nodes (0) and everyone else (1), or its group;
+    // a one-way cut goes from a lower side to a higher one, as the simulator's.
     let side = |n: &str| -> Option<usize> {
-        if isolate.is_empty() {
-            groups.iter().position(|g| g.iter().any(|x| x == n))
+        if p.isolate.is_empty() {
+            p.groups.iter().position(|g| g.iter().any(|x| x == n))
         } else {
-            Some(usize::from(isolate.iter().any(|x| x == n)))
+            Some(usize::from(!p.isolate.iter().any(|x| x == n)))
         }
+    };
+    let cuts = |a: &str, b: &str| match (side(a), side(b)) {
+        (Some(x), Some(y)) => x < y || (x > y && !p.one_way),
+        _ => false,
     };
     let is_client =
         |n: &str| clients.iter().any(|c| c == n) || n == locksim_sim::nemesis::ROLE_HOLDER;
-    let named: Vec<&String> = isolate.iter().chain(groups.iter().flatten()).collect();
-    if let Some(role) = named
-        .iter()
-        .find(|n| locksim_sim::nemesis::is_role(n) && !is_client(n))
-    {
-        return Err(format!(
-            "`{role}` is a server role: live mode has no proxy between servers yet"
-        ));
+    let named: Vec<&String> = p.isolate.iter().chain(p.groups.iter().flatten()).collect();
+    let role = named.iter().find(|n| is_role(n) && !is_client(n));
+    let mut links = Cuts::default();
+    for a in servers {
+        for b in servers.iter().filter(|b| *b != a && cuts(a, b)) {
+            links.servers.push((a.clone(), b.clone()));
+        }
     }
+    servers_cut(&mut links, protocol, role.map(|r| r.as_str()))?;
+    let mut nodes: Vec<String> = clients.iter().chain(servers).cloned().collect();
+    nodes.push(locksim_protocols::resource::RESOURCE.into());
     for n in named {
         if !nodes.contains(n) {
             nodes.push(n.clone());
         }
     }
-    let mut links = vec![];
-    for a in &nodes {
-        for b in &nodes {
-            let (Some(sa), Some(sb)) = (side(a), side(b)) else {
-                continue;
+    for a in nodes.iter().filter(|n| is_client(n)) {
+        for b in nodes.iter().filter(|n| !is_client(n)) {
+            let dir = match (cuts(a, b), cuts(b, a)) {
+                (true, true) => None,
+                (true, false) => Some(Dir::Up),
+                (false, true) => Some(Dir::Down),
+                (false, false) => continue,
             };
-            if sa == sb || !is_client(a) || is_client(b) {
-                continue;
-            }
-            links.push((a.clone(), b.clone()));
-        }
-    }
-    for a in &nodes {
-        for b in &nodes {
-            let cut = matches!((side(a), side(b)), (Some(x), Some(y)) if x != y);
-            if cut && servers.contains(a) && servers.contains(b) {
-                return Err(format!("it cuts {a} from {b}: live mode has no proxy between servers yet (only client links)"));
-            }
+            links.clients.push((a.clone(), b.clone(), dir));
         }
     }
     Ok(links)

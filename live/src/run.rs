@@ -6,7 +6,8 @@ use crate::clock;
 use crate::deploy::{self, Deployment, ServerInfo};
 use crate::history::Recorder;
 use crate::procs::Proc;
-use crate::proxy::{CutMode, Proxy};
+use crate::proxy::{CutMode, Delays, Dir, Proxy};
+use crate::refuse::Cuts;
 use crate::spec::{ClientMsg, ClientSpec, PointStop};
 use locksim_check::{Event, History, Kind, Op};
 use locksim_scenarios::Prepared;
@@ -56,7 +57,7 @@ enum Action {
     /// The next cycle of a periodic pause, due at the timer's instant.
     Cycle(PausePeriodic, String),
     Heal {
-        links: Vec<(String, String)>,
+        links: Cuts,
     },
     Resume {
         node: String,
@@ -107,7 +108,7 @@ const CLIENT_SPAWN_MS: u64 = 500;
 /// Runs `prepared` live. Every process it starts is gone when it returns (or unwinds).
 pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     clock::assert_real();
-    crate::refuse::check(prepared)?;
+    crate::refuse::check(prepared, opts.seed, opts.cut_mode)?;
     crate::procs::install_signal_handlers();
     let (dir, _temp) = run_dir(opts)?;
     crate::procs::log_pids_to(dir.join("pids.txt"));
@@ -216,6 +217,18 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// Cut links in words: `c1-redis` both ways, `c1->redis` or `c1<-redis` one way, and
+/// `redis1->redis2` for traffic between servers.
+fn show(links: &Cuts) -> String {
+    let clients = links.clients.iter().map(|(a, b, dir)| match dir {
+        None => format!("{a}-{b}"),
+        Some(Dir::Up) => format!("{a}->{b}"),
+        Some(Dir::Down) => format!("{a}<-{b}"),
+    });
+    let servers = links.servers.iter().map(|(a, b)| format!("{a}->{b}"));
+    clients.chain(servers).collect::<Vec<_>>().join(", ")
 }
 
 /// The point-triggered pauses and crashes of client `name`.
@@ -361,8 +374,11 @@ impl Live<'_> {
         for (node, addr) in targets {
             let key = (name.to_owned(), node);
             if !self.proxies.contains_key(&key) {
-                self.proxies
-                    .insert(key.clone(), Proxy::start(addr.parse()?)?);
+                let net = &self.prepared.scenario.network;
+                let seed = self.opts.seed ^ (self.proxies.len() as u64 + 1) << 32;
+                let delays = Delays::of(net, name, &key.1, seed);
+                let proxy = Proxy::with_delays(addr.parse()?, delays)?;
+                self.proxies.insert(key.clone(), proxy);
             }
             proxied.push(self.proxies[&key].addr.to_string());
         }
@@ -587,20 +603,12 @@ impl Live<'_> {
     /// Cuts every client link `fault` separates (through the proxies) for `duration_ms`.
     fn partition(&mut self, fault: &Fault, duration_ms: u64) {
         let clients = self.prepared.scenario.workload.client_names();
-        let servers: Vec<String> = self
-            .deployment
-            .client_addrs
-            .iter()
-            .map(|(n, _)| n.clone())
-            .collect();
-        let links = crate::refuse::partition_links(fault, &clients, &servers).unwrap_or_default();
-        for link in &links {
-            if let Some(p) = self.proxies.get(link) {
-                p.cut(self.opts.cut_mode);
-            }
-        }
-        let shown: Vec<String> = links.iter().map(|(a, b)| format!("{a}-{b}")).collect();
-        let detail = format!("{:?}: {}", self.opts.cut_mode, shown.join(", ")).to_lowercase();
+        let servers = self.prepared.deployment.servers();
+        let (mode, protocol) = (self.opts.cut_mode, &self.prepared.scenario.protocol.name);
+        let links = crate::refuse::partition_links(fault, &clients, &servers, mode, protocol)
+            .expect("checked before the run");
+        self.switch(&links, |p, dir| p.cut(mode, dir));
+        let detail = format!("{mode:?}: {}", show(&links)).to_lowercase();
         let event = Event::new(NEMESIS, Kind::Info, Op::Partition)
             .value(duration_ms as i64)
             .detail(detail.clone());
@@ -611,15 +619,23 @@ impl Live<'_> {
         );
     }
 
-    fn heal(&mut self, links: &[(String, String)]) {
-        for link in links {
-            if let Some(p) = self.proxies.get(link) {
-                p.heal();
+    fn heal(&mut self, links: &Cuts) {
+        self.switch(links, |p, dir| p.heal(dir));
+        self.recorder
+            .record(Event::new(NEMESIS, Kind::Info, Op::Heal).detail(show(links)));
+    }
+
+    /// Cuts or heals (`f`) every proxy direction `links` names.
+    fn switch(&self, links: &Cuts, f: impl Fn(&Proxy, Option<Dir>)) {
+        assert!(
+            links.servers.is_empty(),
+            "no proxies between servers: refused before"
+        );
+        for (a, b, dir) in &links.clients {
+            if let Some(p) = self.proxies.get(&(a.clone(), b.clone())) {
+                f(p, *dir);
             }
         }
-        let shown: Vec<String> = links.iter().map(|(a, b)| format!("{a}-{b}")).collect();
-        self.recorder
-            .record(Event::new(NEMESIS, Kind::Info, Op::Heal).detail(shown.join(", ")));
     }
 
     /// SIGKILL; a restart after `restart_after_ms` if given.
@@ -694,7 +710,7 @@ impl Live<'_> {
         for node in crashed {
             self.restart(&node);
         }
-        let cut: Vec<Vec<(String, String)>> = self
+        let cut: Vec<Cuts> = self
             .timers
             .values()
             .filter_map(|a| match a {

@@ -115,6 +115,11 @@ impl World {
         self.inner.time.elapsed().as_nanos() as u64
     }
 
+    /// True time as madsim's instant, for timers on the nemesis node.
+    pub(crate) fn now_instant(&self) -> madsim::time::Instant {
+        self.inner.time.now_instant()
+    }
+
     /// Appends an event to the history, stamped with true time; returns its index.
     pub fn record(&self, mut event: Event) -> u64 {
         let now = self.now_ns();
