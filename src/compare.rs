@@ -183,7 +183,12 @@ fn jobs(
     let mut jobs = vec![];
     let scenarios = opts.out.join("scenarios");
     for protocol in &matrix.protocols {
-        for profile in &matrix.profiles {
+        // A cell whose runs are another row's is not run (see `cells_in_order`).
+        let own = matrix
+            .profiles
+            .iter()
+            .filter(|f| protocol.same_as(&f.label).is_none());
+        for profile in own {
             let name = Matrix::cell_name(protocol, profile);
             let text = matrix.cell_toml(protocol, profile);
             let prepared = prepare(&scenarios, &name, &text, setup.registry)?;
@@ -194,25 +199,7 @@ fn jobs(
             jobs.push(setup.job(role, prepared, cell_stop)?);
         }
     }
-    if let (Some(spec), Some(stop)) = (&matrix.phase, matrix.phase_stopping()) {
-        let phase_dir = opts.out.join("phase");
-        let mut series = 0;
-        for (axis, _) in PHASE_AXES {
-            for protocol in matrix.protocols.iter().filter(|p| p.on_axis(axis)) {
-                for &multiple in &spec.ttl_multiples {
-                    let (name, size_ms, text) = matrix.phase_toml(protocol, axis, multiple);
-                    let prepared = prepare(&phase_dir, &name, &text, setup.registry)?;
-                    let role = Role::Phase {
-                        series,
-                        multiple,
-                        size_ms,
-                    };
-                    jobs.push(setup.job(role, prepared, fixed.unwrap_or(stop))?);
-                }
-                series += 1;
-            }
-        }
-    }
+    jobs.extend(phase_jobs(matrix, opts, &setup)?);
     if matrix.cost_seeds > 0 {
         let dir = opts.out.join("cost");
         let stop = Stopping::fixed(opts.seeds.unwrap_or(matrix.cost_seeds));
@@ -231,6 +218,38 @@ fn jobs(
         for (name, text) in CATALOG {
             let prepared = prepare(&dir, name, text, setup.registry)?;
             jobs.push(setup.job(Role::Catalog, prepared, Stopping::fixed(catalog_seeds))?);
+        }
+    }
+    Ok(jobs)
+}
+
+/// The phase points' jobs: each row on each of its axes, at each multiple of its TTL.
+fn phase_jobs(
+    matrix: &Matrix,
+    opts: &Options,
+    setup: &Setup,
+) -> anyhow::Result<Vec<(Job, ResultsFile)>> {
+    let mut jobs = vec![];
+    let (Some(spec), Some(stop)) = (&matrix.phase, matrix.phase_stopping()) else {
+        return Ok(jobs);
+    };
+    let stop = opts.seeds.map_or(stop, Stopping::fixed);
+    let phase_dir = opts.out.join("phase");
+    let mut series = 0;
+    for (axis, _) in PHASE_AXES {
+        for protocol in matrix.protocols.iter().filter(|p| p.on_axis(axis)) {
+            for &multiple in &spec.ttl_multiples {
+                let (name, size_ms, text) =
+                    matrix.phase_toml(protocol, axis, multiple, setup.registry);
+                let prepared = prepare(&phase_dir, &name, &text, setup.registry)?;
+                let role = Role::Phase {
+                    series,
+                    multiple,
+                    size_ms,
+                };
+                jobs.push(setup.job(role, prepared, stop)?);
+            }
+            series += 1;
         }
     }
     Ok(jobs)
@@ -325,7 +344,13 @@ fn timeline(job: &Job, labels: (&str, &str), seed: u64) -> Counterexample {
     Counterexample::from_run(labels, &result, history, &servers)
 }
 
-fn assemble(matrix: &Matrix, jobs: &[Job], seeds_text: String, command: String) -> Comparison {
+fn assemble(
+    matrix: &Matrix,
+    jobs: &[Job],
+    registry: &Registry,
+    seeds_text: String,
+    command: String,
+) -> Comparison {
     let mut c = Comparison {
         schema: SCHEMA_VERSION,
         title: matrix.title.clone(),
@@ -354,17 +379,49 @@ fn assemble(matrix: &Matrix, jobs: &[Job], seeds_text: String, command: String) 
                 protocol: p.label.clone(),
                 axis: axis.into(),
                 about: about.into(),
-                ttl_ms: p.ttl_ms(),
+                ttl_ms: p.ttl_ms(registry),
                 points: vec![],
             });
+        }
+    }
+    for p in &matrix.protocols {
+        let off: Vec<String> = PHASE_AXES
+            .iter()
+            .filter(|(a, _)| !p.on_axis(a))
+            .map(|(a, _)| a.to_string())
+            .collect();
+        if let (false, Some(why)) = (off.is_empty(), &p.phase_axes_why) {
+            c.phase_left_out.push((p.label.clone(), off, why.clone()));
         }
     }
     for job in jobs {
         add_job(&mut c, job);
     }
+    c.cells = cells_in_order(matrix, std::mem::take(&mut c.cells));
     c.phase.retain(|s| !s.points.is_empty());
     c.rows = rows(matrix, jobs, &c);
     c
+}
+
+/// The cells in matrix order (row by row), each cell not run (`same_as`) a relabelled copy
+/// of the cell whose runs stand for it.
+fn cells_in_order(matrix: &Matrix, ran: Vec<CellSummary>) -> Vec<CellSummary> {
+    let find = |row: &str, profile: &str| {
+        let cell = ran
+            .iter()
+            .find(|c| c.protocol == row && c.profile == profile);
+        cell.expect("every cell that is not a copy ran")
+    };
+    let mut cells = vec![];
+    for p in &matrix.protocols {
+        for f in &matrix.profiles {
+            cells.push(match p.same_as(&f.label) {
+                Some(same) => CellSummary::same_as(find(&same.row, &f.label), &p.label, &same.why),
+                None => find(&p.label, &f.label).clone(),
+            });
+        }
+    }
+    cells
 }
 
 /// What guards the resource, the protocol keys that change behaviour (sizes, durations
@@ -525,7 +582,7 @@ pub fn compare(opts: &Options, registry: &Registry) -> anyhow::Result<Comparison
         command += &format!(" --seeds {n}");
     }
     command += &format!(" --out {}", opts.out.display());
-    let comparison = assemble(&matrix, &jobs, stopping.describe(), command);
+    let comparison = assemble(&matrix, &jobs, registry, stopping.describe(), command);
     write_reports(&comparison, &opts.out)?;
     Ok(comparison)
 }
@@ -551,6 +608,8 @@ pub fn extra_rows(matrix: &Matrix, registry: &Registry) -> Vec<MatrixProtocol> {
                 resource: None,
                 workload: None,
                 phase_axes: None,
+                phase_axes_why: None,
+                same_as: None,
             }
         })
         .collect()

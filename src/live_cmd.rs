@@ -32,8 +32,8 @@ pub struct LiveArgs {
     /// Keep the servers' data directories and logs (and the clients' logs) in DIR.
     #[arg(long, value_name = "DIR")]
     keep: Option<PathBuf>,
-    /// How a partition cuts a link: `stall` holds its bytes until the heal (what the
-    /// simulator's partition does), `reset` closes its connections.
+    /// How a partition cuts a link: `stall` holds its bytes until the heal (the simulator's
+    /// `partition = "delay"`), `reset` closes its connections (its `"drop"`).
     #[arg(long, value_name = "MODE", default_value = "stall", value_parser = ["stall", "reset"])]
     partition: String,
 }

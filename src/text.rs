@@ -121,6 +121,7 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
         l.writes_rejected,
         updates_lost(r.stats.updates_lost, r.stats.updates_acked)
     );
+    let _ = writeln!(s, "zombie    {}", zombie_line(&r.stats));
     if let Some(e) = &r.expect {
         if e.met {
             let _ = writeln!(s, "expect    met");
@@ -135,6 +136,24 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
     );
     let _ = writeln!(s, "replay    {}", r.replay);
     s
+}
+
+/// The run's zombie windows (a holder going on after the service let another client take
+/// its lock) in words: how many, the longest and the median, in ms.
+pub fn zombie_line(stats: &locksim_scenarios::Stats) -> String {
+    if stats.zombie_windows == 0 {
+        return "none (no holder went on after another client was let in)".into();
+    }
+    let windows = if stats.zombie_windows == 1 {
+        "window"
+    } else {
+        "windows"
+    };
+    format!(
+        "{} {windows} in which a holder went on after another client was let in: max {:.1} ms, \
+         p50 {:.1} ms",
+        stats.zombie_windows, stats.zombie_window_ms_max, stats.zombie_window_ms_p50
+    )
 }
 
 /// Lost updates in words, as a share of the acknowledged writes.

@@ -105,6 +105,31 @@ fn text_output_explains_and_gives_the_replay_command() {
     );
 }
 
+/// `run`'s text gives the zombie window (how many, max and p50) with the figures of
+/// `run --json`, and says so when there is none.
+#[test]
+fn run_text_shows_the_zombie_window_of_run_json() {
+    let text = locksim(&["run", GC_PAUSE]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let v = json(&locksim(&["run", GC_PAUSE, "--json"]));
+    let stats = &v["stats"];
+    let windows = stats["zombie_windows"].as_u64().unwrap();
+    assert!(windows > 0, "the paused holder is a zombie: {stats}");
+    let max = stats["zombie_window_ms_max"].as_f64().unwrap();
+    let p50 = stats["zombie_window_ms_p50"].as_f64().unwrap();
+    assert!(max >= p50 && p50 > 0.0, "{stats}");
+    let plural = if windows == 1 { "window" } else { "windows" };
+    let line = format!(
+        "zombie    {windows} {plural} in which a holder went on after another client was let \
+         in: max {max:.1} ms, p50 {p50:.1} ms"
+    );
+    assert!(text.contains(&line), "{line}\nnot in:\n{text}");
+    let healthy = locksim(&["run", HEALTHY]);
+    let healthy = String::from_utf8_lossy(&healthy.stdout);
+    let none = "zombie    none (no holder went on after another client was let in)";
+    assert!(healthy.contains(none), "{healthy}");
+}
+
 #[test]
 fn a_safe_run_exits_zero_and_the_default_seed_is_the_scenarios() {
     let out = locksim(&["run", HEALTHY]);

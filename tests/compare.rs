@@ -161,9 +161,11 @@ fn reports_are_complete_recomputable_and_independent_of_thread_count() {
     assert_eq!(cells.len(), rows * cols);
     // Every number of every cell is the one its results file gives.
     for c in cells {
+        // A cell not run (`same_as`) has the figures of the row it names.
+        let row = c["same_as"].as_str().or(c["protocol"].as_str()).unwrap();
         let name = format!(
             "{}--{}",
-            cell_name(c["protocol"].as_str().unwrap()),
+            cell_name(row),
             cell_name(c["profile"].as_str().unwrap())
         );
         let (runs, overlap, harm) = recount(&a, &name);
@@ -211,8 +213,16 @@ fn reports_are_complete_recomputable_and_independent_of_thread_count() {
 
     // The phase diagrams and the catalog are there, each number from its results file.
     let phase = one["phase"].as_array().unwrap();
-    let pause_only = matrix.matches("phase_axes = [\"pause\"]").count();
-    assert_eq!(phase.len(), rows * 2 - pause_only);
+    let standard = locksim_scenarios::matrix::Matrix::standard();
+    let series: usize = standard
+        .protocols
+        .iter()
+        .map(|p| {
+            let axes = locksim_scenarios::matrix::PHASE_AXES.iter();
+            axes.filter(|(a, _)| p.on_axis(a)).count()
+        })
+        .sum();
+    assert_eq!(phase.len(), series);
     let catalog = one["catalog"].as_array().unwrap();
     let files = std::fs::read_dir("scenarios/catalog").unwrap().count();
     assert_eq!(catalog.len(), files);
@@ -462,4 +472,234 @@ fn a_bad_matrix_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("m.toml"), "{err}");
+}
+
+/// Client pauses past the lease on an unchecked lock, and the same library checking before
+/// each write, which the matrix says runs as the first row when nothing pauses.
+const ZOMBIES: &str = r#"
+title = "zombies"
+seeds = 6
+catalog_seeds = 0
+cost_seeds = 0
+[base]
+duration_ms = 6_000
+[base.workload]
+clients = 3
+cs_ms_min = 20
+cs_ms_max = 200
+[[protocols]]
+label = "never"
+[protocols.protocol]
+name = "single-redis"
+client = "redsync"
+ttl_ms = 1_000
+[protocols.workload]
+check = "never"
+[[protocols]]
+label = "until"
+[protocols.protocol]
+name = "single-redis"
+client = "redsync"
+ttl_ms = 1_000
+[protocols.workload]
+check = "before_write"
+[protocols.same_as]
+row = "never"
+profiles = ["none"]
+why = "Nothing pauses, so the check always passes."
+[[profiles]]
+label = "none"
+[[profiles]]
+label = "client-pauses"
+[profiles.faults_random]
+pause_probability = 0.5
+pause_ms_min = 1_500
+pause_ms_max = 3_000
+pause_nodes = ["@clients"]
+"#;
+
+/// The zombie window of each cell appears in report.md's and report.html's per-property
+/// tables with the figures report.json has.
+#[test]
+fn the_zombie_window_of_each_cell_is_in_markdown_and_html_as_in_json() {
+    let (dir, m) = (out_dir("zombies"), out_dir("zombies-matrix"));
+    std::fs::create_dir_all(&m).unwrap();
+    let matrix = m.join("m.toml");
+    std::fs::write(&matrix, ZOMBIES).unwrap();
+    let v = compare(&dir, &["--matrix", matrix.to_str().unwrap()]);
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(md.contains("| latent | zombie window |"), "{md}");
+    assert!(html.contains(">zombie window</th>"), "{html}");
+    let mut seen = 0;
+    for cell in v["cells"].as_array().unwrap() {
+        if !cell["same_as"].is_null() {
+            continue;
+        }
+        let runs = cell["zombie_runs"].as_u64().unwrap();
+        // Pauses past the lease make zombies (until the check or the write); no pause, none.
+        assert_eq!(runs > 0, cell["profile"] == "client-pauses", "{cell}");
+        let (text, td) = if runs == 0 {
+            ("n/a".to_owned(), "<td>n/a</td>".to_owned())
+        } else {
+            seen += 1;
+            let max = cell["zombie_window_ms_max"].as_f64().unwrap();
+            let p50 = cell["zombie_window_ms_p50"].as_f64().unwrap();
+            assert!(max >= p50 && p50 > 0.0, "{cell}");
+            let plural = if runs == 1 { "run" } else { "runs" };
+            let (figures, runs) = (
+                format!("max {max:.0} · p50 {p50:.0} ms"),
+                format!("({runs} {plural})"),
+            );
+            let td = format!(
+                "<td><span class=\"nw\">{figures}</span> <span class=\"nw\">{runs}</span></td>"
+            );
+            (format!("{figures} {runs}"), td)
+        };
+        let (p, f) = (
+            cell["protocol"].as_str().unwrap(),
+            cell["profile"].as_str().unwrap(),
+        );
+        let row = format!("| {p} | {f} | {} |", cell["seeds"].as_str().unwrap());
+        let line = md.lines().find(|l| l.starts_with(&row)).unwrap_or_else(|| {
+            panic!("no details row {row} in {md}");
+        });
+        assert!(
+            line.contains(&format!(" | {text} | ")),
+            "{text} not in {line}"
+        );
+        assert!(html.contains(&td), "{td} not in report.html");
+    }
+    assert_eq!(seen, 2, "each row's client-pauses cell: {v}");
+}
+
+/// A cell the matrix says is another row's is not run: the reports show it as that row's,
+/// labelled, with the reason, and it does not count among the runs.
+#[test]
+fn a_cell_the_same_as_another_rows_is_not_run_and_says_so() {
+    let (dir, m) = (out_dir("same-as"), out_dir("same-as-matrix"));
+    std::fs::create_dir_all(&m).unwrap();
+    let matrix = m.join("m.toml");
+    std::fs::write(&matrix, ZOMBIES).unwrap();
+    let v = compare(&dir, &["--matrix", matrix.to_str().unwrap()]);
+    let cells = v["cells"].as_array().unwrap();
+    let cell = |p: &str, f: &str| {
+        let c = cells
+            .iter()
+            .find(|c| c["protocol"] == p && c["profile"] == f);
+        c.unwrap_or_else(|| panic!("no cell {p} {f}")).clone()
+    };
+    let (copy, ran) = (cell("until", "none"), cell("never", "none"));
+    assert_eq!(copy["same_as"], "never");
+    assert_eq!(
+        copy["same_as_why"],
+        "Nothing pauses, so the check always passes."
+    );
+    for k in [
+        "runs",
+        "damage",
+        "overlap",
+        "harm",
+        "zombie_runs",
+        "updates_acked",
+    ] {
+        assert_eq!(copy[k], ran[k], "{k}");
+    }
+    assert!(cell("until", "client-pauses")["same_as"].is_null());
+    assert!(!dir.join("results/until--none.jsonl").exists(), "not run");
+    assert!(dir.join("results/until--client-pauses.jsonl").exists());
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(md.contains("| until | same as never | damage "), "{md}");
+    assert!(md.contains("| until | none | same as never | – |"), "{md}");
+    let why = "- until under none: same as never. Nothing pauses, so the check always passes.";
+    assert!(md.contains(why), "{md}");
+    assert!(html.contains(">same as never</td>"), "{html}");
+    let ran_runs: u64 = cells
+        .iter()
+        .filter(|c| c["same_as"].is_null())
+        .map(|c| c["runs"].as_u64().unwrap())
+        .sum();
+    assert!(
+        md.contains(&format!("\n{ran_runs} runs in the matrix")),
+        "{md}"
+    );
+}
+
+/// The outcome of a run that a check which never fails cannot change.
+fn outcome(r: &Value) -> String {
+    let s = &r["stats"];
+    let l = &s["liveness"];
+    format!(
+        "{} {} acked {} lost {} stale {} zombies {} {} {} grants {} accepted {} rejected {}",
+        r["verdict"],
+        r["violations"],
+        s["updates_acked"],
+        s["updates_lost"],
+        s["stale_accepted"],
+        s["zombie_windows"],
+        s["zombie_window_ms_max"],
+        s["zombie_window_ms_p50"],
+        l["acquisitions"],
+        l["writes_accepted"],
+        l["writes_rejected"]
+    )
+}
+
+/// Each cell the standard matrix does not run (`same_as`) is what its row would give: the
+/// two rows' cells, run seed for seed, have the same outcome.
+#[test]
+fn the_standard_matrix_cells_not_run_match_the_rows_they_copy() {
+    use locksim_scenarios::matrix::Matrix;
+    let m = Matrix::standard();
+    let dir = out_dir("same-as-standard");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sweep = |name: &str, text: String| {
+        let (file, out) = (
+            dir.join(format!("{name}.toml")),
+            dir.join(format!("{name}.jsonl")),
+        );
+        std::fs::write(&file, text).unwrap();
+        let args = [
+            "sweep",
+            file.to_str().unwrap(),
+            "--seeds",
+            "1..=40",
+            "--jobs",
+            "2",
+        ];
+        let done = locksim(&[&args[..], &["--quiet", "--out", out.to_str().unwrap()]].concat());
+        assert!(
+            done.status.code().is_some_and(|c| c <= 1),
+            "{}",
+            common::stderr(&done)
+        );
+        let mut runs: Vec<Value> = std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        runs.sort_by_key(|r| r["seed"].as_u64());
+        runs.iter().map(outcome).collect::<Vec<_>>()
+    };
+    let mut checked = 0;
+    for p in m.protocols.iter().filter(|p| p.same_as.is_some()) {
+        let same = p.same_as.as_ref().unwrap();
+        let other = m.protocols.iter().find(|o| o.label == same.row).unwrap();
+        for f in m
+            .profiles
+            .iter()
+            .filter(|f| same.profiles.contains(&f.label))
+        {
+            let mine = sweep(&Matrix::cell_name(p, f), m.cell_toml(p, f));
+            let theirs = sweep(&Matrix::cell_name(other, f), m.cell_toml(other, f));
+            assert_eq!(mine.len(), 40);
+            assert_eq!(mine, theirs, "{} under {}", p.label, f.label);
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 4,
+        "the standard matrix leaves cells out: {checked}"
+    );
 }

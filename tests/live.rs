@@ -713,6 +713,33 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
     );
 }
 
+#[test]
+fn a_delay_spike_and_a_delay_partition_under_reset_are_refused_with_exit_2() {
+    let _serial = one_at_a_time();
+    let out = in_repo(&["live", "scenarios/catalog/redis-single-delayed-write.toml"]);
+    assert_eq!(code(&out), 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("delay_spike") && err.contains("faults[0]"),
+        "{err}"
+    );
+    let dir = scratch("delay");
+    let text = "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[network]\npartition = \"delay\"\n";
+    let path = scenario(&dir, "delay", text);
+    let out = in_repo(&["live", &path, "--partition", "reset"]);
+    assert_eq!(code(&out), 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("network.partition") && err.contains("--partition stall"),
+        "{err}"
+    );
+    let text = format!("{text}connection_timeout_ms = 5000\n");
+    let out = in_repo(&["live", &scenario(&dir, "timeout", &text)]);
+    assert_eq!(code(&out), 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("network.connection_timeout_ms"), "{err}");
+}
+
 /// The pauses of a periodic pause in a history: (start ms, resume ms, targets), one entry per
 /// cycle (the nodes a cycle stops together are paused within a few ms of each other).
 fn pause_cycles(events: &[serde_json::Value]) -> Vec<(u64, u64, Vec<String>)> {

@@ -160,3 +160,55 @@ fn fencing_without_tokens_is_na_in_run_json_and_check() {
         stdout(&out)
     );
 }
+
+#[test]
+fn malformed_delay_keys_are_named_with_file_line_and_field() {
+    let base = "duration_ms = 1_000\n[protocol]\nname = \"single-redis\"\n";
+    let e = scenario_error(
+        "robust-partition-mode",
+        &format!("{base}[network]\npartition = \"stall\"\n"),
+    );
+    assert!(
+        e.contains("s.toml:5") && e.contains("network.partition"),
+        "{e}"
+    );
+    assert!(e.contains("expected `drop` or `delay`"), "{e}");
+    let e = scenario_error(
+        "robust-timeout-zero",
+        &format!("{base}[network]\npartition = \"delay\"\nconnection_timeout_ms = 0\n"),
+    );
+    assert!(
+        e.contains("s.toml:6: network.connection_timeout_ms must be positive"),
+        "{e}"
+    );
+    let e = scenario_error(
+        "robust-timeout-huge",
+        &format!("{base}[network]\nconnection_timeout_ms = 2_000_000_000\n"),
+    );
+    assert!(e.contains("s.toml:5: network.connection_timeout_ms"), "{e}");
+    let spike = "[[faults]]\nkind = \"delay_spike\"\nnode = \"c1\"\nat_ms = 10\n";
+    let e = scenario_error(
+        "robust-spike-zero",
+        &format!("{base}{spike}duration_ms = 0\n"),
+    );
+    assert!(
+        e.contains("s.toml:4: faults[0]: `duration_ms` must be positive"),
+        "{e}"
+    );
+    let e = scenario_error(
+        "robust-spike-self",
+        &format!("{base}{spike}duration_ms = 10\nto = [\"c1\"]\n"),
+    );
+    assert!(
+        e.contains("faults[0]: `to` names the sender `c1` itself"),
+        "{e}"
+    );
+    let e = scenario_error(
+        "robust-spike-range",
+        &format!("{base}[faults_random]\ndelay_spike_ms_min = 500\ndelay_spike_ms_max = 100\n"),
+    );
+    assert!(
+        e.contains("faults_random.delay_spike_ms_min (500) exceeds delay_spike_ms_max (100)"),
+        "{e}"
+    );
+}

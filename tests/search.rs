@@ -122,3 +122,31 @@ fn a_scenario_that_fails_on_its_own_scripted_faults_needs_no_added_fault() {
     assert!(!saved.contains("[[faults]]\nkind = \"loss\""), "{saved}");
     assert!(saved.contains("no fault added"), "{saved}");
 }
+
+#[test]
+fn search_finds_the_delayed_write_and_shrinks_it_to_one_delay_spike() {
+    let dir = scratch("search-delay");
+    let file = dir.join("cex.toml");
+    let out = file.display().to_string();
+    let scenario = repo("scenarios/search/redis-single-delay-search.toml");
+    let args = ["search", &scenario, "--seed", "1", "--out", &out, "--json"];
+    let result = run(&args);
+    assert_eq!(
+        code(&result),
+        1,
+        "a violation is found: {}",
+        stderr(&result)
+    );
+    let found: Value = serde_json::from_slice(&result.stdout).unwrap();
+    let f = &found["found"];
+    let failure = f["failure"].as_str().unwrap();
+    assert!(["fencing", "lost_update"].contains(&failure), "{found:#}");
+    let faults = f["faults"].as_array().unwrap();
+    assert_eq!(faults.len(), 1, "shrunk to a single fault: {found:#}");
+    assert_eq!(faults[0]["kind"], "delay_spike");
+    let replay = run(&["run", &out, "--json"]);
+    assert_eq!(code(&replay), 1, "{}", stderr(&replay));
+    let replay: Value = serde_json::from_slice(&replay.stdout).unwrap();
+    assert_eq!(replay["trace_hash"], f["trace_hash"]);
+    assert_eq!(replay["expect"]["met"], true);
+}

@@ -87,6 +87,11 @@ pub enum Op {
     /// `elected`, `lease_expired`, `session_expired`, ...; `target`: the node it concerns).
     /// The checker ignores it; timelines draw it.
     Event,
+    /// A node's outgoing messages are held for `value` milliseconds (a delay spike; `detail`
+    /// names the links): they arrive late, in send order.
+    Hold,
+    /// Held messages are sent on (`detail` names the links).
+    Flush,
 }
 
 impl Op {
@@ -104,6 +109,8 @@ impl Op {
                 | Op::ClockDrift
                 | Op::Loss
                 | Op::FsyncStall
+                | Op::Hold
+                | Op::Flush
         )
     }
 }

@@ -4,9 +4,11 @@
 //! scenario's `[network]`). A partition cuts one direction or both, in one of two ways:
 //! - **stall**: bytes stop moving (held in the proxy) until the heal, and then arrive, unless
 //!   an endpoint gave up on the connection meanwhile. Nothing tells either side: requests
-//!   time out. This is what the simulator's `partition` does (messages are not delivered).
+//!   time out; what was sent meanwhile arrives after the heal, as TCP retransmits it. This is
+//!   the simulator's `[network] partition = "delay"`.
 //! - **reset**: every open connection is closed at once and new ones are closed as soon as
-//!   they are accepted: both sides learn at once (a router that answers with RST).
+//!   they are accepted: both sides learn at once (a router that answers with RST). What was
+//!   on them is lost: the simulator's `partition = "drop"`.
 //!
 //! Cuts nest, as the simulator's do: a direction flows again when every cut of it healed.
 //! A proxy keeps only its open connections, and closing it (or dropping it) ends every thread

@@ -4,6 +4,7 @@ use crate::proxy::{CutMode, Dir};
 use locksim_scenarios::workload::Check;
 use locksim_scenarios::Prepared;
 use locksim_sim::nemesis::is_role;
+use locksim_sim::net::{PartitionMode, CONNECTION_TIMEOUT_MS_DEFAULT};
 use locksim_sim::nodes::ArmedPoint;
 use locksim_sim::{Fault, FaultKind};
 
@@ -37,6 +38,10 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
              resend them); run it in the simulator",
         ),
         FaultKind::Partition => None,
+        FaultKind::DelaySpike => Some(
+            "live mode's TCP proxies cut links but do not hold one sender's bytes for a while \
+             and send them on yet; run it in the simulator",
+        ),
         FaultKind::Pause | FaultKind::PausePeriodic | FaultKind::Crash => None,
     }
 }
@@ -74,6 +79,7 @@ pub fn check(prepared: &Prepared, seed: u64, mode: CutMode) -> Result<(), Refuse
     let s = &prepared.scenario;
     workload_and_client(prepared)?;
     network(prepared)?;
+    cut_mode(prepared, mode)?;
     if s.clocks != locksim_sim::ClockConfig::default() {
         let why = why_not(FaultKind::ClockDrift).expect("refused");
         return Err(Refused(format!(
@@ -148,6 +154,33 @@ fn network(prepared: &Prepared) -> Result<(), Refused> {
                 prepared.path
             )));
         }
+    }
+    Ok(())
+}
+
+/// `[network] partition = "delay"` holds a cut link's messages until the heal: live mode's
+/// proxies do that with `--partition stall` (TCP then retransmits as in the simulator), not
+/// with `--partition reset`, which is the simulator's `drop`. A `connection_timeout_ms` of its
+/// own cannot be applied: live connections time out by the machine's kernel.
+pub fn cut_mode(prepared: &Prepared, mode: CutMode) -> Result<(), Refused> {
+    let network = &prepared.scenario.network;
+    if network.partition != PartitionMode::Delay {
+        return Ok(());
+    }
+    if mode == CutMode::Reset {
+        return Err(Refused(format!(
+            "{}: network.partition = \"delay\" holds a cut link's bytes until the heal, but \
+             --partition reset closes its connections (the simulator's \"drop\"); use \
+             --partition stall",
+            prepared.path
+        )));
+    }
+    if network.connection_timeout_ms != CONNECTION_TIMEOUT_MS_DEFAULT {
+        return Err(Refused(format!(
+            "{}: network.connection_timeout_ms: live connections time out by the machine's \
+             kernel (net.ipv4.tcp_retries2), not by the scenario; run it in the simulator",
+            prepared.path
+        )));
     }
     Ok(())
 }

@@ -241,6 +241,7 @@ fn point_stops(faults: &[Fault], name: &str) -> Vec<PointStop> {
             let (duration, crash) = match p.action {
                 PointAction::Pause(d) => (Some(d), false),
                 PointAction::Crash(restart) => (restart, true),
+                PointAction::Hold(..) => unreachable!("live mode refuses delay spikes"),
             };
             PointStop {
                 point: p.point,

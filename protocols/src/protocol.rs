@@ -62,6 +62,13 @@ pub trait Protocol: Clone + Send + Sync + 'static {
     fn clients(&self) -> Vec<ClientProfile> {
         vec![]
     }
+    /// How long a grant lasts without renewal, in ms, as configured: the client profile's
+    /// defaults and the server's own rounding applied (what reports measure fault sizes
+    /// against). `None`: the protocol has no lease.
+    fn lease_ms(&self, params: &Self::Params) -> Option<u64> {
+        let _ = params;
+        None
+    }
     /// Adds the server nodes to the world (and answers its roles).
     fn start(&self, params: &Self::Params, world: &World) -> Self::Servers;
     /// The client library of the client node `ctx` (called at every start of the node).

@@ -33,6 +33,8 @@ pub trait Deployment: Send + Sync {
     fn points(&self) -> Vec<(String, &'static str)>;
     /// The fault targets it answers when a fault fires (e.g. `@primary`).
     fn roles(&self) -> Vec<&'static str>;
+    /// How long a grant lasts without renewal, in ms, as configured ([`Protocol::lease_ms`]).
+    fn lease_ms(&self) -> Option<u64>;
     /// Adds the server nodes to the world and returns the connector for clients.
     fn start(&self, world: &World) -> Arc<dyn Connector>;
 }
@@ -124,6 +126,10 @@ impl<P: Protocol> Deployment for Configured<P> {
 
     fn roles(&self) -> Vec<&'static str> {
         self.protocol.roles(&self.params)
+    }
+
+    fn lease_ms(&self) -> Option<u64> {
+        self.protocol.lease_ms(&self.params)
     }
 
     fn start(&self, world: &World) -> Arc<dyn Connector> {

@@ -7,9 +7,9 @@
 use crate::cost::figure;
 use crate::decide::{self, Answer};
 use crate::markdown::{
-    catalog_agrees, catalog_outcome, latent_text, lost_text, property_text, rejected_text,
-    CATALOG_LEGEND, COST_LEGEND, DEFINITIONS, DETAILS_LEGEND, HEADLINE_LEGEND, LIVENESS_LEGEND,
-    PHASE_LEGEND, RANKING_LEGEND,
+    catalog_agrees, catalog_outcome, latent_text, lost_text, not_run, property_text, rejected_text,
+    same_as_text, zombie_text, CATALOG_LEGEND, COST_LEGEND, DEFINITIONS, DETAILS_LEGEND,
+    HEADLINE_LEGEND, LIVENESS_LEGEND, NOT_RUN_LEGEND, PHASE_LEGEND, RANKING_LEGEND,
 };
 use crate::stats::{pct, Share};
 use crate::timeline::{escape, Labels};
@@ -31,7 +31,8 @@ td.meets{background:#e9f5ec}td.fails{background:#fbe3e4}td.only{background:#fff4
 table.decide{table-layout:fixed;width:100%}table.decide th:first-child{width:11em}\
 table.decide th{overflow-wrap:anywhere}table.decide td{text-align:left;overflow-wrap:anywhere}\
 table.decide small{white-space:normal;display:block;font-size:80%}\
-.legend{display:flex;flex-wrap:wrap;gap:0 1.2em}.legend span{white-space:nowrap}.nw{white-space:nowrap}.caption{font-style:italic}";
+.legend{display:flex;flex-wrap:wrap;gap:0 1.2em}.legend span{white-space:nowrap}.nw{white-space:nowrap}\
+.same{color:#666;font-style:italic;background:#f4f4f4;text-align:left}.caption{font-style:italic}";
 
 /// What the timeline's marks mean.
 const LEGEND: &str = "<p class=\"legend\"><span>▮ critical section (red outline: witness)</span>\
@@ -85,6 +86,14 @@ fn headline_table(s: &mut String, c: &Comparison) {
         let _ = write!(s, "<tr><td>{}</td>", escape(proto));
         for (profile, _) in &c.profiles {
             match c.cell(proto, profile) {
+                Some(cell) if !cell.ran() => {
+                    let _ = write!(
+                        s,
+                        "<td class=\"same\" title=\"{}\">{}</td>",
+                        escape(&cell.same_as_why),
+                        escape(&same_as_text(cell))
+                    );
+                }
                 Some(cell) => {
                     let _ = write!(
                         s,
@@ -104,6 +113,14 @@ fn headline_table(s: &mut String, c: &Comparison) {
     }
     s.push_str("</table></div>");
     note(s, HEADLINE_LEGEND);
+}
+
+/// A cell's label in the chart: `row · profile`, and `(= ROW)` for a cell not run.
+fn chart_label(cell: &CellSummary) -> String {
+    match &cell.same_as {
+        None => format!("{} · {}", cell.protocol, cell.profile),
+        Some(row) => format!("{} · {} (= {row})", cell.protocol, cell.profile),
+    }
 }
 
 /// Horizontal bars with 95% whiskers: per cell, damage (red), latent (purple), overlap
@@ -161,7 +178,7 @@ fn chart(c: &Comparison) -> String {
     };
     for (i, cell) in c.cells.iter().enumerate() {
         let y = i as f64 * row + 4.0;
-        let name = format!("{} · {}", cell.protocol, cell.profile);
+        let name = chart_label(cell);
         labels.place_shrinking(&name, (left - 8.0, y + 20.0), "end", 11.0, "#222");
         let bars = [
             (&cell.damage, HARM_COLOUR, "damage"),
@@ -329,6 +346,14 @@ fn phase_section(s: &mut String, c: &Comparison) {
         s.push_str("</div>");
     }
     note(s, PHASE_LEGEND);
+    if !c.phase_left_out.is_empty() {
+        s.push_str("<p class=\"note\">Rows without a diagram on an axis:</p><ul class=\"note\">");
+        for (row, axes, why) in &c.phase_left_out {
+            let (row, axes, why) = (escape(row), escape(&axes.join(", ")), escape(why));
+            let _ = write!(s, "<li>{row} ({axes}): {why}</li>");
+        }
+        s.push_str("</ul>");
+    }
 }
 
 fn catalog_section(s: &mut String, c: &Comparison) {
@@ -401,23 +426,48 @@ fn timeline_block(x: &Counterexample) -> String {
     )
 }
 
+/// The zombie window of a cell as [`zombie_text`] says it, its figures and its runs each kept
+/// on one line.
+fn zombie_html(cell: &CellSummary) -> String {
+    let text = escape(&zombie_text(cell));
+    match text.split_once(" (") {
+        Some((figures, runs)) => {
+            format!("<span class=\"nw\">{figures}</span> <span class=\"nw\">({runs}</span>")
+        }
+        None => text,
+    }
+}
+
 fn details_table(s: &mut String, c: &Comparison) {
     s.push_str(
         "<h2 id=\"details\">Each property</h2><div class=\"wide\"><table><tr><th>protocol</th>\
-         <th>profile</th><th>seeds</th><th>damage</th><th>latent</th><th>mutual exclusion</th><th>fencing</th>\
+         <th>profile</th><th>seeds</th><th>damage</th><th>latent</th>\
+         <th title=\"a holder going on after another client was let in: longest, median of each run's longest, runs with one\">zombie window</th>\
+         <th>mutual exclusion</th><th>fencing</th>\
          <th>lost update</th><th title=\"acknowledged updates the final counter does not show\">acked updates lost</th>\
          <th title=\"stale tokens and failed compare-and-sets\">writes rejected</th><th>unknown</th><th>errors</th></tr>",
     );
     for cell in &c.cells {
+        if !cell.ran() {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td class=\"same\" colspan=\"11\">{}</td></tr>",
+                escape(&cell.protocol),
+                escape(&cell.profile),
+                escape(&same_as_text(cell))
+            );
+            continue;
+        }
         let _ = write!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&cell.protocol),
             escape(&cell.profile),
             escape(&cell.seeds),
             escape(&cell.damage.text()),
             escape(&latent_text(cell)),
+            zombie_html(cell),
             escape(&property_text(cell, Property::MutualExclusion)),
             escape(&property_text(cell, Property::Fencing)),
             escape(&property_text(cell, Property::LostUpdate)),
@@ -429,6 +479,22 @@ fn details_table(s: &mut String, c: &Comparison) {
     }
     s.push_str("</table></div>");
     note(s, DETAILS_LEGEND);
+    let not_run = not_run(c);
+    if !not_run.is_empty() {
+        note(s, NOT_RUN_LEGEND);
+        s.push_str("<ul>");
+        for (row, same_as, why, profiles) in not_run {
+            let _ = write!(
+                s,
+                "<li>{} under {}: same as {}. {}</li>",
+                escape(&row),
+                escape(&profiles.join(", ")),
+                escape(&same_as),
+                escape(&why)
+            );
+        }
+        s.push_str("</ul>");
+    }
 }
 
 /// Runs whose verdict was `unknown`, with the checker's reasons and their replay commands.
@@ -463,6 +529,16 @@ fn liveness_table(s: &mut String, cells: &[CellSummary]) {
          <th title=\"longest time anyone waited while no live client held the lock\">longest wait ms</th></tr>",
     );
     for cell in cells {
+        if !cell.ran() {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td class=\"same\" colspan=\"4\">{}</td></tr>",
+                escape(&cell.protocol),
+                escape(&cell.profile),
+                escape(&same_as_text(cell))
+            );
+            continue;
+        }
         let _ = write!(
             s,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0}</td></tr>",

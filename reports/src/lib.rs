@@ -112,6 +112,13 @@ pub struct CellSummary {
     /// The median, over the runs with a zombie window, of each run's longest, in ms.
     #[serde(default)]
     pub zombie_window_ms_p50: f64,
+    /// The row whose runs these figures are, when the matrix says this row's would be the
+    /// same under this profile and the cell was not run (`None`: the cell ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_as: Option<String>,
+    /// Why the two rows' runs are the same under this profile (with `same_as`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub same_as_why: String,
 }
 
 /// A failing run, to replay.
@@ -175,6 +182,25 @@ impl CellSummary {
     pub fn rejected_share(&self) -> Option<f64> {
         let all = self.writes_accepted + self.writes_rejected;
         (all > 0).then(|| self.writes_rejected as f64 / all as f64)
+    }
+
+    /// A cell that was not run because its figures are `row`'s under the same profile: a copy
+    /// of `of` (the other row's cell), relabelled, without the failing and undecided seeds
+    /// (they are the other cell's, listed there).
+    pub fn same_as(of: &CellSummary, protocol: &str, why: &str) -> CellSummary {
+        CellSummary {
+            protocol: protocol.into(),
+            same_as: Some(of.protocol.clone()),
+            same_as_why: why.into(),
+            failing: vec![],
+            undecided: vec![],
+            ..of.clone()
+        }
+    }
+
+    /// Whether the cell's figures come from its own runs (not another row's, `same_as`).
+    pub fn ran(&self) -> bool {
+        self.same_as.is_none()
     }
 
     /// The intervals an adaptive cell watches before it stops: overlap, harm and damage
@@ -575,6 +601,8 @@ pub struct Comparison {
     pub cells: Vec<CellSummary>,
     /// Phase diagrams.
     pub phase: Vec<PhaseSeries>,
+    /// Rows left off some phase axes, with why: (row label, axes left off, why).
+    pub phase_left_out: Vec<(String, Vec<String>, String)>,
     /// The catalog's outcomes.
     pub catalog: Vec<CatalogEntry>,
     /// Counterexamples to draw (at most one per cell).
@@ -611,9 +639,9 @@ impl Comparison {
         serde_json::from_str(text)
     }
 
-    /// Total runs in the matrix's cells.
+    /// Total runs in the matrix's cells (cells not run, `same_as`, left out).
     pub fn runs(&self) -> u64 {
-        self.cells.iter().map(|c| c.runs).sum()
+        self.cells.iter().filter(|c| c.ran()).map(|c| c.runs).sum()
     }
 
     /// Total runs, phase diagrams and catalog included.
@@ -630,8 +658,8 @@ impl Comparison {
 
     /// The seed counts of the cells, in words: `100` or `100–400`.
     pub fn seed_counts(&self) -> String {
-        let lo = self.cells.iter().map(|c| c.runs).min().unwrap_or(0);
-        let hi = self.cells.iter().map(|c| c.runs).max().unwrap_or(0);
+        let ran = || self.cells.iter().filter(|c| c.ran()).map(|c| c.runs);
+        let (lo, hi) = (ran().min().unwrap_or(0), ran().max().unwrap_or(0));
         if lo == hi {
             lo.to_string()
         } else {

@@ -21,6 +21,20 @@ pub fn latent_text(cell: &CellSummary) -> String {
     }
 }
 
+/// The zombie window of a cell for a table: the longest over its runs and the median of each
+/// run's longest, in ms, with the runs that had one (`max 686 · p50 355 ms (12 runs)`); `n/a`
+/// when no holder went on after the service let another client take its lock.
+pub fn zombie_text(cell: &CellSummary) -> String {
+    if cell.zombie_runs == 0 {
+        return "n/a".into();
+    }
+    let runs = if cell.zombie_runs == 1 { "run" } else { "runs" };
+    format!(
+        "max {:.0} · p50 {:.0} ms ({} {runs})",
+        cell.zombie_window_ms_max, cell.zombie_window_ms_p50, cell.zombie_runs
+    )
+}
+
 /// The legend under the headline table.
 pub const HEADLINE_LEGEND: &str = "Each share is of the cell's runs (seeds), with its 95% Wilson \
     interval; damage: an acknowledged update lost or a stale write accepted; latent: fencing's \
@@ -44,6 +58,9 @@ pub fn table(c: &Comparison) -> String {
         let _ = write!(s, "| {proto} |");
         for (profile, _) in &c.profiles {
             match c.cell(proto, profile) {
+                Some(cell) if !cell.ran() => {
+                    let _ = write!(s, " {} |", same_as_text(cell));
+                }
                 Some(cell) => {
                     let _ = write!(
                         s,
@@ -214,18 +231,25 @@ fn header(s: &mut String, c: &Comparison) {
 fn details(s: &mut String, c: &Comparison) {
     let _ = writeln!(
         s,
-        "| protocol | profile | seeds | damage | latent | mutual exclusion | fencing | lost update | acked updates lost | writes rejected | unknown | errors |"
+        "| protocol | profile | seeds | damage | latent | zombie window | mutual exclusion | fencing | lost update | acked updates lost | writes rejected | unknown | errors |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for cell in &c.cells {
+        if !cell.ran() {
+            let dashes = " – |".repeat(10);
+            let (p, f) = (&cell.protocol, &cell.profile);
+            let _ = writeln!(s, "| {p} | {f} | {} |{dashes}", same_as_text(cell));
+            continue;
+        }
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell.protocol,
             cell.profile,
             cell.seeds,
             cell.damage.text(),
             latent_text(cell),
+            zombie_text(cell),
             property_text(cell, Property::MutualExclusion),
             property_text(cell, Property::Fencing),
             property_text(cell, Property::LostUpdate),
@@ -236,11 +260,56 @@ fn details(s: &mut String, c: &Comparison) {
         );
     }
     let _ = writeln!(s, "\n{DETAILS_LEGEND}");
+    let not_run = not_run(c);
+    if !not_run.is_empty() {
+        let _ = writeln!(s, "\n{NOT_RUN_LEGEND}\n");
+        for (row, same_as, why, profiles) in not_run {
+            let _ = writeln!(
+                s,
+                "- {row} under {}: same as {same_as}. {why}",
+                profiles.join(", ")
+            );
+        }
+    }
+}
+
+/// A cell that was not run, for a table: `same as ROW`.
+pub fn same_as_text(cell: &CellSummary) -> String {
+    format!("same as {}", cell.same_as.as_deref().unwrap_or("?"))
+}
+
+/// The legend above the list of cells not run.
+pub const NOT_RUN_LEGEND: &str = "Cells not run: under these profiles the row's runs are the \
+    named row's, seed for seed (nothing in the row's difference can act without the faults it \
+    needs); the tables show `same as ROW`, report.json repeats that row's figures with \
+    `same_as` and `same_as_why` set, and `tests/compare.rs` runs both rows to check it.";
+
+/// The cells not run, grouped: (row, the row whose runs they share, why, profiles).
+pub fn not_run(c: &Comparison) -> Vec<(String, String, String, Vec<String>)> {
+    let mut groups: Vec<(String, String, String, Vec<String>)> = vec![];
+    for cell in c.cells.iter().filter(|x| !x.ran()) {
+        let same = cell.same_as.clone().unwrap_or_default();
+        let key = (&cell.protocol, &same, &cell.same_as_why);
+        match groups.iter_mut().find(|g| (&g.0, &g.1, &g.2) == key) {
+            Some(g) => g.3.push(cell.profile.clone()),
+            None => groups.push((
+                cell.protocol.clone(),
+                same,
+                cell.same_as_why.clone(),
+                vec![cell.profile.clone()],
+            )),
+        }
+    }
+    groups
 }
 
 /// The legend under the per-property table.
 pub const DETAILS_LEGEND: &str = "Shares of the cell's runs violating each property (95% \
-    intervals); acked updates lost and writes rejected are totals over all its runs (a ratio, \
+    intervals); zombie window: how long a holder went on as the holder after the service let \
+    another client take its lock, until it learned it had lost it (a failed extension, a \
+    lost-lock signal, its own validity check) or, if it never learned, its last write: the \
+    longest over the cell's runs, the median of each run's longest, and the runs that had one \
+    (n/a: no run had one); acked updates lost and writes rejected are totals over all its runs (a ratio, \
     no interval: the writes of one run are not independent).";
 
 /// Acknowledged updates lost: `12 of 4,000 (0.3%)`.
@@ -294,6 +363,12 @@ fn phase(s: &mut String, c: &Comparison) {
         }
     }
     let _ = writeln!(s, "\n{PHASE_LEGEND}");
+    if !c.phase_left_out.is_empty() {
+        let _ = writeln!(s, "\nRows without a diagram on an axis:\n");
+        for (row, axes, why) in &c.phase_left_out {
+            let _ = writeln!(s, "- {row} ({}): {why}", axes.join(", "));
+        }
+    }
 }
 
 /// The outcome of a catalog file per property, next to what it expects.
@@ -427,6 +502,11 @@ fn liveness(s: &mut String, c: &Comparison) {
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|");
     for cell in &c.cells {
+        if !cell.ran() {
+            let (p, f) = (&cell.protocol, &cell.profile);
+            let _ = writeln!(s, "| {p} | {f} | {} | – | – | – |", same_as_text(cell));
+            continue;
+        }
         let _ = writeln!(
             s,
             "| {} | {} | {} | {:.1} | {:.1} | {:.0} |",

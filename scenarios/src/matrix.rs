@@ -10,10 +10,14 @@
 //! and a list of `[[profiles]]` (a `label`, a `description` and a `[profiles.faults_random]`
 //! table; use `@servers` and `@clients` in node lists so one profile fits every protocol).
 //! Optional: the adaptive stopping keys (`seeds`, `seeds_max`, `seeds_step`,
-//! `half_width_max`), `catalog_seeds`, and a `[phase]` table.
+//! `half_width_max`), `catalog_seeds`, and a `[phase]` table. A row may name the phase axes
+//! it is swept along (`phase_axes`, with `phase_axes_why` for the reports) and the profiles
+//! under which its runs are another row's (`[protocols.same_as]`: those cells are not run;
+//! the reports show them as that row's, labelled, with the reason).
 
 use crate::scenario::Scenario;
 use locksim_check::input::FILE_BYTES_MAX;
+use locksim_protocols::Registry;
 use serde::Deserialize;
 use std::path::Path;
 
@@ -46,9 +50,37 @@ pub struct MatrixProtocol {
     /// alike, so its diagram is its protocol's.
     #[serde(default)]
     pub phase_axes: Option<Vec<String>>,
+    /// Why the row is left off the other axes (the reports say it under the diagrams).
+    #[serde(default)]
+    pub phase_axes_why: Option<String>,
+    /// Profiles under which this row's runs are another row's, seed for seed (e.g. a check
+    /// before each write, under faults that never make it fail): those cells are not run and
+    /// the report shows them as the other row's.
+    #[serde(default)]
+    pub same_as: Option<SameAs>,
+}
+
+/// `[protocols.same_as]`: under `profiles`, the row's runs are the row `row`'s, because
+/// `why`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SameAs {
+    /// The label of the row whose runs stand for this one's.
+    pub row: String,
+    /// The profiles (column labels) under which they do.
+    pub profiles: Vec<String>,
+    /// Why, in a sentence for the report.
+    pub why: String,
 }
 
 impl MatrixProtocol {
+    /// The row whose runs stand for this row's under `profile`, if the matrix says so.
+    pub fn same_as(&self, profile: &str) -> Option<&SameAs> {
+        self.same_as
+            .as_ref()
+            .filter(|s| s.profiles.iter().any(|p| p == profile))
+    }
+
     /// Whether this row is swept along the phase axis `axis`.
     pub fn on_axis(&self, axis: &str) -> bool {
         self.phase_axes
@@ -65,14 +97,26 @@ impl MatrixProtocol {
             .to_owned()
     }
 
-    /// The lease the phase diagrams measure fault sizes against, in ms: the protocol
-    /// table's `ttl_ms`, else `lease_ttl_ms` or `session_timeout_ms`, else 2000 (the
-    /// built-in protocols' default TTL).
-    pub fn ttl_ms(&self) -> u64 {
-        ["ttl_ms", "lease_ttl_ms", "session_timeout_ms"]
-            .iter()
-            .find_map(|k| self.protocol.get(*k).and_then(|v| v.as_integer()))
-            .map_or(2_000, |v| v.max(1) as u64)
+    /// The lease the phase diagrams measure fault sizes against, in ms: the protocol's own
+    /// answer for the row's `[protocol]` table (so a client profile's default TTL counts when
+    /// the row sets none, and etcd's rounding to whole seconds); for a protocol that cannot
+    /// say, the table's `ttl_ms`, `lease_ttl_ms` or `session_timeout_ms`, else 2000.
+    pub fn ttl_ms(&self, registry: &Registry) -> u64 {
+        let mut params = self.protocol.clone();
+        params.remove("name");
+        let configured = registry
+            .get(&self.id())
+            .and_then(|p| p.configure(&params).ok());
+        configured
+            .and_then(|d| d.lease_ms())
+            .or_else(|| {
+                ["ttl_ms", "lease_ttl_ms", "session_timeout_ms"]
+                    .iter()
+                    .find_map(|k| self.protocol.get(*k).and_then(|v| v.as_integer()))
+                    .map(|v| v.max(1) as u64)
+            })
+            .unwrap_or(2_000)
+            .max(1)
     }
 }
 
@@ -304,7 +348,34 @@ impl Matrix {
         if !(matrix.half_width_max > 0.0 && matrix.half_width_max <= 1.0) {
             return Err(format!("{shown}: half_width_max must be in (0, 1]"));
         }
+        matrix
+            .check_same_as()
+            .map_err(|e| format!("{shown}: {e}"))?;
         Ok(matrix)
+    }
+
+    /// Each `same_as` names another row, which runs under each of its profiles (no chains),
+    /// and profiles the matrix has.
+    fn check_same_as(&self) -> Result<(), String> {
+        for p in &self.protocols {
+            let Some(same) = &p.same_as else { continue };
+            let at = format!("row `{}`: same_as", p.label);
+            let other = self.protocols.iter().find(|o| o.label == same.row);
+            let other = match other {
+                Some(o) if o.label != p.label => o,
+                _ => return Err(format!("{at}.row `{}` is no other row", same.row)),
+            };
+            for profile in &same.profiles {
+                if !self.profiles.iter().any(|f| &f.label == profile) {
+                    return Err(format!("{at}.profiles: no profile `{profile}`"));
+                }
+                if other.same_as(profile).is_some() {
+                    let why = format!("`{}` does not run under `{profile}` either", other.label);
+                    return Err(format!("{at}.row: {why}"));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// How the cells stop.
@@ -389,15 +460,18 @@ impl Matrix {
     }
 
     /// The scenario of one phase point: `protocol` under faults of the `axis` (see
-    /// [`PHASE_AXES`]) of size `multiple` × its TTL. Returns (name, size in ms, TOML text).
+    /// [`PHASE_AXES`]) of size `multiple` × its TTL (as `registry` configures it). Returns
+    /// (name, size in ms, TOML text).
     pub fn phase_toml(
         &self,
         protocol: &MatrixProtocol,
         axis: &str,
         multiple: f64,
+        registry: &Registry,
     ) -> (String, u64, String) {
         let spec = self.phase.clone().unwrap_or_default();
-        let size_ms = ((protocol.ttl_ms() as f64 * multiple).round() as u64).max(1);
+        let ttl_ms = protocol.ttl_ms(registry);
+        let size_ms = ((ttl_ms as f64 * multiple).round() as u64).max(1);
         let (mut faults, keys) = match axis {
             "pause" => (spec.pause, ["pause_ms_min", "pause_ms_max"]),
             _ => (spec.clock_jump, ["clock_jump_ms_min", "clock_jump_ms_max"]),
@@ -453,8 +527,8 @@ mod tests {
             assert_eq!(alone.workload.clients, 1, "{text}");
             assert!(!alone.faults_random.is_active(), "{text}");
             for (axis, _) in PHASE_AXES {
-                let (name, size, text) = m.phase_toml(p, axis, 0.5);
-                assert_eq!(size, p.ttl_ms() / 2);
+                let (name, size, text) = m.phase_toml(p, axis, 0.5, &Registry::builtin());
+                assert_eq!(size, p.ttl_ms(&Registry::builtin()) / 2);
                 Scenario::parse(&text, &name).unwrap();
             }
         }
@@ -463,6 +537,45 @@ mod tests {
         for (name, text) in CATALOG {
             Scenario::parse(text, name).unwrap();
         }
+    }
+
+    /// A row's TTL is what its protocol configures: a client profile's default lease when the
+    /// row sets none, the row's own key otherwise, etcd's rounding applied.
+    #[test]
+    fn a_rows_ttl_is_its_protocols_effective_lease() {
+        let registry = Registry::builtin();
+        let row = |table: &str| MatrixProtocol {
+            label: "row".into(),
+            description: String::new(),
+            protocol: toml::from_str(table).unwrap(),
+            resource: None,
+            workload: None,
+            phase_axes: None,
+            phase_axes_why: None,
+            same_as: None,
+        };
+        let go = row("name = \"etcd\"\nclient = \"etcd-concurrency-3.5\"");
+        assert_eq!(go.ttl_ms(&registry), 60_000, "the Go client's 60 s session");
+        let set = row("name = \"etcd\"\nclient = \"etcd-concurrency-3.5\"\nlease_ttl_ms = 5_000");
+        assert_eq!(set.ttl_ms(&registry), 5_000);
+        let rounded = row("name = \"etcd\"\nlease_ttl_ms = 1_000\nttl_rounding = \"etcd\"");
+        assert_eq!(rounded.ttl_ms(&registry), 2_000, "etcd's minimum lease");
+        assert_eq!(row("name = \"etcd\"").ttl_ms(&registry), 2_000);
+        let zk = row("name = \"zookeeper\"\nsession_timeout_ms = 4_000");
+        assert_eq!(zk.ttl_ms(&registry), 4_000);
+        assert_eq!(
+            row("name = \"redlock\"\nttl_ms = 700").ttl_ms(&registry),
+            700
+        );
+        let m = Matrix::standard();
+        let (_, size_ms, _) = m.phase_toml(&go, "pause", 0.5, &registry);
+        assert_eq!(size_ms, 30_000, "phase sizes follow the effective lease");
+        let unknown = row("name = \"no-such\"\nlease_ttl_ms = 900");
+        assert_eq!(
+            unknown.ttl_ms(&registry),
+            900,
+            "a protocol the registry lacks: the keys"
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Every single-Redis catalog scenario meets its `expect` on every one of 25 seeds, and the
 //! witnesses are the ones the scenario's story names.
 
+mod common;
+
 use locksim_protocols::Registry;
 use locksim_scenarios::{load, Prepared, RunResult};
 use locksim_sim::history::Op;
@@ -236,5 +238,114 @@ fn an_fsync_stall_loses_the_lock_everysec_would_have_saved() {
             Verdict::Valid,
             "seed {seed}"
         );
+    }
+}
+
+/// The grants whose write the resource decided on after it had accepted a write of a grant
+/// that took the lock later: writes that landed late (Kleppmann's delayed packet).
+fn late_writes(h: &locksim_sim::History) -> Vec<String> {
+    let decided = |e: &&locksim_sim::Event| {
+        matches!(e.op, Op::ResourceAccept | Op::ResourceReject) && e.grant.is_some()
+    };
+    let entered: Vec<&str> = (h.iter())
+        .filter(|e| e.op == Op::CsEnter)
+        .filter_map(|e| e.grant.as_deref())
+        .collect();
+    let order = |g: &str| entered.iter().position(|x| *x == g);
+    let mut late = vec![];
+    let mut accepted: Vec<&str> = vec![];
+    for e in h.iter().filter(decided) {
+        let grant = e.grant.as_deref().unwrap();
+        if accepted.iter().any(|a| order(a) > order(grant)) {
+            late.push(grant.to_owned());
+        }
+        if e.op == Op::ResourceAccept {
+            accepted.push(grant);
+        }
+    }
+    late
+}
+
+/// The delayed write lands after the next holder's on every seed, and only because of the
+/// delay spike: without it, no write is late and no property breaks.
+#[test]
+fn delayed_write() {
+    let prepared = catalog("redis-single-delayed-write");
+    for seed in SEEDS {
+        let (r, h) = prepared.run_with_history(seed);
+        let e = r.expect.as_ref().unwrap();
+        assert!(
+            e.met,
+            "seed {seed}: {:?}\nreplay: {}",
+            e.mismatches, r.replay
+        );
+        let late = late_writes(&h);
+        assert!(late.contains(&"c1#1".to_owned()), "seed {seed}: {late:?}");
+        assert!(h.iter().any(|e| e.op == Op::Hold && e.node == "nemesis"));
+        let (r, h) = prepared.run_faults_with_history(seed, vec![]);
+        assert!(
+            late_writes(&h).is_empty(),
+            "seed {seed}: late without the spike"
+        );
+        assert_eq!(r.verdict, Verdict::Valid, "seed {seed}");
+    }
+}
+
+#[test]
+fn delayed_write_fenced() {
+    let prepared = catalog("redis-single-delayed-write-fenced");
+    for seed in SEEDS {
+        let (r, h) = prepared.run_with_history(seed);
+        let e = r.expect.as_ref().unwrap();
+        assert!(
+            e.met,
+            "seed {seed}: {:?}\nreplay: {}",
+            e.mismatches, r.replay
+        );
+        // The same late write, rejected.
+        let rejected = h
+            .iter()
+            .any(|e| e.op == Op::ResourceReject && e.grant.as_deref() == Some("c1#1"));
+        assert!(rejected, "seed {seed}: c1's late write was not rejected");
+        assert!(late_writes(&h).contains(&"c1#1".to_owned()), "seed {seed}");
+    }
+}
+
+/// Cuts of the holder with TCP keeping the connections: a write lands late on every seed, and
+/// the unfenced resource takes it. With `partition = "drop"` (the connection reset) the same
+/// cuts lose those writes: nothing lands late and nothing is harmed; with a connection timeout
+/// shorter than the cuts, the held writes are dropped at the heal, and nothing is harmed
+/// either.
+#[test]
+fn partition_delayed_write() {
+    let file = "redis-single-partition-delayed-write.toml";
+    let delay = catalog("redis-single-partition-delayed-write");
+    let drop = common::changed(file, "partition = \"delay\"", "partition = \"drop\"");
+    let timeout = common::changed(
+        file,
+        "partition = \"delay\"",
+        "partition = \"delay\"\nconnection_timeout_ms = 1_000",
+    );
+    for seed in SEEDS {
+        let (r, h) = delay.run_with_history(seed);
+        assert!(r.expect.as_ref().unwrap().met, "{}", common::describe(&r));
+        assert!(!late_writes(&h).is_empty(), "seed {seed}: no late write");
+        for (what, other) in [("drop", &drop), ("a 1 s connection timeout", &timeout)] {
+            let (r, h) = other.run_with_history(seed);
+            assert!(late_writes(&h).is_empty(), "seed {seed}: late with {what}");
+            assert_eq!(r.verdict, Verdict::Valid, "seed {seed} with {what}");
+        }
+    }
+}
+
+#[test]
+fn partition_delayed_write_fenced() {
+    let prepared = catalog("redis-single-partition-delayed-write-fenced");
+    for seed in SEEDS {
+        let (r, h) = prepared.run_with_history(seed);
+        assert!(r.expect.as_ref().unwrap().met, "{}", common::describe(&r));
+        assert!(!late_writes(&h).is_empty(), "seed {seed}: no late write");
+        let rejected = h.iter().any(|e| e.op == Op::ResourceReject);
+        assert!(rejected, "seed {seed}: no late write was fenced off");
     }
 }

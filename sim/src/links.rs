@@ -1,10 +1,31 @@
 //! The network subsystem's state: per-link latencies, cut links and their generations, loss
-//! periods, counters, and the decision for each message (lost, cut, or delivered after which
-//! latency). Pure bookkeeping: [`crate::net`] moves the messages, the world applies
-//! partitions and loss periods through [`NetState::cut`], [`NetState::restore`] and
-//! [`NetState::set_loss`].
+//! periods, held links and the messages they hold, counters, and the decision for each
+//! message (lost, cut, held, or delivered after which latency). Pure bookkeeping:
+//! [`crate::net`] moves the messages, the world applies partitions, delay spikes and loss
+//! periods through [`NetState::cut`], [`NetState::restore`], [`NetState::hold`],
+//! [`NetState::unhold`] and [`NetState::set_loss`].
+//!
+//! # What a cut does to a message: `[network] partition`
+//! - `drop` (the default): a message sent on a cut link, or in flight on a link cut before it
+//!   arrives, is lost. This is a connection that is reset (an RST from a restarted middlebox
+//!   or host, a client that closes its connection on a timeout and reconnects): what was on
+//!   it never arrives.
+//! - `delay`: such a message is held and delivered after the heal, the held messages of a
+//!   link in the order they were sent, as TCP does when the connection survives the cut and
+//!   its sender retransmits what the receiver never acknowledged. A message held longer
+//!   than `connection_timeout_ms` since it was sent is dropped at the heal: by then the
+//!   sender's kernel had given up and reset the connection. The default, 924 600 ms, is
+//!   Linux's: `net.ipv4.tcp_retries2 = 15` retransmissions, "a hypothetical timeout of 924.6
+//!   seconds" (Documentation/networking/ip-sysctl.rst); TCP keepalive does not apply while
+//!   data is unacknowledged. A client that sets `TCP_USER_TIMEOUT` gives up sooner: set
+//!   `connection_timeout_ms` to its value.
+//!
+//! A delay spike ([`crate::fault::DelaySpike`]) holds links the same way whatever the mode. A
+//! crash of either end kills what is held on its links (the receiver's connection is gone;
+//! the sender's retransmission queue died with its kernel).
 
 use crate::nodes::{NodeIdx, Subsystem};
+use futures::channel::oneshot;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,6 +50,44 @@ pub struct NetConfig {
     /// Per-link latency overrides.
     #[serde(default)]
     pub links: Vec<LinkConfig>,
+    /// What a partition does to the messages on the links it cuts (see the module's
+    /// documentation).
+    #[serde(default, skip_serializing_if = "is_drop")]
+    pub partition: PartitionMode,
+    /// How long a held message may wait, since it was sent, before its connection is reset
+    /// and it is dropped, in ms (Linux's default retransmission limit).
+    #[serde(
+        default = "default_connection_timeout_ms",
+        skip_serializing_if = "is_default_connection_timeout"
+    )]
+    pub connection_timeout_ms: u64,
+}
+
+/// `[network] partition`: what a cut link does with its messages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartitionMode {
+    /// Lose them: the connection is reset.
+    #[default]
+    Drop,
+    /// Hold them and deliver them in send order after the heal: the connection survives and
+    /// TCP retransmits, unless `connection_timeout_ms` passes first.
+    Delay,
+}
+
+fn is_drop(mode: &PartitionMode) -> bool {
+    *mode == PartitionMode::Drop
+}
+
+/// Linux's `tcp_retries2 = 15`: 924.6 s of retransmissions before a connection is reset.
+pub const CONNECTION_TIMEOUT_MS_DEFAULT: u64 = 924_600;
+
+fn default_connection_timeout_ms() -> u64 {
+    CONNECTION_TIMEOUT_MS_DEFAULT
+}
+
+fn is_default_connection_timeout(ms: &u64) -> bool {
+    *ms == CONNECTION_TIMEOUT_MS_DEFAULT
 }
 
 fn default_latency_ms_min() -> f64 {
@@ -47,6 +106,8 @@ impl Default for NetConfig {
             loss_probability: 0.0,
             duplicate_probability: 0.0,
             links: vec![],
+            partition: PartitionMode::Drop,
+            connection_timeout_ms: CONNECTION_TIMEOUT_MS_DEFAULT,
         }
     }
 }
@@ -95,6 +156,9 @@ impl NetConfig {
                 link.latency_ms_max,
             )?;
         }
+        if self.connection_timeout_ms == 0 {
+            return Err("network.connection_timeout_ms must be positive".into());
+        }
         Ok(())
     }
 }
@@ -119,6 +183,10 @@ pub(crate) struct Route {
 pub(crate) struct Ticket {
     pub from: NodeIdx,
     pub to: NodeIdx,
+    /// The message's number, in send order: held messages leave in this order.
+    pub seq: u64,
+    /// True time of the send, in ns: a held message times out from here.
+    pub sent_ns: u64,
     /// The link's cut generation at send time.
     pub link_generation: u64,
     /// The receiver's incarnation at send time.
@@ -141,6 +209,33 @@ pub struct NetStats {
     /// Messages to or from the fenced resource (the workload's reads and writes, not the
     /// lock's own traffic), counted in `sent` too.
     pub resource: u64,
+    /// Times a message was held by a delay spike or a `delay` partition (a held message
+    /// ends delivered, or counted in `cut` if its connection timed out, or in `to_dead`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A message held on its link, waiting for the link to be whole again.
+struct Held {
+    seq: u64,
+    sent_ns: u64,
+    /// Told the true time (ns) at which the message arrives; dropped to drop it.
+    release: oneshot::Sender<u64>,
+}
+
+/// What becomes of a message that reaches the end of its link.
+pub(crate) enum Arrival {
+    /// It is delivered now.
+    Deliver,
+    /// It is gone.
+    Drop,
+    /// It is held: the receiver yields the true time (ns) at which it arrives after the
+    /// link is whole, or is cancelled if it is dropped meanwhile.
+    Held(oneshot::Receiver<u64>),
 }
 
 type Link = (NodeIdx, NodeIdx);
@@ -158,6 +253,12 @@ pub(crate) struct NetState {
     /// Per-link latency ranges, in ms, for links with their own.
     pub(crate) links: BTreeMap<Link, (f64, f64)>,
     pub(crate) stats: NetStats,
+    /// Directed links held by delay spikes, with how many spikes hold them.
+    holds: BTreeMap<Link, u32>,
+    /// The messages held on each link, in send order.
+    held: BTreeMap<Link, Vec<Held>>,
+    /// Messages sent so far (numbers them).
+    sends: u64,
 }
 
 impl NetState {
@@ -170,6 +271,9 @@ impl NetState {
             loss_epoch: 0,
             links: BTreeMap::new(),
             stats: NetStats::default(),
+            holds: BTreeMap::new(),
+            held: BTreeMap::new(),
+            sends: 0,
         }
     }
 
@@ -242,10 +346,34 @@ impl NetState {
         current
     }
 
-    /// The liveness phase: every link whole, no loss period; true if anything changed.
+    /// Holds these directed links (delay spikes nest like cuts).
+    pub(crate) fn hold(&mut self, links: &[Link]) {
+        for link in links {
+            *self.holds.entry(*link).or_insert(0) += 1;
+        }
+    }
+
+    /// Undoes one hold of these links; true if some link is free of holds again.
+    pub(crate) fn unhold(&mut self, links: &[Link]) -> bool {
+        let mut freed = false;
+        for link in links {
+            if let Some(n) = self.holds.get_mut(link) {
+                *n -= 1;
+                if *n == 0 {
+                    self.holds.remove(link);
+                    freed = true;
+                }
+            }
+        }
+        freed
+    }
+
+    /// The liveness phase: every link whole and free, no loss period; true if anything
+    /// changed. (The world then releases what the links held: [`NetState::release`].)
     pub(crate) fn restore_all(&mut self) -> bool {
-        let had = !self.cuts.is_empty() || self.loss_override.is_some();
+        let had = !self.cuts.is_empty() || !self.holds.is_empty() || self.loss_override.is_some();
         self.cuts.clear();
+        self.holds.clear();
         self.loss_override = None;
         had
     }
@@ -266,14 +394,18 @@ impl NetState {
         from: NodeIdx,
         to: NodeIdx,
         receiver: Receiver,
+        now_ns: u64,
     ) -> Option<Route> {
         let mut rng = madsim::rand::thread_rng();
         self.stats.sent += 1;
+        self.sends += 1;
         if !receiver.alive {
             self.stats.to_dead += 1;
             return None;
         }
-        if self.cuts.contains_key(&(from, to)) {
+        // With `delay`, a message sent on a cut link goes out and is held where it arrives.
+        let drops = self.config.partition == PartitionMode::Drop;
+        if drops && self.cuts.contains_key(&(from, to)) {
             self.stats.cut += 1;
             return None;
         }
@@ -284,52 +416,127 @@ impl NetState {
             self.stats.lost += 1;
             return None;
         }
-        let (min_ms, max_ms) = self
-            .links
-            .get(&(from, to))
-            .copied()
-            .unwrap_or((self.config.latency_ms_min, self.config.latency_ms_max));
-        let (lo, hi) = ((min_ms * 1e6) as u64, (max_ms * 1e6) as u64);
-        let draw = |rng: &mut madsim::rand::GlobalRng| {
-            Duration::from_nanos(if hi > lo { rng.gen_range(lo..=hi) } else { lo })
-        };
-        let mut latencies = vec![draw(&mut rng)];
+        let mut latencies = vec![self.latency((from, to))];
         let dup = self.config.duplicate_probability;
         if dup > 0.0 && rng.gen_bool(dup) {
             self.stats.duplicated += 1;
-            latencies.push(draw(&mut rng));
+            latencies.push(self.latency((from, to)));
         }
         Some(Route {
             latencies,
             ticket: Ticket {
                 from,
                 to,
+                seq: self.sends,
+                sent_ns: now_ns,
                 link_generation: self.generations.get(&(from, to)).copied().unwrap_or(0),
                 incarnation: receiver.incarnation,
             },
         })
     }
 
-    /// Whether a message may still be delivered: its link was not cut while it was in
-    /// flight and its receiver did not crash meanwhile.
-    pub(crate) fn deliverable(&mut self, t: &Ticket, receiver: Receiver) -> bool {
+    /// What becomes of a message at the end of its link. With `drop`, a message whose link
+    /// was cut at any moment while it was in flight is lost; with `delay`, one whose link is
+    /// cut now is held (and one whose link was cut and healed meanwhile arrives: TCP
+    /// retransmitted it). A held link holds it in either mode; a dead or restarted receiver
+    /// loses it.
+    pub(crate) fn arrive(&mut self, t: &Ticket, receiver: Receiver) -> Arrival {
         let link = (t.from, t.to);
         let generation = self.generations.get(&link).copied().unwrap_or(0);
-        if self.cuts.contains_key(&link) || generation != t.link_generation {
+        let cut_now = self.cuts.contains_key(&link);
+        let drops = self.config.partition == PartitionMode::Drop;
+        if drops && (cut_now || generation != t.link_generation) {
             self.stats.cut += 1;
-            return false;
+            return Arrival::Drop;
         }
         if !receiver.alive || receiver.incarnation != t.incarnation {
             self.stats.to_dead += 1;
-            return false;
+            return Arrival::Drop;
         }
-        true
+        if cut_now || self.holds.contains_key(&link) {
+            return Arrival::Held(self.hold_message(link, t));
+        }
+        Arrival::Deliver
+    }
+
+    /// Keeps a message on its link, in send order (it may have overtaken an earlier one).
+    fn hold_message(&mut self, link: Link, t: &Ticket) -> oneshot::Receiver<u64> {
+        let (release, arrival) = oneshot::channel();
+        let queue = self.held.entry(link).or_default();
+        // The two copies of a duplicated message count once.
+        if !queue.iter().any(|h| h.seq == t.seq) {
+            self.stats.held += 1;
+        }
+        let at = queue.partition_point(|h| h.seq < t.seq);
+        let held = Held {
+            seq: t.seq,
+            sent_ns: t.sent_ns,
+            release,
+        };
+        queue.insert(at, held);
+        arrival
+    }
+
+    /// Sends on what the links that are whole and free again held: in send order, each
+    /// after a latency drawn for its link and after the one before it (TCP delivers a
+    /// stream in order). A message held longer than `connection_timeout_ms` since it was
+    /// sent is dropped: its connection was reset meanwhile.
+    pub(crate) fn release(&mut self, now_ns: u64) {
+        let free: Vec<Link> = (self.held.keys())
+            .filter(|l| !self.cuts.contains_key(l) && !self.holds.contains_key(l))
+            .copied()
+            .collect();
+        let timeout_ns = self.config.connection_timeout_ms.saturating_mul(1_000_000);
+        for link in free {
+            let queue = self.held.remove(&link).expect("a held link");
+            let mut last_ns = now_ns;
+            for held in queue {
+                if now_ns.saturating_sub(held.sent_ns) > timeout_ns {
+                    self.stats.cut += 1;
+                    continue; // Dropping `release` drops the message.
+                }
+                // At least 1 ms (madsim's timer resolution), and strictly after the one
+                // before: equal deadlines would not keep the order.
+                let latency_ns = self.latency(link).as_nanos() as u64;
+                let at_ns = (now_ns + latency_ns.max(1_000_000)).max(last_ns + 1_000);
+                last_ns = at_ns;
+                // The receiving task may be gone with its node: then so is the message.
+                let _ = held.release.send(at_ns);
+            }
+        }
+        assert!(self
+            .held
+            .keys()
+            .all(|l| self.cuts.contains_key(l) || self.holds.contains_key(l)));
+    }
+
+    /// One latency of `link`, from the seeded RNG.
+    fn latency(&self, link: Link) -> Duration {
+        let (min_ms, max_ms) = self
+            .links
+            .get(&link)
+            .copied()
+            .unwrap_or((self.config.latency_ms_min, self.config.latency_ms_max));
+        let (lo, hi) = ((min_ms * 1e6) as u64, (max_ms * 1e6) as u64);
+        let mut rng = madsim::rand::thread_rng();
+        Duration::from_nanos(if hi > lo { rng.gen_range(lo..=hi) } else { lo })
     }
 }
 
-/// A crash needs nothing here: a message to the dead incarnation is dropped on delivery by
-/// its ticket. The liveness phase makes every link whole and ends any loss period.
+/// A crash kills what is held on the node's links, both ways (a message in flight to the
+/// dead incarnation is dropped on delivery by its ticket). The liveness phase makes every
+/// link whole and free and ends any loss period.
 impl Subsystem for NetState {
+    fn crash(&mut self, idx: NodeIdx) {
+        for (link, queue) in &mut self.held {
+            if link.0 == idx || link.1 == idx {
+                self.stats.to_dead += queue.len() as u64;
+                queue.clear(); // Dropping each `release` drops its message.
+            }
+        }
+        self.held.retain(|_, queue| !queue.is_empty());
+    }
+
     fn heal(&mut self) -> bool {
         self.restore_all()
     }

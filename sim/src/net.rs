@@ -15,13 +15,19 @@
 //!
 //! madsim's timer resolution is 1 ms: a latency below 1 ms is delivered after 1 ms.
 //!
+//! A link may also hold a message (a delay spike, or a partition with `[network] partition =
+//! "delay"`) and send it on later, in send order: whether it does, and when, is decided in
+//! [`crate::links`]; the courier hands a held message to a small task that puts it back on
+//! the wire at the instant the link releases it, where it is decided on again.
+//!
 //! The network's state (per-link latencies, cut links, loss periods, counters) and the
 //! decision for each message live in [`crate::links`], the world's network subsystem; this
 //! file moves the messages.
 
-use crate::links::Ticket;
+use crate::links::{Arrival, Ticket};
 use crate::world::{NodeCtx, NodeIdx, World};
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
+use futures::channel::oneshot;
 use madsim::time::Instant;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -31,7 +37,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-pub use crate::links::{LinkConfig, NetConfig, NetStats};
+pub use crate::links::{
+    LinkConfig, NetConfig, NetStats, PartitionMode, CONNECTION_TIMEOUT_MS_DEFAULT,
+};
 
 /// A message with its sender.
 #[derive(Clone, Debug)]
@@ -191,18 +199,39 @@ struct Courier<M> {
     shared: Arc<Mutex<Shared<M>>>,
 }
 
-impl<M> Future for Courier<M> {
+impl<M: Send + 'static> Courier<M> {
+    /// Keeps a message its link holds until the link lets it go, then puts it back on the
+    /// wire, due at the instant the link chose (a new cut or a crash meanwhile still counts
+    /// when it is due again). Dropped if the link drops it (a timed-out connection, a crash).
+    fn hold(&self, ticket: Ticket, envelope: Envelope<M>, release: oneshot::Receiver<u64>) {
+        let (world, shared) = (self.world.clone(), self.shared.clone());
+        self.world.spawn_on_nemesis(async move {
+            let Ok(at_ns) = release.await else {
+                return;
+            };
+            let wait = Duration::from_nanos(at_ns.saturating_sub(world.now_ns()));
+            let due = world.now_instant() + wait.max(LATENCY_MIN);
+            shared.lock().unwrap().put_on_wire(due, ticket, envelope);
+        });
+    }
+}
+
+impl<M: Send + 'static> Future for Courier<M> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let now = self.world.now_instant();
         let mut shared = self.shared.lock().unwrap();
         while let Some((ticket, envelope)) = shared.take_due(now) {
-            if self.world.deliverable(&ticket) {
-                if let Some(tx) = shared.inboxes.get(&ticket.to) {
-                    // The receiver may have just died: then the message is simply gone.
-                    let _ = tx.unbounded_send(envelope);
+            match self.world.arrive(&ticket) {
+                Arrival::Deliver => {
+                    if let Some(tx) = shared.inboxes.get(&ticket.to) {
+                        // The receiver may have just died: then the message is simply gone.
+                        let _ = tx.unbounded_send(envelope);
+                    }
                 }
+                Arrival::Drop => {}
+                Arrival::Held(release) => self.hold(ticket, envelope, release),
             }
         }
         let next_due = shared.in_flight.peek().map(|&Reverse((due, _, _))| due);

@@ -45,12 +45,15 @@ pub(crate) trait Subsystem {
 
 /// What a fault armed at a named point does when its passage comes: resolved once, when the
 /// point is armed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PointAction {
     /// Pause the node for this long (true time).
     Pause(Duration),
     /// Crash the node; restart after this long (true time), or never.
     Crash(Option<Duration>),
+    /// Hold the messages the node sends to these nodes (every other node if empty) for this
+    /// long (true time): a delay spike.
+    Hold(Duration, Vec<String>),
 }
 
 /// A fault waiting at a named point of a node's code.
@@ -195,7 +198,7 @@ impl Nodes {
             .find(|(p, hits)| p.point == point && *hits < p.occurrence)?;
         *hits += 1;
         assert!(*hits <= armed.occurrence, "a point fires once");
-        (*hits == armed.occurrence).then_some(armed.action)
+        (*hits == armed.occurrence).then(|| armed.action.clone())
     }
 
     /// Ends the run: the table is emptied.

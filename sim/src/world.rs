@@ -16,7 +16,7 @@
 
 use crate::clock::{Clocks, NodeClock};
 use crate::disk::{Disk, DiskConfig, DiskHost, Disks};
-use crate::links::{NetConfig, NetState, NetStats, Receiver, Route, Ticket};
+use crate::links::{Arrival, NetConfig, NetState, NetStats, Receiver, Route, Ticket};
 use crate::nodes::{ArmedPoint, Nodes, PointAction, Subsystem};
 use crate::roles::is_role;
 use locksim_check::history::{Event, History, Kind, Op};
@@ -256,14 +256,15 @@ impl World {
         if role(from) == Role::Resource || role(to) == Role::Resource {
             state.net.stats.resource += 1;
         }
-        state.net.route(from, to, receiver)
+        let now_ns = self.now_ns();
+        state.net.route(from, to, receiver, now_ns)
     }
 
-    /// Whether a message in flight may still be delivered (see [`NetState::deliverable`]).
-    pub(crate) fn deliverable(&self, ticket: &Ticket) -> bool {
+    /// What becomes of a message at the end of its link now (see [`NetState::arrive`]).
+    pub(crate) fn arrive(&self, ticket: &Ticket) -> Arrival {
         let mut state = self.state();
         let receiver = Self::receiver(&state, ticket.to);
-        state.net.deliverable(ticket, receiver)
+        state.net.arrive(ticket, receiver)
     }
 
     /// Fsyncs started so far on the disks of the nodes of `role` (e.g. the lock servers'):
@@ -385,9 +386,51 @@ impl World {
         self.state().net.cut(links);
     }
 
-    /// Undoes one cut of these links; true if some link is whole again.
+    /// Undoes one cut of these links; true if some link is whole again. What a `delay`
+    /// partition held on a link that is whole and free again is sent on.
     pub fn restore(&self, links: &[Link]) -> bool {
-        self.state().net.restore(links)
+        let now_ns = self.now_ns();
+        let mut state = self.state();
+        let healed = state.net.restore(links);
+        state.net.release(now_ns);
+        healed
+    }
+
+    /// Holds the messages `from` sends to the nodes `to` (every other node if empty) for
+    /// `duration` (a delay spike): they arrive, in send order, when it ends, unless their
+    /// connection times out first (`[network] connection_timeout_ms`). `why` goes into the
+    /// history.
+    pub fn hold(&self, from: NodeIdx, to: &[NodeIdx], duration: Duration, why: &str) {
+        let to: Vec<NodeIdx> = if to.is_empty() {
+            let all = self.node_indexes().into_iter();
+            all.filter(|i| *i != from).collect()
+        } else {
+            to.to_vec()
+        };
+        assert!(!to.contains(&from), "a node holds no link to itself");
+        let links: Vec<Link> = to.iter().map(|t| (from, *t)).collect();
+        let name = self.name(from);
+        let names: Vec<String> = to.iter().map(|i| self.name(*i)).collect();
+        let detail = format!("{name} -> {}", names.join(","));
+        self.state().net.hold(&links);
+        self.record(
+            Event::new(NEMESIS, Kind::Info, Op::Hold)
+                .target(&name)
+                .value(duration.as_millis() as i64)
+                .detail(format!("{detail}; {why}")),
+        );
+        self.after(duration, move |world| {
+            let now_ns = world.now_ns();
+            let freed = {
+                let mut state = world.state();
+                let freed = state.net.unhold(&links);
+                state.net.release(now_ns);
+                freed
+            };
+            if freed {
+                world.record_fault(Op::Flush, Some(&name), detail);
+            }
+        });
     }
 
     /// Starts a period of loss `probability` on every link; returns its number.
@@ -428,12 +471,15 @@ impl World {
             self.restart(idx, None);
         }
         self.inner.disks.lock().heal();
+        let now_ns = self.now_ns();
         let healed = {
             let mut state = self.state();
             let state = &mut *state;
             let hooks = [&mut state.clocks as &mut dyn Subsystem, &mut state.net];
             // Every hook runs: no short cut once one reports a fault.
-            hooks.into_iter().fold(false, |any, hook| hook.heal() | any)
+            let healed = hooks.into_iter().fold(false, |any, hook| hook.heal() | any);
+            state.net.release(now_ns);
+            healed
         };
         if healed {
             self.record_fault(Op::Heal, None, "liveness phase: all links restored".into());
@@ -567,8 +613,9 @@ impl NodeCtx {
     }
 
     /// A named point in this node's code (e.g. `before_write`). If the fault schedule
-    /// armed a pause or crash here for this passage, it happens now: a pause stops the whole
-    /// node at this exact step; a crash never returns.
+    /// armed a pause, crash or delay spike here for this passage, it happens now: a pause
+    /// stops the whole node at this exact step; a crash never returns; a delay spike holds
+    /// what the node sends from here on.
     pub async fn point(&self, name: &str) {
         let Some(action) = self.world.pass_point(self.idx, name) else {
             return;
@@ -577,6 +624,11 @@ impl NodeCtx {
         match action {
             PointAction::Pause(duration) => self.world.pause(self.idx, duration, &why),
             PointAction::Crash(restart_after) => self.world.crash(self.idx, restart_after, &why),
+            PointAction::Hold(duration, to) => {
+                let find = |n: &String| self.world.node(n).expect("fault targets are validated");
+                let to: Vec<NodeIdx> = to.iter().map(find).collect();
+                self.world.hold(self.idx, &to, duration, &why);
+            }
         }
         // The pause (or kill) takes effect when this task next yields.
         YieldNow(false).await;

@@ -3,6 +3,7 @@
 
 use futures::StreamExt;
 use locksim_sim::history::{Event, Kind, Op};
+use locksim_sim::net::PartitionMode;
 use locksim_sim::world::NodeClockConfig;
 use locksim_sim::{simulate, ClockConfig, Fault, Net, NetConfig, Role, SimSpec};
 use std::time::Duration;
@@ -346,4 +347,120 @@ fn a_panic_in_a_node_is_reported_with_its_seed() {
         text.contains("seed 77") && text.contains("model bug"),
         "{text}"
     );
+}
+
+/// A partition isolating `b` from 12 to 112 ms, on a network with 10 ms latency.
+fn cut_b_for_100_ms(partition: PartitionMode, connection_timeout_ms: u64) -> SimSpec {
+    SimSpec {
+        seed: 8,
+        duration_ms: 300,
+        network: NetConfig {
+            partition,
+            connection_timeout_ms,
+            ..fixed_latency(10.0)
+        },
+        faults: vec![Fault::Partition(locksim_sim::fault::Partition {
+            at_ms: 12,
+            duration_ms: 100,
+            isolate: vec!["b".into()],
+            groups: vec![],
+            one_way: false,
+        })],
+        ..SimSpec::default()
+    }
+}
+
+#[test]
+fn a_delay_partition_delivers_what_it_held_after_the_heal_in_send_order() {
+    // Sent every 5 ms from 0 to 45 ms: message 0 arrives at 10 ms, before the cut; 1 to 9
+    // arrive while the link is cut.
+    let timeout = locksim_sim::net::CONNECTION_TIMEOUT_MS_DEFAULT;
+    let dropped = ping_world(&cut_b_for_100_ms(PartitionMode::Drop, timeout), 10, 5);
+    assert_eq!(
+        received(&dropped),
+        vec![0],
+        "drop loses what the cut caught"
+    );
+    let h = ping_world(&cut_b_for_100_ms(PartitionMode::Delay, timeout), 10, 5);
+    assert_eq!(
+        received(&h),
+        (0..10).collect::<Vec<i64>>(),
+        "all, in send order"
+    );
+    let late: Vec<u64> = (h.iter())
+        .filter(|e| e.op == Op::Note && e.value != Some(0))
+        .map(ms)
+        .collect();
+    assert_eq!(late.len(), 9);
+    assert!(
+        late.iter().all(|t| (112..=125).contains(t)),
+        "one latency after the heal"
+    );
+}
+
+#[test]
+fn a_held_message_older_than_the_connection_timeout_is_dropped() {
+    // Held messages sent at 5..=60 ms have waited more than 50 ms at the heal (112 ms); those
+    // sent at 65..=95 ms have not.
+    let h = ping_world(&cut_b_for_100_ms(PartitionMode::Delay, 50), 20, 5);
+    let mut want = vec![0];
+    want.extend(13..20);
+    assert_eq!(received(&h), want);
+}
+
+#[test]
+fn a_receiver_crash_kills_what_was_held_for_it() {
+    let mut spec = cut_b_for_100_ms(PartitionMode::Delay, 1_000);
+    spec.faults.push(Fault::Crash(locksim_sim::fault::Crash {
+        node: "b".into(),
+        at_ms: Some(52),
+        point: None,
+        occurrence: 1,
+        restart_after_ms: Some(10),
+    }));
+    // 1..=10 were held for the crashed incarnation; 11 and 12 were sent to a dead node; 13..
+    // were sent to the restarted one and are held for it.
+    let h = ping_world(&spec, 20, 5);
+    let mut want = vec![0];
+    want.extend(13..20);
+    assert_eq!(received(&h), want);
+}
+
+#[test]
+fn a_delay_spike_holds_one_sender_s_messages_whatever_the_partition_mode() {
+    let spike = |to: Vec<String>| SimSpec {
+        seed: 9,
+        duration_ms: 300,
+        network: fixed_latency(10.0),
+        faults: vec![Fault::DelaySpike(locksim_sim::fault::DelaySpike {
+            node: "a".into(),
+            to,
+            at_ms: Some(12),
+            point: None,
+            occurrence: 1,
+            duration_ms: 100,
+        })],
+        ..SimSpec::default()
+    };
+    let h = ping_world(&spike(vec![]), 10, 5);
+    assert_eq!(received(&h), (0..10).collect::<Vec<i64>>());
+    let late = h.iter().filter(|e| e.op == Op::Note && e.value != Some(0));
+    assert!(
+        late.clone().all(|e| ms(e) >= 112),
+        "held until the spike ended"
+    );
+    let hold = h
+        .iter()
+        .find(|e| e.op == Op::Hold)
+        .expect("the spike is recorded");
+    assert_eq!((ms(hold), hold.value), (12, Some(100)));
+    let flush = h
+        .iter()
+        .find(|e| e.op == Op::Flush)
+        .expect("its end is recorded");
+    assert_eq!(ms(flush), 112);
+    // A spike on another link leaves this one alone.
+    let elsewhere = ping_world(&spike(vec!["nemesis".into()]), 10, 5);
+    let on_time = elsewhere.iter().filter(|e| e.op == Op::Note);
+    assert!(on_time.clone().count() == 10 && on_time.clone().all(|e| ms(e) < 60));
 }

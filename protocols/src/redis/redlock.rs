@@ -284,6 +284,10 @@ impl Protocol for Redlock {
         redlock_profiles()
     }
 
+    fn lease_ms(&self, params: &Params) -> Option<u64> {
+        Some(params.ttl_ms)
+    }
+
     fn validate(&self, params: &Params) -> Result<(), ParamError> {
         params.validate()
     }

@@ -297,6 +297,10 @@ impl Protocol for ReplicatedRedis {
         one_server_profiles()
     }
 
+    fn lease_ms(&self, params: &Params) -> Option<u64> {
+        Some(params.ttl_ms)
+    }
+
     fn validate(&self, params: &Params) -> Result<(), ParamError> {
         params.validate()
     }

@@ -144,6 +144,10 @@ impl Protocol for SingleRedis {
         one_server_profiles()
     }
 
+    fn lease_ms(&self, params: &Params) -> Option<u64> {
+        Some(params.ttl_ms)
+    }
+
     fn validate(&self, params: &Params) -> Result<(), ParamError> {
         params.validate()
     }

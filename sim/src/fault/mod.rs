@@ -4,7 +4,8 @@
 //! schedule can be written by hand, generated from a seed, printed, saved as a scenario and
 //! shrunk by proptest. Paired verbs undo each other: a `pause` resumes after `duration_ms`,
 //! a `crash` restarts after `restart_after_ms` (or never), a `partition` heals after
-//! `duration_ms`, a `loss` period ends after `duration_ms`.
+//! `duration_ms`, a `loss` period ends after `duration_ms`, a `delay_spike` sends on what it
+//! held after `duration_ms`.
 //!
 //! A kind's file owns all of it ([`spec::Spec`] and [`spec::RandomSpec`]): its `[[faults]]`
 //! table, validation, description, its `[faults_random]` keys, its random draw (which the
@@ -38,8 +39,9 @@ macro_rules! registry {
         $(pub use $module::$ty;)*
 
         /// One fault: a table of `[[faults]]`, tagged by `kind`. Time-triggered faults carry
-        /// `at_ms` (true time since the start of the run); `pause` and `crash` can instead
-        /// fire at a named point in a node's code (`point`) on its `occurrence`-th passage.
+        /// `at_ms` (true time since the start of the run); `pause`, `crash` and `delay_spike`
+        /// can instead fire at a named point in a node's code (`point`) on its
+        /// `occurrence`-th passage.
         #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
         #[serde(tag = "kind", rename_all = "snake_case")]
         pub enum Fault {
@@ -136,6 +138,7 @@ registry! {
     loss::Loss,
     fsync_stall::FsyncStall,
     pause_periodic::PausePeriodic,
+    delay_spike::DelaySpike,
 }
 
 /// A kind's [`Spec`] behind a pointer (the registry dispatches through it).
@@ -547,7 +550,7 @@ mod tests {
             r#"{"pause_probability": 1, "crash_probability": 1, "partition_probability": 1,
                 "clock_jump_probability": 1, "clock_drift_probability": 1,
                 "loss_period_probability": 1, "fsync_stall_probability": 1,
-                "pause_periodic_probability": 1}"#,
+                "pause_periodic_probability": 1, "delay_spike_probability": 1}"#,
         );
         let faults = p.generate(5, 2_000, &targets());
         let mut kinds: Vec<FaultKind> = faults.iter().map(Fault::kind).collect();
@@ -587,7 +590,15 @@ mod tests {
 
     #[test]
     fn every_fault_op_has_one_drawing() {
-        for op in [Op::Pause, Op::Crash, Op::Partition, Op::ClockJump, Op::Loss] {
+        let ops = [
+            Op::Pause,
+            Op::Crash,
+            Op::Partition,
+            Op::ClockJump,
+            Op::Loss,
+            Op::Hold,
+        ];
+        for op in ops {
             assert!(drawing(&op).is_some(), "{op:?}");
         }
         assert!(drawing(&Op::CsEnter).is_none());

@@ -101,6 +101,10 @@ impl Protocol for Etcd {
         profile::profiles()
     }
 
+    fn lease_ms(&self, params: &Params) -> Option<u64> {
+        Some(params.ttl_ms())
+    }
+
     fn start(&self, params: &Params, world: &World) -> Cluster<Req, Resp> {
         let host = params.host();
         let enforce = params.variant != Variant::AckBeforeFsync;

@@ -81,6 +81,10 @@ impl Protocol for ZooKeeper {
         profile::profiles()
     }
 
+    fn lease_ms(&self, params: &Params) -> Option<u64> {
+        Some(params.session_timeout_ms)
+    }
+
     fn servers(&self, params: &Params) -> Vec<String> {
         params.host().peers
     }
