@@ -266,19 +266,25 @@ fn late_writes(h: &locksim_sim::History) -> Vec<String> {
     late
 }
 
+/// Runs `seed` with its history and asserts the file's `[expect]` is met.
+fn run_meeting_expect(prepared: &Prepared, seed: u64) -> (RunResult, locksim_sim::History) {
+    let (r, h) = prepared.run_with_history(seed);
+    let e = r.expect.as_ref().unwrap();
+    assert!(
+        e.met,
+        "seed {seed}: {:?}\nreplay: {}",
+        e.mismatches, r.replay
+    );
+    (r, h)
+}
+
 /// The delayed write lands after the next holder's on every seed, and only because of the
 /// delay spike: without it, no write is late and no property breaks.
 #[test]
 fn delayed_write() {
     let prepared = catalog("redis-single-delayed-write");
     for seed in SEEDS {
-        let (r, h) = prepared.run_with_history(seed);
-        let e = r.expect.as_ref().unwrap();
-        assert!(
-            e.met,
-            "seed {seed}: {:?}\nreplay: {}",
-            e.mismatches, r.replay
-        );
+        let (r, h) = run_meeting_expect(&prepared, seed);
         let late = late_writes(&h);
         assert!(late.contains(&"c1#1".to_owned()), "seed {seed}: {late:?}");
         assert!(h.iter().any(|e| e.op == Op::Hold && e.node == "nemesis"));
@@ -295,13 +301,7 @@ fn delayed_write() {
 fn delayed_write_fenced() {
     let prepared = catalog("redis-single-delayed-write-fenced");
     for seed in SEEDS {
-        let (r, h) = prepared.run_with_history(seed);
-        let e = r.expect.as_ref().unwrap();
-        assert!(
-            e.met,
-            "seed {seed}: {:?}\nreplay: {}",
-            e.mismatches, r.replay
-        );
+        let (r, h) = run_meeting_expect(&prepared, seed);
         // The same late write, rejected.
         let rejected = h
             .iter()
