@@ -267,7 +267,7 @@ fn late_writes(h: &locksim_sim::History) -> Vec<String> {
 }
 
 /// Runs `seed` with its history and asserts the file's `[expect]` is met.
-fn run_meeting_expect(prepared: &Prepared, seed: u64) -> (RunResult, locksim_sim::History) {
+fn run_meeting_expect(prepared: &Prepared, seed: u64) -> locksim_sim::History {
     let (r, h) = prepared.run_with_history(seed);
     let e = r.expect.as_ref().unwrap();
     assert!(
@@ -275,7 +275,7 @@ fn run_meeting_expect(prepared: &Prepared, seed: u64) -> (RunResult, locksim_sim
         "seed {seed}: {:?}\nreplay: {}",
         e.mismatches, r.replay
     );
-    (r, h)
+    h
 }
 
 /// The delayed write lands after the next holder's on every seed, and only because of the
@@ -284,7 +284,7 @@ fn run_meeting_expect(prepared: &Prepared, seed: u64) -> (RunResult, locksim_sim
 fn delayed_write() {
     let prepared = catalog("redis-single-delayed-write");
     for seed in SEEDS {
-        let (r, h) = run_meeting_expect(&prepared, seed);
+        let h = run_meeting_expect(&prepared, seed);
         let late = late_writes(&h);
         assert!(late.contains(&"c1#1".to_owned()), "seed {seed}: {late:?}");
         assert!(h.iter().any(|e| e.op == Op::Hold && e.node == "nemesis"));
@@ -301,7 +301,7 @@ fn delayed_write() {
 fn delayed_write_fenced() {
     let prepared = catalog("redis-single-delayed-write-fenced");
     for seed in SEEDS {
-        let (r, h) = run_meeting_expect(&prepared, seed);
+        let h = run_meeting_expect(&prepared, seed);
         // The same late write, rejected.
         let rejected = h
             .iter()
