@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The message family Raft peers speak among themselves.
-pub type PeerNet = Net<Message>;
+pub type PeerNet = Net<Box<Message>>;
 
 /// How the host of every peer behaves.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -234,7 +234,9 @@ fn current_leader(world: &World, leaders: &Leaders) -> Option<NodeIdx> {
 }
 
 enum Input<Req> {
-    Raft(Message),
+    /// Boxed: a raft-rs message is some 200 bytes, moved through the courier's queue, the
+    /// inbox and this input queue; the box moves 8.
+    Raft(Box<Message>),
     Client(Request<Req>),
     Tick,
 }
@@ -421,7 +423,7 @@ impl<S: Service> Host<S> {
             Input::Raft(msg) => {
                 // A message from an old term or a dead incarnation is refused by raft-rs
                 // itself; an error here is such a refusal, not a fault of this peer.
-                let _ = self.peer.raw.step(msg);
+                let _ = self.peer.raw.step(*msg);
             }
             Input::Tick => self.tick(),
             Input::Client(req) => self.request(req),
@@ -535,7 +537,7 @@ impl<S: Service> Host<S> {
         let me = self.peer.ctx.idx();
         for msg in msgs {
             let to = self.peer.nodes[msg.to as usize - 1];
-            self.raft_net.send(me, to, msg);
+            self.raft_net.send(me, to, Box::new(msg));
         }
     }
 
