@@ -120,16 +120,19 @@ impl<M: Clone + Send + 'static> Net<M> {
             return;
         };
         let now = self.world.now_instant();
-        let copies = route.latencies.len();
-        let mut msg = Some(msg);
         let mut shared = self.shared.lock().unwrap();
-        for (i, latency) in route.latencies.into_iter().enumerate() {
-            // The last copy takes the message itself; duplicates are clones.
-            let msg = if i + 1 == copies {
-                msg.take()
-            } else {
-                msg.clone()
+        // A duplicate goes on the wire after the first copy (the tie-break between equal
+        // due instants is this order); the last copy takes the message itself.
+        let copies = [
+            (Some(route.latency), route.duplicate.is_none()),
+            (route.duplicate, true),
+        ];
+        let mut msg = Some(msg);
+        for (latency, last) in copies {
+            let Some(latency) = latency else {
+                continue;
             };
+            let msg = if last { msg.take() } else { msg.clone() };
             let envelope = Envelope {
                 from,
                 msg: msg.expect("one message per copy"),
