@@ -35,8 +35,8 @@
 use super::audit::Audit;
 use super::log::DurableLog;
 use crate::protocol::ParamError;
-use futures::channel::mpsc::unbounded;
 use futures::StreamExt;
+use locksim_sim::mailbox;
 use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::rpc::{endpoint, Caller, Request, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
@@ -251,24 +251,24 @@ async fn run<S: Service>(
 ) {
     let (caller, mut requests) = endpoint(&clients, &ctx);
     let mut raft_inbox = raft_net.bind(&ctx);
-    let (tx, mut inputs) = unbounded();
+    let (tx, mut inputs) = mailbox::channel();
     let tx2 = tx.clone();
     ctx.spawn(async move {
         while let Some(envelope) = raft_inbox.next().await {
-            let _ = tx2.unbounded_send(Input::Raft(envelope.msg));
+            let _ = tx2.send(Input::Raft(envelope.msg));
         }
     });
     let tx2 = tx.clone();
     ctx.spawn(async move {
         while let Some(req) = requests.next().await {
-            let _ = tx2.unbounded_send(Input::Client(req));
+            let _ = tx2.send(Input::Client(req));
         }
     });
     let (ticker, tick) = (ctx.clone(), Duration::from_millis(peer.config.tick_ms));
     ctx.spawn(async move {
         loop {
             ticker.sleep_local(tick).await;
-            if tx.unbounded_send(Input::Tick).is_err() {
+            if tx.send(Input::Tick).is_err() {
                 return;
             }
         }
@@ -284,7 +284,7 @@ async fn run<S: Service>(
     };
     while let Some(input) = inputs.next().await {
         host.input(input);
-        while let Ok(input) = inputs.try_recv() {
+        while let Some(input) = inputs.try_recv() {
             host.input(input);
         }
         host.on_ready().await;
