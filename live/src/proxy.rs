@@ -457,15 +457,12 @@ fn forward(
     let d = dir.index();
     let mut out = Out::new(link, (d, sender.clone()), to.try_clone());
     let mut buf = vec![0; 16 * 1024];
-    let sent = first.is_empty() || (link.flows(d, &sender) && out.send(link, &first));
+    let mut sent = first.is_empty() || (link.flows(d, &sender) && out.send(link, &first));
     while sent {
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+        sent = match from.read(&mut buf) {
+            Ok(0) | Err(_) => false,
+            Ok(n) => link.flows(d, &sender) && out.send(link, &buf[..n]),
         };
-        if !link.flows(d, &sender) || !out.send(link, &buf[..n]) {
-            break;
-        }
     }
     out.finish();
     let _ = (from.shutdown(Shutdown::Both), to.shutdown(Shutdown::Both));
