@@ -27,13 +27,13 @@ use locksim_reports::{
     PhaseSeries, Row, Setup as RowSetup, SCHEMA_VERSION,
 };
 use locksim_scenarios::matrix::{Matrix, MatrixProtocol, Stopping, CATALOG, PHASE_AXES};
-use locksim_scenarios::runner::isolated;
+use locksim_scenarios::runner::{isolated, RunResult};
 use locksim_scenarios::sweep::{ResultsFile, SeedResult};
 use locksim_scenarios::{Prepared, Scenario};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// What to run and where to write it: `compare`'s options.
 #[derive(Clone, Debug)]
@@ -267,15 +267,58 @@ pub(crate) fn progress(shown: bool) -> ProgressBar {
     bar
 }
 
+/// For each job, the first job with its run key (see `Prepared::run_key`): jobs of one family
+/// differ only in their resource's rules, and a seed of theirs is simulated once for all of
+/// them where the rules allow.
+fn families(jobs: &[Job]) -> Vec<usize> {
+    let mut first: BTreeMap<String, usize> = BTreeMap::new();
+    (0..jobs.len())
+        .map(|j| *first.entry(jobs[j].prepared.run_key()).or_insert(j))
+        .collect()
+}
+
+/// A round's work: for each (family, seed), the family's jobs that need that seed.
+fn groups(tasks: &[(usize, u64)], family: &[usize]) -> Vec<(u64, Vec<usize>)> {
+    let mut groups: BTreeMap<(usize, u64), Vec<usize>> = BTreeMap::new();
+    for &(j, seed) in tasks {
+        groups.entry((family[j], seed)).or_default().push(j);
+    }
+    groups
+        .into_iter()
+        .map(|((_, seed), js)| (seed, js))
+        .collect()
+}
+
+/// Runs one seed for a family's jobs: simulated once for the first and shared with the others
+/// whose resource would have answered alike (`Prepared::run_shared`: the results are those of
+/// separate runs, exactly), simulated on their own for the rest. Also says how many were
+/// shared.
+fn run_group(jobs: &[Job], seed: u64, members: &[usize]) -> (Vec<(usize, RunResult)>, u64) {
+    let lead = &jobs[members[0]].prepared;
+    let others: Vec<&Prepared> = members[1..].iter().map(|&j| &jobs[j].prepared).collect();
+    let (first, shared) = isolated(|| lead.run_shared(seed, &others));
+    let mut out = vec![(members[0], first)];
+    let mut count = 0;
+    for (&j, run) in members[1..].iter().zip(shared) {
+        count += u64::from(run.is_some());
+        let run = run.unwrap_or_else(|| isolated(|| jobs[j].prepared.run(seed)));
+        out.push((j, run));
+    }
+    (out, count)
+}
+
 /// Runs rounds until every job has stopped. Results are written to the job's file as they
 /// arrive (a kill keeps them) and counted in any order (the accumulators do not care).
+/// Returns how many results were shared from another job's run.
 pub(crate) fn run_rounds(
     jobs: &mut [Job],
     files: &mut [ResultsFile],
     opts: &Options,
     bar: &ProgressBar,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<u64> {
     let threads = opts.jobs;
+    let family = families(jobs);
+    let shared_runs = AtomicU64::new(0);
     for round in 1.. {
         let tasks: Vec<(usize, u64)> = jobs
             .iter_mut()
@@ -283,7 +326,7 @@ pub(crate) fn run_rounds(
             .flat_map(|(j, job)| job.plan().into_iter().map(move |s| (j, s)))
             .collect();
         if tasks.is_empty() {
-            return Ok(());
+            return Ok(shared_runs.into_inner());
         }
         if opts.offline {
             let (j, seed) = tasks[0];
@@ -296,16 +339,20 @@ pub(crate) fn run_rounds(
         }
         bar.inc_length(tasks.len() as u64);
         bar.set_message(round.to_string());
+        let groups = groups(&tasks, &family);
         let next = AtomicUsize::new(0);
         let (tx, rx) = std::sync::mpsc::channel();
         let shared: &[Job] = jobs;
         let results = std::thread::scope(|scope| {
             for _ in 0..threads {
-                let (tx, next, tasks) = (tx.clone(), &next, &tasks);
+                let (tx, next, groups, shared_runs) = (tx.clone(), &next, &groups, &shared_runs);
                 scope.spawn(move || {
-                    while let Some(&(j, seed)) = tasks.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let run = isolated(|| shared[j].prepared.run(seed));
-                        if tx.send((j, run)).is_err() {
+                    while let Some((seed, members)) =
+                        groups.get(next.fetch_add(1, Ordering::Relaxed))
+                    {
+                        let (runs, count) = run_group(shared, *seed, members);
+                        shared_runs.fetch_add(count, Ordering::Relaxed);
+                        if runs.into_iter().any(|run| tx.send(run).is_err()) {
                             break;
                         }
                     }
@@ -571,8 +618,14 @@ pub(crate) fn setup(
 pub fn compare(opts: &Options, registry: &Registry) -> anyhow::Result<Comparison> {
     let (matrix, mut jobs, mut files) = setup(opts, registry)?;
     let bar = progress(opts.progress);
-    run_rounds(&mut jobs, &mut files, opts, &bar)?;
+    let shared_runs = run_rounds(&mut jobs, &mut files, opts, &bar)?;
     bar.finish_and_clear();
+    if opts.progress && shared_runs > 0 {
+        eprintln!(
+            "{shared_runs} runs were shared between rows that differ only in their resource \
+             (their resource would have answered every write alike)"
+        );
+    }
     let stopping = opts.seeds.map_or(matrix.stopping(), Stopping::fixed);
     let mut command = String::from("locksim compare");
     if let Some(m) = &opts.matrix {

@@ -22,6 +22,8 @@ use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::rpc::{endpoint, Caller, RpcError, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The resource's node name.
@@ -101,12 +103,45 @@ pub struct ResourceRules {
     pub mode: WriteMode,
 }
 
+/// Rules a run's resource watches without applying them. The resource's answers are the only
+/// way its rules reach the rest of the world, so as long as these rules would have answered
+/// every write exactly as the applied ones did, the run is, event for event, the run these
+/// rules would have given: one run then stands for two rows of a comparison that differ only
+/// in their `[resource]`.
+#[derive(Clone, Debug)]
+pub struct Shadow {
+    /// The rules watched.
+    pub rules: ResourceRules,
+    diverged: Arc<AtomicBool>,
+}
+
+impl Shadow {
+    /// Watches `rules`.
+    pub fn new(rules: ResourceRules) -> Shadow {
+        Shadow {
+            rules,
+            diverged: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Whether the rules would have answered some write differently (a refusal where the
+    /// applied rules accepted, or the other way round, or another reason).
+    pub fn diverged(&self) -> bool {
+        self.diverged.load(Ordering::Relaxed)
+    }
+}
+
 /// Adds the resource node to the world; returns a handle for clients.
 pub fn start(world: &World, rules: ResourceRules) -> ResourceHandle {
+    start_watching(world, rules, vec![])
+}
+
+/// [`start`], and the resource also watches each of `shadows` (see [`Shadow`]).
+pub fn start_watching(world: &World, rules: ResourceRules, shadows: Vec<Shadow>) -> ResourceHandle {
     let net: ResourceNet = Net::new(world);
     let server_net = net.clone();
     let node = world.add_node(RESOURCE, Role::Resource, move |ctx| {
-        serve(ctx, server_net.clone(), rules)
+        serve(ctx, server_net.clone(), rules, shadows.clone())
     });
     ResourceHandle { net, node }
 }
@@ -133,7 +168,7 @@ fn refusal(
     }
 }
 
-async fn serve(ctx: NodeCtx, net: ResourceNet, rules: ResourceRules) {
+async fn serve(ctx: NodeCtx, net: ResourceNet, rules: ResourceRules, shadows: Vec<Shadow>) {
     let disk = ctx.disk();
     let mut state: State = disk.last(STATE_FILE).unwrap_or_default();
     let (caller, mut requests) = endpoint(&net, &ctx);
@@ -151,7 +186,13 @@ async fn serve(ctx: NodeCtx, net: ResourceNet, rules: ResourceRules) {
                     .grant(grant)
                     .token(token)
                     .value(value);
-                if let Some(why) = refusal(rules, s, token, expected) {
+                let refused = refusal(rules, s, token, expected);
+                for shadow in &shadows {
+                    if refusal(shadow.rules, s, token, expected) != refused {
+                        shadow.diverged.store(true, Ordering::Relaxed);
+                    }
+                }
+                if let Some(why) = refused {
                     let highest = s.highest_token.unwrap_or(0);
                     ctx.record_event(Event {
                         op: Op::ResourceReject,

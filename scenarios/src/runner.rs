@@ -168,6 +168,66 @@ impl Prepared {
 
     /// Runs one seed with this exact fault schedule and also returns its history.
     pub fn run_faults_with_history(&self, seed: u64, faults: Vec<Fault>) -> (RunResult, History) {
+        let (result, outcome) = self.simulate(seed, faults, vec![]);
+        (result, outcome.map(|o| o.history).unwrap_or_default())
+    }
+
+    /// Runs one seed of this scenario and, from the same run, the results of `others`:
+    /// scenarios that differ from this one only in their `[resource]` rules (and in name,
+    /// description and `[expect]`; see [`Prepared::run_key`]). The resource watches each
+    /// other's rules ([`resource::Shadow`]); while they would have answered every write as
+    /// this run's rules did, the other's run is this run event for event, and only its
+    /// judging is its own. `None` for each other whose rules would have answered a write
+    /// differently (run it on its own). The results are those of separate runs, exactly.
+    pub fn run_shared(
+        &self,
+        seed: u64,
+        others: &[&Prepared],
+    ) -> (RunResult, Vec<Option<RunResult>>) {
+        assert!(
+            others.iter().all(|o| o.run_key() == self.run_key()),
+            "only scenarios that differ in their resource share a run"
+        );
+        let faults = self.faults_for(seed);
+        let count = faults.len() as u64;
+        let shadows: Vec<resource::Shadow> = others
+            .iter()
+            .map(|o| resource::Shadow::new(o.scenario.resource.rules()))
+            .collect();
+        let (result, outcome) = self.simulate(seed, faults, shadows.clone());
+        let shared = others
+            .iter()
+            .zip(&shadows)
+            .map(|(other, shadow)| {
+                let outcome = outcome.as_ref().ok().filter(|_| !shadow.diverged())?;
+                let mut theirs = other.empty_result(seed, count);
+                other.judge(&mut theirs, outcome);
+                Some(theirs)
+            })
+            .collect();
+        (result, shared)
+    }
+
+    /// What decides a run apart from the resource's rules: two scenarios with the same key
+    /// differ only in `[resource]`, name, description, default seed, `[expect]` and
+    /// `[validation]`, and can share runs ([`Prepared::run_shared`]).
+    pub fn run_key(&self) -> String {
+        let mut canonical = self.scenario.clone();
+        canonical.name.clear();
+        canonical.resource = Default::default();
+        canonical.expect = None;
+        canonical.validation = None;
+        canonical.fingerprint()
+    }
+
+    /// Simulates one seed with `faults`, the resource watching `shadows`; the result is
+    /// judged, or carries the run's error.
+    fn simulate(
+        &self,
+        seed: u64,
+        faults: Vec<Fault>,
+        shadows: Vec<resource::Shadow>,
+    ) -> (RunResult, Result<SimOutcome, String>) {
         let s = &self.scenario;
         let spec = SimSpec {
             seed,
@@ -178,25 +238,26 @@ impl Prepared {
             disk: s.disk.clone(),
             faults,
         };
-        let outcome = simulate(&spec, |world| self.deploy(world));
+        let outcome = simulate(&spec, |world| self.deploy(world, shadows));
         let mut result = self.empty_result(seed, spec.faults.len() as u64);
-        let outcome = match outcome {
-            Ok(o) => o,
+        match outcome {
+            Ok(o) => {
+                self.judge(&mut result, &o);
+                (result, Ok(o))
+            }
             Err(e) => {
                 result.error = Some(e.to_string());
-                return (result, vec![]);
+                (result, Err(e.to_string()))
             }
-        };
-        self.judge(&mut result, &outcome);
-        (result, outcome.history)
+        }
     }
 
-    /// Starts the protocol's servers, the resource and one node per client running the
-    /// workload, and answers `@holder`.
-    fn deploy(&self, world: &World) {
+    /// Starts the protocol's servers, the resource (watching `shadows`) and one node per
+    /// client running the workload, and answers `@holder`.
+    fn deploy(&self, world: &World, shadows: Vec<resource::Shadow>) {
         let s = &self.scenario;
         let connector = self.deployment.start(world);
-        let resource = resource::start(world, s.resource.rules());
+        let resource = resource::start_watching(world, s.resource.rules(), shadows);
         let holders = Holders::default();
         let view = holders.clone();
         world.answer_role(ROLE_HOLDER, Arc::new(move |world| view.holder(world)));

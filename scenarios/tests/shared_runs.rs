@@ -1,0 +1,114 @@
+//! One simulation stands for the rows of a comparison that differ only in their resource's
+//! rules (`Prepared::run_shared`). Its results must be exactly those of separate runs, on the
+//! seeds where the other rules would have answered every write alike (shared) and on those
+//! where they would not (left to a run of their own).
+
+use locksim_protocols::Registry;
+use locksim_scenarios::{Prepared, Scenario};
+
+/// Single Redis under servers' clock jumps: compare-and-set refuses a write on some seeds
+/// and not on others.
+const BASE: &str = r#"
+duration_ms = 10000
+
+[clocks]
+drift_ppm_max = 50
+
+[faults_random]
+clock_jump_ms_max = 4000
+clock_jump_probability = 0.2
+clock_nodes = ["@servers"]
+
+[network]
+latency_ms_max = 5.0
+latency_ms_min = 1.0
+
+[protocol]
+name = "single-redis"
+ttl_ms = 2000
+
+[workload]
+clients = 3
+cs_ms_max = 200
+cs_ms_min = 20
+think_ms_max = 100
+think_ms_min = 10
+"#;
+
+fn prepared(name: &str, extra: &str) -> Prepared {
+    let text = format!("name = \"{name}\"\n{BASE}{extra}");
+    let scenario = Scenario::parse(&text, name).unwrap();
+    scenario.prepare(name, &Registry::builtin()).unwrap()
+}
+
+#[test]
+fn shared_results_are_exactly_those_of_separate_runs() {
+    let plain = prepared("plain", "");
+    let cas = prepared("cas", "[resource]\nmode = \"cas\"\n");
+    // Fencing without tokens never refuses a write: always shared.
+    let fenced = prepared("fenced", "[resource]\nfencing = \"on\"\n");
+    let (mut shared, mut own) = (0, 0);
+    for seed in 1..=30 {
+        let (first, others) = plain.run_shared(seed, &[&cas, &fenced]);
+        assert_eq!(
+            first,
+            plain.run(seed),
+            "seed {seed}: the leading run itself"
+        );
+        for (p, run) in [&cas, &fenced].into_iter().zip(others) {
+            let alone = p.run(seed);
+            match run {
+                Some(run) => {
+                    shared += 1;
+                    assert_eq!(
+                        run, alone,
+                        "seed {seed}: {}'s shared result",
+                        p.scenario.name
+                    );
+                }
+                None => {
+                    own += 1;
+                    assert_ne!(
+                        alone.trace_hash, first.trace_hash,
+                        "seed {seed}: {}'s run is the same, yet it was not shared",
+                        p.scenario.name
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        shared > 30,
+        "fenced without tokens shares every seed, cas some: {shared}"
+    );
+    assert!(
+        own > 0,
+        "compare-and-set refuses a write on some of 30 seeds"
+    );
+}
+
+#[test]
+fn only_scenarios_that_differ_in_their_resource_share_a_run() {
+    let plain = prepared("plain", "");
+    let cas = prepared("cas", "[resource]\nmode = \"cas\"\n");
+    assert_eq!(plain.run_key(), cas.run_key());
+    let longer = prepared("longer", "").scenario;
+    let mut longer_text = toml::to_string(&longer).unwrap();
+    longer_text = longer_text.replace("ttl_ms = 2000", "ttl_ms = 3000");
+    let longer = Scenario::parse(&longer_text, "longer")
+        .unwrap()
+        .prepare("longer", &Registry::builtin())
+        .unwrap();
+    assert_ne!(
+        plain.run_key(),
+        longer.run_key(),
+        "a longer lease changes the run"
+    );
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        plain.run_shared(1, &[&longer])
+    }));
+    assert!(
+        refused.is_err(),
+        "a run is not shared with a different protocol"
+    );
+}
