@@ -570,10 +570,124 @@ fn a_partition_cuts_a_clients_links_through_the_proxies_and_server_links_are_ref
         });
         assert_eq!(c1_ok_while_cut.count(), 0, "{text}");
     }
-    let servers = scenario(&dir, "servers", "duration_ms = 1000\n[protocol]\nname = \"etcd\"\n[[faults]]\nkind = \"partition\"\nat_ms = 100\nduration_ms = 100\nisolate = [\"etcd1\"]\n");
+    let servers = scenario(&dir, "servers", "duration_ms = 1000\n[protocol]\nname = \"replicated-redis\"\n[[faults]]\nkind = \"partition\"\nat_ms = 100\nduration_ms = 100\nisolate = [\"@primary\"]\n");
     let out = in_repo(&["live", &servers]);
     assert_eq!(code(&out), 2);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no proxies between etcd members"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "`@primary` is a server role: live mode has no proxies between Redis nodes and Sentinels"
+        ),
+        "{stderr}"
+    );
+}
+
+/// Every member's status while a live run goes on, polled every 200 ms at the endpoints of
+/// c1's spec (its proxies): (ms since the first poll, member id, the leader it names).
+fn etcd_statuses(mut child: std::process::Child, keep: &Path) -> Vec<(u64, String, String)> {
+    let start = Instant::now();
+    let mut seen = vec![];
+    while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(200));
+        let Ok(spec) = std::fs::read_to_string(keep.join("c1.0.json")) else {
+            continue;
+        };
+        let spec: serde_json::Value = serde_json::from_str(&spec).unwrap();
+        for endpoint in spec["lock"]["etcd"]["endpoints"].as_array().unwrap() {
+            let addr = endpoint.as_str().unwrap().parse().unwrap();
+            let status = locksim_live::http::call(
+                addr,
+                "/v3/maintenance/status",
+                &serde_json::json!({}),
+                Duration::from_millis(300),
+            );
+            if let Ok(v) = status {
+                let id = v["header"]["member_id"].as_str().unwrap_or_default();
+                let leader = v["leader"].as_str().unwrap_or_default();
+                let ms = start.elapsed().as_millis() as u64;
+                seen.push((ms, id.to_owned(), leader.to_owned()));
+            }
+        }
+    }
+    assert!(child.wait().unwrap().success(), "the live run ended with 0");
+    seen
+}
+
+#[test]
+fn isolating_the_etcd_leader_cuts_its_peer_links_and_the_others_elect_another() {
+    let _serial = one_at_a_time();
+    if !have("etcd", "etcd-server") {
+        return;
+    }
+    let dir = scratch("etcd-peers");
+    let keep = dir.join("keep");
+    let history = dir.join("h.jsonl");
+    let path = scenario(&dir, "isolate", "duration_ms = 7000\n[protocol]\nname = \"etcd\"\npeers = 3\nlease_ttl_ms = 2000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 4000\nisolate = [\"@leader\"]\n");
+    let child = tools::die_with_test(&mut Command::new(env!("CARGO_BIN_EXE_locksim")))
+        .args(["live", &path, "--keep"])
+        .arg(&keep)
+        .arg("--history")
+        .arg(&history)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let statuses = etcd_statuses(child, &keep);
+    let text = std::fs::read_to_string(&history).unwrap();
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let cut = events
+        .iter()
+        .find(|e| e["op"] == "partition")
+        .expect("a partition");
+    // The member that led is cut from both others, both ways, and from both clients.
+    let detail = cut["detail"].as_str().unwrap();
+    let isolated = detail
+        .split(", ")
+        .find_map(|link| link.strip_prefix("stall: c1-"))
+        .unwrap_or_else(|| panic!("{detail}"));
+    for other in ["etcd1", "etcd2", "etcd3"]
+        .iter()
+        .filter(|m| **m != isolated)
+    {
+        assert!(detail.contains(&format!("{isolated}->{other}")), "{detail}");
+        assert!(detail.contains(&format!("{other}->{isolated}")), "{detail}");
+        assert!(detail.contains(&format!("c1-{isolated}")), "{detail}");
+    }
+    // The members' own answers: one leader first, another one named later (while the old
+    // one was cut off: with its peer links open, it would have stayed leader).
+    let first = statuses
+        .iter()
+        .find(|(_, _, l)| !l.is_empty() && l != "0")
+        .expect("a leader");
+    let other = statuses
+        .iter()
+        .find(|(_, _, l)| *l != first.2 && !l.is_empty() && l != "0");
+    assert!(
+        other.is_some(),
+        "no member ever named another leader than {}: {statuses:?}",
+        first.2
+    );
+    let run = events.iter().filter(|e| e["node"] != "nemesis");
+    let granted_after_cut = run
+        .filter(|e| e["op"] == "acquire" && e["kind"] == "ok")
+        .filter(|e| e["time_ns"].as_u64() > cut["time_ns"].as_u64())
+        .count();
+    assert!(
+        granted_after_cut > 0,
+        "the majority side kept granting: {text}"
+    );
+    let check = in_repo(&["check", &history.display().to_string()]);
+    assert_eq!(
+        code(&check),
+        0,
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    assert_none_left(&keep);
 }
 
 #[test]
@@ -995,4 +1109,109 @@ fn a_proxy_forgets_closed_connections_and_closing_it_ends_a_stalled_links_thread
         "the acceptor and the connection's two forwarders"
     );
     assert_eq!(proxy.close(), 0, "threads outlived the proxy");
+}
+
+/// Each server's `srvr` mode while a live run goes on, polled every 200 ms at the client
+/// addresses of c1's spec (its proxies, which the test's partition leaves open): (ms since
+/// the first poll, server index, `leader`, `follower` or `not serving`).
+fn zookeeper_modes(mut child: std::process::Child, keep: &Path) -> Vec<(u64, usize, String)> {
+    let start = Instant::now();
+    let mut seen = vec![];
+    while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(200));
+        let Ok(spec) = std::fs::read_to_string(keep.join("c1.0.json")) else {
+            continue;
+        };
+        let spec: serde_json::Value = serde_json::from_str(&spec).unwrap();
+        let servers = spec["lock"]["zoo-keeper"]["servers"].as_array().unwrap();
+        for (i, server) in servers.iter().enumerate() {
+            let addr = server.as_str().unwrap().parse().unwrap();
+            let Some(srvr) = locksim_live::zookeeper_deploy::four_letters(addr, "srvr") else {
+                continue;
+            };
+            let mode = match srvr.lines().find_map(|l| l.strip_prefix("Mode: ")) {
+                Some(mode) => mode.to_owned(),
+                None if srvr.contains("not currently serving") => "not serving".to_owned(),
+                None => srvr,
+            };
+            seen.push((start.elapsed().as_millis() as u64, i, mode));
+        }
+    }
+    assert!(child.wait().unwrap().success(), "the live run ended with 0");
+    seen
+}
+
+#[test]
+fn a_zookeeper_follower_cut_from_the_leader_stops_serving_and_the_leader_serves_on() {
+    let _serial = one_at_a_time();
+    let jar = Path::new("/usr/share/java/zookeeper.jar");
+    if !have("java", "zookeeper")
+        || !tools::require_file("live", jar, "apt-get install -y zookeeper")
+    {
+        return;
+    }
+    let dir = scratch("zk-peers");
+    let keep = dir.join("keep");
+    let history = dir.join("h.jsonl");
+    // A fresh ensemble elects the highest id that a quorum reaches first: never zk1, which
+    // votes for a higher one. The cut is between zk1 and the leader only; clients keep
+    // every link.
+    let path = scenario(&dir, "follower", "duration_ms = 9000\n[protocol]\nname = \"zookeeper\"\npeers = 3\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 5000\ngroups = [[\"zk1\"], [\"@leader\"]]\n");
+    let child = tools::die_with_test(&mut Command::new(env!("CARGO_BIN_EXE_locksim")))
+        .args(["live", &path, "--keep"])
+        .arg(&keep)
+        .arg("--history")
+        .arg(&history)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let modes = zookeeper_modes(child, &keep);
+    let text = std::fs::read_to_string(&history).unwrap();
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let cut = events
+        .iter()
+        .find(|e| e["op"] == "partition")
+        .expect("a partition");
+    let detail = cut["detail"].as_str().unwrap();
+    let leader = detail
+        .strip_prefix("stall: zk1->")
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("{detail}"));
+    assert!(["zk2", "zk3"].contains(&leader), "{detail}");
+    assert_eq!(detail, format!("stall: zk1->{leader}, {leader}->zk1"));
+    let l = leader[2..].parse::<usize>().unwrap() - 1;
+    let mode_of = |i: usize| {
+        modes
+            .iter()
+            .filter(move |(_, s, _)| *s == i)
+            .map(|(_, _, m)| m.as_str())
+    };
+    // zk1 followed, then (cut from the leader, though it reaches the other follower) lost
+    // its quorum and stopped serving; the leader led throughout, and no one else led.
+    let zk1: Vec<&str> = mode_of(0).collect();
+    let first_lost = zk1.iter().position(|m| *m == "not serving");
+    assert!(
+        zk1.first() == Some(&"follower") && first_lost.is_some(),
+        "{modes:?}"
+    );
+    assert!(mode_of(l).all(|m| m == "leader"), "{modes:?}");
+    assert!(
+        modes.iter().all(|(_, s, m)| *s == l || m != "leader"),
+        "{modes:?}"
+    );
+    // After the heal, zk1 follows again.
+    assert_eq!(zk1.last(), Some(&"follower"), "{modes:?}");
+    let check = in_repo(&["check", &history.display().to_string()]);
+    assert_eq!(
+        code(&check),
+        0,
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    assert_none_left(&keep);
 }

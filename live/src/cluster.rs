@@ -1,9 +1,11 @@
 //! What a deployment of real servers is, apart from how each system builds one (`deploy`,
 //! `zookeeper_deploy`), so that the builders and the dispatch import it without a ring.
 
+use crate::proxy::Proxy;
 use crate::servers::Server;
 use crate::spec::LockSpec;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 /// A server software and the version it reports (`redis-server` `7.0.15`).
@@ -27,4 +29,8 @@ pub struct Deployment {
     pub lock: LockSpec,
     /// Each server's client address, for asking who leads.
     pub client_addrs: Vec<(String, SocketAddr)>,
+    /// The proxies in front of each server that the other servers dial (by the server's
+    /// name), where their links go through proxies (an etcd member's peer URL; a ZooKeeper
+    /// server's quorum and election ports).
+    pub peer_proxies: BTreeMap<String, Vec<Proxy>>,
 }

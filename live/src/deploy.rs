@@ -3,6 +3,7 @@
 
 pub use crate::cluster::{Deployment, ServerInfo};
 use crate::procs::free_port;
+use crate::proxy::{Delays, Proxy};
 use crate::redis_server::{redis_args, redis_probe};
 use crate::servers::{find_binary, output_of, version_in, Server};
 use crate::spec::LockSpec;
@@ -14,6 +15,7 @@ use locksim_protocols::redis::single as single_redis;
 use locksim_scenarios::Prepared;
 use locksim_sim::nemesis::{ROLE_LEADER, ROLE_PRIMARY};
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -127,6 +129,7 @@ fn single_redis(params: single_redis::Params, dir: &Path) -> anyhow::Result<Depl
             server: addr.to_string(),
         },
         client_addrs: vec![(name.into(), addr)],
+        peer_proxies: Default::default(),
     })
 }
 
@@ -142,6 +145,7 @@ fn redlock(params: redlock::Params, dir: &Path) -> anyhow::Result<Deployment> {
             servers: vec![],
         },
         client_addrs: vec![],
+        peer_proxies: Default::default(),
     };
     for (i, name) in params.names().iter().enumerate() {
         let persistence = params.persistence.get(i);
@@ -225,11 +229,13 @@ fn etcd_refusal(params: &etcd::Params) -> Option<String> {
     None
 }
 
-/// The command line of the etcd member `name` listening on `client` and `peer`.
+/// The command line of the etcd member `name` listening on `client` and `peer`, known to
+/// its peers at `advertised` (its peer proxy).
 fn etcd_member_args(
     params: &etcd::Params,
     name: &str,
     (client, peer): (u16, u16),
+    advertised: SocketAddr,
     cluster: &str,
 ) -> Vec<String> {
     let args = [
@@ -244,7 +250,7 @@ fn etcd_member_args(
         "--listen-peer-urls",
         &format!("http://127.0.0.1:{peer}"),
         "--initial-advertise-peer-urls",
-        &format!("http://127.0.0.1:{peer}"),
+        &format!("http://{advertised}"),
         "--initial-cluster",
         cluster,
         "--initial-cluster-state",
@@ -259,6 +265,30 @@ fn etcd_member_args(
     args.iter().map(|s| s.to_string()).collect()
 }
 
+/// One proxy in front of each member's peer port (from `ports`: (client, peer)), which every
+/// other member dials: etcd derives member ids from the peer URLs, so all members must name a
+/// member by one URL, the proxy's. It asks who opened each connection, so that a cut between
+/// two members stops only their connections ([`Proxy::cut_from`]).
+fn etcd_peer_proxies(
+    names: &[String],
+    ports: &[(u16, u16)],
+) -> anyhow::Result<BTreeMap<String, Vec<Proxy>>> {
+    assert_eq!(
+        names.len(),
+        ports.len(),
+        "a client and a peer port per member"
+    );
+    let mut proxies = BTreeMap::new();
+    for (name, (_, peer)) in names.iter().zip(ports) {
+        let upstream = SocketAddr::from(([127, 0, 0, 1], *peer));
+        proxies.insert(
+            name.clone(),
+            vec![Proxy::identifying(upstream, Delays::default())?],
+        );
+    }
+    Ok(proxies)
+}
+
 fn etcd(params: etcd::Params, names: &[String], dir: &Path) -> anyhow::Result<Deployment> {
     if let Some(why) = etcd_refusal(&params) {
         return Err(crate::Refused(why).into());
@@ -269,10 +299,10 @@ fn etcd(params: etcd::Params, names: &[String], dir: &Path) -> anyhow::Result<De
         .iter()
         .map(|_| Ok((free_port()?, free_port()?)))
         .collect::<anyhow::Result<_>>()?;
+    let peer_proxies = etcd_peer_proxies(names, &ports)?;
     let cluster: Vec<String> = names
         .iter()
-        .zip(&ports)
-        .map(|(n, (_, peer))| format!("{n}=http://127.0.0.1:{peer}"))
+        .map(|n| format!("{n}=http://{}", peer_proxies[n][0].addr))
         .collect();
     let mut deployment = Deployment {
         servers: vec![],
@@ -282,9 +312,17 @@ fn etcd(params: etcd::Params, names: &[String], dir: &Path) -> anyhow::Result<De
             endpoints: vec![],
         },
         client_addrs: vec![],
+        peer_proxies,
     };
     for (name, (client, peer)) in names.iter().zip(&ports) {
-        let args = etcd_member_args(&params, name, (*client, *peer), &cluster.join(","));
+        let advertised = deployment.peer_proxies[name][0].addr;
+        let args = etcd_member_args(
+            &params,
+            name,
+            (*client, *peer),
+            advertised,
+            &cluster.join(","),
+        );
         let addr = SocketAddr::from(([127, 0, 0, 1], *client));
         let probe: crate::servers::Probe = Box::new(move || etcd_status(addr).is_some());
         deployment.servers.push(Server::new(

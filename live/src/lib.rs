@@ -6,11 +6,14 @@
 //! `locksim` binary in its `live-client` role) running the workload step for step as the
 //! simulator's clients do, applies the scenario's pauses and crashes with signals
 //! (SIGSTOP/SIGCONT, SIGKILL and a restart, on a schedule for periodic pauses) and
-//! partitions of client links with TCP proxies ([`proxy`], which also hold each chunk for the
-//! scenario's link latency), draws `[faults_random]` with the simulator's own draw, and merges the events every process stamped on the machine's monotonic clock
-//! into one history, checked by the simulator's checker. Faults it cannot inject for real
-//! (clock jumps and drift, fsync stalls, message loss, cuts between servers) are refused,
-//! never faked ([`refuse`]).
+//! partitions with TCP proxies ([`proxy`]) on every client link (which also hold each chunk for
+//! the scenario's link latency) and on the links between etcd members and between ZooKeeper
+//! servers (one proxy in front of each server's peer ports, cutting one pair of servers by
+//! asking the kernel who opened each connection: [`sender`]), draws `[faults_random]` with the
+//! simulator's own draw, and merges the events every process stamped on the machine's
+//! monotonic clock into one history, checked by the simulator's checker. Faults it cannot
+//! inject for real (clock jumps and drift, fsync stalls, message loss, cuts between Redis
+//! nodes and Sentinels) are refused, never faked ([`refuse`]).
 
 pub mod client;
 pub mod clock;
@@ -31,6 +34,7 @@ pub mod replicated_lock;
 pub mod resource;
 pub mod resp;
 pub mod run;
+pub mod sender;
 pub mod servers;
 pub mod spec;
 pub mod zk_lock;

@@ -20,6 +20,16 @@ const SLOTS: usize = 256;
 static GROUPS: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
 static HANDLERS_INSTALLED: AtomicBool = AtomicBool::new(false);
 static PID_LOG: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
+/// Each running child's name, by pid: the proxies between servers ask which server opened a
+/// connection ([`crate::sender`]).
+static NAMES: std::sync::Mutex<std::collections::BTreeMap<i32, String>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// The running children, as (pid, name).
+pub fn running() -> Vec<(i32, String)> {
+    let names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    names.iter().map(|(pid, n)| (*pid, n.clone())).collect()
+}
 
 /// Appends `pid name` of every process started from now on to `file`.
 pub fn log_pids_to(file: std::path::PathBuf) {
@@ -43,6 +53,10 @@ fn register(pgid: i32) {
 }
 
 fn unregister(pgid: i32) {
+    NAMES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&pgid);
     for slot in &GROUPS {
         let _ = slot.compare_exchange(pgid, 0, Ordering::SeqCst, Ordering::SeqCst);
     }
@@ -107,6 +121,10 @@ impl Proc {
             .spawn()
             .with_context(|| format!("cannot start {name} ({:?})", cmd.get_program()))?;
         register(child.id() as i32);
+        NAMES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(child.id() as i32, name.into());
         if let Some(dir) = PID_LOG.lock().unwrap().as_ref() {
             // For post-mortems and for tests that check nothing outlives a run.
             let line = format!("{} {name}\n", child.id());

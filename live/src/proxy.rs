@@ -11,6 +11,10 @@
 //!   on them is lost: the simulator's `partition = "drop"`.
 //!
 //! Cuts nest, as the simulator's do: a direction flows again when every cut of it healed.
+//! A proxy in front of a server that several servers dial (an etcd member's peer URL) cuts
+//! one sender's connections only ([`Proxy::cut_from`]): each connection's sender is asked of
+//! the kernel when it is accepted ([`crate::sender`]); one whose sender is unknown is cut by
+//! every cut of the proxy, since it may be any sender's.
 //! A proxy keeps only its open connections, and closing it (or dropping it) ends every thread
 //! it started, a stalled link's included.
 
@@ -93,11 +97,17 @@ fn latency(net: &locksim_sim::NetConfig, from: &str, to: &str) -> Option<Latency
     (ms_max > 0.0).then_some(Latency { ms_min, ms_max })
 }
 
+/// Who opened a connection, where the proxy asks ([`Proxy::identifying`]): a node name, or
+/// `None` if unknown (or not asked).
+type Sender = Option<String>;
+
 /// What may move on the link.
 #[derive(Default)]
 struct Gate {
-    /// Cuts in force, per direction.
+    /// Cuts in force of every connection, per direction.
     cuts: [u32; 2],
+    /// Cuts in force of one sender's connections, per direction.
+    from: BTreeMap<String, [u32; 2]>,
     /// Cuts close connections instead of holding bytes.
     reset: bool,
     /// The proxy is closed: every thread ends.
@@ -105,13 +115,39 @@ struct Gate {
 }
 
 impl Gate {
-    fn held(&self, dir: usize) -> bool {
-        self.cuts[dir] > 0 && !self.reset && !self.closed
+    /// Cuts in force in `dir` of a connection from `sender` (unknown: every sender's cuts).
+    fn cuts_of(&self, dir: usize, sender: &Sender) -> u32 {
+        let own = match sender {
+            Some(s) => self.from.get(s).map_or(0, |c| c[dir]),
+            None => self.from.values().map(|c| c[dir]).sum(),
+        };
+        self.cuts[dir] + own
     }
-    fn dead(&self, dir: usize) -> bool {
-        self.closed || (self.reset && self.cuts[dir] > 0)
+    fn held(&self, dir: usize, sender: &Sender) -> bool {
+        self.cuts_of(dir, sender) > 0 && !self.reset && !self.closed
+    }
+    fn dead(&self, dir: usize, sender: &Sender) -> bool {
+        self.closed || (self.reset && self.cuts_of(dir, sender) > 0)
+    }
+    /// The cut counts `cut`/`heal` change: the whole link's, or one sender's.
+    fn counts(&mut self, sender: Option<&str>) -> &mut [u32; 2] {
+        match sender {
+            None => &mut self.cuts,
+            Some(s) => self.from.entry(s.to_owned()).or_default(),
+        }
     }
 }
+
+/// Names the sender of an accepted connection.
+type Identify = Box<dyn Fn(&TcpStream) -> Sender + Send + Sync>;
+
+/// Reads the first message of an accepted connection from the connecting side and returns
+/// the bytes to send upstream in its place (an error closes the connection): a server that
+/// announces its own address in it (ZooKeeper's election) is made to announce its proxy.
+pub type Rewrite = Box<dyn Fn(&mut TcpStream) -> std::io::Result<Vec<u8>> + Send + Sync>;
+
+/// How long a connecting side may take to send the first message a proxy rewrites.
+const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A link's gate, its open connections (to close them on a reset or at the end) and its
 /// threads. Forwarding threads of a stalled link wait on `changed` instead of polling: a run
@@ -120,23 +156,39 @@ impl Gate {
 struct Link {
     gate: Mutex<Gate>,
     changed: Condvar,
-    conns: Mutex<BTreeMap<u64, [TcpStream; 2]>>,
+    conns: Mutex<BTreeMap<u64, (Sender, [TcpStream; 2])>>,
     next_conn: AtomicU64,
     threads: AtomicUsize,
     delays: Delays,
     draws: Mutex<ChaCha8Rng>,
+    identify: Option<Identify>,
+    rewrite: std::sync::OnceLock<Rewrite>,
 }
 
 impl Link {
-    /// Whether `dir` may move bytes now, after waiting out a stall: false once it is dead.
-    fn flows(&self, dir: usize) -> bool {
+    /// Whether `dir` of a connection from `sender` may move bytes now, after waiting out a
+    /// stall: false once it is dead.
+    fn flows(&self, dir: usize, sender: &Sender) -> bool {
         let gate = self.gate.lock().unwrap();
-        let gate = self.changed.wait_while(gate, |g| g.held(dir)).unwrap();
-        !gate.dead(dir)
+        let gate = self
+            .changed
+            .wait_while(gate, |g| g.held(dir, sender))
+            .unwrap();
+        !gate.dead(dir, sender)
     }
 
+    /// Closes every open connection the gate has made dead (all of them once closed).
     fn close_conns(&self) {
-        for [a, b] in std::mem::take(&mut *self.conns.lock().unwrap()).into_values() {
+        let gate = self.gate.lock().unwrap();
+        let mut conns = self.conns.lock().unwrap();
+        let dead: Vec<u64> = conns
+            .iter()
+            .filter(|(_, (s, _))| gate.dead(0, s) || gate.dead(1, s))
+            .map(|(id, _)| *id)
+            .collect();
+        drop(gate);
+        for id in dead {
+            let (_, [a, b]) = conns.remove(&id).expect("listed above");
             let _ = (a.shutdown(Shutdown::Both), b.shutdown(Shutdown::Both));
         }
     }
@@ -193,6 +245,20 @@ impl Proxy {
     /// A proxy on a free loopback port forwarding to `upstream`, each chunk held for its
     /// direction's latency.
     pub fn with_delays(upstream: SocketAddr, delays: Delays) -> std::io::Result<Proxy> {
+        Proxy::new(upstream, delays, None)
+    }
+
+    /// A proxy that asks the kernel who opened each connection ([`crate::sender`]), so that
+    /// [`Proxy::cut_from`] can cut one sender's connections.
+    pub fn identifying(upstream: SocketAddr, delays: Delays) -> std::io::Result<Proxy> {
+        Proxy::new(upstream, delays, Some(Box::new(crate::sender::of)))
+    }
+
+    fn new(
+        upstream: SocketAddr,
+        delays: Delays,
+        identify: Option<Identify>,
+    ) -> std::io::Result<Proxy> {
         assert!(
             upstream.ip().is_loopback(),
             "live mode proxies loopback only"
@@ -210,17 +276,36 @@ impl Proxy {
             threads: AtomicUsize::new(0),
             delays,
             draws: Mutex::new(ChaCha8Rng::seed_from_u64(delays.seed)),
+            identify,
+            rewrite: std::sync::OnceLock::new(),
         });
         spawn(&link, move |l| accept(&l, listener, upstream));
         Ok(Proxy { addr, link })
     }
 
+    /// Rewrites the first message of every connection accepted from now on (once per proxy).
+    pub fn rewrite_first(&self, rewrite: Rewrite) {
+        let set = self.link.rewrite.set(rewrite);
+        assert!(set.is_ok(), "a proxy's first-message rewrite is set once");
+    }
+
     /// Cuts the link in `dir` (both ways if `None`).
     pub fn cut(&self, mode: CutMode, dir: Option<Dir>) {
+        self.cut_of(None, mode, dir);
+    }
+
+    /// Cuts the connections `sender` opened (and those of unknown sender) in `dir` (both
+    /// ways if `None`); a proxy that does not ask who opened a connection cuts them all.
+    pub fn cut_from(&self, sender: &str, mode: CutMode, dir: Option<Dir>) {
+        self.cut_of(Some(sender), mode, dir);
+    }
+
+    fn cut_of(&self, sender: Option<&str>, mode: CutMode, dir: Option<Dir>) {
         let mut gate = self.link.gate.lock().unwrap();
         gate.reset = mode == CutMode::Reset;
+        let counts = gate.counts(sender);
         for d in dirs(dir) {
-            gate.cuts[d] += 1;
+            counts[d] += 1;
         }
         drop(gate);
         self.link.changed.notify_all();
@@ -231,9 +316,19 @@ impl Proxy {
 
     /// Ends one cut of `dir` (both ways if `None`): held bytes move on once no cut is left.
     pub fn heal(&self, dir: Option<Dir>) {
+        self.heal_of(None, dir);
+    }
+
+    /// Ends one cut of `sender`'s connections (`cut_from`).
+    pub fn heal_from(&self, sender: &str, dir: Option<Dir>) {
+        self.heal_of(Some(sender), dir);
+    }
+
+    fn heal_of(&self, sender: Option<&str>, dir: Option<Dir>) {
         let mut gate = self.link.gate.lock().unwrap();
+        let counts = gate.counts(sender);
         for d in dirs(dir) {
-            gate.cuts[d] = gate.cuts[d].saturating_sub(1);
+            counts[d] = counts[d].saturating_sub(1);
         }
         drop(gate);
         self.link.changed.notify_all();
@@ -286,16 +381,38 @@ fn accept(link: &Arc<Link>, listener: TcpListener, upstream: SocketAddr) {
         if gate.closed {
             return;
         }
-        if gate.dead(0) || gate.dead(1) {
-            let _ = conn.shutdown(Shutdown::Both);
-            continue;
-        }
         drop(gate);
         spawn(link, move |l| connect(&l, conn, upstream));
     }
 }
 
-fn connect(link: &Arc<Link>, client: TcpStream, upstream: SocketAddr) {
+/// The rewritten first message of `client`, if the link rewrites one (else nothing).
+fn first_message(link: &Link, client: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let Some(rewrite) = link.rewrite.get() else {
+        return Ok(vec![]);
+    };
+    client.set_read_timeout(Some(FIRST_MESSAGE_TIMEOUT))?;
+    let first = rewrite(client);
+    client.set_read_timeout(None)?;
+    first
+}
+
+fn connect(link: &Arc<Link>, mut client: TcpStream, upstream: SocketAddr) {
+    // Asked before anything moves: the sender closes the socket only after it connected.
+    let sender = link
+        .identify
+        .as_ref()
+        .and_then(|identify| identify(&client));
+    let gate = link.gate.lock().unwrap();
+    if gate.dead(0, &sender) || gate.dead(1, &sender) {
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    }
+    drop(gate);
+    let Ok(first) = first_message(link, &mut client) else {
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    };
     let Ok(server) = TcpStream::connect_timeout(&upstream, Duration::from_secs(1)) else {
         let _ = client.shutdown(Shutdown::Both);
         return;
@@ -311,29 +428,41 @@ fn connect(link: &Arc<Link>, client: TcpStream, upstream: SocketAddr) {
         return;
     };
     let id = link.next_conn.fetch_add(1, Ordering::SeqCst);
-    link.conns.lock().unwrap().insert(id, [c3, s3]);
-    if link.gate.lock().unwrap().closed {
-        // Closed while connecting: `close_conns` may have run before the insert.
+    link.conns
+        .lock()
+        .unwrap()
+        .insert(id, (sender.clone(), [c3, s3]));
+    let gate = link.gate.lock().unwrap();
+    let dead = gate.dead(0, &sender) || gate.dead(1, &sender);
+    drop(gate);
+    if dead {
+        // Closed or reset while connecting: `close_conns` may have run before the insert.
         link.close_conns();
     }
-    spawn(link, move |l| forward(&l, id, Dir::Up, c2, s2));
-    forward(link, id, Dir::Down, server, client);
+    let up = sender.clone();
+    spawn(link, move |l| forward(&l, (id, up, first), Dir::Up, c2, s2));
+    forward(link, (id, sender, vec![]), Dir::Down, server, client);
 }
 
-/// Copies `from` → `to` in `dir`, holding bytes while the direction is stalled and each
-/// chunk for its latency; at the end the connection is closed both ways and forgotten.
-fn forward(link: &Arc<Link>, id: u64, dir: Dir, mut from: TcpStream, to: TcpStream) {
+/// Copies `from` → `to` in `dir` (after `first`, the rewritten first message, if any),
+/// holding bytes while the direction is stalled and each chunk for its latency; at the end
+/// the connection is closed both ways and forgotten.
+fn forward(
+    link: &Arc<Link>,
+    (id, sender, first): (u64, Sender, Vec<u8>),
+    dir: Dir,
+    mut from: TcpStream,
+    to: TcpStream,
+) {
     let d = dir.index();
-    let mut out = Out::new(link, d, to.try_clone());
+    let mut out = Out::new(link, (d, sender.clone()), to.try_clone());
     let mut buf = vec![0; 16 * 1024];
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+    let mut sent = first.is_empty() || (link.flows(d, &sender) && out.send(link, &first));
+    while sent {
+        sent = match from.read(&mut buf) {
+            Ok(0) | Err(_) => false,
+            Ok(n) => link.flows(d, &sender) && out.send(link, &buf[..n]),
         };
-        if !link.flows(d) || !out.send(link, &buf[..n]) {
-            break;
-        }
     }
     out.finish();
     let _ = (from.shutdown(Shutdown::Both), to.shutdown(Shutdown::Both));
@@ -355,7 +484,11 @@ enum Out {
 }
 
 impl Out {
-    fn new(link: &Arc<Link>, dir: usize, to: std::io::Result<TcpStream>) -> Out {
+    fn new(
+        link: &Arc<Link>,
+        (dir, sender): (usize, Sender),
+        to: std::io::Result<TcpStream>,
+    ) -> Out {
         let Ok(to) = to else {
             return Out::Now(None);
         };
@@ -365,7 +498,7 @@ impl Out {
         let (tx, rx) = channel();
         let (ended, done) = channel();
         spawn(link, move |l| {
-            write_when_due(&l, dir, to, &rx);
+            write_when_due(&l, (dir, &sender), to, &rx);
             drop(ended);
         });
         Out::Later {
@@ -403,14 +536,19 @@ impl Out {
     }
 }
 
-fn write_when_due(link: &Link, dir: usize, mut to: TcpStream, rx: &Receiver<(u64, Vec<u8>)>) {
+fn write_when_due(
+    link: &Link,
+    (dir, sender): (usize, &Sender),
+    mut to: TcpStream,
+    rx: &Receiver<(u64, Vec<u8>)>,
+) {
     while let Ok((due_ns, chunk)) = rx.recv() {
         let wait = due_ns.saturating_sub(clock::now_ns());
         if wait > 0 {
             clock::sleep(Duration::from_nanos(wait));
         }
         // A cut while the chunk was on its way holds it too (it is delivered after the heal).
-        if !link.flows(dir) || to.write_all(&chunk).is_err() {
+        if !link.flows(dir, sender) || to.write_all(&chunk).is_err() {
             break;
         }
     }

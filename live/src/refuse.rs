@@ -205,25 +205,13 @@ pub struct Cuts {
     pub servers: Vec<(String, String)>,
 }
 
-/// Whether live mode proxies the links between a protocol's servers (`Ok(true)`: none yet),
+/// Whether live mode proxies the links between a protocol's servers (`Ok(true)`: etcd's and ZooKeeper's),
 /// or they carry nothing to cut (`Ok(false)`: independent Redis servers), or why it cannot
 /// cut them.
 pub fn server_links(protocol: &str) -> Result<bool, &'static str> {
     match protocol {
         "single-redis" | "redlock" => Ok(false),
-        "zookeeper" => Err(
-            "live mode has no proxies between ZooKeeper servers: a zoo.cfg per server naming \
-             each peer at a proxy of the pair is not enough, since ZooKeeper 3.8 dials a \
-             lower-id peer's election port back at the address that peer announces in its \
-             first message (its own port, past the proxy: QuorumCnxManager.handleConnection)",
-        ),
-        "etcd" => Err(
-            "live mode has no proxies between etcd members: etcd derives member ids from peer \
-             URLs, so every member must name a member by one URL (one proxy per destination \
-             member), and each member dials its peers' stream endpoints to receive their \
-             messages, so such a proxy carries a member's traffic both to it and from it: a \
-             cut between two members cannot be told from a cut of all of one member's links",
-        ),
+        "etcd" | "zookeeper" => Ok(true),
         _ => Err(
             "live mode has no proxies between Redis nodes and Sentinels: Sentinel points a \
              replica that replicates from any other address than the primary's own back at it",

@@ -248,5 +248,6 @@ pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
         infos,
         lock,
         client_addrs,
+        peer_proxies: Default::default(),
     })
 }

@@ -608,7 +608,10 @@ impl Live<'_> {
         let (mode, protocol) = (self.opts.cut_mode, &self.prepared.scenario.protocol.name);
         let links = crate::refuse::partition_links(fault, &clients, &servers, mode, protocol)
             .expect("checked before the run");
-        self.switch(&links, |p, dir| p.cut(mode, dir));
+        self.switch(&links, |p, from, dir| match from {
+            None => p.cut(mode, dir),
+            Some(sender) => p.cut_from(sender, mode, dir),
+        });
         let detail = format!("{mode:?}: {}", show(&links)).to_lowercase();
         let event = Event::new(NEMESIS, Kind::Info, Op::Partition)
             .value(duration_ms as i64)
@@ -621,20 +624,38 @@ impl Live<'_> {
     }
 
     fn heal(&mut self, links: &Cuts) {
-        self.switch(links, |p, dir| p.heal(dir));
+        self.switch(links, |p, from, dir| match from {
+            None => p.heal(dir),
+            Some(sender) => p.heal_from(sender, dir),
+        });
         self.recorder
             .record(Event::new(NEMESIS, Kind::Info, Op::Heal).detail(show(links)));
     }
 
-    /// Cuts or heals (`f`) every proxy direction `links` names.
-    fn switch(&self, links: &Cuts, f: impl Fn(&Proxy, Option<Dir>)) {
-        assert!(
-            links.servers.is_empty(),
-            "no proxies between servers: refused before"
-        );
+    /// Cuts or heals (`f`) every proxy direction `links` names: a client's link whole, and
+    /// between servers one sender's connections (`f`'s second argument).
+    fn switch(&self, links: &Cuts, f: impl Fn(&Proxy, Option<&str>, Option<Dir>)) {
         for (a, b, dir) in &links.clients {
             if let Some(p) = self.proxies.get(&(a.clone(), b.clone())) {
-                f(p, *dir);
+                f(p, None, *dir);
+            }
+        }
+        let peers = &self.deployment.peer_proxies;
+        for (a, b) in &links.servers {
+            let at = |n: &str| {
+                peers
+                    .get(n)
+                    .unwrap_or_else(|| panic!("no proxy in front of {n}: refused before"))
+            };
+            // What `a` sends `b` goes up the connections `a` opens to `b` (requests, etcd's
+            // pipeline) and down those `b` opens to `a` (answers, etcd's streams, which the
+            // receiving member opens to the sending one; ZooKeeper's election connections go
+            // from the higher server id to the lower).
+            for p in at(b) {
+                f(p, Some(a), Some(Dir::Up));
+            }
+            for p in at(a) {
+                f(p, Some(b), Some(Dir::Down));
             }
         }
     }

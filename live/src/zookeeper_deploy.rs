@@ -6,12 +6,15 @@
 
 use crate::cluster::{Deployment, ServerInfo};
 use crate::procs::free_port;
+use crate::proxy::{Delays, Proxy};
 use crate::servers::{find_binary, version_in, Probe, Server};
 use crate::spec::LockSpec;
 use locksim_protocols::raft::zookeeper::{Params, Variant};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The Debian jars a server needs, from `/usr/share/java`. Logging goes through
@@ -84,11 +87,19 @@ pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Depl
         .iter()
         .map(|_| Ok([free_port()?, free_port()?, free_port()?]))
         .collect::<anyhow::Result<_>>()?;
-    let quorum: Vec<String> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("server.{}=127.0.0.1:{}:{}", i + 1, p[1], p[2]))
-        .collect();
+    let peer_proxies = peer_proxies(names, &ports)?;
+    // Each server names itself at its own ports (it binds them) and every other server at
+    // the proxies in front of it.
+    let quorum = |me: usize| -> Vec<String> {
+        let line = |i: usize, q: u16, e: u16| format!("server.{}=127.0.0.1:{q}:{e}", i + 1);
+        let proxied = |i: usize| &peer_proxies[&names[i]];
+        (0..names.len())
+            .map(|i| match i == me {
+                true => line(i, ports[i][1], ports[i][2]),
+                false => line(i, proxied(i)[0].addr.port(), proxied(i)[1].addr.port()),
+            })
+            .collect()
+    };
     let mut d = Deployment {
         servers: vec![],
         infos: vec![],
@@ -97,6 +108,7 @@ pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Depl
             servers: vec![],
         },
         client_addrs: vec![],
+        peer_proxies: BTreeMap::new(),
     };
     for (i, (name, p)) in names.iter().zip(&ports).enumerate() {
         let home = dir.join(name);
@@ -105,7 +117,7 @@ pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Depl
         let cfg = format!(
             "tickTime={}\ninitLimit=10\nsyncLimit=5\ndataDir=data\nclientPort={}\nclientPortAddress=127.0.0.1\n\
              4lw.commands.whitelist=srvr,ruok,stat\nadmin.enableServer=false\nquorumListenOnAllIPs=false\n{}\n",
-            params.tick_time().as_millis(), p[0], quorum.join("\n")
+            params.tick_time().as_millis(), p[0], quorum(i).join("\n")
         );
         std::fs::write(home.join("zoo.cfg"), cfg)?;
         let args = vec![
@@ -124,12 +136,82 @@ pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Depl
             .push(Server::new(name, home, java.clone(), args, probe)?);
         d.client_addrs.push((name.clone(), addr));
     }
+    d.peer_proxies = peer_proxies;
     let endpoints = d.client_addrs.iter().map(|(_, a)| a.to_string()).collect();
     d.lock = LockSpec::ZooKeeper {
         params,
         servers: endpoints,
     };
     Ok(d)
+}
+
+/// A proxy in front of each server's quorum port and one in front of its election port
+/// (`ports`: client, quorum, election), which the other servers dial; they ask who opened
+/// each connection, so that a cut between two servers stops only their connections.
+///
+/// The election proxies rewrite each connection's first message. ZooKeeper 3.8's
+/// `QuorumCnxManager` opens one election connection per pair, from the higher server id to
+/// the lower: a lower-id server that dials a higher one is hung up on and dialled back at
+/// the election address it announced in its `InitialMessage` (`handleConnection`: protocol
+/// version, sid, then the length-prefixed `host:port` of its own election port), which
+/// would go around the proxy. The proxy announces the proxy in front of the sender instead,
+/// so the dial-back goes through it too.
+fn peer_proxies(
+    names: &[String],
+    ports: &[[u16; 3]],
+) -> anyhow::Result<BTreeMap<String, Vec<Proxy>>> {
+    assert_eq!(names.len(), ports.len(), "three ports per server");
+    let mut proxies = BTreeMap::new();
+    for (name, p) in names.iter().zip(ports) {
+        let quorum = Proxy::identifying(loopback(p[1]), Delays::default())?;
+        let election = Proxy::identifying(loopback(p[2]), Delays::default())?;
+        proxies.insert(name.clone(), vec![quorum, election]);
+    }
+    // A server's sid is its place in `names`, from 1 (its `myid`).
+    let announced: Arc<BTreeMap<i64, SocketAddr>> = Arc::new(
+        (0..names.len())
+            .map(|i| (i as i64 + 1, proxies[&names[i]][1].addr))
+            .collect(),
+    );
+    for list in proxies.values() {
+        let announced = announced.clone();
+        list[1].rewrite_first(Box::new(move |s| announce_proxy(s, &announced)));
+    }
+    Ok(proxies)
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// Reads an election connection's `InitialMessage` and returns it announcing the sender's
+/// election proxy (from `announced`, by sid) instead of its own address. A bare sid (a
+/// protocol version >= 0, from servers before 3.5) announces nothing and passes as it is.
+fn announce_proxy(
+    from: &mut TcpStream,
+    announced: &BTreeMap<i64, SocketAddr>,
+) -> std::io::Result<Vec<u8>> {
+    let mut version = [0; 8];
+    from.read_exact(&mut version)?;
+    if i64::from_be_bytes(version) >= 0 {
+        return Ok(version.to_vec());
+    }
+    let (mut sid, mut len) = ([0; 8], [0; 4]);
+    from.read_exact(&mut sid)?;
+    from.read_exact(&mut len)?;
+    let len = i32::from_be_bytes(len);
+    if !(1..=1024).contains(&len) {
+        return Err(std::io::Error::other(format!("an address of {len} bytes")));
+    }
+    let mut address = vec![0; len as usize];
+    from.read_exact(&mut address)?;
+    if let Some(proxy) = announced.get(&i64::from_be_bytes(sid)) {
+        address = proxy.to_string().into_bytes();
+    }
+    let mut message = [version.to_vec(), sid.to_vec()].concat();
+    message.extend((address.len() as i32).to_be_bytes());
+    message.extend(address);
+    Ok(message)
 }
 
 /// Each server's version, asked once they are up.
