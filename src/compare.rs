@@ -238,7 +238,7 @@ fn phase_jobs(
     let mut series = 0;
     for (axis, _) in PHASE_AXES {
         for protocol in matrix.protocols.iter().filter(|p| p.on_axis(axis)) {
-            for &multiple in &spec.ttl_multiples {
+            for &multiple in spec.multiples(axis) {
                 let (name, size_ms, text) =
                     matrix.phase_toml(protocol, axis, multiple, setup.registry);
                 let prepared = prepare(&phase_dir, &name, &text, setup.registry)?;

@@ -19,6 +19,7 @@ use crate::scenario::Scenario;
 use locksim_check::input::FILE_BYTES_MAX;
 use locksim_protocols::Registry;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The standard matrix, as its file reads.
@@ -211,6 +212,44 @@ pub struct PhaseSpec {
     /// The clock-jump axis' `[faults_random]` (the jump size is set per point).
     #[serde(default = "d_jump_axis")]
     pub clock_jump: toml::Table,
+    /// Sizes for one axis instead of `ttl_multiples`, keyed by the axis' name (e.g.
+    /// `axis_ttl_multiples = { clock_jump = [0.5, 1, 2] }`).
+    #[serde(default)]
+    pub axis_ttl_multiples: BTreeMap<String, Vec<f64>>,
+}
+
+impl PhaseSpec {
+    /// The sizes, as multiples of the TTL, of `axis`'s points.
+    pub fn multiples(&self, axis: &str) -> &[f64] {
+        self.axis_ttl_multiples
+            .get(axis)
+            .unwrap_or(&self.ttl_multiples)
+    }
+
+    /// Every list of sizes is non-empty, each size in (0, 100] × the TTL, and every axis
+    /// named is one of [`PHASE_AXES`].
+    fn check(&self) -> Result<(), String> {
+        for (axis, sizes) in &self.axis_ttl_multiples {
+            if !PHASE_AXES.iter().any(|(a, _)| a == axis) {
+                let known: Vec<&str> = PHASE_AXES.iter().map(|(a, _)| *a).collect();
+                return Err(format!(
+                    "[phase] axis_ttl_multiples: no axis `{axis}` (the axes: {})",
+                    known.join(", ")
+                ));
+            }
+            check_multiples(&format!("axis_ttl_multiples.{axis}"), sizes)?;
+        }
+        check_multiples("ttl_multiples", &self.ttl_multiples)
+    }
+}
+
+fn check_multiples(key: &str, sizes: &[f64]) -> Result<(), String> {
+    if sizes.is_empty() || sizes.iter().any(|m| !(*m > 0.0 && *m <= 100.0)) {
+        return Err(format!(
+            "[phase] {key}: needs at least one size, each in (0, 100] (a multiple of the TTL)"
+        ));
+    }
+    Ok(())
 }
 
 fn d_multiples() -> Vec<f64> {
@@ -239,6 +278,7 @@ impl Default for PhaseSpec {
             seeds_max: d_phase_seeds_max(),
             pause: d_pause_axis(),
             clock_jump: d_jump_axis(),
+            axis_ttl_multiples: BTreeMap::new(),
         }
     }
 }
@@ -351,6 +391,9 @@ impl Matrix {
         matrix
             .check_same_as()
             .map_err(|e| format!("{shown}: {e}"))?;
+        if let Some(phase) = &matrix.phase {
+            phase.check().map_err(|e| format!("{shown}: {e}"))?;
+        }
         Ok(matrix)
     }
 
@@ -513,6 +556,29 @@ fn clean(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_axis_may_have_its_own_sizes_and_bad_sizes_are_refused() {
+        let m = Matrix::parse(STANDARD, "matrix.toml").unwrap();
+        let phase = m.phase.as_ref().unwrap();
+        assert_eq!(phase.multiples("pause"), [0.5, 1.0, 2.0, 4.0]);
+        assert_eq!(phase.multiples("clock_jump"), [0.5, 1.0, 2.0]);
+        let with = |line: &str| {
+            STANDARD.replace("axis_ttl_multiples = { clock_jump = [0.5, 1, 2] }", line)
+        };
+        let e = Matrix::parse(&with("axis_ttl_multiples = { pauses = [1] }"), "m.toml")
+            .err()
+            .unwrap();
+        assert!(e.contains("m.toml") && e.contains("no axis `pauses`"), "{e}");
+        let text = STANDARD.replace("ttl_multiples = [0.5, 1, 2, 4]", "ttl_multiples = [0, 1]");
+        let e = Matrix::parse(&text, "m.toml").err().unwrap();
+        assert!(e.contains("[phase] ttl_multiples"), "{e}");
+        let e = Matrix::parse(&with("axis_ttl_multiples = { pause = [] }"), "m.toml")
+            .err()
+            .unwrap();
+        assert!(e.contains("axis_ttl_multiples.pause"), "{e}");
+    }
+
     use super::*;
 
     #[test]
