@@ -208,6 +208,21 @@ fn redis_probe(addr: SocketAddr, replicas: Option<usize>) -> Probe {
     })
 }
 
+/// A proxy in front of each Redis node (`names`, on `ports`), which the others and the
+/// Sentinels know it by; it asks who opened each connection, to cut one pair.
+fn node_proxies(names: &[String], ports: &[u16]) -> anyhow::Result<BTreeMap<String, Vec<Proxy>>> {
+    assert_eq!(names.len(), ports.len(), "a port per node");
+    let mut proxies = BTreeMap::new();
+    for (name, port) in names.iter().zip(ports) {
+        let upstream = SocketAddr::from(([127, 0, 0, 1], *port));
+        proxies.insert(
+            name.clone(),
+            vec![Proxy::identifying(upstream, Delays::default())?],
+        );
+    }
+    Ok(proxies)
+}
+
 /// The deployment: Redis nodes first (`redis1` primary), then the Sentinels.
 pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
     if p.variant != Variant::Correct {
@@ -226,11 +241,7 @@ pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
         .iter()
         .map(|_| free_port())
         .collect::<anyhow::Result<_>>()?;
-    let mut peers = BTreeMap::new();
-    for (name, port) in p.redis_names().iter().zip(&ports) {
-        let proxy = Proxy::identifying(loopback(*port), Delays::default())?;
-        peers.insert(name.clone(), vec![proxy]);
-    }
+    let mut peers = node_proxies(&p.redis_names(), &ports)?;
     let first = peers[FIRST_PRIMARY][0].addr;
     for (name, port) in p.redis_names().iter().zip(&ports) {
         let (upstream, replicas) = match name.as_str() {
@@ -257,12 +268,24 @@ pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
         servers.push(sentinel);
         client_addrs.push((name.clone(), loopback(port)));
     }
+    Ok(assemble(p, servers, client_addrs, peers, &version))
+}
+
+/// The deployment of `servers` (at `client_addrs`, known to each other by `peers`), with the
+/// lock spec its clients get.
+fn assemble(
+    p: Params,
+    servers: Vec<Server>,
+    client_addrs: Vec<(String, SocketAddr)>,
+    peers: BTreeMap<String, Vec<Proxy>>,
+    version: &str,
+) -> Deployment {
     let infos = client_addrs
         .iter()
         .map(|(name, _)| ServerInfo {
             name: name.clone(),
             software: "redis-server".into(),
-            version: version.clone(),
+            version: version.to_owned(),
         })
         .collect();
     let addrs = |prefix: &str| -> Vec<String> {
@@ -285,11 +308,11 @@ pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
         servers: redis,
         sentinels,
     };
-    Ok(Deployment {
+    Deployment {
         servers,
         infos,
         lock,
         client_addrs,
         peer_proxies: peers,
-    })
+    }
 }
