@@ -135,16 +135,22 @@ pub struct Interpretation {
 
 /// Interprets a history. Pure; any sequence of events is accepted.
 pub fn interpret(history: &[Event]) -> Interpretation {
-    let interpretation = Interpretation {
+    Interpretation {
         end_ns: end_time_ns(history),
-        sections: cs_intervals(history),
+        sections: sections(history),
         downtimes: downtimes(history),
         key_holds: key_holds(history),
-    };
-    for i in &interpretation.sections {
+    }
+}
+
+/// Every critical section of the history, in order of their earliest possible enter: the
+/// `sections` of [`interpret`], for a reader that needs nothing else.
+pub fn sections(history: &[Event]) -> Vec<Interval> {
+    let sections = cs_intervals(history);
+    for i in &sections {
         assert!(i.enter.lo <= i.exit.hi, "a section ends after it begins");
     }
-    interpretation
+    sections
 }
 
 /// The latest true time any event may have happened at.

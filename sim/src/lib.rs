@@ -26,6 +26,7 @@ pub mod clock;
 pub mod disk;
 pub mod fault;
 mod links;
+pub mod mailbox;
 pub mod nemesis;
 pub mod net;
 pub mod nodes;

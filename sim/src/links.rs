@@ -174,7 +174,11 @@ fn check_latency(name: &str, min: f64, max: f64) -> Result<(), String> {
 
 /// What the network decided for one send.
 pub(crate) struct Route {
-    pub latencies: Vec<Duration>,
+    /// The message's latency.
+    pub latency: Duration,
+    /// A duplicate's latency, if the link duplicated the message (no `Vec` per send: this
+    /// is decided for every message of a run).
+    pub duplicate: Option<Duration>,
     pub ticket: Ticket,
 }
 
@@ -416,14 +420,16 @@ impl NetState {
             self.stats.lost += 1;
             return None;
         }
-        let mut latencies = vec![self.latency((from, to))];
+        let latency = self.latency((from, to));
         let dup = self.config.duplicate_probability;
+        let mut duplicate = None;
         if dup > 0.0 && rng.gen_bool(dup) {
             self.stats.duplicated += 1;
-            latencies.push(self.latency((from, to)));
+            duplicate = Some(self.latency((from, to)));
         }
         Some(Route {
-            latencies,
+            latency,
+            duplicate,
             ticket: Ticket {
                 from,
                 to,

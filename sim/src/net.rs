@@ -25,8 +25,8 @@
 //! file moves the messages.
 
 use crate::links::{Arrival, Ticket};
+use crate::mailbox::{self, Receiver, Sender};
 use crate::world::{NodeCtx, NodeIdx, World};
-use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures::channel::oneshot;
 use madsim::time::Instant;
 use std::cmp::Reverse;
@@ -51,7 +51,7 @@ pub struct Envelope<M> {
 }
 
 /// A node's inbox for messages of type `M`.
-pub type Inbox<M> = UnboundedReceiver<Envelope<M>>;
+pub type Inbox<M> = Receiver<Envelope<M>>;
 
 /// madsim never wakes a sleeper sooner than this after it starts sleeping.
 const LATENCY_MIN: Duration = Duration::from_millis(1);
@@ -74,7 +74,7 @@ impl<M> Clone for Net<M> {
 
 /// Inboxes and messages in flight of one message type.
 struct Shared<M> {
-    inboxes: BTreeMap<NodeIdx, UnboundedSender<Envelope<M>>>,
+    inboxes: BTreeMap<NodeIdx, Sender<Envelope<M>>>,
     /// Due instants of the messages in flight, earliest first, each with its slot in
     /// `wire` (the heap moves these small keys, never a message).
     in_flight: BinaryHeap<Reverse<(Instant, u64, usize)>>,
@@ -109,7 +109,7 @@ impl<M: Clone + Send + 'static> Net<M> {
     /// Gives the node a fresh inbox (call at every start of the node: a restart loses the
     /// old one with everything queued in it).
     pub fn bind(&self, ctx: &NodeCtx) -> Inbox<M> {
-        let (tx, rx) = unbounded();
+        let (tx, rx) = mailbox::channel();
         self.shared.lock().unwrap().inboxes.insert(ctx.idx(), tx);
         rx
     }
@@ -120,16 +120,19 @@ impl<M: Clone + Send + 'static> Net<M> {
             return;
         };
         let now = self.world.now_instant();
-        let copies = route.latencies.len();
-        let mut msg = Some(msg);
         let mut shared = self.shared.lock().unwrap();
-        for (i, latency) in route.latencies.into_iter().enumerate() {
-            // The last copy takes the message itself; duplicates are clones.
-            let msg = if i + 1 == copies {
-                msg.take()
-            } else {
-                msg.clone()
+        // A duplicate goes on the wire after the first copy (the tie-break between equal
+        // due instants is this order); the last copy takes the message itself.
+        let copies = [
+            (Some(route.latency), route.duplicate.is_none()),
+            (route.duplicate, true),
+        ];
+        let mut msg = Some(msg);
+        for (latency, last) in copies {
+            let Some(latency) = latency else {
+                continue;
             };
+            let msg = if last { msg.take() } else { msg.clone() };
             let envelope = Envelope {
                 from,
                 msg: msg.expect("one message per copy"),
@@ -227,7 +230,7 @@ impl<M: Send + 'static> Future for Courier<M> {
                 Arrival::Deliver => {
                     if let Some(tx) = shared.inboxes.get(&ticket.to) {
                         // The receiver may have just died: then the message is simply gone.
-                        let _ = tx.unbounded_send(envelope);
+                        let _ = tx.send(envelope);
                     }
                 }
                 Arrival::Drop => {}

@@ -38,6 +38,7 @@
 //! caller.push(client, Resp::SessionExpired);
 //! ```
 
+use crate::mailbox::{self, Receiver, Sender};
 use crate::net::Net;
 use crate::world::{NodeCtx, NodeIdx};
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
@@ -178,7 +179,7 @@ impl<Req, Resp> Clone for Caller<Req, Resp> {
 }
 
 /// The stream of requests sent to this node.
-pub type Requests<Req> = UnboundedReceiver<Request<Req>>;
+pub type Requests<Req> = Receiver<Request<Req>>;
 
 /// Binds this node to a message family: returns its caller and its request stream. Call at
 /// every (re)start of the node.
@@ -193,7 +194,7 @@ where
     let mut inbox = net.bind(ctx);
     let pending: Rc<RefCell<BTreeMap<u64, oneshot::Sender<Resp>>>> = Rc::default();
     let conns: Conns<Resp> = Rc::default();
-    let (tx, rx): (UnboundedSender<Request<Req>>, _) = unbounded();
+    let (tx, rx): (Sender<Request<Req>>, _) = mailbox::channel();
     let (routes, to_conns, pump_net, pump_ctx) =
         (pending.clone(), conns.clone(), net.clone(), ctx.clone());
     ctx.spawn(async move {
@@ -201,7 +202,7 @@ where
             let from = envelope.from;
             match envelope.msg {
                 Wire::Request { id, body } => {
-                    let _ = tx.unbounded_send(Request { from, id, body });
+                    let _ = tx.send(Request { from, id, body });
                 }
                 Wire::Response { id, body } => {
                     if let Some(waiter) = routes.borrow_mut().remove(&id) {

@@ -586,7 +586,10 @@ impl NodeCtx {
 
     /// Records a fully built event (its `node` is set to this node).
     pub fn record_event(&self, mut event: Event) -> u64 {
-        event.node = self.name.to_string();
+        // Events are mostly built with this node's name already: no second copy of it then.
+        if event.node != *self.name {
+            event.node = self.name.to_string();
+        }
         self.world.record(event)
     }
 

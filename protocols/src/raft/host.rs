@@ -35,8 +35,8 @@
 use super::audit::Audit;
 use super::log::DurableLog;
 use crate::protocol::ParamError;
-use futures::channel::mpsc::unbounded;
 use futures::StreamExt;
+use locksim_sim::mailbox;
 use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::rpc::{endpoint, Caller, Request, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The message family Raft peers speak among themselves.
-pub type PeerNet = Net<Message>;
+pub type PeerNet = Net<Box<Message>>;
 
 /// How the host of every peer behaves.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -234,7 +234,9 @@ fn current_leader(world: &World, leaders: &Leaders) -> Option<NodeIdx> {
 }
 
 enum Input<Req> {
-    Raft(Message),
+    /// Boxed: a raft-rs message is some 200 bytes, moved through the courier's queue, the
+    /// inbox and this input queue; the box moves 8.
+    Raft(Box<Message>),
     Client(Request<Req>),
     Tick,
 }
@@ -249,24 +251,24 @@ async fn run<S: Service>(
 ) {
     let (caller, mut requests) = endpoint(&clients, &ctx);
     let mut raft_inbox = raft_net.bind(&ctx);
-    let (tx, mut inputs) = unbounded();
+    let (tx, mut inputs) = mailbox::channel();
     let tx2 = tx.clone();
     ctx.spawn(async move {
         while let Some(envelope) = raft_inbox.next().await {
-            let _ = tx2.unbounded_send(Input::Raft(envelope.msg));
+            let _ = tx2.send(Input::Raft(envelope.msg));
         }
     });
     let tx2 = tx.clone();
     ctx.spawn(async move {
         while let Some(req) = requests.next().await {
-            let _ = tx2.unbounded_send(Input::Client(req));
+            let _ = tx2.send(Input::Client(req));
         }
     });
     let (ticker, tick) = (ctx.clone(), Duration::from_millis(peer.config.tick_ms));
     ctx.spawn(async move {
         loop {
             ticker.sleep_local(tick).await;
-            if tx.unbounded_send(Input::Tick).is_err() {
+            if tx.send(Input::Tick).is_err() {
                 return;
             }
         }
@@ -282,7 +284,7 @@ async fn run<S: Service>(
     };
     while let Some(input) = inputs.next().await {
         host.input(input);
-        while let Ok(input) = inputs.try_recv() {
+        while let Some(input) = inputs.try_recv() {
             host.input(input);
         }
         host.on_ready().await;
@@ -421,7 +423,7 @@ impl<S: Service> Host<S> {
             Input::Raft(msg) => {
                 // A message from an old term or a dead incarnation is refused by raft-rs
                 // itself; an error here is such a refusal, not a fault of this peer.
-                let _ = self.peer.raw.step(msg);
+                let _ = self.peer.raw.step(*msg);
             }
             Input::Tick => self.tick(),
             Input::Client(req) => self.request(req),
@@ -535,7 +537,7 @@ impl<S: Service> Host<S> {
         let me = self.peer.ctx.idx();
         for msg in msgs {
             let to = self.peer.nodes[msg.to as usize - 1];
-            self.raft_net.send(me, to, msg);
+            self.raft_net.send(me, to, Box::new(msg));
         }
     }
 

@@ -62,7 +62,8 @@ pub fn record_expired(ctx: &NodeCtx, keys: &[String]) {
 /// so a timeline can show who holds the lock on each server from `SET` to delete or expiry.
 pub fn record_key(ctx: &NodeCtx, key: &str, entry: Option<&Entry>) {
     let detail = match entry.map(|e| &e.value) {
-        Some(Value::Str(v)) => format!("key {key} = {v}"),
+        // Concatenated, not formatted: one note per write of the key.
+        Some(Value::Str(v)) => ["key ", key, " = ", v].concat(),
         Some(Value::Int(v)) => format!("key {key} = {v}"),
         None => format!("key {key} deleted"),
     };

@@ -387,7 +387,7 @@ impl RedlockClient {
             }
         };
         loop {
-            while let Ok(envelope) = self.inbox.try_recv() {
+            while let Some(envelope) = self.inbox.try_recv() {
                 take(envelope.msg, &mut replies);
             }
             let answered = replies.iter().flatten().count();
