@@ -34,7 +34,7 @@ impl Deployment {
     /// Who has `role` now (`@leader`), asking the servers; None if nobody or unknown.
     pub fn resolve_role(&self, role: &str) -> Option<String> {
         if role == ROLE_PRIMARY && matches!(self.lock, LockSpec::ReplicatedRedis { .. }) {
-            return crate::replicated_deploy::primary(&self.client_addrs);
+            return crate::replicated_deploy::primary(&self.client_addrs, &self.peer_proxies);
         }
         if role != ROLE_LEADER {
             return None;

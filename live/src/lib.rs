@@ -7,13 +7,13 @@
 //! simulator's clients do, applies the scenario's pauses and crashes with signals
 //! (SIGSTOP/SIGCONT, SIGKILL and a restart, on a schedule for periodic pauses) and
 //! partitions with TCP proxies ([`proxy`]) on every client link (which also hold each chunk for
-//! the scenario's link latency) and on the links between etcd members and between ZooKeeper
-//! servers (one proxy in front of each server's peer ports, cutting one pair of servers by
-//! asking the kernel who opened each connection: [`sender`]), draws `[faults_random]` with the
-//! simulator's own draw, and merges the events every process stamped on the machine's
-//! monotonic clock into one history, checked by the simulator's checker. Faults it cannot
-//! inject for real (clock jumps and drift, fsync stalls, message loss, cuts between Redis
-//! nodes and Sentinels) are refused, never faked ([`refuse`]).
+//! the scenario's link latency) and on the links between servers (etcd members, ZooKeeper
+//! servers, Redis nodes and Sentinels: one proxy in front of each server's peer ports, cutting
+//! one pair of servers by asking the kernel who opened each connection: [`sender`]), draws
+//! `[faults_random]` with the simulator's own draw, and merges the events every process
+//! stamped on the machine's monotonic clock into one history, checked by the simulator's
+//! checker. Faults it cannot inject for real (clock jumps and drift, fsync stalls, message
+//! loss) are refused, never faked ([`refuse`]).
 
 pub mod client;
 pub mod clock;

@@ -205,17 +205,14 @@ pub struct Cuts {
     pub servers: Vec<(String, String)>,
 }
 
-/// Whether live mode proxies the links between a protocol's servers (`Ok(true)`: etcd's and ZooKeeper's),
+/// Whether live mode proxies the links between a protocol's servers (`Ok(true)`: etcd's, ZooKeeper's, replicated Redis's),
 /// or they carry nothing to cut (`Ok(false)`: independent Redis servers), or why it cannot
 /// cut them.
 pub fn server_links(protocol: &str) -> Result<bool, &'static str> {
     match protocol {
         "single-redis" | "redlock" => Ok(false),
-        "etcd" | "zookeeper" => Ok(true),
-        _ => Err(
-            "live mode has no proxies between Redis nodes and Sentinels: Sentinel points a \
-             replica that replicates from any other address than the primary's own back at it",
-        ),
+        "etcd" | "zookeeper" | "replicated-redis" => Ok(true),
+        _ => Err("live mode has no proxies between this protocol's servers"),
     }
 }
 

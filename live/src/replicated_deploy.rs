@@ -1,19 +1,27 @@
 //! `replicated-redis` on loopback: a primary (`redis1`) and its replicas (`REPLICAOF`), each a
 //! `redis-server` with a config file of its own (Sentinel rewrites it at a failover, so a
 //! restarted node keeps the role it last had), and `sentinels` Sentinels (`redis-server
-//! sentinel.conf --sentinel`, package `redis-server`) watching them. Each replica reaches
-//! `redis1` through a proxy of locksim's own, so a partition can cut the replication links
-//! of the deployment's start; links a failover creates (Sentinel names the new primary's
-//! own address) and Sentinel's own links go direct.
+//! sentinel.conf --sentinel`, package `redis-server`) watching them. Every node and Sentinel
+//! has a proxy of locksim's own in front of it and is known to the others by it only: a node
+//! announces its proxy to its primary (`replica-announce-ip`/`-port`, which the primary's
+//! `INFO` reports and the Sentinels discover the replicas by), a replica replicates from its
+//! primary's proxy, the Sentinels monitor the primary at its proxy and announce their own
+//! (`sentinel announce-ip`/`-port`, in their hello messages). Sentinel then finds every
+//! replica replicating from the address it knows the primary by (no `+fix-slave-config`),
+//! and at a failover it repoints the replicas at the promoted node's announced address, its
+//! proxy: replication and Sentinel links all go through proxies, before and after a failover,
+//! and a partition cuts them by pair ([`crate::proxy::Proxy::cut_from`]).
 
 use crate::cluster::{Deployment, ServerInfo};
 use crate::procs::free_port;
+use crate::proxy::{Delays, Proxy};
 use crate::redis_server::redis_args;
 use crate::resp::Resp;
 use crate::servers::{find_binary, output_of, version_in, Probe, Server};
 use crate::spec::LockSpec;
 use locksim_protocols::redis::replicated::{Params, Variant};
 use locksim_protocols::redis::store::Reply;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,8 +46,13 @@ fn secs(ms: u64) -> u64 {
     ms.div_ceil(1000).max(1)
 }
 
-/// The config of one Redis node; `primary` is where a replica replicates from.
-fn redis_config(p: &Params, port: u16, primary: Option<SocketAddr>) -> String {
+/// The config of one Redis node listening on `port`, known to the others at `announced` (its
+/// proxy); `primary` is where a replica replicates from.
+fn redis_config(
+    p: &Params,
+    (port, announced): (u16, SocketAddr),
+    primary: Option<SocketAddr>,
+) -> String {
     let mut lines = config_lines(&redis_args(
         port,
         p.persistence,
@@ -53,6 +66,8 @@ fn redis_config(p: &Params, port: u16, primary: Option<SocketAddr>) -> String {
         ),
         // Redis 7 waits 5 s for more replicas before a diskless full sync by default.
         "repl-diskless-sync-delay 0".into(),
+        format!("replica-announce-ip {}", announced.ip()),
+        format!("replica-announce-port {}", announced.port()),
     ]);
     if let Some(primary) = primary {
         lines.push(format!("replicaof {} {}", primary.ip(), primary.port()));
@@ -60,7 +75,11 @@ fn redis_config(p: &Params, port: u16, primary: Option<SocketAddr>) -> String {
     lines.join("\n") + "\n"
 }
 
-fn sentinel_config(p: &Params, port: u16, primary: SocketAddr) -> String {
+fn sentinel_config(
+    p: &Params,
+    (port, announced): (u16, SocketAddr),
+    primary: SocketAddr,
+) -> String {
     let quorum = p.quorum.unwrap_or(p.sentinels / 2 + 1);
     [
         format!("port {port}"),
@@ -69,6 +88,8 @@ fn sentinel_config(p: &Params, port: u16, primary: SocketAddr) -> String {
         "daemonize no".into(),
         "dir .".into(),
         "logfile \"\"".into(),
+        format!("sentinel announce-ip {}", announced.ip()),
+        format!("sentinel announce-port {}", announced.port()),
         format!(
             "sentinel monitor {MASTER_NAME} {} {} {quorum}",
             primary.ip(),
@@ -123,8 +144,12 @@ fn sentinel_probe(addr: SocketAddr, replicas: usize, sentinels: usize) -> Probe 
     })
 }
 
-/// The node the Sentinels' newest configuration (highest `config-epoch`) names primary.
-pub fn primary(client_addrs: &[(String, SocketAddr)]) -> Option<String> {
+/// The node the Sentinels' newest configuration (highest `config-epoch`) names primary (by
+/// its announced address: its proxy in `peers`).
+pub fn primary(
+    client_addrs: &[(String, SocketAddr)],
+    peers: &BTreeMap<String, Vec<Proxy>>,
+) -> Option<String> {
     let port = client_addrs
         .iter()
         .filter(|(name, _)| name.starts_with("sentinel"))
@@ -136,9 +161,9 @@ pub fn primary(client_addrs: &[(String, SocketAddr)]) -> Option<String> {
         })
         .max()?
         .1;
-    client_addrs
+    peers
         .iter()
-        .find(|(name, addr)| name.starts_with("redis") && addr.port() == port)
+        .find(|(name, proxies)| name.starts_with("redis") && proxies[0].addr.port() == port)
         .map(|(name, _)| name.clone())
 }
 
@@ -183,6 +208,21 @@ fn redis_probe(addr: SocketAddr, replicas: Option<usize>) -> Probe {
     })
 }
 
+/// A proxy in front of each Redis node (`names`, on `ports`), which the others and the
+/// Sentinels know it by; it asks who opened each connection, to cut one pair.
+fn node_proxies(names: &[String], ports: &[u16]) -> anyhow::Result<BTreeMap<String, Vec<Proxy>>> {
+    assert_eq!(names.len(), ports.len(), "a port per node");
+    let mut proxies = BTreeMap::new();
+    for (name, port) in names.iter().zip(ports) {
+        let upstream = SocketAddr::from(([127, 0, 0, 1], *port));
+        proxies.insert(
+            name.clone(),
+            vec![Proxy::identifying(upstream, Delays::default())?],
+        );
+    }
+    Ok(proxies)
+}
+
 /// The deployment: Redis nodes first (`redis1` primary), then the Sentinels.
 pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
     if p.variant != Variant::Correct {
@@ -201,32 +241,51 @@ pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
         .iter()
         .map(|_| free_port())
         .collect::<anyhow::Result<_>>()?;
-    let first = loopback(ports[0]);
+    let mut peers = node_proxies(&p.redis_names(), &ports)?;
+    let first = peers[FIRST_PRIMARY][0].addr;
     for (name, port) in p.redis_names().iter().zip(&ports) {
         let (upstream, replicas) = match name.as_str() {
             FIRST_PRIMARY => (None, Some(p.replicas)),
             _ => (Some(first), None),
         };
-        let config = ("redis.conf", redis_config(&p, *port, upstream));
+        let announced = peers[name][0].addr;
+        let config = ("redis.conf", redis_config(&p, (*port, announced), upstream));
         let probe = redis_probe(loopback(*port), replicas);
         servers.push(server(name, dir, config, &[], probe)?);
         client_addrs.push((name.clone(), loopback(*port)));
     }
     for name in p.sentinel_names() {
         let port = free_port()?;
-        let config = ("sentinel.conf", sentinel_config(&p, port, first));
+        let proxy = Proxy::identifying(loopback(port), Delays::default())?;
+        let config = (
+            "sentinel.conf",
+            sentinel_config(&p, (port, proxy.addr), first),
+        );
+        peers.insert(name.clone(), vec![proxy]);
         let probe = sentinel_probe(loopback(port), p.replicas, p.sentinels);
         let mut sentinel = server(&name, dir, config, &["--sentinel"], probe)?;
         sentinel.after_others = true;
         servers.push(sentinel);
         client_addrs.push((name.clone(), loopback(port)));
     }
+    Ok(assemble(p, servers, client_addrs, peers, &version))
+}
+
+/// The deployment of `servers` (at `client_addrs`, known to each other by `peers`), with the
+/// lock spec its clients get.
+fn assemble(
+    p: Params,
+    servers: Vec<Server>,
+    client_addrs: Vec<(String, SocketAddr)>,
+    peers: BTreeMap<String, Vec<Proxy>>,
+    version: &str,
+) -> Deployment {
     let infos = client_addrs
         .iter()
         .map(|(name, _)| ServerInfo {
             name: name.clone(),
             software: "redis-server".into(),
-            version: version.clone(),
+            version: version.to_owned(),
         })
         .collect();
     let addrs = |prefix: &str| -> Vec<String> {
@@ -237,17 +296,23 @@ pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
             .collect()
     };
     let (redis, sentinels) = (addrs("redis"), addrs("sentinel"));
+    // The Sentinels name each node by its announced address, its proxy.
+    let announced = p
+        .redis_names()
+        .iter()
+        .map(|n| peers[n][0].addr.to_string())
+        .collect();
     let lock = LockSpec::ReplicatedRedis {
         params: p,
-        real: redis.clone(),
+        real: announced,
         servers: redis,
         sentinels,
     };
-    Ok(Deployment {
+    Deployment {
         servers,
         infos,
         lock,
         client_addrs,
-        peer_proxies: Default::default(),
-    })
+        peer_proxies: peers,
+    }
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 pub struct ReplicatedLock {
     params: Params,
     redis: Vec<Resp>,
-    /// Each Redis node's own address, as the Sentinels name it.
+    /// Each Redis node's address as the Sentinels name it (its announced proxy).
     real: Vec<SocketAddr>,
     sentinels: Vec<Resp>,
     /// The primary (an index into `redis`) as last learned; forgotten on errors.
@@ -35,7 +35,7 @@ enum Attempt {
 }
 
 impl ReplicatedLock {
-    /// A client reaching the Redis nodes at `redis` (their own addresses `real`) and the
+    /// A client reaching the Redis nodes at `redis` (named `real` by the Sentinels) and the
     /// Sentinels at `sentinels`.
     pub fn new(
         params: Params,

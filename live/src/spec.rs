@@ -73,7 +73,8 @@ pub enum LockSpec {
         servers: Vec<String>,
         /// Each Sentinel's `127.0.0.1:port` as the client reaches it.
         sentinels: Vec<String>,
-        /// Each Redis node's own address (what the Sentinels name), in `servers`' order.
+        /// Each Redis node's address as the Sentinels name it (the one it announces: the proxy in
+        /// front of it), in `servers`' order.
         real: Vec<String>,
     },
     /// An etcd cluster (its gRPC gateway's HTTP/JSON API).

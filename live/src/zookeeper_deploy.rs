@@ -88,18 +88,6 @@ pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Depl
         .map(|_| Ok([free_port()?, free_port()?, free_port()?]))
         .collect::<anyhow::Result<_>>()?;
     let peer_proxies = peer_proxies(names, &ports)?;
-    // Each server names itself at its own ports (it binds them) and every other server at
-    // the proxies in front of it.
-    let quorum = |me: usize| -> Vec<String> {
-        let line = |i: usize, q: u16, e: u16| format!("server.{}=127.0.0.1:{q}:{e}", i + 1);
-        let proxied = |i: usize| &peer_proxies[&names[i]];
-        (0..names.len())
-            .map(|i| match i == me {
-                true => line(i, ports[i][1], ports[i][2]),
-                false => line(i, proxied(i)[0].addr.port(), proxied(i)[1].addr.port()),
-            })
-            .collect()
-    };
     let mut d = Deployment {
         servers: vec![],
         infos: vec![],
@@ -117,7 +105,7 @@ pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Depl
         let cfg = format!(
             "tickTime={}\ninitLimit=10\nsyncLimit=5\ndataDir=data\nclientPort={}\nclientPortAddress=127.0.0.1\n\
              4lw.commands.whitelist=srvr,ruok,stat\nadmin.enableServer=false\nquorumListenOnAllIPs=false\n{}\n",
-            params.tick_time().as_millis(), p[0], quorum(i).join("\n")
+            params.tick_time().as_millis(), p[0], quorum(i, names, &ports, &peer_proxies).join("\n")
         );
         std::fs::write(home.join("zoo.cfg"), cfg)?;
         let args = vec![
@@ -143,6 +131,24 @@ pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Depl
         servers: endpoints,
     };
     Ok(d)
+}
+
+/// The `server.N` lines of server `me`'s `zoo.cfg`: itself at its own quorum and election
+/// ports (it binds them), every other server at the proxies in front of it.
+fn quorum(
+    me: usize,
+    names: &[String],
+    ports: &[[u16; 3]],
+    proxies: &BTreeMap<String, Vec<Proxy>>,
+) -> Vec<String> {
+    let line = |i: usize, q: u16, e: u16| format!("server.{}=127.0.0.1:{q}:{e}", i + 1);
+    let proxied = |i: usize| &proxies[&names[i]];
+    (0..names.len())
+        .map(|i| match i == me {
+            true => line(i, ports[i][1], ports[i][2]),
+            false => line(i, proxied(i)[0].addr.port(), proxied(i)[1].addr.port()),
+        })
+        .collect()
 }
 
 /// A proxy in front of each server's quorum port and one in front of its election port
