@@ -569,7 +569,10 @@ mod tests {
         let e = Matrix::parse(&with("axis_ttl_multiples = { pauses = [1] }"), "m.toml")
             .err()
             .unwrap();
-        assert!(e.contains("m.toml") && e.contains("no axis `pauses`"), "{e}");
+        assert!(
+            e.contains("m.toml") && e.contains("no axis `pauses`"),
+            "{e}"
+        );
         let text = STANDARD.replace("ttl_multiples = [0.5, 1, 2, 4]", "ttl_multiples = [0, 1]");
         let e = Matrix::parse(&text, "m.toml").err().unwrap();
         assert!(e.contains("[phase] ttl_multiples"), "{e}");
