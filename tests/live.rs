@@ -279,6 +279,38 @@ fn a_missing_server_binary_names_its_debian_package() {
     assert!(err.contains("apt-get install -y redis-server"), "{err}");
 }
 
+/// Starts `locksim live PATH --keep KEEP --history HISTORY`, quiet, without waiting for it.
+fn spawn_live(path: &str, keep: &Path, history: &Path) -> std::process::Child {
+    tools::die_with_test(&mut Command::new(env!("CARGO_BIN_EXE_locksim")))
+        .args(["live", path, "--keep"])
+        .arg(keep)
+        .arg("--history")
+        .arg(history)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// A history file's text and its events.
+fn read_history(history: &Path) -> (String, Vec<serde_json::Value>) {
+    let text = std::fs::read_to_string(history).unwrap();
+    let events = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (text, events)
+}
+
+/// The history's first `partition` event.
+fn first_partition(events: &[serde_json::Value]) -> &serde_json::Value {
+    events
+        .iter()
+        .find(|e| e["op"] == "partition")
+        .expect("a partition")
+}
+
 /// Starts `locksim live SCENARIO`, waits until its first client is up (every server is
 /// ready by then), sends `signal` to locksim and returns how it ended; `keep` gets its
 /// `pids.txt`.
@@ -613,26 +645,10 @@ fn isolating_the_etcd_leader_cuts_its_peer_links_and_the_others_elect_another() 
     let keep = dir.join("keep");
     let history = dir.join("h.jsonl");
     let path = scenario(&dir, "isolate", "duration_ms = 7000\n[protocol]\nname = \"etcd\"\npeers = 3\nlease_ttl_ms = 2000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 4000\nisolate = [\"@leader\"]\n");
-    let child = tools::die_with_test(&mut Command::new(env!("CARGO_BIN_EXE_locksim")))
-        .args(["live", &path, "--keep"])
-        .arg(&keep)
-        .arg("--history")
-        .arg(&history)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = spawn_live(&path, &keep, &history);
     let statuses = etcd_statuses(child, &keep);
-    let text = std::fs::read_to_string(&history).unwrap();
-    let events: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let cut = events
-        .iter()
-        .find(|e| e["op"] == "partition")
-        .expect("a partition");
+    let (text, events) = read_history(&history);
+    let cut = first_partition(&events);
     // The member that led is cut from both others, both ways, and from both clients.
     let detail = cut["detail"].as_str().unwrap();
     let isolated = detail
@@ -1147,26 +1163,10 @@ fn a_zookeeper_follower_cut_from_the_leader_stops_serving_and_the_leader_serves_
     // votes for a higher one. The cut is between zk1 and the leader only; clients keep
     // every link.
     let path = scenario(&dir, "follower", "duration_ms = 9000\n[protocol]\nname = \"zookeeper\"\npeers = 3\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 5000\ngroups = [[\"zk1\"], [\"@leader\"]]\n");
-    let child = tools::die_with_test(&mut Command::new(env!("CARGO_BIN_EXE_locksim")))
-        .args(["live", &path, "--keep"])
-        .arg(&keep)
-        .arg("--history")
-        .arg(&history)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = spawn_live(&path, &keep, &history);
     let modes = zookeeper_modes(child, &keep);
-    let text = std::fs::read_to_string(&history).unwrap();
-    let events: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let cut = events
-        .iter()
-        .find(|e| e["op"] == "partition")
-        .expect("a partition");
+    let (_, events) = read_history(&history);
+    let cut = first_partition(&events);
     let detail = cut["detail"].as_str().unwrap();
     let leader = detail
         .strip_prefix("stall: zk1->")
@@ -1222,10 +1222,7 @@ fn isolating_the_redis_primary_cuts_replication_and_sentinel_links_and_the_senti
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let cut = events
-        .iter()
-        .find(|e| e["op"] == "partition")
-        .expect("a partition");
+    let cut = first_partition(&events);
     let detail = cut["detail"].as_str().unwrap();
     for other in ["redis2", "redis3", "sentinel1", "sentinel2", "sentinel3"] {
         assert!(detail.contains(&format!("redis1->{other}")), "{detail}");
