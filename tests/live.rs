@@ -635,6 +635,56 @@ fn etcd_statuses(mut child: std::process::Child, keep: &Path) -> Vec<(u64, Strin
     seen
 }
 
+/// A scenario whose links between servers carry `peer_ms` each way and whose one client's
+/// links (to every server and the resource) carry none: no other client to wait for, so an
+/// acquisition takes what its commits take.
+fn slow_peers_scenario(protocol: &str, servers: &[&str], peer_ms: u32) -> String {
+    let mut text = format!(
+        "duration_ms = 4000\n{protocol}[workload]\nclients = 1\ncs_ms_min = 20\ncs_ms_max = 40\n\
+         [network]\nlatency_ms_min = {peer_ms}.0\nlatency_ms_max = {peer_ms}.0\n"
+    );
+    for to in servers.iter().chain(&["resource"]) {
+        text += &format!(
+            "[[network.links]]\nfrom = \"c1\"\nto = \"{to}\"\n\
+             latency_ms_min = 0.0\nlatency_ms_max = 0.0\n"
+        );
+    }
+    text
+}
+
+#[test]
+fn links_between_etcd_members_carry_the_scenarios_latency() {
+    let _serial = one_at_a_time();
+    if !have("etcd", "etcd-server") {
+        return;
+    }
+    let dir = scratch("etcd-peer-latency");
+    let members = ["etcd1", "etcd2", "etcd3"];
+    let protocol = "[protocol]\nname = \"etcd\"\npeers = 3\nlease_ttl_ms = 2000\n";
+    let path = scenario(&dir, "slow", &slow_peers_scenario(protocol, &members, 40));
+    let (c, j) = live_json(&path, &dir.join("keep"));
+    assert_eq!(c, 0, "{j}");
+    // Every acquisition commits in Raft: the leader's append and a follower's answer cross
+    // two peer links (40 ms each), however fast the client's own link is.
+    let p50 = j["stats"]["liveness"]["acquire_latency_ms_p50"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        p50 >= 80.0,
+        "acquire p50 {p50} ms: the peer links added no latency"
+    );
+    // A latency of one pair of servers cannot be applied live: refused, naming the link.
+    let pair = format!(
+        "{}[[network.links]]\nfrom = \"etcd1\"\nto = \"etcd2\"\nlatency_ms_min = 1.0\nlatency_ms_max = 1.0\n",
+        slow_peers_scenario(protocol, &members, 40)
+    );
+    let pair = scenario(&dir, "pair", &pair);
+    let out = in_repo(&["live", &pair]);
+    assert_eq!(code(&out), 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("network.links etcd1 -> etcd2"), "{err}");
+}
+
 #[test]
 fn isolating_the_etcd_leader_cuts_its_peer_links_and_the_others_elect_another() {
     let _serial = one_at_a_time();

@@ -68,17 +68,22 @@ impl Deployment {
     }
 }
 
-/// The real deployment for `prepared`, with data directories under `dir`.
-pub fn plan(prepared: &Prepared, dir: &Path) -> anyhow::Result<Deployment> {
+/// Seeds the latency draws of the proxies between servers, apart from the clients' proxies.
+const PEER_DELAY_SEED: u64 = 0x5e7e_5e7e;
+
+/// The real deployment for `prepared`, with data directories under `dir`; the proxies between
+/// servers add the scenario's latency, drawn from `seed`.
+pub fn plan(prepared: &Prepared, dir: &Path, seed: u64) -> anyhow::Result<Deployment> {
     let scenario = &prepared.scenario;
     let params = &scenario.protocol.params;
     let names = prepared.deployment.servers();
+    let peers = Delays::between_servers(&scenario.network, seed ^ PEER_DELAY_SEED);
     match scenario.protocol.name.as_str() {
         "single-redis" => single_redis(parse_params(params)?, dir),
         "redlock" => redlock(parse_params(params)?, dir),
-        "replicated-redis" => crate::replicated_deploy::plan(parse_params(params)?, dir),
-        "etcd" => etcd(parse_params(params)?, &names, dir),
-        "zookeeper" => crate::zookeeper_deploy::plan(parse_params(params)?, &names, dir),
+        "replicated-redis" => crate::replicated_deploy::plan(parse_params(params)?, dir, peers),
+        "etcd" => etcd(parse_params(params)?, &names, dir, peers),
+        "zookeeper" => crate::zookeeper_deploy::plan(parse_params(params)?, &names, dir, peers),
         other => Err(crate::Refused(format!(
             "protocol `{other}` has no live deployment yet (live mode runs single-redis, redlock, replicated-redis, etcd and zookeeper)"
         ))
@@ -272,6 +277,7 @@ fn etcd_member_args(
 fn etcd_peer_proxies(
     names: &[String],
     ports: &[(u16, u16)],
+    delays: Delays,
 ) -> anyhow::Result<BTreeMap<String, Vec<Proxy>>> {
     assert_eq!(
         names.len(),
@@ -283,13 +289,18 @@ fn etcd_peer_proxies(
         let upstream = SocketAddr::from(([127, 0, 0, 1], *peer));
         proxies.insert(
             name.clone(),
-            vec![Proxy::identifying(upstream, Delays::default())?],
+            vec![Proxy::identifying(upstream, delays.nth(proxies.len()))?],
         );
     }
     Ok(proxies)
 }
 
-fn etcd(params: etcd::Params, names: &[String], dir: &Path) -> anyhow::Result<Deployment> {
+fn etcd(
+    params: etcd::Params,
+    names: &[String],
+    dir: &Path,
+    peers: Delays,
+) -> anyhow::Result<Deployment> {
     if let Some(why) = etcd_refusal(&params) {
         return Err(crate::Refused(why).into());
     }
@@ -299,7 +310,7 @@ fn etcd(params: etcd::Params, names: &[String], dir: &Path) -> anyhow::Result<De
         .iter()
         .map(|_| Ok((free_port()?, free_port()?)))
         .collect::<anyhow::Result<_>>()?;
-    let peer_proxies = etcd_peer_proxies(names, &ports)?;
+    let peer_proxies = etcd_peer_proxies(names, &ports, peers)?;
     let cluster: Vec<String> = names
         .iter()
         .map(|n| format!("{n}=http://{}", peer_proxies[n][0].addr))

@@ -83,6 +83,28 @@ impl Delays {
             seed,
         }
     }
+
+    /// The scenario's default `[network]` latency, each way: what every link between two
+    /// servers carries (live mode refuses a link override between two servers, see
+    /// `refuse::network`), drawn from `seed`.
+    pub fn between_servers(net: &locksim_sim::NetConfig, seed: u64) -> Delays {
+        let default = (net.latency_ms_max > 0.0).then_some(Latency {
+            ms_min: net.latency_ms_min,
+            ms_max: net.latency_ms_max,
+        });
+        Delays {
+            latency: [default; 2],
+            seed,
+        }
+    }
+
+    /// The same latencies with the `i`-th proxy's own draws.
+    pub fn nth(self, i: usize) -> Delays {
+        Delays {
+            seed: self.seed ^ ((i as u64 + 1) << 40),
+            ..self
+        }
+    }
 }
 
 /// The scenario's one-way latency from `from` to `to`; `None` if it is zero.

@@ -155,6 +155,19 @@ fn network(prepared: &Prepared) -> Result<(), Refused> {
             )));
         }
     }
+    let servers = prepared.deployment.servers();
+    let between_servers = net
+        .links
+        .iter()
+        .find(|l| servers.contains(&l.from) && servers.contains(&l.to));
+    if let Some(link) = between_servers {
+        return Err(Refused(format!(
+            "{}: network.links {} -> {}: live mode proxies a server's peer links through one \
+             proxy in front of it, which adds the scenario's default latency to every link \
+             between servers, not one pair's own; run it in the simulator",
+            prepared.path, link.from, link.to
+        )));
+    }
     Ok(())
 }
 

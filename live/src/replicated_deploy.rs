@@ -210,21 +210,25 @@ fn redis_probe(addr: SocketAddr, replicas: Option<usize>) -> Probe {
 
 /// A proxy in front of each Redis node (`names`, on `ports`), which the others and the
 /// Sentinels know it by; it asks who opened each connection, to cut one pair.
-fn node_proxies(names: &[String], ports: &[u16]) -> anyhow::Result<BTreeMap<String, Vec<Proxy>>> {
+fn node_proxies(
+    names: &[String],
+    ports: &[u16],
+    delays: Delays,
+) -> anyhow::Result<BTreeMap<String, Vec<Proxy>>> {
     assert_eq!(names.len(), ports.len(), "a port per node");
     let mut proxies = BTreeMap::new();
     for (name, port) in names.iter().zip(ports) {
         let upstream = SocketAddr::from(([127, 0, 0, 1], *port));
         proxies.insert(
             name.clone(),
-            vec![Proxy::identifying(upstream, Delays::default())?],
+            vec![Proxy::identifying(upstream, delays.nth(proxies.len()))?],
         );
     }
     Ok(proxies)
 }
 
 /// The deployment: Redis nodes first (`redis1` primary), then the Sentinels.
-pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
+pub fn plan(p: Params, dir: &Path, delays: Delays) -> anyhow::Result<Deployment> {
     if p.variant != Variant::Correct {
         return Err(crate::Refused(format!(
             "variant `{:?}` is a mistake modelled in the simulator's client and sentinels: live mode runs the correct ones",
@@ -241,7 +245,7 @@ pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
         .iter()
         .map(|_| free_port())
         .collect::<anyhow::Result<_>>()?;
-    let mut peers = node_proxies(&p.redis_names(), &ports)?;
+    let mut peers = node_proxies(&p.redis_names(), &ports, delays)?;
     let first = peers[FIRST_PRIMARY][0].addr;
     for (name, port) in p.redis_names().iter().zip(&ports) {
         let (upstream, replicas) = match name.as_str() {
@@ -256,7 +260,7 @@ pub fn plan(p: Params, dir: &Path) -> anyhow::Result<Deployment> {
     }
     for name in p.sentinel_names() {
         let port = free_port()?;
-        let proxy = Proxy::identifying(loopback(port), Delays::default())?;
+        let proxy = Proxy::identifying(loopback(port), delays.nth(peers.len()))?;
         let config = (
             "sentinel.conf",
             sentinel_config(&p, (port, proxy.addr), first),

@@ -112,7 +112,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     crate::procs::install_signal_handlers();
     let (dir, _temp) = run_dir(opts)?;
     crate::procs::log_pids_to(dir.join("pids.txt"));
-    let mut deployment = deploy::plan(prepared, &dir)?;
+    let mut deployment = deploy::plan(prepared, &dir, opts.seed)?;
     start_servers(&mut deployment)?;
     let faults = prepared.faults_for(opts.seed);
     let s = &prepared.scenario;

@@ -71,7 +71,12 @@ fn refusal(params: &Params) -> Option<String> {
 }
 
 /// The deployment of `params.peers` servers named `names`.
-pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Deployment> {
+pub fn plan(
+    params: Params,
+    names: &[String],
+    dir: &Path,
+    delays: Delays,
+) -> anyhow::Result<Deployment> {
     if let Some(why) = refusal(&params) {
         return Err(crate::Refused(why).into());
     }
@@ -87,7 +92,7 @@ pub fn plan(params: Params, names: &[String], dir: &Path) -> anyhow::Result<Depl
         .iter()
         .map(|_| Ok([free_port()?, free_port()?, free_port()?]))
         .collect::<anyhow::Result<_>>()?;
-    let peer_proxies = peer_proxies(names, &ports)?;
+    let peer_proxies = peer_proxies(names, &ports, delays)?;
     let mut d = Deployment {
         servers: vec![],
         infos: vec![],
@@ -165,12 +170,13 @@ fn quorum(
 fn peer_proxies(
     names: &[String],
     ports: &[[u16; 3]],
+    delays: Delays,
 ) -> anyhow::Result<BTreeMap<String, Vec<Proxy>>> {
     assert_eq!(names.len(), ports.len(), "three ports per server");
     let mut proxies = BTreeMap::new();
     for (name, p) in names.iter().zip(ports) {
-        let quorum = Proxy::identifying(loopback(p[1]), Delays::default())?;
-        let election = Proxy::identifying(loopback(p[2]), Delays::default())?;
+        let quorum = Proxy::identifying(loopback(p[1]), delays.nth(2 * proxies.len()))?;
+        let election = Proxy::identifying(loopback(p[2]), delays.nth(2 * proxies.len() + 1))?;
         proxies.insert(name.clone(), vec![quorum, election]);
     }
     // A server's sid is its place in `names`, from 1 (its `myid`).
