@@ -88,10 +88,7 @@ impl Delays {
     /// servers carries (live mode refuses a link override between two servers, see
     /// `refuse::network`), drawn from `seed`.
     pub fn between_servers(net: &locksim_sim::NetConfig, seed: u64) -> Delays {
-        let default = (net.latency_ms_max > 0.0).then_some(Latency {
-            ms_min: net.latency_ms_min,
-            ms_max: net.latency_ms_max,
-        });
+        let default = Latency::of(net.latency_ms_min, net.latency_ms_max);
         Delays {
             latency: [default; 2],
             seed,
@@ -116,7 +113,14 @@ fn latency(net: &locksim_sim::NetConfig, from: &str, to: &str) -> Option<Latency
     let (ms_min, ms_max) = link.map_or((net.latency_ms_min, net.latency_ms_max), |l| {
         (l.latency_ms_min, l.latency_ms_max)
     });
-    (ms_max > 0.0).then_some(Latency { ms_min, ms_max })
+    Latency::of(ms_min, ms_max)
+}
+
+impl Latency {
+    /// A latency of `ms_min..=ms_max`; `None` if it is zero.
+    fn of(ms_min: f64, ms_max: f64) -> Option<Latency> {
+        (ms_max > 0.0).then_some(Latency { ms_min, ms_max })
+    }
 }
 
 /// Who opened a connection, where the proxy asks ([`Proxy::identifying`]): a node name, or

@@ -184,10 +184,13 @@ impl Prepared {
         seed: u64,
         others: &[&Prepared],
     ) -> (RunResult, Vec<Option<RunResult>>) {
-        assert!(
-            others.iter().all(|o| o.run_key() == self.run_key()),
-            "only scenarios that differ in their resource share a run"
-        );
+        if !others.is_empty() {
+            let key = self.run_key();
+            assert!(
+                others.iter().all(|o| o.run_key() == key),
+                "only scenarios that differ in their resource share a run"
+            );
+        }
         let faults = self.faults_for(seed);
         let count = faults.len() as u64;
         let shadows: Vec<resource::Shadow> = others
@@ -199,7 +202,7 @@ impl Prepared {
             .iter()
             .zip(&shadows)
             .map(|(other, shadow)| {
-                let outcome = outcome.as_ref().ok().filter(|_| !shadow.diverged())?;
+                let outcome = outcome.as_ref().filter(|_| !shadow.diverged())?;
                 let mut theirs = other.empty_result(seed, count);
                 other.judge(&mut theirs, outcome);
                 Some(theirs)
@@ -221,13 +224,13 @@ impl Prepared {
     }
 
     /// Simulates one seed with `faults`, the resource watching `shadows`; the result is
-    /// judged, or carries the run's error.
+    /// judged, or carries the run's error (and there is no outcome).
     fn simulate(
         &self,
         seed: u64,
         faults: Vec<Fault>,
         shadows: Vec<resource::Shadow>,
-    ) -> (RunResult, Result<SimOutcome, String>) {
+    ) -> (RunResult, Option<SimOutcome>) {
         let s = &self.scenario;
         let spec = SimSpec {
             seed,
@@ -243,11 +246,11 @@ impl Prepared {
         match outcome {
             Ok(o) => {
                 self.judge(&mut result, &o);
-                (result, Ok(o))
+                (result, Some(o))
             }
             Err(e) => {
                 result.error = Some(e.to_string());
-                (result, Err(e.to_string()))
+                (result, None)
             }
         }
     }
