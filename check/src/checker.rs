@@ -42,7 +42,7 @@
 //! ```
 
 use crate::history::{format_time_ns, Event, Kind, Op};
-use crate::interpret::interpret;
+use crate::interpret::{end_time_ns, interpret, Interpretation};
 pub use crate::liveness::Liveness;
 use crate::verdict::{counted, witness};
 pub use crate::verdict::{Property, PropertyResult, Verdict, Violation, WITNESSES_MAX};
@@ -140,7 +140,17 @@ impl Report {
 /// events is accepted (none makes it panic); [`crate::history::read_jsonl`] is what checks
 /// that a file is a well-formed history.
 pub fn check(history: &[Event]) -> Report {
-    let interpretation = interpret(history);
+    check_interpreted(history, &interpret(history))
+}
+
+/// [`check`] on a history already interpreted: a caller that also reads the interpretation
+/// (the zombie windows, a timeline) derives it once instead of twice.
+pub fn check_interpreted(history: &[Event], interpretation: &Interpretation) -> Report {
+    assert_eq!(
+        interpretation.end_ns,
+        end_time_ns(history),
+        "the interpretation is this history's"
+    );
     let (me, me_violations) = crate::mutual_exclusion::check(&interpretation.sections);
     let (fencing, fence_violations, breaks) = check_fencing(history);
     let (lost, lost_violations, updates) = check_lost_update(history);
@@ -162,7 +172,7 @@ pub fn check(history: &[Event]) -> Report {
         verdict,
         properties,
         violations,
-        liveness: crate::liveness::liveness(history, &interpretation),
+        liveness: crate::liveness::liveness(history, interpretation),
         updates,
         fencing: breaks,
     }

@@ -12,6 +12,7 @@
 
 use crate::history::{Event, Kind, Op};
 use crate::interpret::{sections, Interval};
+use std::collections::BTreeMap;
 
 /// One grant's zombie window.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,29 +65,35 @@ fn overtaken_at(s: &Interval, enters: &[(u64, &str)]) -> Option<u64> {
 
 /// Every zombie window of the history, in order of the sections.
 pub fn zombie_windows(history: &[Event]) -> Vec<ZombieWindow> {
-    let sections = sections(history);
+    zombie_windows_in(history, &sections(history))
+}
+
+/// [`zombie_windows`] given the history's sections (`interpret::sections` of it), for a
+/// caller that has them already from the checker's interpretation.
+pub fn zombie_windows_in(history: &[Event], sections: &[Interval]) -> Vec<ZombieWindow> {
     let certain = sections.iter().filter(|s| s.certain);
     let mut enters: Vec<(u64, &str)> = certain.map(|t| (t.enter.hi, t.grant.as_str())).collect();
     enters.sort_unstable();
+    let overtaken: Vec<(&Interval, u64)> = sections
+        .iter()
+        .filter(|s| s.certain)
+        .filter_map(|s| Some((s, overtaken_at(s, &enters)?)))
+        .collect();
+    if overtaken.is_empty() {
+        return Vec::new();
+    }
+    let signs = Signs::of(history);
     let mut windows = Vec::new();
-    for s in sections.iter().filter(|s| s.certain) {
-        let Some(lost_ns) = overtaken_at(s, &enters) else {
-            continue;
-        };
+    for (s, lost_ns) in overtaken {
         let (from, to) = s.held_ns();
-        let on_node = |e: &&Event| e.node == s.node && e.time_ns >= from && e.time_ns <= to;
-        let knew_ns = history
-            .iter()
-            .filter(on_node)
-            .find(|e| tells_lost(e))
-            .map(|e| e.time_ns);
-        let last_write_ns = history
-            .iter()
-            .filter(|e| e.op == Op::Write && e.kind == Kind::Invoke)
-            .filter(|e| e.grant.as_deref() == Some(s.grant.as_str()))
-            .map(|e| e.time_ns)
-            .filter(|t| *t >= lost_ns)
-            .max();
+        let knew_ns = signs
+            .lost_by_node
+            .get(s.node.as_str())
+            .and_then(|times| times.iter().copied().find(|t| (from..=to).contains(t)));
+        let last_write_ns = signs
+            .writes_by_grant
+            .get(s.grant.as_str())
+            .and_then(|times| times.iter().copied().filter(|t| *t >= lost_ns).max());
         let end_ns = match (knew_ns, last_write_ns) {
             (Some(knew), _) => knew,
             (None, Some(write)) => write,
@@ -104,6 +111,41 @@ pub fn zombie_windows(history: &[Event]) -> Vec<ZombieWindow> {
         });
     }
     windows
+}
+
+/// The events a window's end is looked for among, gathered in one pass over the history
+/// (one pass per overtaken section was most of the judging of a run with many).
+struct Signs<'a> {
+    /// Per node, in history order, the instants of the events that told it its lock is gone.
+    lost_by_node: BTreeMap<&'a str, Vec<u64>>,
+    /// Per grant, the instants of its writes' invokes.
+    writes_by_grant: BTreeMap<&'a str, Vec<u64>>,
+}
+
+impl<'a> Signs<'a> {
+    fn of(history: &'a [Event]) -> Self {
+        let mut signs = Signs {
+            lost_by_node: BTreeMap::new(),
+            writes_by_grant: BTreeMap::new(),
+        };
+        for e in history {
+            if tells_lost(e) {
+                signs
+                    .lost_by_node
+                    .entry(e.node.as_str())
+                    .or_default()
+                    .push(e.time_ns);
+            }
+            if let (Op::Write, Kind::Invoke, Some(grant)) = (&e.op, e.kind, &e.grant) {
+                signs
+                    .writes_by_grant
+                    .entry(grant.as_str())
+                    .or_default()
+                    .push(e.time_ns);
+            }
+        }
+        signs
+    }
 }
 
 /// The largest and the median window, in ms (0 and 0 without any).

@@ -3,11 +3,14 @@
 
 use crate::scenario::{Prepared, Scenario};
 use crate::workload::{client_loop, Holders};
+use locksim_check::checker::check_interpreted;
+use locksim_check::interpret::interpret;
+use locksim_check::zombie::zombie_windows_in;
 use locksim_protocols::resource;
 use locksim_sim::checker::{Liveness, Updates, Violation};
 use locksim_sim::history::{format_hash, trace_hash, History, Kind, Op};
 use locksim_sim::nemesis::{Targets, ROLE_HOLDER};
-use locksim_sim::{check, simulate, Fault, Property, Role, SimOutcome, SimSpec, Verdict, World};
+use locksim_sim::{simulate, Fault, Property, Role, SimOutcome, SimSpec, Verdict, World};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -198,17 +201,54 @@ impl Prepared {
             .map(|o| resource::Shadow::new(o.scenario.resource.rules()))
             .collect();
         let (result, outcome) = self.simulate(seed, faults, shadows.clone());
+        assert_eq!(
+            result.stats.faults, count,
+            "the run had this seed's schedule"
+        );
         let shared = others
             .iter()
             .zip(&shadows)
             .map(|(other, shadow)| {
-                let outcome = outcome.as_ref().filter(|_| !shadow.diverged())?;
-                let mut theirs = other.empty_result(seed, count);
-                other.judge(&mut theirs, outcome);
-                Some(theirs)
+                outcome.as_ref().filter(|_| !shadow.diverged())?;
+                Some(other.judged_as(&result))
             })
             .collect();
         (result, shared)
+    }
+
+    /// This scenario's result of a run that was `lead`'s event for event (a shared run): the
+    /// same history has the same verdicts, witnesses, trace hash and figures, so they are
+    /// copied rather than judged again (judging is a twentieth of a run's CPU); the name, the
+    /// replay command and whether the `[expect]` was met are this scenario's own.
+    fn judged_as(&self, lead: &RunResult) -> RunResult {
+        assert!(lead.error.is_none(), "a failed run is shared with nobody");
+        assert_eq!(
+            lead.protocol, self.scenario.protocol.name,
+            "one run key, one protocol"
+        );
+        let verdict_of = |p| lead.properties.get(&p).copied().unwrap_or(Verdict::Valid);
+        RunResult {
+            scenario: self.scenario.name.clone(),
+            replay: self.replay_command(lead.seed),
+            expect: self.expect_result(verdict_of, &lead.stats.liveness),
+            ..lead.clone()
+        }
+    }
+
+    /// Whether the scenario's `[expect]` was met by a run with these verdicts and liveness
+    /// figures (`None` without an `[expect]`).
+    fn expect_result(
+        &self,
+        verdict_of: impl Fn(Property) -> Verdict,
+        liveness: &Liveness,
+    ) -> Option<ExpectResult> {
+        let expect = self.scenario.expect.as_ref()?;
+        let mut mismatches = expect.mismatches(verdict_of);
+        mismatches.extend(expect.liveness_mismatches(liveness));
+        Some(ExpectResult {
+            met: mismatches.is_empty(),
+            mismatches,
+        })
     }
 
     /// What decides a run apart from the resource's rules: two scenarios with the same key
@@ -217,10 +257,15 @@ impl Prepared {
     pub fn run_key(&self) -> String {
         let mut canonical = self.scenario.clone();
         canonical.name.clear();
+        canonical.description.clear();
+        canonical.seed = 0;
         canonical.resource = Default::default();
         canonical.expect = None;
         canonical.validation = None;
-        canonical.fingerprint()
+        // JSON, not the fingerprint's TOML: the key is only compared, never stored, and
+        // `run_shared` checks it on every shared run (TOML cost a hundredth of a run).
+        let text = serde_json::to_string(&canonical).expect("a scenario serialises");
+        format_hash(locksim_sim::history::stable_hash(text.as_bytes()))
     }
 
     /// Simulates one seed with `faults`, the resource watching `shadows`; the result is
@@ -307,12 +352,14 @@ impl Prepared {
     /// Checks the run's history into `result`: verdicts, witnesses, trace hash, statistics,
     /// and whether the scenario's `expect` was met.
     fn judge(&self, result: &mut RunResult, outcome: &SimOutcome) {
-        let report = check(&outcome.history);
+        // One interpretation for the checker and the zombie windows: both read the sections.
+        let interpretation = interpret(&outcome.history);
+        let mut report = check_interpreted(&outcome.history, &interpretation);
         result.verdict = report.verdict;
         result.properties = report.verdicts();
         result.reasons = report.reasons();
         result.violation_counts = report.violation_counts();
-        result.violations = report.violations.clone();
+        result.violations = std::mem::take(&mut report.violations);
         result.trace_hash = format_hash(trace_hash(&outcome.history));
         result.stats.events = outcome.history.len() as u64;
         result.stats.sim_ms = outcome.sim_ms;
@@ -325,19 +372,12 @@ impl Prepared {
         result
             .stats
             .count_updates(&outcome.history, &report.updates);
-        let windows = locksim_check::zombie::zombie_windows(&outcome.history);
+        let windows = zombie_windows_in(&outcome.history, &interpretation.sections);
         let (max_ms, p50_ms) = locksim_check::zombie::max_and_p50_ms(&windows);
         result.stats.zombie_windows = windows.len() as u64;
         result.stats.zombie_window_ms_max = max_ms;
         result.stats.zombie_window_ms_p50 = p50_ms;
-        if let Some(expect) = &self.scenario.expect {
-            let mut mismatches = expect.mismatches(|p| report.property(p));
-            mismatches.extend(expect.liveness_mismatches(&report.liveness));
-            result.expect = Some(ExpectResult {
-                met: mismatches.is_empty(),
-                mismatches,
-            });
-        }
+        result.expect = self.expect_result(|p| report.property(p), &report.liveness);
     }
 }
 
