@@ -112,8 +112,14 @@ fn live_history(
     args.extend_from_slice(extra);
     args.extend(["--history", h.as_str()]);
     let out = in_repo(&args);
-    let text =
-        std::fs::read_to_string(&history).unwrap_or_else(|e| panic!("{}: {e}", history.display()));
+    let text = std::fs::read_to_string(&history).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; the run exited {:?}: {}",
+            history.display(),
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     let events = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -801,14 +807,12 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
     if !have("redis-server", "redis-server") {
         return;
     }
-    // Three deployments of three redis-servers and three Sentinels each: light enough to
-    // share the machine.
+    // Three deployments of three redis-servers and three Sentinels each, one after another:
+    // side by side on two cores they slowed each other's failovers past the scenarios' room.
     let run = |file: &'static str, name: &'static str| {
-        std::thread::spawn(move || {
-            let dir = scratch(name);
-            let (out, events, text) = live_history(file, &dir, name, &["--json"]);
-            (code(&out), json(&out), events, text)
-        })
+        let dir = scratch(name);
+        let (out, events, text) = live_history(file, &dir, name, &["--json"]);
+        (code(&out), json(&out), events, text)
     };
     let wait = run(
         "live/scenarios/redis-replicated-failover-stall-wait.toml",
@@ -852,7 +856,7 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
     assert_none_left(&dir.join("keep"));
     // With WAIT 1 the unreplicated grant is not counted: nobody holds the lock before the
     // failover (c1's WAIT answers 0, or redis1 dies before it answers).
-    let (c, j, events, text) = wait.join().unwrap();
+    let (c, j, events, text) = wait;
     assert_eq!(c, 0, "{j}");
     assert_eq!(j["verdict"], "valid", "{j}");
     let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
@@ -865,7 +869,7 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
     // `@primary` names the node the Sentinels promoted by the second crash. (Whether the
     // scenario's violation follows depends on that node restarting before the Sentinels
     // call it down: real timing, not asserted here.)
-    let (c, _, events, text) = primary.join().unwrap();
+    let (c, _, events, text) = primary;
     assert!(matches!(c, 0 | 1), "{text}");
     let crashed: Vec<&str> = events
         .iter()
