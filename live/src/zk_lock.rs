@@ -184,7 +184,9 @@ impl Attachment {
                 return Err("the run ended or the client closed the session".into());
             }
             if ctx.mono_now() > *heard.lock().unwrap() + self.timeout {
-                return Err("session expired: no server reached for a session timeout".into());
+                return Err(
+                    "session expired: nothing heard from any server for a session timeout".into(),
+                );
             }
             i = (i + 1) % n;
             match self.connect(i, wait) {
