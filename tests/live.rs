@@ -1354,7 +1354,11 @@ fn the_loss_schedule_resends_after_linuxs_rto_doubling_and_keeps_order() {
     let all = window(1.0);
     assert_eq!(hold(&all, start_ns), Some(Duration::from_millis(1_400)));
     assert_eq!(hold(&all, start_ns + ms(900)), Some(RTO_MIN));
-    assert_eq!(hold(&all, start_ns - 1), Some(Duration::ZERO), "before the start");
+    assert_eq!(
+        hold(&all, start_ns - 1),
+        Some(Duration::ZERO),
+        "before the start"
+    );
     assert_eq!(hold(&all, start_ns + ms(1_000)), Some(Duration::ZERO));
     // A loss that never ends: the kernel gives up after 15 resends.
     let forever = LossPlan { base: 1.0, ..all };
@@ -1374,7 +1378,10 @@ fn the_loss_schedule_resends_after_linuxs_rto_doubling_and_keeps_order() {
         .all(|h| h % 200 == 0 && (h / 200 + 1).is_power_of_two()));
     let lost = holds.iter().filter(|h| **h > 0).count();
     assert!((30..=90).contains(&lost), "{lost} of 200 lost at 0.3");
-    assert!(holds.contains(&600), "a resend lost again waits twice as long");
+    assert!(
+        holds.contains(&600),
+        "a resend lost again waits twice as long"
+    );
     // A chunk behind a held one waits for it: TCP delivers in order.
     let first = due_ns(0, Duration::ZERO, RTO_MIN, 0);
     assert_eq!(due_ns(ms(1), Duration::ZERO, Duration::ZERO, first), first);
@@ -1384,7 +1391,14 @@ fn the_loss_schedule_resends_after_linuxs_rto_doubling_and_keeps_order() {
 fn a_lossy_proxy_holds_a_lost_chunk_for_the_rto_and_what_follows_waits_behind_it() {
     use locksim_live::proxy::{Delays, LossPlan, Proxy, RTO_MIN};
     use std::io::{Read, Write};
-    let proxy = Proxy::with_delays(echo_server(), Delays { seed: 3, ..Delays::default() }).unwrap();
+    let proxy = Proxy::with_delays(
+        echo_server(),
+        Delays {
+            seed: 3,
+            ..Delays::default()
+        },
+    )
+    .unwrap();
     let plan = LossPlan {
         start_ns: locksim_live::clock::now_ns(),
         base: 0.3,
@@ -1396,7 +1410,9 @@ fn a_lossy_proxy_holds_a_lost_chunk_for_the_rto_and_what_follows_waits_behind_it
     let mut reader = c.try_clone().unwrap();
     let echoes = std::thread::spawn(move || {
         let (mut got, mut buf) = (vec![], [0; 64]);
-        reader.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        reader
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
         while got.len() < 20 {
             let n = reader.read(&mut buf).unwrap();
             assert!(n > 0, "the echo ended early");
@@ -1453,7 +1469,11 @@ fn a_loss_window_slows_acquires_by_tcps_resends_and_the_lock_still_holds() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("verdict   VALID"));
     let acquires = acquires_ms(&events);
     let took = |keep: &dyn Fn(&(u64, u64)) -> bool| -> Vec<u64> {
-        acquires.iter().filter(|a| keep(a)).map(|(i, o)| o - i).collect()
+        acquires
+            .iter()
+            .filter(|a| keep(a))
+            .map(|(i, o)| o - i)
+            .collect()
     };
     let inside = took(&|(i, _)| (1_000..3_000).contains(i));
     // Clear of the window: done before it, or started once its last resends are in.

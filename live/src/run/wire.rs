@@ -105,7 +105,14 @@ impl Live<'_> {
         self.recorder.record(event);
         let node = sender.to_owned();
         let end_ns = self.fault_now() + duration_ms * 1_000_000;
-        self.at(end_ns, Action::Flush { links, node, detail });
+        self.at(
+            end_ns,
+            Action::Flush {
+                links,
+                node,
+                detail,
+            },
+        );
     }
 
     /// A delay spike ends: its links move on, what they held first.
@@ -130,8 +137,9 @@ impl Live<'_> {
         match resolved {
             Some(to) => self.delay_spike(who, &to, duration_ms, &why),
             None => {
-                let skipped = Event::new(NEMESIS, Kind::Info, Op::Note)
-                    .detail(format!("delay spike {why} skipped: a receiver's role is vacant"));
+                let skipped = Event::new(NEMESIS, Kind::Info, Op::Note).detail(format!(
+                    "delay spike {why} skipped: a receiver's role is vacant"
+                ));
                 self.recorder.record(skipped);
             }
         }
@@ -142,9 +150,11 @@ impl Live<'_> {
             proc.signal(libc::SIGCONT);
         }
         let stopped_us = clock::since(stopped_ns).as_micros();
-        let note = Event::new(NEMESIS, Kind::Info, Op::Note).target(who).detail(format!(
-            "{who} stopped itself {stopped_us} µs {why} while its links were held"
-        ));
+        let note = Event::new(NEMESIS, Kind::Info, Op::Note)
+            .target(who)
+            .detail(format!(
+                "{who} stopped itself {stopped_us} µs {why} while its links were held"
+            ));
         self.recorder.record(note);
     }
 }
