@@ -1519,3 +1519,22 @@ fn a_delay_spike_at_before_write_lands_a_stale_write_after_the_next_holders() {
         "another holder wrote meanwhile: {text}"
     );
 }
+
+#[test]
+fn random_loss_periods_and_delay_spikes_run_live() {
+    let _serial = one_at_a_time();
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    let dir = scratch("random-wire");
+    let text = "duration_ms = 1500\n[protocol]\nname = \"single-redis\"\n[faults_random]\nloss_period_probability = 1.0\nloss_ms_max = 500\ndelay_spike_probability = 1.0\ndelay_spike_ms_max = 300\n";
+    let (out, events, text) = live_history(&scenario(&dir, "random", text), &dir, "h", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!([0, 1].contains(&code(&out)), "{err}");
+    let drawn = |op: &str| {
+        events
+            .iter()
+            .any(|e| e["op"] == op && e["node"] == "nemesis")
+    };
+    assert!(drawn("loss"), "a drawn loss period: {text}");
+}

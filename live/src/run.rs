@@ -136,15 +136,11 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     // before it (`fire_due`), as in the simulator, where a fault at 0 precedes every client
     // step: spawned one by one, a client ran before a partition or pause at 0 took effect
     // (under load, for tens of ms: Redlock's first grant then reached all five masters).
-    // They start only when told (`release`), so a slow spawn cannot put them ahead of the
-    // faults due at 0.
+    // They start only when told (`release`): a slow spawn cannot put them ahead of those.
     let start_ns = clock::now_ns() + CLIENT_SPAWN_MS * 1_000_000;
     let recorder = Recorder::new(start_ns);
     let resource = crate::resource::start(s.resource.rules(), &dir, recorder.clone())?;
-    let loss = wire::loss_plan(prepared, &faults, start_ns);
-    for proxy in deployment.peer_proxies.values().flatten() {
-        loss.iter().for_each(|plan| proxy.lose(plan.clone()));
-    }
+    let loss = wire::loss_plan(prepared, &faults, start_ns, &deployment);
     let (tx, rx) = channel();
     let mut live = Live {
         prepared,

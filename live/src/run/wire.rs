@@ -11,6 +11,7 @@
 
 use super::{show, Action, Live, NEMESIS};
 use crate::clock;
+use crate::deploy::Deployment;
 use crate::proxy::{CutMode, LossPlan, LossWindow};
 use crate::refuse::Cuts;
 use crate::spec::PointStop;
@@ -23,11 +24,13 @@ use std::sync::Arc;
 /// The run's loss over time, from `[network] loss_probability` and the `loss` faults of the
 /// schedule (scripted and drawn), with the run's zero at `start_ns`; `None` if nothing is
 /// ever lost. A window ends at the liveness phase, which has no loss period (as in the
-/// simulator, where the network's own probability still applies then).
+/// simulator, where the network's own probability still applies then). The proxies between
+/// servers lose by it from now on; a client's proxies get it when they are made.
 pub(super) fn loss_plan(
     prepared: &Prepared,
     faults: &[Fault],
     start_ns: u64,
+    deployment: &Deployment,
 ) -> Option<Arc<LossPlan>> {
     let duration_ms = prepared.scenario.duration_ms;
     let mut windows: Vec<LossWindow> = faults
@@ -48,7 +51,11 @@ pub(super) fn loss_plan(
         base: prepared.scenario.network.loss_probability,
         windows,
     };
-    (!plan.lossless()).then(|| Arc::new(plan))
+    let plan = (!plan.lossless()).then(|| Arc::new(plan))?;
+    for proxy in deployment.peer_proxies.values().flatten() {
+        proxy.lose(plan.clone());
+    }
+    Some(plan)
 }
 
 impl Live<'_> {
