@@ -112,8 +112,14 @@ fn live_history(
     args.extend_from_slice(extra);
     args.extend(["--history", h.as_str()]);
     let out = in_repo(&args);
-    let text =
-        std::fs::read_to_string(&history).unwrap_or_else(|e| panic!("{}: {e}", history.display()));
+    let text = std::fs::read_to_string(&history).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; the run exited {:?}: {}",
+            history.display(),
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     let events = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -279,10 +285,13 @@ fn a_missing_server_binary_names_its_debian_package() {
     assert!(err.contains("apt-get install -y redis-server"), "{err}");
 }
 
-/// Starts `locksim live PATH --keep KEEP --history HISTORY`, quiet, without waiting for it.
-fn spawn_live(path: &str, keep: &Path, history: &Path) -> std::process::Child {
+/// Starts `locksim live PATH EXTRA… --keep KEEP --history HISTORY`, quiet, without waiting
+/// for it.
+fn spawn_live(path: &str, extra: &[&str], keep: &Path, history: &Path) -> std::process::Child {
     tools::die_with_test(&mut Command::new(env!("CARGO_BIN_EXE_locksim")))
-        .args(["live", path, "--keep"])
+        .args(["live", path])
+        .args(extra)
+        .arg("--keep")
         .arg(keep)
         .arg("--history")
         .arg(history)
@@ -691,27 +700,47 @@ fn isolating_the_etcd_leader_cuts_its_peer_links_and_the_others_elect_another() 
     if !have("etcd", "etcd-server") {
         return;
     }
-    let dir = scratch("etcd-peers");
+    isolate_the_etcd_leader("stall", false);
+}
+
+#[test]
+fn reset_or_one_way_cuts_from_the_etcd_leader_also_make_the_others_elect_another() {
+    let _serial = one_at_a_time();
+    if !have("etcd", "etcd-server") {
+        return;
+    }
+    // A reset cut closes the members' connections (they redial into the cut); a one-way
+    // cut holds only what the leader sends: its heartbeats stop, the others' votes reach it.
+    isolate_the_etcd_leader("reset", false);
+    isolate_the_etcd_leader("stall", true);
+}
+
+/// Cuts the etcd member that leads at 2 s from the others and from c1 for 4 s (`--partition
+/// MODE`, one way, from it, if `one_way`) and checks: the cut's links in the history, another
+/// leader named by the members meanwhile, grants after the cut, a valid history.
+fn isolate_the_etcd_leader(mode: &str, one_way: bool) {
+    let dir = scratch(&format!("etcd-peers-{mode}-{one_way}"));
     let keep = dir.join("keep");
     let history = dir.join("h.jsonl");
-    let path = scenario(&dir, "isolate", "duration_ms = 7000\n[protocol]\nname = \"etcd\"\npeers = 3\nlease_ttl_ms = 2000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 4000\nisolate = [\"@leader\"]\n");
-    let child = spawn_live(&path, &keep, &history);
+    let path = scenario(&dir, "isolate", &format!("duration_ms = 7000\n[protocol]\nname = \"etcd\"\npeers = 3\nlease_ttl_ms = 2000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 4000\nisolate = [\"@leader\"]\none_way = {one_way}\n"));
+    let child = spawn_live(&path, &["--partition", mode], &keep, &history);
     let statuses = etcd_statuses(child, &keep);
     let (text, events) = read_history(&history);
     let cut = first_partition(&events);
-    // The member that led is cut from both others, both ways, and from both clients.
+    // The member that led is cut from both others (both ways unless one-way) and from c1.
     let detail = cut["detail"].as_str().unwrap();
+    let to_c1 = if one_way { "c1<-" } else { "c1-" };
     let isolated = detail
         .split(", ")
-        .find_map(|link| link.strip_prefix("stall: c1-"))
+        .find_map(|link| link.strip_prefix(&format!("{mode}: {to_c1}")))
         .unwrap_or_else(|| panic!("{detail}"));
     for other in ["etcd1", "etcd2", "etcd3"]
         .iter()
         .filter(|m| **m != isolated)
     {
         assert!(detail.contains(&format!("{isolated}->{other}")), "{detail}");
-        assert!(detail.contains(&format!("{other}->{isolated}")), "{detail}");
-        assert!(detail.contains(&format!("c1-{isolated}")), "{detail}");
+        let back = format!("{other}->{isolated}");
+        assert_eq!(detail.contains(&back), !one_way, "{back} in {detail}");
     }
     // The members' own answers: one leader first, another one named later (while the old
     // one was cut off: with its peer links open, it would have stayed leader).
@@ -801,14 +830,12 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
     if !have("redis-server", "redis-server") {
         return;
     }
-    // Three deployments of three redis-servers and three Sentinels each: light enough to
-    // share the machine.
+    // Three deployments of three redis-servers and three Sentinels each, one after another:
+    // side by side on two cores they slowed each other's failovers past the scenarios' room.
     let run = |file: &'static str, name: &'static str| {
-        std::thread::spawn(move || {
-            let dir = scratch(name);
-            let (out, events, text) = live_history(file, &dir, name, &["--json"]);
-            (code(&out), json(&out), events, text)
-        })
+        let dir = scratch(name);
+        let (out, events, text) = live_history(file, &dir, name, &["--json"]);
+        (code(&out), json(&out), events, text)
     };
     let wait = run(
         "live/scenarios/redis-replicated-failover-stall-wait.toml",
@@ -852,7 +879,7 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
     assert_none_left(&dir.join("keep"));
     // With WAIT 1 the unreplicated grant is not counted: nobody holds the lock before the
     // failover (c1's WAIT answers 0, or redis1 dies before it answers).
-    let (c, j, events, text) = wait.join().unwrap();
+    let (c, j, events, text) = wait;
     assert_eq!(c, 0, "{j}");
     assert_eq!(j["verdict"], "valid", "{j}");
     let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
@@ -865,7 +892,7 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
     // `@primary` names the node the Sentinels promoted by the second crash. (Whether the
     // scenario's violation follows depends on that node restarting before the Sentinels
     // call it down: real timing, not asserted here.)
-    let (c, _, events, text) = primary.join().unwrap();
+    let (c, _, events, text) = primary;
     assert!(matches!(c, 0 | 1), "{text}");
     let crashed: Vec<&str> = events
         .iter()
@@ -1215,7 +1242,7 @@ fn a_zookeeper_follower_cut_from_the_leader_stops_serving_and_the_leader_serves_
     // votes for a higher one. The cut is between zk1 and the leader only; clients keep
     // every link.
     let path = scenario(&dir, "follower", "duration_ms = 9000\n[protocol]\nname = \"zookeeper\"\npeers = 3\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 5000\ngroups = [[\"zk1\"], [\"@leader\"]]\n");
-    let child = spawn_live(&path, &keep, &history);
+    let child = spawn_live(&path, &[], &keep, &history);
     let modes = zookeeper_modes(child, &keep);
     let (_, events) = read_history(&history);
     let cut = first_partition(&events);

@@ -202,9 +202,7 @@ fn start_servers(deployment: &mut Deployment) -> anyhow::Result<()> {
         for server in &mut wave {
             server.spawn()?;
         }
-        for server in &mut wave {
-            server.wait_ready()?;
-        }
+        crate::servers::wait_all_ready(&mut wave)?;
     }
     if deployment.infos.is_empty() {
         // ZooKeeper tells its version only once it runs.
