@@ -112,8 +112,14 @@ fn live_history(
     args.extend_from_slice(extra);
     args.extend(["--history", h.as_str()]);
     let out = in_repo(&args);
-    let text =
-        std::fs::read_to_string(&history).unwrap_or_else(|e| panic!("{}: {e}", history.display()));
+    let text = std::fs::read_to_string(&history).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; the run exited {:?}: {}",
+            history.display(),
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     let events = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -279,10 +285,13 @@ fn a_missing_server_binary_names_its_debian_package() {
     assert!(err.contains("apt-get install -y redis-server"), "{err}");
 }
 
-/// Starts `locksim live PATH --keep KEEP --history HISTORY`, quiet, without waiting for it.
-fn spawn_live(path: &str, keep: &Path, history: &Path) -> std::process::Child {
+/// Starts `locksim live PATH EXTRA… --keep KEEP --history HISTORY`, quiet, without waiting
+/// for it.
+fn spawn_live(path: &str, extra: &[&str], keep: &Path, history: &Path) -> std::process::Child {
     tools::die_with_test(&mut Command::new(env!("CARGO_BIN_EXE_locksim")))
-        .args(["live", path, "--keep"])
+        .args(["live", path])
+        .args(extra)
+        .arg("--keep")
         .arg(keep)
         .arg("--history")
         .arg(history)
@@ -691,27 +700,47 @@ fn isolating_the_etcd_leader_cuts_its_peer_links_and_the_others_elect_another() 
     if !have("etcd", "etcd-server") {
         return;
     }
-    let dir = scratch("etcd-peers");
+    isolate_the_etcd_leader("stall", false);
+}
+
+#[test]
+fn reset_or_one_way_cuts_from_the_etcd_leader_also_make_the_others_elect_another() {
+    let _serial = one_at_a_time();
+    if !have("etcd", "etcd-server") {
+        return;
+    }
+    // A reset cut closes the members' connections (they redial into the cut); a one-way
+    // cut holds only what the leader sends: its heartbeats stop, the others' votes reach it.
+    isolate_the_etcd_leader("reset", false);
+    isolate_the_etcd_leader("stall", true);
+}
+
+/// Cuts the etcd member that leads at 2 s from the others and from c1 for 4 s (`--partition
+/// MODE`, one way, from it, if `one_way`) and checks: the cut's links in the history, another
+/// leader named by the members meanwhile, grants after the cut, a valid history.
+fn isolate_the_etcd_leader(mode: &str, one_way: bool) {
+    let dir = scratch(&format!("etcd-peers-{mode}-{one_way}"));
     let keep = dir.join("keep");
     let history = dir.join("h.jsonl");
-    let path = scenario(&dir, "isolate", "duration_ms = 7000\n[protocol]\nname = \"etcd\"\npeers = 3\nlease_ttl_ms = 2000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 4000\nisolate = [\"@leader\"]\n");
-    let child = spawn_live(&path, &keep, &history);
+    let path = scenario(&dir, "isolate", &format!("duration_ms = 7000\n[protocol]\nname = \"etcd\"\npeers = 3\nlease_ttl_ms = 2000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 4000\nisolate = [\"@leader\"]\none_way = {one_way}\n"));
+    let child = spawn_live(&path, &["--partition", mode], &keep, &history);
     let statuses = etcd_statuses(child, &keep);
     let (text, events) = read_history(&history);
     let cut = first_partition(&events);
-    // The member that led is cut from both others, both ways, and from both clients.
+    // The member that led is cut from both others (both ways unless one-way) and from c1.
     let detail = cut["detail"].as_str().unwrap();
+    let to_c1 = if one_way { "c1<-" } else { "c1-" };
     let isolated = detail
         .split(", ")
-        .find_map(|link| link.strip_prefix("stall: c1-"))
+        .find_map(|link| link.strip_prefix(&format!("{mode}: {to_c1}")))
         .unwrap_or_else(|| panic!("{detail}"));
     for other in ["etcd1", "etcd2", "etcd3"]
         .iter()
         .filter(|m| **m != isolated)
     {
         assert!(detail.contains(&format!("{isolated}->{other}")), "{detail}");
-        assert!(detail.contains(&format!("{other}->{isolated}")), "{detail}");
-        assert!(detail.contains(&format!("c1-{isolated}")), "{detail}");
+        let back = format!("{other}->{isolated}");
+        assert_eq!(detail.contains(&back), !one_way, "{back} in {detail}");
     }
     // The members' own answers: one leader first, another one named later (while the old
     // one was cut off: with its peer links open, it would have stayed leader).
@@ -801,14 +830,12 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
     if !have("redis-server", "redis-server") {
         return;
     }
-    // Three deployments of three redis-servers and three Sentinels each: light enough to
-    // share the machine.
+    // Three deployments of three redis-servers and three Sentinels each, one after another:
+    // side by side on two cores they slowed each other's failovers past the scenarios' room.
     let run = |file: &'static str, name: &'static str| {
-        std::thread::spawn(move || {
-            let dir = scratch(name);
-            let (out, events, text) = live_history(file, &dir, name, &["--json"]);
-            (code(&out), json(&out), events, text)
-        })
+        let dir = scratch(name);
+        let (out, events, text) = live_history(file, &dir, name, &["--json"]);
+        (code(&out), json(&out), events, text)
     };
     let wait = run(
         "live/scenarios/redis-replicated-failover-stall-wait.toml",
@@ -852,7 +879,7 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
     assert_none_left(&dir.join("keep"));
     // With WAIT 1 the unreplicated grant is not counted: nobody holds the lock before the
     // failover (c1's WAIT answers 0, or redis1 dies before it answers).
-    let (c, j, events, text) = wait.join().unwrap();
+    let (c, j, events, text) = wait;
     assert_eq!(c, 0, "{j}");
     assert_eq!(j["verdict"], "valid", "{j}");
     let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
@@ -865,7 +892,7 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
     // `@primary` names the node the Sentinels promoted by the second crash. (Whether the
     // scenario's violation follows depends on that node restarting before the Sentinels
     // call it down: real timing, not asserted here.)
-    let (c, _, events, text) = primary.join().unwrap();
+    let (c, _, events, text) = primary;
     assert!(matches!(c, 0 | 1), "{text}");
     let crashed: Vec<&str> = events
         .iter()
@@ -884,16 +911,17 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
 }
 
 #[test]
-fn a_delay_spike_and_a_delay_partition_under_reset_are_refused_with_exit_2() {
+fn a_delay_spike_at_a_servers_point_and_a_delay_partition_under_reset_are_refused_with_exit_2() {
     let _serial = one_at_a_time();
-    let out = in_repo(&["live", "scenarios/catalog/redis-single-delayed-write.toml"]);
+    let dir = scratch("delay");
+    let spike = "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[[faults]]\nkind = \"delay_spike\"\nnode = \"redis\"\npoint = \"before_reply\"\nduration_ms = 500\n";
+    let out = in_repo(&["live", &scenario(&dir, "spike", spike)]);
     assert_eq!(code(&out), 2);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("delay_spike") && err.contains("faults[0]"),
+        err.contains("delay_spike") && err.contains("faults[0]") && err.contains("no named"),
         "{err}"
     );
-    let dir = scratch("delay");
     let text = "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[network]\npartition = \"delay\"\n";
     let path = scenario(&dir, "delay", text);
     let out = in_repo(&["live", &path, "--partition", "reset"]);
@@ -1067,10 +1095,11 @@ fn random_kinds_live_mode_cannot_inject_are_refused_by_name() {
         err.contains("faults_random draws \"clock_jump\" faults"),
         "{err}"
     );
-    let loss = scenario(&dir, "loss", "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[network]\nloss_probability = 0.1\n");
-    let out = in_repo(&["live", &loss]);
+    // TCP never hands the application a message twice; loss it resends (see the loss tests).
+    let dup = scenario(&dir, "dup", "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[network]\nduplicate_probability = 0.1\n");
+    let out = in_repo(&["live", &dup]);
     assert_eq!(code(&out), 2);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("network.loss_probability"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("network.duplicate_probability"));
 }
 
 #[test]
@@ -1213,7 +1242,7 @@ fn a_zookeeper_follower_cut_from_the_leader_stops_serving_and_the_leader_serves_
     // votes for a higher one. The cut is between zk1 and the leader only; clients keep
     // every link.
     let path = scenario(&dir, "follower", "duration_ms = 9000\n[protocol]\nname = \"zookeeper\"\npeers = 3\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 5000\ngroups = [[\"zk1\"], [\"@leader\"]]\n");
-    let child = spawn_live(&path, &keep, &history);
+    let child = spawn_live(&path, &[], &keep, &history);
     let modes = zookeeper_modes(child, &keep);
     let (_, events) = read_history(&history);
     let cut = first_partition(&events);
@@ -1254,6 +1283,49 @@ fn a_zookeeper_follower_cut_from_the_leader_stops_serving_and_the_leader_serves_
         String::from_utf8_lossy(&check.stdout)
     );
     assert_none_left(&keep);
+}
+
+#[test]
+fn a_zookeeper_session_moves_to_another_server_when_the_leader_crashes() {
+    let _serial = one_at_a_time();
+    let jar = Path::new("/usr/share/java/zookeeper.jar");
+    if !have("java", "zookeeper")
+        || !tools::require_file("live", jar, "apt-get install -y zookeeper")
+    {
+        return;
+    }
+    let dir = scratch("zk-move");
+    // The leader's crash drops every client's connection, wherever it was: the followers
+    // stop serving until they elect another (about 1.5 s here, under the 6 s session).
+    let path = scenario(&dir, "move", "duration_ms = 10000\n[protocol]\nname = \"zookeeper\"\npeers = 3\nsession_timeout_ms = 6000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[resource]\nfencing = \"on\"\n[[faults]]\nkind = \"crash\"\nnode = \"@leader\"\nat_ms = 2000\nrestart_after_ms = 2000\n");
+    let (out, events, text) = live_history(&path, &dir, "h", &["--json"]);
+    assert_eq!(code(&out), 0, "{text}");
+    let notes = |client: &str, what: &[&str]| {
+        events
+            .iter()
+            .filter(|e| e["node"] == client && e["op"] == "note")
+            .filter(|e| {
+                what.iter()
+                    .any(|w| e["detail"].as_str().unwrap().starts_with(w))
+            })
+            .count()
+    };
+    // The session survives: the client takes it (its id and password) to the next server
+    // that serves, it is never over, and the lock goes on.
+    for client in ["c1", "c2"] {
+        assert!(
+            notes(client, &["session moved", "session back"]) >= 1,
+            "{text}"
+        );
+        assert_eq!(notes(client, &["session over"]), 0, "{text}");
+    }
+    let crash = events.iter().find(|e| e["op"] == "crash").expect("a crash");
+    let granted_after = events
+        .iter()
+        .filter(|e| e["op"] == "acquire" && e["kind"] == "ok")
+        .filter(|e| e["time_ns"].as_u64() > crash["time_ns"].as_u64())
+        .count();
+    assert!(granted_after > 0, "{text}");
 }
 
 #[test]
@@ -1330,4 +1402,209 @@ fn isolating_the_redis_primary_cuts_replication_and_sentinel_links_and_the_senti
         .find(|e| e["op"] == "acquire" && e["kind"] == "ok");
     assert!(first.is_some(), "{text}");
     assert_none_left(&keep);
+}
+
+#[test]
+fn the_loss_schedule_resends_after_linuxs_rto_doubling_and_keeps_order() {
+    use locksim_live::proxy::{due_ns, LossDraws, LossPlan, LossWindow, RTO_MIN};
+    let ms = |n: u64| n * 1_000_000;
+    let start_ns = ms(10_000);
+    let window = |probability| LossPlan {
+        start_ns,
+        base: 0.0,
+        windows: vec![LossWindow {
+            at_ms: 0,
+            until_ms: 1_000,
+            probability,
+        }],
+    };
+    let hold = |plan: &LossPlan, at_ns| LossDraws::new(1).hold(plan, at_ns);
+    // Every transmission in the window is lost: resent after 200, 400 and 800 ms, the third
+    // resend leaves after the window (at 1 400 ms) and arrives.
+    let all = window(1.0);
+    assert_eq!(hold(&all, start_ns), Some(Duration::from_millis(1_400)));
+    assert_eq!(hold(&all, start_ns + ms(900)), Some(RTO_MIN));
+    assert_eq!(
+        hold(&all, start_ns - 1),
+        Some(Duration::ZERO),
+        "before the start"
+    );
+    assert_eq!(hold(&all, start_ns + ms(1_000)), Some(Duration::ZERO));
+    // A loss that never ends: the kernel gives up after 15 resends.
+    let forever = LossPlan { base: 1.0, ..all };
+    assert_eq!(hold(&forever, start_ns), None);
+    // Probability 0.3: the same draws for the same seed, each hold a run of doubling RTOs.
+    let some = window(0.3);
+    let holds_ms = |seed| {
+        let mut draws = LossDraws::new(seed);
+        let sent = (0..200).map(|i| draws.hold(&some, start_ns + ms(i)).unwrap());
+        sent.map(|h| h.as_millis() as u64).collect::<Vec<_>>()
+    };
+    let holds = holds_ms(7);
+    assert_eq!(holds, holds_ms(7));
+    assert_ne!(holds, holds_ms(8));
+    assert!(holds
+        .iter()
+        .all(|h| h % 200 == 0 && (h / 200 + 1).is_power_of_two()));
+    let lost = holds.iter().filter(|h| **h > 0).count();
+    assert!((30..=90).contains(&lost), "{lost} of 200 lost at 0.3");
+    assert!(
+        holds.contains(&600),
+        "a resend lost again waits twice as long"
+    );
+    // A chunk behind a held one waits for it: TCP delivers in order.
+    let first = due_ns(0, Duration::ZERO, RTO_MIN, 0);
+    assert_eq!(due_ns(ms(1), Duration::ZERO, Duration::ZERO, first), first);
+}
+
+#[test]
+fn a_lossy_proxy_holds_a_lost_chunk_for_the_rto_and_what_follows_waits_behind_it() {
+    use locksim_live::proxy::{Delays, LossPlan, Proxy, RTO_MIN};
+    use std::io::{Read, Write};
+    let proxy = Proxy::with_delays(
+        echo_server(),
+        Delays {
+            seed: 3,
+            ..Delays::default()
+        },
+    )
+    .unwrap();
+    let plan = LossPlan {
+        start_ns: locksim_live::clock::now_ns(),
+        base: 0.3,
+        windows: vec![],
+    };
+    proxy.lose(std::sync::Arc::new(plan));
+    let mut c = std::net::TcpStream::connect(proxy.addr).unwrap();
+    c.set_nodelay(true).unwrap();
+    let mut reader = c.try_clone().unwrap();
+    let echoes = std::thread::spawn(move || {
+        let (mut got, mut buf) = (vec![], [0; 64]);
+        reader
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        while got.len() < 20 {
+            let n = reader.read(&mut buf).unwrap();
+            assert!(n > 0, "the echo ended early");
+            got.extend(buf[..n].iter().map(|b| (*b, Instant::now())));
+        }
+        got
+    });
+    let mut sent = vec![];
+    for i in 0..20u8 {
+        sent.push(Instant::now());
+        c.write_all(&[i]).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let got = echoes.join().unwrap();
+    let order: Vec<u8> = got.iter().map(|(b, _)| *b).collect();
+    assert_eq!(order, (0..20).collect::<Vec<u8>>(), "in order");
+    let rtt: Vec<Duration> = got.iter().map(|(b, at)| *at - sent[*b as usize]).collect();
+    let (slowest, worst) = rtt.iter().enumerate().max_by_key(|(_, r)| **r).unwrap();
+    assert!(*worst >= RTO_MIN, "a chunk was lost and resent: {rtt:?}");
+    // The byte sent 10 ms after the slowest one arrived no earlier: it waited behind it.
+    if let Some(next) = rtt.get(slowest + 1) {
+        assert!(*next + Duration::from_millis(10) >= *worst, "{rtt:?}");
+    }
+    assert_eq!(proxy.close(), 0);
+}
+
+/// The acquires of a history: (invoke ms, ok ms), each client's in turn.
+fn acquires_ms(events: &[serde_json::Value]) -> Vec<(u64, u64)> {
+    let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
+    let mut open = std::collections::BTreeMap::new();
+    let mut done = vec![];
+    for e in events.iter().filter(|e| e["op"] == "acquire") {
+        let node = e["node"].as_str().unwrap().to_owned();
+        match e["kind"].as_str() {
+            Some("invoke") => drop(open.insert(node, ms(e))),
+            Some("ok") => done.extend(open.remove(&node).map(|at| (at, ms(e)))),
+            _ => drop(open.remove(&node)),
+        }
+    }
+    done
+}
+
+#[test]
+fn a_loss_window_slows_acquires_by_tcps_resends_and_the_lock_still_holds() {
+    let _serial = one_at_a_time();
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    let dir = scratch("loss");
+    // Timeouts above the RTO, so that a lost request is resent within them and lands in time.
+    let text = "duration_ms = 4500\n[protocol]\nname = \"single-redis\"\nrequest_timeout_ms = 1000\n[workload]\nclients = 2\nresource_timeout_ms = 1000\n[[faults]]\nkind = \"loss\"\nat_ms = 1000\nduration_ms = 2000\nprobability = 0.3\n";
+    let (out, events, text) = live_history(&scenario(&dir, "loss", text), &dir, "h", &[]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("verdict   VALID"));
+    let acquires = acquires_ms(&events);
+    let took = |keep: &dyn Fn(&(u64, u64)) -> bool| -> Vec<u64> {
+        acquires
+            .iter()
+            .filter(|a| keep(a))
+            .map(|(i, o)| o - i)
+            .collect()
+    };
+    let inside = took(&|(i, _)| (1_000..3_000).contains(i));
+    // Clear of the window: done before it, or started once its last resends are in.
+    let outside = took(&|(i, o)| *o < 1_000 || *i >= 3_300);
+    let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
+    assert!(inside.len() >= 2 && outside.len() >= 4, "{text}");
+    assert!(inside.iter().any(|ms| *ms >= 200), "{inside:?} {outside:?}");
+    assert!(
+        mean(&inside) >= 2.0 * mean(&outside),
+        "{inside:?} {outside:?}"
+    );
+}
+
+#[test]
+fn a_delay_spike_at_before_write_lands_a_stale_write_after_the_next_holders() {
+    let _serial = one_at_a_time();
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    let dir = scratch("spike");
+    // Kleppmann's delayed packet (catalog: redis-single-delayed-write), shortened.
+    let text = "duration_ms = 3000\n[protocol]\nname = \"single-redis\"\nttl_ms = 1000\ntokens = true\n[workload]\nclients = 2\ncs_ms_min = 10\ncs_ms_max = 50\n[resource]\nfencing = \"off\"\n[[faults]]\nkind = \"delay_spike\"\nnode = \"c1\"\nto = [\"resource\"]\npoint = \"before_write\"\nduration_ms = 1500\n";
+    let (out, events, text) = live_history(&scenario(&dir, "spike", text), &dir, "h", &[]);
+    assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stderr));
+    let find = |op: &str| events.iter().find(|e| e["op"] == op && e["target"] == "c1");
+    let (hold, flush) = (find("hold").expect(&text), find("flush").expect(&text));
+    let ns = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap();
+    let token = |e: &serde_json::Value| e["token"].as_u64().unwrap();
+    let accepts: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["op"] == "resource_accept")
+        .collect();
+    // c1's held write is accepted after the heal, behind a later holder's higher token.
+    let late = accepts
+        .iter()
+        .find(|e| e["grant"] == "c1#1" && ns(e) >= ns(flush))
+        .unwrap_or_else(|| panic!("c1's write landed late: {text}"));
+    let before = accepts
+        .iter()
+        .filter(|e| ns(e) > ns(hold) && ns(e) < ns(late));
+    assert!(
+        before.clone().any(|e| token(e) > token(late)),
+        "another holder wrote meanwhile: {text}"
+    );
+}
+
+#[test]
+fn random_loss_periods_and_delay_spikes_run_live() {
+    let _serial = one_at_a_time();
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    let dir = scratch("random-wire");
+    let text = "duration_ms = 1500\n[protocol]\nname = \"single-redis\"\n[faults_random]\nloss_period_probability = 1.0\nloss_ms_max = 500\ndelay_spike_probability = 1.0\ndelay_spike_ms_max = 300\n";
+    let (out, events, text) = live_history(&scenario(&dir, "random", text), &dir, "h", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!([0, 1].contains(&code(&out)), "{err}");
+    let drawn = |op: &str| {
+        events
+            .iter()
+            .any(|e| e["op"] == op && e["node"] == "nemesis")
+    };
+    assert!(drawn("loss"), "a drawn loss period: {text}");
 }

@@ -214,18 +214,96 @@ pub fn stop_self() {
     unsafe { libc::raise(libc::SIGSTOP) };
 }
 
+/// The ports [`free_port`] handed out in this process.
+static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
 /// A free TCP port on 127.0.0.1 (bound, read, released: the caller binds it next), never
-/// one handed out before in this process.
+/// one handed out before in this process, nor one another locksim process on this machine
+/// holds ([`claim_port`]): runs in parallel (the tests, a validation's jobs) would otherwise
+/// draw the same released port and one server's bind would fail.
 pub fn free_port() -> anyhow::Result<u16> {
-    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
     for _ in 0..100 {
         let listener =
             std::net::TcpListener::bind("127.0.0.1:0").context("no free loopback port")?;
         let port = listener.local_addr()?.port();
-        if GIVEN.lock().unwrap().insert(port) {
+        if GIVEN.lock().unwrap().insert(port) && claim_port(port) {
             return Ok(port);
         }
     }
     anyhow::bail!("no fresh free loopback port in 100 tries")
+}
+
+/// Claims `port` machine-wide for this process's lifetime: a write lock on byte `port` of
+/// one shared file (`fcntl` record locks are per process and the kernel drops them when
+/// the process ends, however it ends). False if another process holds it. Where the file
+/// cannot be opened, every port counts as free (the in-process check still applies).
+fn claim_port(port: u16) -> bool {
+    use std::os::fd::AsRawFd;
+    // Kept open for the process's life: closing any descriptor of the file would drop
+    // every lock this process holds on it.
+    static FILE: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
+    let file = FILE.get_or_init(|| {
+        let path = std::env::temp_dir().join("locksim-ports.lock");
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .ok()
+    });
+    let Some(file) = file else { return true };
+    // SAFETY: an all-zero `flock` is a valid value; the fields that matter are set below.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = libc::F_WRLCK as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = libc::off_t::from(port);
+    lock.l_len = 1;
+    // SAFETY: a valid open descriptor and a pointer to an initialised `flock`.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &lock) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The child's side of the test below: claims the port in its environment and exits 10
+    /// if it got it, 11 if another process holds it.
+    const CHILD_PORT: &str = "LOCKSIM_TEST_CLAIM_PORT";
+
+    #[test]
+    fn a_port_one_process_handed_out_is_refused_to_another() {
+        if let Ok(port) = std::env::var(CHILD_PORT) {
+            std::process::exit(if claim_port(port.parse().unwrap()) {
+                10
+            } else {
+                11
+            });
+        }
+        let claims = |port: u16| {
+            Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "procs::tests::a_port_one_process_handed_out_is_refused_to_another",
+                ])
+                .env(CHILD_PORT, port.to_string())
+                .status()
+                .unwrap()
+                .code()
+        };
+        let given = free_port().unwrap();
+        assert_eq!(
+            claims(given),
+            Some(11),
+            "port {given} is held by this process"
+        );
+        // A port this process never handed out is the child's to claim.
+        let other = given ^ 1;
+        assert!(!GIVEN.lock().unwrap().contains(&other));
+        assert_eq!(
+            claims(other),
+            Some(10),
+            "port {other} is held by no process"
+        );
+    }
 }

@@ -17,6 +17,18 @@
 //! every cut of the proxy, since it may be any sender's.
 //! A proxy keeps only its open connections, and closing it (or dropping it) ends every thread
 //! it started, a stalled link's included.
+//!
+//! **Loss, as TCP experiences it** ([`LossPlan`], [`LossDraws`]): TCP never loses a message
+//! for the application. A lost segment is resent after the retransmission timeout, and
+//! everything behind it on the connection waits (head-of-line blocking). So a chunk the
+//! proxy forwards while the run's loss probability is above zero is lost with that
+//! probability (drawn from the run's seed, each proxy and direction its own stream), held
+//! for Linux's smallest RTO (`TCP_RTO_MIN`, 200 ms: on loopback the RTT is microseconds, so
+//! the kernel's RTO is its floor), and drawn again at each resend with the probability then in
+//! force, the RTO doubling each time (capped at `TCP_RTO_MAX`, 120 s); after 15 resends
+//! (`tcp_retries2`) the kernel gives up and the connection is reset. Later chunks of that
+//! connection and direction wait behind it, in order. The handshake is not lossy: the proxy
+//! sits behind the kernel's `accept`, so a lost SYN (1 s, `TCP_TIMEOUT_INIT`) is not modelled.
 
 use crate::clock;
 use rand::{Rng, SeedableRng};
@@ -26,8 +38,98 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
+
+/// Linux's smallest retransmission timeout, `TCP_RTO_MIN` (`HZ/5`, include/net/tcp.h): what a
+/// lost segment waits on loopback, where the RTT adds microseconds to it.
+pub const RTO_MIN: Duration = Duration::from_millis(200);
+/// Linux's largest, `TCP_RTO_MAX` (`120*HZ`): the backoff stops doubling there.
+const RTO_MAX: Duration = Duration::from_secs(120);
+/// Resends before the kernel gives up on a connection (`net.ipv4.tcp_retries2`'s default).
+const RESENDS_MAX: u32 = 15;
+/// Mixed into a proxy's seed for its loss draws, apart from its latency draws.
+const LOSS_STREAM: u64 = 0x6c6f_7373;
+
+/// The run's loss probability over time: `[network] loss_probability` from the run's start,
+/// replaced by each `loss` fault's for its window (a later window replaces an earlier one,
+/// and when it ends the network's own probability applies again, as in the simulator).
+/// Nothing is lost before the start (the servers form their cluster then).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LossPlan {
+    /// The run's zero on the machine's monotonic clock, in ns.
+    pub start_ns: u64,
+    /// `[network] loss_probability`, per chunk.
+    pub base: f64,
+    /// The `loss` windows, in the order they start.
+    pub windows: Vec<LossWindow>,
+}
+
+/// One `loss` fault's window, in ms since the run's start.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LossWindow {
+    /// Start, in ms since the run's start.
+    pub at_ms: u64,
+    /// End (exclusive), in ms since the run's start.
+    pub until_ms: u64,
+    /// Loss probability per chunk meanwhile.
+    pub probability: f64,
+}
+
+impl LossPlan {
+    /// The loss probability in force at `t_ns` (the machine's monotonic clock).
+    pub fn probability_at(&self, t_ns: u64) -> f64 {
+        let Some(since_ns) = t_ns.checked_sub(self.start_ns) else {
+            return 0.0;
+        };
+        let ms = since_ns / 1_000_000;
+        // The latest window started by now is the one in force, if it has not ended.
+        let latest = self.windows.iter().rev().find(|w| w.at_ms <= ms);
+        match latest {
+            Some(w) if ms < w.until_ms => w.probability,
+            _ => self.base,
+        }
+    }
+
+    /// Whether nothing is ever lost.
+    pub fn lossless(&self) -> bool {
+        self.base == 0.0 && self.windows.iter().all(|w| w.probability == 0.0)
+    }
+}
+
+/// One direction's loss draws, from its own seeded stream.
+pub struct LossDraws(ChaCha8Rng);
+
+impl LossDraws {
+    /// The draws of the stream `seed`.
+    pub fn new(seed: u64) -> LossDraws {
+        LossDraws(ChaCha8Rng::seed_from_u64(seed))
+    }
+
+    /// How long the resends hold a chunk first sent at `sent_ns`: zero if it arrives, else
+    /// the RTOs it waited (200 ms, then 400 ms more, ...), each resend lost again with the
+    /// probability in force when it leaves; `None` if the kernel would give up (reset).
+    pub fn hold(&mut self, plan: &LossPlan, sent_ns: u64) -> Option<Duration> {
+        let (mut t_ns, mut rto) = (sent_ns, RTO_MIN);
+        for _ in 0..=RESENDS_MAX {
+            let p = plan.probability_at(t_ns);
+            assert!((0.0..=1.0).contains(&p), "a probability: {p}");
+            if p == 0.0 || !self.0.gen_bool(p) {
+                return Some(Duration::from_nanos(t_ns - sent_ns));
+            }
+            t_ns += rto.as_nanos() as u64;
+            rto = (rto * 2).min(RTO_MAX);
+        }
+        None
+    }
+}
+
+/// When a chunk sent at `sent_ns` is due: after its latency and its resends, and never before
+/// the chunk ahead of it in the same direction (`last_due_ns`), as TCP delivers in order.
+pub fn due_ns(sent_ns: u64, latency: Duration, hold: Duration, last_due_ns: u64) -> u64 {
+    let due = sent_ns + latency.as_nanos() as u64 + hold.as_nanos() as u64;
+    due.max(last_due_ns)
+}
 
 /// How a partition cuts a proxied link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,7 +290,11 @@ struct Link {
     delays: Delays,
     draws: Mutex<ChaCha8Rng>,
     identify: Option<Identify>,
-    rewrite: std::sync::OnceLock<Rewrite>,
+    rewrite: OnceLock<Rewrite>,
+    /// The run's loss, once the run set it ([`Proxy::lose`]).
+    loss: OnceLock<Arc<LossPlan>>,
+    /// Each direction's loss draws.
+    loss_draws: [Mutex<LossDraws>; 2],
 }
 
 impl Link {
@@ -227,6 +333,19 @@ impl Link {
             false => l.ms_min,
         };
         Some(Duration::from_secs_f64(ms / 1_000.0))
+    }
+
+    /// Whether chunks may be lost in this run (then every direction goes through a writer).
+    fn lossy(&self) -> bool {
+        self.loss.get().is_some_and(|plan| !plan.lossless())
+    }
+
+    /// How long resends hold a chunk sent now in `dir`; `None`: the connection is given up.
+    fn resends(&self, dir: usize, sent_ns: u64) -> Option<Duration> {
+        match self.loss.get() {
+            Some(plan) => self.loss_draws[dir].lock().unwrap().hold(plan, sent_ns),
+            None => Some(Duration::ZERO),
+        }
     }
 }
 
@@ -303,7 +422,9 @@ impl Proxy {
             delays,
             draws: Mutex::new(ChaCha8Rng::seed_from_u64(delays.seed)),
             identify,
-            rewrite: std::sync::OnceLock::new(),
+            rewrite: OnceLock::new(),
+            loss: OnceLock::new(),
+            loss_draws: [0, 1].map(|d| Mutex::new(LossDraws::new(loss_seed(delays.seed, d)))),
         });
         spawn(&link, move |l| accept(&l, listener, upstream));
         Ok(Proxy { addr, link })
@@ -313,6 +434,13 @@ impl Proxy {
     pub fn rewrite_first(&self, rewrite: Rewrite) {
         let set = self.link.rewrite.set(rewrite);
         assert!(set.is_ok(), "a proxy's first-message rewrite is set once");
+    }
+
+    /// Loses chunks from now on as `plan` says (once per proxy): a direction that forwarded at
+    /// once goes through a writer thread from its next chunk on.
+    pub fn lose(&self, plan: Arc<LossPlan>) {
+        let set = self.link.loss.set(plan);
+        assert!(set.is_ok(), "a proxy's loss plan is set once");
     }
 
     /// Cuts the link in `dir` (both ways if `None`).
@@ -394,6 +522,11 @@ impl Drop for Proxy {
     }
 }
 
+/// The seed of a proxy's loss draws in direction `dir`, from its `Delays` seed.
+fn loss_seed(seed: u64, dir: usize) -> u64 {
+    seed ^ LOSS_STREAM ^ ((dir as u64 + 1) << 56)
+}
+
 fn dirs(dir: Option<Dir>) -> Vec<usize> {
     match dir {
         Some(d) => vec![d.index()],
@@ -471,8 +604,8 @@ fn connect(link: &Arc<Link>, mut client: TcpStream, upstream: SocketAddr) {
 }
 
 /// Copies `from` → `to` in `dir` (after `first`, the rewritten first message, if any),
-/// holding bytes while the direction is stalled and each chunk for its latency; at the end
-/// the connection is closed both ways and forgotten.
+/// holding bytes while the direction is stalled and each chunk for its latency and its
+/// resends; at the end the connection is closed both ways and forgotten.
 fn forward(
     link: &Arc<Link>,
     (id, sender, first): (u64, Sender, Vec<u8>),
@@ -480,14 +613,15 @@ fn forward(
     mut from: TcpStream,
     to: TcpStream,
 ) {
-    let d = dir.index();
-    let mut out = Out::new(link, (d, sender.clone()), to.try_clone());
+    let way: Way = (dir.index(), sender);
+    let flows = || link.flows(way.0, &way.1);
+    let mut out = Out::new(link, &way, to.try_clone());
     let mut buf = vec![0; 16 * 1024];
-    let mut sent = first.is_empty() || (link.flows(d, &sender) && out.send(link, &first));
+    let mut sent = first.is_empty() || (flows() && out.send(link, &way, &first));
     while sent {
         sent = match from.read(&mut buf) {
             Ok(0) | Err(_) => false,
-            Ok(n) => link.flows(d, &sender) && out.send(link, &buf[..n]),
+            Ok(n) => flows() && out.send(link, &way, &buf[..n]),
         };
     }
     out.finish();
@@ -495,13 +629,15 @@ fn forward(
     link.conns.lock().unwrap().remove(&id);
 }
 
+/// A direction of a connection: its index and who opened the connection.
+type Way = (usize, Sender);
+
 /// Where a direction's chunks go: written at once, or through a writer thread that holds
 /// each chunk until its due time (chunks keep their order: one is never due before the
 /// one ahead of it).
 enum Out {
     Now(Option<TcpStream>),
     Later {
-        dir: usize,
         chunks: std::sync::mpsc::Sender<(u64, Vec<u8>)>,
         last_due_ns: u64,
         /// Disconnected when the writer has ended.
@@ -510,42 +646,55 @@ enum Out {
 }
 
 impl Out {
-    fn new(
-        link: &Arc<Link>,
-        (dir, sender): (usize, Sender),
-        to: std::io::Result<TcpStream>,
-    ) -> Out {
+    fn new(link: &Arc<Link>, way: &Way, to: std::io::Result<TcpStream>) -> Out {
         let Ok(to) = to else {
             return Out::Now(None);
         };
-        if link.delays.latency[dir].is_none() {
+        if link.delays.latency[way.0].is_none() && !link.lossy() {
             return Out::Now(Some(to));
         }
+        Out::later(link, way, to)
+    }
+
+    fn later(link: &Arc<Link>, way: &Way, to: TcpStream) -> Out {
         let (tx, rx) = channel();
         let (ended, done) = channel();
+        let (dir, sender) = way.clone();
         spawn(link, move |l| {
             write_when_due(&l, (dir, &sender), to, &rx);
             drop(ended);
         });
         Out::Later {
-            dir,
             chunks: tx,
             last_due_ns: 0,
             done,
         }
     }
 
-    fn send(&mut self, link: &Link, chunk: &[u8]) -> bool {
+    /// Sends `chunk` on; false once the connection is over (a write failed, or the kernel
+    /// would have given up resending).
+    fn send(&mut self, link: &Arc<Link>, way: &Way, chunk: &[u8]) -> bool {
+        if matches!(self, Out::Now(Some(_))) && link.lossy() {
+            // The run set its loss after this connection opened (a server's peer link made
+            // while the cluster formed): everything written so far has been written, so a
+            // writer can take over without reordering anything.
+            if let Out::Now(Some(to)) = std::mem::replace(self, Out::Now(None)) {
+                *self = Out::later(link, way, to);
+            }
+        }
         match self {
             Out::Now(to) => to.as_mut().is_some_and(|to| to.write_all(chunk).is_ok()),
             Out::Later {
-                dir,
                 chunks,
                 last_due_ns,
                 ..
             } => {
-                let latency = link.draw(*dir).unwrap_or_default();
-                let due = (clock::now_ns() + latency.as_nanos() as u64).max(*last_due_ns);
+                let sent_ns = clock::now_ns();
+                let latency = link.draw(way.0).unwrap_or_default();
+                let Some(hold) = link.resends(way.0, sent_ns) else {
+                    return false;
+                };
+                let due = due_ns(sent_ns, latency, hold, *last_due_ns);
                 *last_due_ns = due;
                 chunks.send((due, chunk.to_vec())).is_ok()
             }

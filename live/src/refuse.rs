@@ -33,15 +33,9 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
              filesystem); a SIGKILL loses nothing the kernel already has, so power-loss \
              semantics stay the simulator's; run it in the simulator",
         ),
-        FaultKind::Loss => Some(
-            "live mode's TCP proxies cut links but do not drop single messages (TCP would \
-             resend them); run it in the simulator",
-        ),
-        FaultKind::Partition => None,
-        FaultKind::DelaySpike => Some(
-            "live mode's TCP proxies cut links but do not hold one sender's bytes for a while \
-             and send them on yet; run it in the simulator",
-        ),
+        // Loss is TCP's: a lost chunk is resent after the RTO (`proxy::LossPlan`); a delay
+        // spike stalls the sender's links one way and heals them (`Live::delay_spike`).
+        FaultKind::Loss | FaultKind::DelaySpike | FaultKind::Partition => None,
         FaultKind::Pause | FaultKind::PausePeriodic | FaultKind::Crash => None,
     }
 }
@@ -124,9 +118,15 @@ fn check_fault(prepared: &Prepared, fault: &Fault, mode: CutMode) -> Result<(), 
         return Err(why.into());
     }
     let clients = prepared.scenario.workload.client_names();
-    if let Fault::Partition(_) = fault {
-        let (servers, protocol) = (prepared.deployment.servers(), &prepared.scenario.protocol);
-        partition_links(fault, &clients, &servers, mode, &protocol.name)?;
+    let (servers, protocol) = (prepared.deployment.servers(), &prepared.scenario.protocol);
+    match fault {
+        Fault::Partition(_) => {
+            partition_links(fault, &clients, &servers, mode, &protocol.name)?;
+        }
+        Fault::DelaySpike(d) => {
+            spike_links(&d.node, &d.to, &clients, &servers, &protocol.name)?;
+        }
+        _ => {}
     }
     if let Some(ArmedPoint { node, point, .. }) = fault.armed_point() {
         if !clients.contains(&node) {
@@ -140,20 +140,17 @@ fn check_fault(prepared: &Prepared, fault: &Fault, mode: CutMode) -> Result<(), 
     Ok(())
 }
 
-/// `[network]` loss and duplication: a TCP link neither loses nor duplicates what it carries.
+/// `[network]` duplication: a TCP link never hands its application a message twice. (Its
+/// `loss_probability` runs live as TCP experiences loss: resends after the RTO.)
 fn network(prepared: &Prepared) -> Result<(), Refused> {
     let net = &prepared.scenario.network;
-    for (field, p) in [
-        ("loss_probability", net.loss_probability),
-        ("duplicate_probability", net.duplicate_probability),
-    ] {
-        if p > 0.0 {
-            return Err(Refused(format!(
-                "{}: network.{field} = {p}: live links are TCP connections, which neither lose \
-                 nor duplicate single messages; run it in the simulator",
-                prepared.path
-            )));
-        }
+    let p = net.duplicate_probability;
+    if p > 0.0 {
+        return Err(Refused(format!(
+            "{}: network.duplicate_probability = {p}: live links are TCP connections, which \
+             never hand the application a message twice; run it in the simulator",
+            prepared.path
+        )));
     }
     let servers = prepared.deployment.servers();
     let between_servers = net
@@ -247,6 +244,32 @@ fn servers_cut(links: &mut Cuts, protocol: &str, role: Option<&str>) -> Result<(
         }
         Err(_) => Ok(()),
     }
+}
+
+/// The links a delay spike holds: those carrying what `sender` sends to `to` (every other
+/// node if empty), one way, as a one-way stall from `sender` heals (a client's requests up
+/// its proxies, a server's answers down its clients' proxies and its traffic to the other
+/// servers by its identified connections); an error if live mode has no proxies there.
+pub fn spike_links(
+    sender: &str,
+    to: &[String],
+    clients: &[String],
+    servers: &[String],
+    protocol: &str,
+) -> Result<Cuts, String> {
+    let others: Vec<String> = to.iter().filter(|n| *n != sender).cloned().collect();
+    let (isolate, groups) = match to.is_empty() {
+        true => (vec![sender.to_owned()], vec![]),
+        false => (vec![], vec![vec![sender.to_owned()], others]),
+    };
+    let one_way = Fault::Partition(locksim_sim::fault::Partition {
+        at_ms: 0,
+        duration_ms: 0,
+        isolate,
+        groups,
+        one_way: true,
+    });
+    partition_links(&one_way, clients, servers, CutMode::Stall, protocol)
 }
 
 /// The links a partition cuts; an error if it would cut links live mode has no proxy on

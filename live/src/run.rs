@@ -6,7 +6,7 @@ use crate::clock;
 use crate::deploy::{self, Deployment, ServerInfo};
 use crate::history::Recorder;
 use crate::procs::Proc;
-use crate::proxy::{CutMode, Delays, Dir, Proxy};
+use crate::proxy::{CutMode, Delays, Dir, LossPlan, Proxy};
 use crate::refuse::Cuts;
 use crate::spec::{ClientMsg, ClientSpec, PointStop};
 use locksim_check::{Event, History, Kind, Op};
@@ -22,6 +22,7 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The nemesis's node name in the history (as in the simulator).
@@ -58,6 +59,16 @@ enum Action {
     Cycle(PausePeriodic, String),
     Heal {
         links: Cuts,
+    },
+    /// A delay spike's end: its links move on.
+    Flush {
+        links: Cuts,
+        node: String,
+        detail: String,
+    },
+    /// A loss window's end, unless a later one (a higher epoch) replaced it.
+    LossOver {
+        epoch: u64,
     },
     Resume {
         node: String,
@@ -98,9 +109,14 @@ struct Live<'a> {
     started: bool,
     /// The picks of periodic pauses among their `targets`, from the run's seed.
     picks: ChaCha8Rng,
+    /// The run's loss, which every proxy applies (`None`: nothing is ever lost).
+    loss: Option<Arc<LossPlan>>,
+    /// Loss windows started so far (the latest one is in force).
+    loss_epoch: u64,
 }
 
 mod periodic;
+mod wire;
 
 /// How long before the run's start the clients are spawned: they wait for it.
 const CLIENT_SPAWN_MS: u64 = 500;
@@ -120,11 +136,11 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     // before it (`fire_due`), as in the simulator, where a fault at 0 precedes every client
     // step: spawned one by one, a client ran before a partition or pause at 0 took effect
     // (under load, for tens of ms: Redlock's first grant then reached all five masters).
-    // They start only when told (`release`), so a slow spawn cannot put them ahead of the
-    // faults due at 0.
+    // They start only when told (`release`): a slow spawn cannot put them ahead of those.
     let start_ns = clock::now_ns() + CLIENT_SPAWN_MS * 1_000_000;
     let recorder = Recorder::new(start_ns);
     let resource = crate::resource::start(s.resource.rules(), &dir, recorder.clone())?;
+    let loss = wire::loss_plan(prepared, &faults, start_ns, &deployment);
     let (tx, rx) = channel();
     let mut live = Live {
         prepared,
@@ -143,6 +159,8 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         proxies: BTreeMap::new(),
         started: false,
         picks: ChaCha8Rng::seed_from_u64(opts.seed ^ periodic::PICKS_STREAM),
+        loss,
+        loss_epoch: 0,
     };
     for fault in faults.iter().filter(|f| f.at_ms().is_some()) {
         let at_ns = start_ns + fault.at_ms().unwrap_or(0) * 1_000_000;
@@ -184,9 +202,7 @@ fn start_servers(deployment: &mut Deployment) -> anyhow::Result<()> {
         for server in &mut wave {
             server.spawn()?;
         }
-        for server in &mut wave {
-            server.wait_ready()?;
-        }
+        crate::servers::wait_all_ready(&mut wave)?;
     }
     if deployment.infos.is_empty() {
         // ZooKeeper tells its version only once it runs.
@@ -241,13 +257,23 @@ fn point_stops(faults: &[Fault], name: &str) -> Vec<PointStop> {
             let (duration, crash) = match p.action {
                 PointAction::Pause(d) => (Some(d), false),
                 PointAction::Crash(restart) => (restart, true),
-                PointAction::Hold(..) => unreachable!("live mode refuses delay spikes"),
+                PointAction::Hold(d, to) => {
+                    let duration_ms = Some(d.as_millis() as u64);
+                    return PointStop {
+                        point: p.point,
+                        occurrence: p.occurrence,
+                        duration_ms,
+                        crash: false,
+                        hold_to: Some(to),
+                    };
+                }
             };
             PointStop {
                 point: p.point,
                 occurrence: p.occurrence,
                 duration_ms: duration.map(|d| d.as_millis() as u64),
                 crash,
+                hold_to: None,
             }
         })
         .collect()
@@ -379,6 +405,7 @@ impl Live<'_> {
                 let seed = self.opts.seed ^ (self.proxies.len() as u64 + 1) << 32;
                 let delays = Delays::of(net, name, &key.1, seed);
                 let proxy = Proxy::with_delays(addr.parse()?, delays)?;
+                self.loss.iter().for_each(|plan| proxy.lose(plan.clone()));
                 self.proxies.insert(key.clone(), proxy);
             }
             proxied.push(self.proxies[&key].addr.to_string());
@@ -474,6 +501,12 @@ impl Live<'_> {
             Action::Resume { node, epoch } => self.resume(&node, Some(epoch)),
             Action::Restart { node } => self.restart(&node),
             Action::Heal { links } => self.heal(&links),
+            Action::Flush {
+                links,
+                node,
+                detail,
+            } => self.flush(&links, &node, detail),
+            Action::LossOver { epoch } => self.loss_over(epoch),
         }
     }
 
@@ -510,6 +543,8 @@ impl Live<'_> {
             Fault::Crash(c) => self.crash(&c.node, c.restart_after_ms, &why),
             Fault::Partition(p) => self.partition(&concrete_for_links, p.duration_ms),
             Fault::PausePeriodic(p) => self.pause_periodic(p, &why),
+            Fault::Loss(l) => self.loss_window(&l),
+            Fault::DelaySpike(d) => self.delay_spike(&d.node, &d.to, d.duration_ms, &why),
             other => unreachable!("refused before the run: {other:?}"),
         }
     }
@@ -577,6 +612,9 @@ impl Live<'_> {
             && clock::since(start_ns) < Duration::from_secs(2)
         {
             clock::sleep(Duration::from_micros(200));
+        }
+        if stop.hold_to.is_some() {
+            return self.spike_at_point(who, &stop, start_ns);
         }
         let why = format!("at {} (passage {})", stop.point, stop.occurrence);
         if stop.crash {
@@ -732,18 +770,18 @@ impl Live<'_> {
         for node in crashed {
             self.restart(&node);
         }
-        let cut: Vec<Cuts> = self
-            .timers
-            .values()
-            .filter_map(|a| match a {
-                Action::Heal { links } => Some(links.clone()),
-                _ => None,
-            })
-            .collect();
-        for links in cut {
-            self.heal(&links);
+        // Every cut heals and every delay spike ends now; nothing else pending fires.
+        for action in std::mem::take(&mut self.timers).into_values() {
+            match action {
+                Action::Heal { links } => self.heal(&links),
+                Action::Flush {
+                    links,
+                    node,
+                    detail,
+                } => self.flush(&links, &node, detail),
+                _ => {}
+            }
         }
-        self.timers.clear();
     }
 
     /// Kills every client and collects the lines they wrote before.

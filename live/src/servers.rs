@@ -142,27 +142,17 @@ impl Server {
         Ok(())
     }
 
-    /// Waits until the probe answers, the process exits, or [`READY_TIMEOUT`] passes.
-    pub fn wait_ready(&mut self) -> Result<(), NotReady> {
-        let start_ns = clock::now_ns();
-        loop {
-            if (self.probe)() {
-                return Ok(());
-            }
-            let exited = self.proc.as_mut().is_none_or(|p| p.exited());
-            if exited || clock::since(start_ns) > READY_TIMEOUT {
-                let why = if exited {
-                    "it exited".to_owned()
-                } else {
-                    format!("not ready within {} s", READY_TIMEOUT.as_secs())
-                };
-                return Err(NotReady {
-                    name: self.name.clone(),
-                    why,
-                    log_tail: tail(&self.log, 20),
-                });
-            }
-            clock::sleep(Duration::from_millis(50));
+    /// Whether its process has exited (true if it was never started).
+    fn exited(&mut self) -> bool {
+        self.proc.as_mut().is_none_or(|p| p.exited())
+    }
+
+    /// The error for this server, with the tail of its log.
+    fn not_ready(&self, why: String) -> NotReady {
+        NotReady {
+            name: self.name.clone(),
+            why,
+            log_tail: tail(&self.log, 20),
         }
     }
 
@@ -186,6 +176,32 @@ impl Server {
     /// Whether it is running (not crashed).
     pub fn running(&self) -> bool {
         self.proc.is_some()
+    }
+}
+
+/// Waits until every server's probe answers, together: servers that find each other (Sentinels)
+/// come up only when all run, so a server of the group that exits fails the wait at once,
+/// naming that server, instead of its peers timing out. Fails after [`READY_TIMEOUT`] from the
+/// call, naming the first server not ready.
+pub fn wait_all_ready(servers: &mut [&mut Server]) -> Result<(), NotReady> {
+    let start_ns = clock::now_ns();
+    let mut ready = vec![false; servers.len()];
+    loop {
+        for (server, ready) in servers.iter_mut().zip(&mut ready) {
+            *ready = *ready || (server.probe)();
+            if !*ready && server.exited() {
+                return Err(server.not_ready("it exited".into()));
+            }
+        }
+        if let Some(i) = ready.iter().position(|r| !r) {
+            if clock::since(start_ns) > READY_TIMEOUT {
+                let why = format!("not ready within {} s", READY_TIMEOUT.as_secs());
+                return Err(servers[i].not_ready(why));
+            }
+        } else {
+            return Ok(());
+        }
+        clock::sleep(Duration::from_millis(50));
     }
 }
 

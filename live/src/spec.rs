@@ -45,6 +45,10 @@ pub struct PointStop {
     pub duration_ms: Option<u64>,
     /// A crash (SIGKILL) instead of a pause.
     pub crash: bool,
+    /// A delay spike instead: the parent holds what the client sends to these nodes (every
+    /// other node if empty) for `duration_ms`, and lets the client go on at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_to: Option<Vec<String>>,
 }
 
 /// The lock protocol with its parameters, and its servers' client addresses.
@@ -100,7 +104,8 @@ pub enum ClientMsg {
     /// A history event, stamped by the client (ns since the run's zero).
     Event(Event),
     /// The client is about to stop itself (SIGSTOP) at a named point: the parent records
-    /// the fault and resumes (or kills) it.
+    /// the fault and resumes (or kills) it; for a delay spike, it holds the client's links
+    /// first and resumes it at once.
     Stop(PointStop),
 }
 
