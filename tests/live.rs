@@ -1286,6 +1286,49 @@ fn a_zookeeper_follower_cut_from_the_leader_stops_serving_and_the_leader_serves_
 }
 
 #[test]
+fn a_zookeeper_session_moves_to_another_server_when_the_leader_crashes() {
+    let _serial = one_at_a_time();
+    let jar = Path::new("/usr/share/java/zookeeper.jar");
+    if !have("java", "zookeeper")
+        || !tools::require_file("live", jar, "apt-get install -y zookeeper")
+    {
+        return;
+    }
+    let dir = scratch("zk-move");
+    // The leader's crash drops every client's connection, wherever it was: the followers
+    // stop serving until they elect another (about 1.5 s here, under the 6 s session).
+    let path = scenario(&dir, "move", "duration_ms = 10000\n[protocol]\nname = \"zookeeper\"\npeers = 3\nsession_timeout_ms = 6000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[resource]\nfencing = \"on\"\n[[faults]]\nkind = \"crash\"\nnode = \"@leader\"\nat_ms = 2000\nrestart_after_ms = 2000\n");
+    let (out, events, text) = live_history(&path, &dir, "h", &["--json"]);
+    assert_eq!(code(&out), 0, "{text}");
+    let notes = |client: &str, what: &[&str]| {
+        events
+            .iter()
+            .filter(|e| e["node"] == client && e["op"] == "note")
+            .filter(|e| {
+                what.iter()
+                    .any(|w| e["detail"].as_str().unwrap().starts_with(w))
+            })
+            .count()
+    };
+    // The session survives: the client takes it (its id and password) to the next server
+    // that serves, it is never over, and the lock goes on.
+    for client in ["c1", "c2"] {
+        assert!(
+            notes(client, &["session moved", "session back"]) >= 1,
+            "{text}"
+        );
+        assert_eq!(notes(client, &["session over"]), 0, "{text}");
+    }
+    let crash = events.iter().find(|e| e["op"] == "crash").expect("a crash");
+    let granted_after = events
+        .iter()
+        .filter(|e| e["op"] == "acquire" && e["kind"] == "ok")
+        .filter(|e| e["time_ns"].as_u64() > crash["time_ns"].as_u64())
+        .count();
+    assert!(granted_after > 0, "{text}");
+}
+
+#[test]
 fn isolating_the_redis_primary_cuts_replication_and_sentinel_links_and_the_sentinels_fail_over() {
     let _serial = one_at_a_time();
     if !have("redis-server", "redis-server") {

@@ -6,8 +6,11 @@
 //! every third of its timeout; a client that has heard nothing for two thirds of it is
 //! SUSPENDED (Curator), and the correct client then counts its lock as possibly lost. The
 //! wire protocol (jute over TCP) is written here for the few requests the recipe needs.
-//! A lost connection ends the session on this client (it starts a new one), where the real
-//! client would move its session to another server within the timeout.
+//! A lost connection does not end the session: as ZooKeeper's `ClientCnxn` does, the client
+//! moves it to the next server (the session's id and password, the last zxid it saw), and
+//! a client that has heard nothing for two thirds of the timeout drops its connection and
+//! moves too (`readTimeout`). It gives the session up once it has reached no server for a
+//! whole session timeout (Curator 3's local expiry), or when a server says it expired.
 
 use crate::clock;
 use crate::lock::{Ctx, LiveLock};
@@ -83,9 +86,12 @@ impl In<'_> {
     fn long(&mut self) -> Option<i64> {
         Some(i64::from_be_bytes(self.take(8)?.try_into().ok()?))
     }
-    fn string(&mut self) -> Option<String> {
+    fn bytes(&mut self) -> Option<Vec<u8>> {
         let n = self.int()?.max(0) as usize;
-        Some(String::from_utf8_lossy(self.take(n)?).into_owned())
+        Some(self.take(n)?.to_vec())
+    }
+    fn string(&mut self) -> Option<String> {
+        Some(String::from_utf8_lossy(&self.bytes()?).into_owned())
     }
 }
 
@@ -114,52 +120,154 @@ struct Session {
 
 type Writer = Arc<Mutex<TcpStream>>;
 
-impl Session {
-    /// Connects to `addr` and opens a session of `timeout`.
-    fn open(
-        ctx: &Arc<Ctx>,
-        addr: SocketAddr,
-        timeout: Duration,
-        io_timeout: Duration,
-    ) -> std::io::Result<Session> {
-        let mut stream = TcpStream::connect_timeout(&addr, io_timeout)?;
+/// Where a session lives and how to re-attach it: ZooKeeper's `ConnectRequest` carries the
+/// session's id and password and the last zxid the client saw.
+struct Attachment {
+    servers: Vec<SocketAddr>,
+    /// The server connected now (an index into `servers`).
+    at: usize,
+    id: i64,
+    passwd: Vec<u8>,
+    last_zxid: i64,
+    timeout: Duration,
+    io_timeout: Duration,
+}
+
+impl Attachment {
+    /// The server `i`'s name in the run (servers are listed zk1, zk2, ... in order).
+    fn name(&self, i: usize) -> String {
+        format!("zk{}", i + 1)
+    }
+
+    /// Connects to server `i` and asks for this session (a new one while `id` is 0). None if
+    /// the server refuses it: the session expired.
+    fn connect(
+        &self,
+        i: usize,
+        wait: Duration,
+    ) -> std::io::Result<Option<(TcpStream, i64, Vec<u8>)>> {
+        let mut stream = TcpStream::connect_timeout(&self.servers[i], wait)?;
         stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(io_timeout))?;
+        stream.set_read_timeout(Some(wait))?;
         let hello = Out::default()
             .int(0)
-            .long(0)
-            .int(timeout.as_millis() as i32)
-            .long(0)
-            .buf(&[0; 16])
+            .long(self.last_zxid)
+            .int(self.timeout.as_millis() as i32)
+            .long(self.id)
+            .buf(&self.passwd)
             .boolean(false);
         stream.write_all(&hello.framed())?;
         let reply = read_frame(&mut stream)?;
         let mut r = In(&reply);
         let (_version, negotiated) = (r.int(), r.int().unwrap_or(0));
+        let (Some(id), Some(passwd)) = (r.long(), r.bytes()) else {
+            return Err(std::io::Error::other("a short connect reply"));
+        };
         if negotiated <= 0 {
-            return Err(std::io::Error::other("the server refused the session"));
+            return Ok(None);
         }
         stream.set_read_timeout(None)?;
-        let (pending, heard, closed): (Pending, _, _) = (
-            Arc::default(),
-            Arc::new(Mutex::new(ctx.mono_now())),
-            Arc::new(Mutex::new(None)),
-        );
+        Ok(Some((stream, id, passwd)))
+    }
+
+    /// Moves the session to the next server that takes it, trying each in turn, until one
+    /// does, one says it expired, or a session timeout has passed since the client last
+    /// heard from any (`heard`).
+    fn move_session(&mut self, ctx: &Ctx, shared: &Shared) -> Result<TcpStream, String> {
+        let heard = &shared.heard;
+        let n = self.servers.len();
+        // As ClientCnxn: a connection attempt may take the timeout over the server count.
+        let wait = self.io_timeout.min(self.timeout / n as u32);
+        let mut i = self.at;
+        loop {
+            if ctx.over() || shared.closed.lock().unwrap().is_some() {
+                return Err("the run ended or the client closed the session".into());
+            }
+            if ctx.mono_now() > *heard.lock().unwrap() + self.timeout {
+                return Err(
+                    "session expired: nothing heard from any server for a session timeout".into(),
+                );
+            }
+            i = (i + 1) % n;
+            match self.connect(i, wait) {
+                Ok(Some((stream, _, _))) => {
+                    *heard.lock().unwrap() = ctx.mono_now();
+                    ctx.note(if i == self.at {
+                        format!("session back on {} (no other server took it)", self.name(i))
+                    } else {
+                        format!(
+                            "session moved from {} to {}",
+                            self.name(self.at),
+                            self.name(i)
+                        )
+                    });
+                    self.at = i;
+                    return Ok(stream);
+                }
+                Ok(None) => return Err(format!("session expired ({} says)", self.name(i))),
+                Err(_) => clock::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+/// What the reader thread shares with the session.
+struct Shared {
+    pending: Pending,
+    heard: Arc<Mutex<Duration>>,
+    closed: Arc<Mutex<Option<String>>>,
+    writer: Writer,
+    watches: Sender<String>,
+}
+
+impl Session {
+    /// Opens a session of `timeout` on server `first` of `servers`.
+    fn open(
+        ctx: &Arc<Ctx>,
+        servers: Vec<SocketAddr>,
+        first: usize,
+        timeout: Duration,
+        io_timeout: Duration,
+    ) -> std::io::Result<Session> {
+        let mut attachment = Attachment {
+            servers,
+            at: first,
+            id: 0,
+            passwd: vec![0; 16],
+            last_zxid: 0,
+            timeout,
+            io_timeout,
+        };
+        let (stream, id, passwd) = attachment
+            .connect(first, io_timeout)?
+            .ok_or_else(|| std::io::Error::other("the server refused the session"))?;
+        (attachment.id, attachment.passwd) = (id, passwd);
         let (watch_tx, watches) = channel();
-        let writer: Writer = Arc::new(Mutex::new(stream.try_clone()?));
-        let reader = stream.try_clone()?;
-        let (p, h, c, x) = (pending.clone(), heard.clone(), closed.clone(), ctx.clone());
-        std::thread::spawn(move || read_loop(&x, reader, &p, &h, &c, &watch_tx));
-        let (h, c, x, w) = (heard.clone(), closed.clone(), ctx.clone(), writer.clone());
-        std::thread::spawn(move || ping_loop(&x, &w, &h, &c, timeout));
-        Ok(Session {
-            writer,
-            pending,
+        let shared = Shared {
+            pending: Arc::default(),
+            heard: Arc::new(Mutex::new(ctx.mono_now())),
+            closed: Arc::new(Mutex::new(None)),
+            writer: Arc::new(Mutex::new(stream.try_clone()?)),
+            watches: watch_tx,
+        };
+        let session = Session {
+            writer: shared.writer.clone(),
+            pending: shared.pending.clone(),
             watches,
             next_xid: 1,
-            heard,
-            closed,
-        })
+            heard: shared.heard.clone(),
+            closed: shared.closed.clone(),
+        };
+        let x = ctx.clone();
+        std::thread::spawn(move || read_loop(&x, stream, attachment, &shared));
+        let (h, c, x, w) = (
+            session.heard.clone(),
+            session.closed.clone(),
+            ctx.clone(),
+            session.writer.clone(),
+        );
+        std::thread::spawn(move || ping_loop(&x, &w, &h, &c, timeout));
+        Ok(session)
     }
 
     /// One request; the reply's error code and body, or why there was none in `timeout`.
@@ -189,33 +297,64 @@ impl Session {
     }
 }
 
-fn read_loop(
-    ctx: &Ctx,
-    mut s: TcpStream,
-    pending: &Pending,
-    heard: &Mutex<Duration>,
-    closed: &Mutex<Option<String>>,
-    watches: &Sender<String>,
-) {
+impl Drop for Session {
+    /// A session given up stops its reader and pinger (they would otherwise keep it alive
+    /// on the servers, moving it from server to server).
+    fn drop(&mut self) {
+        self.closed
+            .lock()
+            .unwrap()
+            .get_or_insert_with(|| "the client closed the session".into());
+        let _ = self
+            .writer
+            .lock()
+            .unwrap()
+            .shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// Hands replies to their callers and deletions to the waiter; when the connection ends,
+/// fails the requests in flight (ZooKeeper's CONNECTIONLOSS) and moves the session.
+fn read_loop(ctx: &Ctx, mut s: TcpStream, mut attachment: Attachment, shared: &Shared) {
     loop {
         let Ok(frame) = read_frame(&mut s) else {
-            *closed.lock().unwrap() = Some("connection lost: the session is over".into());
-            pending.lock().unwrap().clear();
-            return ctx.note("session over: the server closed the connection (expired)");
+            shared.pending.lock().unwrap().clear();
+            if shared.closed.lock().unwrap().is_some() {
+                return; // closed by the client
+            }
+            match attachment.move_session(ctx, shared) {
+                Ok(stream) => {
+                    match stream.try_clone() {
+                        Ok(w) => *shared.writer.lock().unwrap() = w,
+                        Err(_) => continue,
+                    }
+                    s = stream;
+                    continue;
+                }
+                Err(why) => {
+                    let mut closed = shared.closed.lock().unwrap();
+                    if closed.is_none() {
+                        *closed = Some(format!("session over: {why}"));
+                        ctx.note(format!("session over: {why}"));
+                    }
+                    return;
+                }
+            }
         };
-        *heard.lock().unwrap() = ctx.mono_now();
+        *shared.heard.lock().unwrap() = ctx.mono_now();
         let mut r = In(&frame);
-        let (Some(xid), Some(_zxid), Some(err)) = (r.int(), r.long(), r.int()) else {
+        let (Some(xid), Some(zxid), Some(err)) = (r.int(), r.long(), r.int()) else {
             continue;
         };
+        attachment.last_zxid = attachment.last_zxid.max(zxid);
         if xid == XID_WATCH {
             let (kind, _state, path) = (r.int(), r.int(), r.string());
             if kind == Some(EVENT_NODE_DELETED) {
-                let _ = watches.send(path.unwrap_or_default());
+                let _ = shared.watches.send(path.unwrap_or_default());
             }
             continue;
         }
-        if let Some(tx) = pending.lock().unwrap().remove(&xid) {
+        if let Some(tx) = shared.pending.lock().unwrap().remove(&xid) {
             let _ = tx.send((err, r.0.to_vec()));
         }
     }
@@ -238,6 +377,9 @@ fn ping_loop(
         if !suspended && now >= last + timeout * 2 / 3 {
             suspended = true;
             ctx.note("connection lost (SUSPENDED)");
+            // ClientCnxn's readTimeout: the client drops the connection and the reader moves
+            // the session to the next server.
+            let _ = writer.lock().unwrap().shutdown(std::net::Shutdown::Both);
         } else if suspended && now < last + timeout * 2 / 3 {
             suspended = false;
             ctx.note("connection back (RECONNECTED)");
@@ -310,7 +452,8 @@ impl ZkLock {
             let i = self.ctx.between(0, self.servers.len() as u64 - 1) as usize;
             let opened = Session::open(
                 &self.ctx,
-                self.servers[i],
+                self.servers.clone(),
+                i,
                 self.timeout(),
                 self.io_timeout(),
             );
@@ -325,11 +468,27 @@ impl ZkLock {
         Ok(self.session.as_mut().expect("opened above"))
     }
 
+    /// Deletes `path`, asking again while the session moves to another server or the
+    /// ensemble elects a leader (Curator's guaranteed delete; a delete that got no answer may
+    /// have been applied: a repeat then finds no node, which is the same end), for at most a
+    /// session timeout: the node goes with the session by then.
     fn delete(&mut self, path: &str) -> Result<i32, String> {
         let t = self.io_timeout();
+        let deadline = self.ctx.mono_now() + self.timeout();
         let s = self.session.as_mut().ok_or("no session")?;
-        s.request(OP_DELETE, Out::default().string(path).int(-1), t)
-            .map(|(err, _)| err)
+        let mut repeat = false;
+        loop {
+            match s.request(OP_DELETE, Out::default().string(path).int(-1), t) {
+                Ok((ERR_NO_NODE, _)) if repeat => return Ok(0),
+                Ok((err, _)) => return Ok(err),
+                Err(why) if s.closed.lock().unwrap().is_some() => return Err(why),
+                Err(why) if self.ctx.mono_now() >= deadline => return Err(why),
+                Err(_) => {
+                    repeat = true;
+                    clock::sleep(Duration::from_millis(20));
+                }
+            }
+        }
     }
 
     /// Waits until the own node is the lowest; None if it is gone or the deadline passes.
@@ -340,11 +499,16 @@ impl ZkLock {
         );
         while self.ctx.mono_now() < deadline {
             let s = self.session.as_mut()?;
+            if s.closed.lock().unwrap().is_some() {
+                return None; // the session and its node are gone
+            }
             let Ok((0, body)) = s.request(
                 OP_GET_CHILDREN,
                 Out::default().string(DIR).boolean(false),
                 t,
             ) else {
+                // The connection may be moving to another server: ask again shortly.
+                clock::sleep(Duration::from_millis(20));
                 continue;
             };
             let mut r = In(&body);
