@@ -12,8 +12,10 @@
 //! one pair of servers by asking the kernel who opened each connection: [`sender`]), draws
 //! `[faults_random]` with the simulator's own draw, and merges the events every process
 //! stamped on the machine's monotonic clock into one history, checked by the simulator's
-//! checker. Faults it cannot inject for real (clock jumps and drift, fsync stalls, message
-//! loss) are refused, never faked ([`refuse`]).
+//! checker. The same proxies lose chunks as TCP experiences loss (resent after the RTO, what
+//! follows waiting behind) and hold a sender's links for a delay spike. Faults it cannot
+//! inject for real (clock jumps and drift, fsync stalls, message duplication) are refused,
+//! never faked ([`refuse`]).
 
 pub mod client;
 pub mod clock;
