@@ -296,10 +296,22 @@ fn spawn_live(path: &str, extra: &[&str], keep: &Path, history: &Path) -> std::p
         .arg("--history")
         .arg(history)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(std::fs::File::create(history.with_extension("out")).unwrap())
+        .stderr(std::fs::File::create(history.with_extension("err")).unwrap())
         .spawn()
         .unwrap()
+}
+
+/// Waits for a run [`spawn_live`] started and asserts it exited 0, else shows its output.
+fn assert_ended_valid(mut child: std::process::Child, history: &Path) {
+    let status = child.wait().unwrap();
+    let read = |ext| std::fs::read_to_string(history.with_extension(ext)).unwrap_or_default();
+    assert!(
+        status.success(),
+        "the live run ended with {status}:\n{}\n{}",
+        read("out"),
+        read("err")
+    );
 }
 
 /// A history file's text and its events.
@@ -615,7 +627,11 @@ fn a_partition_cuts_a_clients_links_through_the_proxies() {
 
 /// Every member's status while a live run goes on, polled every 200 ms at the endpoints of
 /// c1's spec (its proxies): (ms since the first poll, member id, the leader it names).
-fn etcd_statuses(mut child: std::process::Child, keep: &Path) -> Vec<(u64, String, String)> {
+fn etcd_statuses(
+    mut child: std::process::Child,
+    keep: &Path,
+    history: &Path,
+) -> Vec<(u64, String, String)> {
     let start = Instant::now();
     let mut seen = vec![];
     while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(60) {
@@ -640,7 +656,7 @@ fn etcd_statuses(mut child: std::process::Child, keep: &Path) -> Vec<(u64, Strin
             }
         }
     }
-    assert!(child.wait().unwrap().success(), "the live run ended with 0");
+    assert_ended_valid(child, history);
     seen
 }
 
@@ -724,7 +740,7 @@ fn isolate_the_etcd_leader(mode: &str, one_way: bool) {
     let history = dir.join("h.jsonl");
     let path = scenario(&dir, "isolate", &format!("duration_ms = 7000\n[protocol]\nname = \"etcd\"\npeers = 3\nlease_ttl_ms = 2000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 4000\nisolate = [\"@leader\"]\none_way = {one_way}\n"));
     let child = spawn_live(&path, &["--partition", mode], &keep, &history);
-    let statuses = etcd_statuses(child, &keep);
+    let statuses = etcd_statuses(child, &keep, &history);
     let (text, events) = read_history(&history);
     let cut = first_partition(&events);
     // The member that led is cut from both others (both ways unless one-way) and from c1.
@@ -1199,7 +1215,11 @@ fn a_proxy_forgets_closed_connections_and_closing_it_ends_a_stalled_links_thread
 /// Each server's `srvr` mode while a live run goes on, polled every 200 ms at the client
 /// addresses of c1's spec (its proxies, which the test's partition leaves open): (ms since
 /// the first poll, server index, `leader`, `follower` or `not serving`).
-fn zookeeper_modes(mut child: std::process::Child, keep: &Path) -> Vec<(u64, usize, String)> {
+fn zookeeper_modes(
+    mut child: std::process::Child,
+    keep: &Path,
+    history: &Path,
+) -> Vec<(u64, usize, String)> {
     let start = Instant::now();
     let mut seen = vec![];
     while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(60) {
@@ -1222,7 +1242,7 @@ fn zookeeper_modes(mut child: std::process::Child, keep: &Path) -> Vec<(u64, usi
             seen.push((start.elapsed().as_millis() as u64, i, mode));
         }
     }
-    assert!(child.wait().unwrap().success(), "the live run ended with 0");
+    assert_ended_valid(child, history);
     seen
 }
 
@@ -1243,7 +1263,7 @@ fn a_zookeeper_follower_cut_from_the_leader_stops_serving_and_the_leader_serves_
     // every link.
     let path = scenario(&dir, "follower", "duration_ms = 9000\n[protocol]\nname = \"zookeeper\"\npeers = 3\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 5000\ngroups = [[\"zk1\"], [\"@leader\"]]\n");
     let child = spawn_live(&path, &[], &keep, &history);
-    let modes = zookeeper_modes(child, &keep);
+    let modes = zookeeper_modes(child, &keep, &history);
     let (_, events) = read_history(&history);
     let cut = first_partition(&events);
     let detail = cut["detail"].as_str().unwrap();
@@ -1299,7 +1319,8 @@ fn a_zookeeper_session_moves_to_another_server_when_the_leader_crashes() {
     // stop serving until they elect another (about 1.5 s here, under the 6 s session).
     let path = scenario(&dir, "move", "duration_ms = 10000\n[protocol]\nname = \"zookeeper\"\npeers = 3\nsession_timeout_ms = 6000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[resource]\nfencing = \"on\"\n[[faults]]\nkind = \"crash\"\nnode = \"@leader\"\nat_ms = 2000\nrestart_after_ms = 2000\n");
     let (out, events, text) = live_history(&path, &dir, "h", &["--json"]);
-    assert_eq!(code(&out), 0, "{text}");
+    let printed = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 0, "{printed}\n{text}");
     let notes = |client: &str, what: &[&str]| {
         events
             .iter()

@@ -9,8 +9,9 @@
 //! A lost connection does not end the session: as ZooKeeper's `ClientCnxn` does, the client
 //! moves it to the next server (the session's id and password, the last zxid it saw), and
 //! a client that has heard nothing for two thirds of the timeout drops its connection and
-//! moves too (`readTimeout`). It gives the session up once it has reached no server for a
-//! whole session timeout (Curator 3's local expiry), or when a server says it expired.
+//! moves too (`readTimeout`). It gives the session up once no server took it for a whole
+//! session timeout from the disconnection (Curator 3's local expiry), or when a server says
+//! it expired.
 
 use crate::clock;
 use crate::lock::{Ctx, LiveLock};
@@ -130,7 +131,6 @@ struct Attachment {
     passwd: Vec<u8>,
     last_zxid: i64,
     timeout: Duration,
-    io_timeout: Duration,
 }
 
 impl Attachment {
@@ -171,21 +171,24 @@ impl Attachment {
     }
 
     /// Moves the session to the next server that takes it, trying each in turn, until one
-    /// does, one says it expired, or a session timeout has passed since the client last
-    /// heard from any (`heard`).
+    /// does, one says it expired, or a session timeout has passed since the connection was
+    /// lost (Curator's local expiry counts from the start of SUSPENDED).
     fn move_session(&mut self, ctx: &Ctx, shared: &Shared) -> Result<TcpStream, String> {
         let heard = &shared.heard;
         let n = self.servers.len();
         // As ClientCnxn: a connection attempt may take the timeout over the server count.
-        let wait = self.io_timeout.min(self.timeout / n as u32);
+        let wait = self.timeout / n as u32;
+        let give_up = ctx.mono_now() + self.timeout;
         let mut i = self.at;
         loop {
             if ctx.over() || shared.closed.lock().unwrap().is_some() {
                 return Err("the run ended or the client closed the session".into());
             }
-            if ctx.mono_now() > *heard.lock().unwrap() + self.timeout {
+            if ctx.mono_now() > give_up {
                 return Err(
-                    "session expired: nothing heard from any server for a session timeout".into(),
+                    "session expired: no server took it within a session timeout of the \
+                     disconnection"
+                        .into(),
                 );
             }
             i = (i + 1) % n;
@@ -236,7 +239,6 @@ impl Session {
             passwd: vec![0; 16],
             last_zxid: 0,
             timeout,
-            io_timeout,
         };
         let (stream, id, passwd) = attachment
             .connect(first, io_timeout)?
