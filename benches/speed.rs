@@ -15,6 +15,11 @@
 
 use locksim_protocols::Registry;
 use std::net::SocketAddr;
+
+/// The allocator of the `locksim` binary (src/main.rs), so that these figures are the
+/// binary's; madsim's ping-pong runs on it too.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::time::Duration;
 
 /// Messages in madsim's ping-pong (each round trip is two).
