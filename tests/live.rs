@@ -48,6 +48,17 @@ fn have(program: &str, package: &str) -> bool {
     tools::require("live", &[program], None, &install).is_some()
 }
 
+/// A live test's start: its turn ([`one_at_a_time`]), if `program` is installed (for the
+/// package `zookeeper`, its jar too); None: skip (or fail under CI) naming the package.
+fn live_test(program: &str, package: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    let serial = one_at_a_time();
+    let jar = Path::new("/usr/share/java/zookeeper.jar");
+    let installed = have(program, package)
+        && (package != "zookeeper"
+            || tools::require_file("live", jar, "apt-get install -y zookeeper"));
+    installed.then_some(serial)
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("locksim-live-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -129,10 +140,9 @@ fn live_history(
 
 #[test]
 fn redis_gc_pause_violates_mutual_exclusion_and_loses_an_update() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     let keep = scratch("gc");
     let k = keep.display().to_string();
     let started = Instant::now();
@@ -177,10 +187,9 @@ fn redis_gc_pause_violates_mutual_exclusion_and_loses_an_update() {
 
 #[test]
 fn a_two_second_scenario_takes_two_seconds_and_a_healthy_lock_holds() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     let dir = scratch("healthy");
     let path = scenario(&dir, "short", "duration_ms = 2000\n[protocol]\nname = \"single-redis\"\nttl_ms = 1000\ntokens = true\n[workload]\nclients = 3\n[resource]\nfencing = \"on\"\n");
     let history = dir.join("h.jsonl").display().to_string();
@@ -213,10 +222,9 @@ fn a_two_second_scenario_takes_two_seconds_and_a_healthy_lock_holds() {
 
 #[test]
 fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     // Someone holds the lock nearly all the time (long critical sections, short gaps), so
     // `@holder` at 500 ms names a client.
     let dir = scratch("faults");
@@ -361,10 +369,9 @@ fn signal_mid_run(scenario: &str, keep: &Path, signal: i32) -> std::process::Exi
 
 #[test]
 fn ctrl_c_leaves_no_server_or_client_running() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     let keep = scratch("sigint");
     let status = signal_mid_run(
         "scenarios/catalog/redis-single-healthy.toml",
@@ -449,10 +456,9 @@ fn live_json(scenario: &str, keep: &Path) -> (i32, serde_json::Value) {
 
 #[test]
 fn etcd_gc_pause_fenced_violates_mutual_exclusion_and_fencing_holds() {
-    let _serial = one_at_a_time();
-    if !have("etcd", "etcd-server") {
+    let Some(_serial) = live_test("etcd", "etcd-server") else {
         return;
-    }
+    };
     let keep = scratch("etcd");
     let (c, j) = live_json("scenarios/catalog/etcd-gc-pause-fenced.toml", &keep);
     assert_eq!(c, 1);
@@ -474,13 +480,9 @@ fn etcd_gc_pause_fenced_violates_mutual_exclusion_and_fencing_holds() {
 
 #[test]
 fn zookeeper_session_expiry_pause_violates_mutual_exclusion() {
-    let _serial = one_at_a_time();
-    let jar = Path::new("/usr/share/java/zookeeper.jar");
-    if !have("java", "zookeeper")
-        || !tools::require_file("live", jar, "apt-get install -y zookeeper")
-    {
+    let Some(_serial) = live_test("java", "zookeeper") else {
         return;
-    }
+    };
     let keep = scratch("zk");
     let (c, j) = live_json(
         "scenarios/catalog/zookeeper-session-expiry-pause.toml",
@@ -504,10 +506,9 @@ fn zookeeper_session_expiry_pause_violates_mutual_exclusion() {
 
 #[test]
 fn a_server_that_does_not_come_up_exits_3_with_its_log() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     // A file where redis-server wants its AOF directory: it exits at start.
     let dir = scratch("notready");
     std::fs::create_dir_all(dir.join("keep/redis")).unwrap();
@@ -534,10 +535,9 @@ fn a_server_that_does_not_come_up_exits_3_with_its_log() {
 
 #[test]
 fn leader_faults_hit_the_member_that_leads() {
-    let _serial = one_at_a_time();
-    if !have("etcd", "etcd-server") {
+    let Some(_serial) = live_test("etcd", "etcd-server") else {
         return;
-    }
+    };
     let dir = scratch("leader");
     // The crash comes 2.5 s after the resume: a resumed etcd 3.4 leader (no pre-vote) can
     // set off another election, and within it nobody is @leader (the crash is then skipped:
@@ -560,10 +560,9 @@ fn leader_faults_hit_the_member_that_leads() {
 
 #[test]
 fn etcd_3_4_lock_enters_without_its_key_after_a_pause_and_3_5_does_not() {
-    let _serial = one_at_a_time();
-    if !have("etcd", "etcd-server") {
+    let Some(_serial) = live_test("etcd", "etcd-server") else {
         return;
-    }
+    };
     let runs: Vec<_> = ["bug", "fixed"]
         .into_iter()
         .map(|form| {
@@ -586,10 +585,9 @@ fn etcd_3_4_lock_enters_without_its_key_after_a_pause_and_3_5_does_not() {
 
 #[test]
 fn a_partition_cuts_a_clients_links_through_the_proxies() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     let dir = scratch("partition");
     let path = scenario(&dir, "cut", "duration_ms = 2500\n[protocol]\nname = \"single-redis\"\nttl_ms = 500\n[workload]\nclients = 2\ncs_ms_min = 100\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 500\nduration_ms = 1000\nisolate = [\"c1\"]\n");
     for mode in ["stall", "reset"] {
@@ -679,10 +677,9 @@ fn slow_peers_scenario(protocol: &str, servers: &[&str], peer_ms: u32) -> String
 
 #[test]
 fn links_between_etcd_members_carry_the_scenarios_latency() {
-    let _serial = one_at_a_time();
-    if !have("etcd", "etcd-server") {
+    let Some(_serial) = live_test("etcd", "etcd-server") else {
         return;
-    }
+    };
     let dir = scratch("etcd-peer-latency");
     let members = ["etcd1", "etcd2", "etcd3"];
     let protocol = "[protocol]\nname = \"etcd\"\npeers = 3\nlease_ttl_ms = 2000\n";
@@ -712,19 +709,17 @@ fn links_between_etcd_members_carry_the_scenarios_latency() {
 
 #[test]
 fn isolating_the_etcd_leader_cuts_its_peer_links_and_the_others_elect_another() {
-    let _serial = one_at_a_time();
-    if !have("etcd", "etcd-server") {
+    let Some(_serial) = live_test("etcd", "etcd-server") else {
         return;
-    }
+    };
     isolate_the_etcd_leader("stall", false);
 }
 
 #[test]
 fn reset_or_one_way_cuts_from_the_etcd_leader_also_make_the_others_elect_another() {
-    let _serial = one_at_a_time();
-    if !have("etcd", "etcd-server") {
+    let Some(_serial) = live_test("etcd", "etcd-server") else {
         return;
-    }
+    };
     // A reset cut closes the members' connections (they redial into the cut); a one-way
     // cut holds only what the leader sends: its heartbeats stop, the others' votes reach it.
     isolate_the_etcd_leader("reset", false);
@@ -738,7 +733,7 @@ fn isolate_the_etcd_leader(mode: &str, one_way: bool) {
     let dir = scratch(&format!("etcd-peers-{mode}-{one_way}"));
     let keep = dir.join("keep");
     let history = dir.join("h.jsonl");
-    let path = scenario(&dir, "isolate", &format!("duration_ms = 7000\n[protocol]\nname = \"etcd\"\npeers = 3\nlease_ttl_ms = 2000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 4000\nisolate = [\"@leader\"]\none_way = {one_way}\n"));
+    let path = scenario(&dir, "isolate", &format!("duration_ms = 9000\n[protocol]\nname = \"etcd\"\npeers = 3\nlease_ttl_ms = 2000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 4000\nisolate = [\"@leader\"]\none_way = {one_way}\n"));
     let child = spawn_live(&path, &["--partition", mode], &keep, &history);
     let statuses = etcd_statuses(child, &keep, &history);
     let (text, events) = read_history(&history);
@@ -793,10 +788,9 @@ fn isolate_the_etcd_leader(mode: &str, one_way: bool) {
 
 #[test]
 fn redlock_holds_on_five_masters_and_a_master_restarting_empty_breaks_it() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     // Redis servers are light: the two runs share the machine.
     let crash = std::thread::spawn(|| {
         let keep = scratch("redlock-crash");
@@ -842,25 +836,28 @@ fn redlock_holds_on_five_masters_and_a_master_restarting_empty_breaks_it() {
 
 #[test]
 fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_replicas() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     // Three deployments of three redis-servers and three Sentinels each, one after another:
     // side by side on two cores they slowed each other's failovers past the scenarios' room.
-    let run = |file: &'static str, name: &'static str| {
-        let dir = scratch(name);
-        let (out, events, text) = live_history(file, &dir, name, &["--json"]);
-        (code(&out), json(&out), events, text)
-    };
-    let wait = run(
-        "live/scenarios/redis-replicated-failover-stall-wait.toml",
-        "repl-wait",
-    );
-    let primary = run(
-        "scenarios/catalog/redis-replicated-crash-primary.toml",
-        "repl-primary",
-    );
+    an_unreplicated_grant_survives_the_failover_twice();
+    with_wait_nobody_holds_the_lock_before_the_failover();
+    at_primary_names_the_node_the_sentinels_promoted();
+}
+
+/// `live SCENARIO --json --history` in a scratch directory `name`: the exit code, the
+/// output, the events and the history's text.
+fn replicated_run(
+    file: &str,
+    name: &str,
+) -> (i32, serde_json::Value, Vec<serde_json::Value>, String) {
+    let dir = scratch(name);
+    let (out, events, text) = live_history(file, &dir, name, &["--json"]);
+    (code(&out), json(&out), events, text)
+}
+
+fn an_unreplicated_grant_survives_the_failover_twice() {
     let dir = scratch("repl-stall");
     let (out, _, _) = live_history(
         "live/scenarios/redis-replicated-failover-stall.toml",
@@ -893,9 +890,15 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
         ]
     );
     assert_none_left(&dir.join("keep"));
+}
+
+fn with_wait_nobody_holds_the_lock_before_the_failover() {
     // With WAIT 1 the unreplicated grant is not counted: nobody holds the lock before the
     // failover (c1's WAIT answers 0, or redis1 dies before it answers).
-    let (c, j, events, text) = wait;
+    let (c, j, events, text) = replicated_run(
+        "live/scenarios/redis-replicated-failover-stall-wait.toml",
+        "repl-wait",
+    );
     assert_eq!(c, 0, "{j}");
     assert_eq!(j["verdict"], "valid", "{j}");
     let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
@@ -905,10 +908,16 @@ fn replicated_redis_fails_over_for_real_and_loses_the_lock_unless_wait_counts_re
         .find(|e| e["op"] == "acquire" && e["kind"] == "ok")
         .unwrap_or_else(|| panic!("nobody acquired after the failover: {text}"));
     assert!(ms(first_grant) > ms(crash), "{text}");
+}
+
+fn at_primary_names_the_node_the_sentinels_promoted() {
     // `@primary` names the node the Sentinels promoted by the second crash. (Whether the
     // scenario's violation follows depends on that node restarting before the Sentinels
     // call it down: real timing, not asserted here.)
-    let (c, _, events, text) = primary;
+    let (c, _, events, text) = replicated_run(
+        "scenarios/catalog/redis-replicated-crash-primary.toml",
+        "repl-primary",
+    );
     assert!(matches!(c, 0 | 1), "{text}");
     let crashed: Vec<&str> = events
         .iter()
@@ -975,10 +984,9 @@ fn pause_cycles(events: &[serde_json::Value]) -> Vec<(u64, u64, Vec<String>)> {
 
 #[test]
 fn a_periodic_pause_stops_its_pick_every_cycle_and_nothing_moves_meanwhile() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     let dir = scratch("periodic");
     let path = scenario(&dir, "periodic", "duration_ms = 3000\n[protocol]\nname = \"single-redis\"\nttl_ms = 1000\n[workload]\nclients = 2\ncs_ms_min = 10\ncs_ms_max = 20\n[[faults]]\nkind = \"pause_periodic\"\ntargets = [\"redis\", \"@clients\"]\nat_ms = 500\nuntil_ms = 2500\non_ms = 300\noff_ms = 200\n");
     let (out, events, text) = live_history(&path, &dir, "h", &[]);
@@ -1017,10 +1025,9 @@ fn a_periodic_pause_stops_its_pick_every_cycle_and_nothing_moves_meanwhile() {
 
 #[test]
 fn the_jepsen_nemesis_pauses_the_leader_or_every_member_live() {
-    let _serial = one_at_a_time();
-    if !have("etcd", "etcd-server") {
+    let Some(_serial) = live_test("etcd", "etcd-server") else {
         return;
-    }
+    };
     let dir = scratch("jepsen");
     let file = "live/scenarios/etcd-jepsen-periodic-pause.toml";
     let (out, events, text) = live_history(file, &dir, "h", &["--json"]);
@@ -1065,10 +1072,9 @@ fn nemesis_faults(events: &[serde_json::Value]) -> Vec<(String, String, u64)> {
 
 #[test]
 fn random_faults_are_the_ones_the_simulator_draws_from_the_seed() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     let dir = scratch("random");
     let path = scenario(&dir, "random", "duration_ms = 4000\n[protocol]\nname = \"single-redis\"\nttl_ms = 500\n[workload]\nclients = 2\ncs_ms_min = 10\ncs_ms_max = 30\n[faults_random]\npause_probability = 0.5\npause_ms_min = 100\npause_ms_max = 300\npause_nodes = [\"redis\", \"c1\", \"c2\"]\npartition_probability = 0.5\npartition_ms_min = 100\npartition_ms_max = 300\npartition_nodes = [\"@clients\"]\n");
     let (out, live, text) = live_history(&path, &dir, "live", &["--seed", "7"]);
@@ -1120,10 +1126,9 @@ fn random_kinds_live_mode_cannot_inject_are_refused_by_name() {
 
 #[test]
 fn link_latency_holds_each_chunk_through_the_proxy() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     let dir = scratch("latency");
     let path = scenario(&dir, "latency", "duration_ms = 2000\n[protocol]\nname = \"single-redis\"\n[workload]\nclients = 1\n[network]\nlatency_ms_min = 20\nlatency_ms_max = 20\n");
     let (out, events, text) = live_history(&path, &dir, "h", &[]);
@@ -1248,13 +1253,9 @@ fn zookeeper_modes(
 
 #[test]
 fn a_zookeeper_follower_cut_from_the_leader_stops_serving_and_the_leader_serves_on() {
-    let _serial = one_at_a_time();
-    let jar = Path::new("/usr/share/java/zookeeper.jar");
-    if !have("java", "zookeeper")
-        || !tools::require_file("live", jar, "apt-get install -y zookeeper")
-    {
+    let Some(_serial) = live_test("java", "zookeeper") else {
         return;
-    }
+    };
     let dir = scratch("zk-peers");
     let keep = dir.join("keep");
     let history = dir.join("h.jsonl");
@@ -1307,13 +1308,9 @@ fn a_zookeeper_follower_cut_from_the_leader_stops_serving_and_the_leader_serves_
 
 #[test]
 fn a_zookeeper_session_moves_to_another_server_when_the_leader_crashes() {
-    let _serial = one_at_a_time();
-    let jar = Path::new("/usr/share/java/zookeeper.jar");
-    if !have("java", "zookeeper")
-        || !tools::require_file("live", jar, "apt-get install -y zookeeper")
-    {
+    let Some(_serial) = live_test("java", "zookeeper") else {
         return;
-    }
+    };
     let dir = scratch("zk-move");
     // The leader's crash drops every client's connection, wherever it was: the followers
     // stop serving until they elect another (about 1.5 s here, under the 6 s session).
@@ -1351,10 +1348,9 @@ fn a_zookeeper_session_moves_to_another_server_when_the_leader_crashes() {
 
 #[test]
 fn isolating_the_redis_primary_cuts_replication_and_sentinel_links_and_the_sentinels_fail_over() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     let dir = scratch("redis-peers");
     let keep = dir.join("keep");
     let k = keep.display().to_string();
@@ -1523,9 +1519,11 @@ fn a_lossy_proxy_holds_a_lost_chunk_for_the_rto_and_what_follows_waits_behind_it
     let rtt: Vec<Duration> = got.iter().map(|(b, at)| *at - sent[*b as usize]).collect();
     let (slowest, worst) = rtt.iter().enumerate().max_by_key(|(_, r)| **r).unwrap();
     assert!(*worst >= RTO_MIN, "a chunk was lost and resent: {rtt:?}");
-    // The byte sent 10 ms after the slowest one arrived no earlier: it waited behind it.
+    // The byte sent after the slowest one arrived no earlier: it waited behind it. (The gap
+    // is the measured one: a 10 ms sleep may last longer.)
     if let Some(next) = rtt.get(slowest + 1) {
-        assert!(*next + Duration::from_millis(10) >= *worst, "{rtt:?}");
+        let gap = sent[slowest + 1] - sent[slowest];
+        assert!(*next + gap >= *worst, "{rtt:?}");
     }
     assert_eq!(proxy.close(), 0);
 }
@@ -1548,10 +1546,9 @@ fn acquires_ms(events: &[serde_json::Value]) -> Vec<(u64, u64)> {
 
 #[test]
 fn a_loss_window_slows_acquires_by_tcps_resends_and_the_lock_still_holds() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     let dir = scratch("loss");
     // Timeouts above the RTO, so that a lost request is resent within them and lands in time.
     let text = "duration_ms = 4500\n[protocol]\nname = \"single-redis\"\nrequest_timeout_ms = 1000\n[workload]\nclients = 2\nresource_timeout_ms = 1000\n[[faults]]\nkind = \"loss\"\nat_ms = 1000\nduration_ms = 2000\nprobability = 0.3\n";
@@ -1580,10 +1577,9 @@ fn a_loss_window_slows_acquires_by_tcps_resends_and_the_lock_still_holds() {
 
 #[test]
 fn a_delay_spike_at_before_write_lands_a_stale_write_after_the_next_holders() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     let dir = scratch("spike");
     // Kleppmann's delayed packet (catalog: redis-single-delayed-write), shortened.
     let text = "duration_ms = 3000\n[protocol]\nname = \"single-redis\"\nttl_ms = 1000\ntokens = true\n[workload]\nclients = 2\ncs_ms_min = 10\ncs_ms_max = 50\n[resource]\nfencing = \"off\"\n[[faults]]\nkind = \"delay_spike\"\nnode = \"c1\"\nto = [\"resource\"]\npoint = \"before_write\"\nduration_ms = 1500\n";
@@ -1613,10 +1609,9 @@ fn a_delay_spike_at_before_write_lands_a_stale_write_after_the_next_holders() {
 
 #[test]
 fn random_loss_periods_and_delay_spikes_run_live() {
-    let _serial = one_at_a_time();
-    if !have("redis-server", "redis-server") {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
-    }
+    };
     let dir = scratch("random-wire");
     let text = "duration_ms = 1500\n[protocol]\nname = \"single-redis\"\n[faults_random]\nloss_period_probability = 1.0\nloss_ms_max = 500\ndelay_spike_probability = 1.0\ndelay_spike_ms_max = 300\n";
     let (out, events, text) = live_history(&scenario(&dir, "random", text), &dir, "h", &[]);
