@@ -268,8 +268,8 @@ pub(crate) fn progress(shown: bool) -> ProgressBar {
 }
 
 /// For each job, the first job with its run key (see `Prepared::run_key`): jobs of one family
-/// differ only in their resource's rules, and a seed of theirs is simulated once for all of
-/// them where the rules allow.
+/// differ only in their resource's rules and the application's check, and a seed of theirs
+/// is simulated once for all of them where the rules and checks allow.
 fn families(jobs: &[Job]) -> Vec<usize> {
     let mut first: BTreeMap<String, usize> = BTreeMap::new();
     (0..jobs.len())
@@ -290,7 +290,7 @@ fn groups(tasks: &[(usize, u64)], family: &[usize]) -> Vec<(u64, Vec<usize>)> {
 }
 
 /// Runs one seed for a family's jobs: simulated once for the first and shared with the others
-/// whose resource would have answered alike (`Prepared::run_shared`: the results are those of
+/// whose resource and check would have answered and decided alike (`Prepared::run_shared`: the results are those of
 /// separate runs, exactly), simulated on their own for the rest. Also says how many were
 /// shared.
 fn run_group(jobs: &[Job], seed: u64, members: &[usize]) -> (Vec<(usize, RunResult)>, u64) {
@@ -622,8 +622,9 @@ pub fn compare(opts: &Options, registry: &Registry) -> anyhow::Result<Comparison
     bar.finish_and_clear();
     if opts.progress && shared_runs > 0 {
         eprintln!(
-            "{shared_runs} runs were shared between rows that differ only in their resource \
-             (their resource would have answered every write alike)"
+            "{shared_runs} runs were shared between rows that differ only in their resource or \
+             the application's check (theirs would have answered and decided every write \
+             alike)"
         );
     }
     let stopping = opts.seeds.map_or(matrix.stopping(), Stopping::fixed);

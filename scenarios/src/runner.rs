@@ -2,7 +2,7 @@
 //! history.
 
 use crate::scenario::{Prepared, Scenario};
-use crate::workload::{client_loop, Holders};
+use crate::workload::{client_loop, Check, CheckShadow, Holders};
 use locksim_check::checker::check_interpreted;
 use locksim_check::interpret::interpret;
 use locksim_check::zombie::zombie_windows_in;
@@ -15,6 +15,14 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
+
+/// What a run watches for the scenarios that share it (see [`Prepared::run_shared`]): one
+/// resource shadow and one check shadow per other scenario, in the same order.
+#[derive(Clone, Default)]
+struct Shadows {
+    resource: Vec<resource::Shadow>,
+    checks: Vec<CheckShadow>,
+}
 
 /// At most this many violations are kept per kind in a result (the counts are complete): the
 /// checker's own cap, so text, `--json` and results files show the same witnesses.
@@ -171,17 +179,19 @@ impl Prepared {
 
     /// Runs one seed with this exact fault schedule and also returns its history.
     pub fn run_faults_with_history(&self, seed: u64, faults: Vec<Fault>) -> (RunResult, History) {
-        let (result, outcome) = self.simulate(seed, faults, vec![]);
+        let (result, outcome) = self.simulate(seed, faults, Shadows::default());
         (result, outcome.map(|o| o.history).unwrap_or_default())
     }
 
     /// Runs one seed of this scenario and, from the same run, the results of `others`:
-    /// scenarios that differ from this one only in their `[resource]` rules (and in name,
-    /// description and `[expect]`; see [`Prepared::run_key`]). The resource watches each
-    /// other's rules ([`resource::Shadow`]); while they would have answered every write as
-    /// this run's rules did, the other's run is this run event for event, and only its
-    /// judging is its own. `None` for each other whose rules would have answered a write
-    /// differently (run it on its own). The results are those of separate runs, exactly.
+    /// scenarios that differ from this one only in their `[resource]` rules and their
+    /// `[workload] check` (`before_write` or `never`), and in name, description and
+    /// `[expect]`; see [`Prepared::run_key`]. The resource watches each other's rules
+    /// ([`resource::Shadow`]) and the clients each other's check ([`CheckShadow`]); while
+    /// they would have answered every write and decided every write as this run did, the
+    /// other's run is this run event for event, and only its judging is its own. `None` for
+    /// each other that would have answered or decided a write differently (run it on its
+    /// own). The results are those of separate runs, exactly.
     pub fn run_shared(
         &self,
         seed: u64,
@@ -191,15 +201,19 @@ impl Prepared {
             let key = self.run_key();
             assert!(
                 others.iter().all(|o| o.run_key() == key),
-                "only scenarios that differ in their resource share a run"
+                "only scenarios that differ in their resource and check share a run"
             );
         }
         let faults = self.faults_for(seed);
         let count = faults.len() as u64;
-        let shadows: Vec<resource::Shadow> = others
-            .iter()
-            .map(|o| resource::Shadow::new(o.scenario.resource.rules()))
-            .collect();
+        let shadows = Shadows {
+            resource: (others.iter())
+                .map(|o| resource::Shadow::new(o.scenario.resource.rules()))
+                .collect(),
+            checks: (others.iter())
+                .map(|o| CheckShadow::new(o.scenario.workload.check))
+                .collect(),
+        };
         let (result, outcome) = self.simulate(seed, faults, shadows.clone());
         assert_eq!(
             result.stats.faults, count,
@@ -207,9 +221,11 @@ impl Prepared {
         );
         let shared = others
             .iter()
-            .zip(&shadows)
-            .map(|(other, shadow)| {
-                outcome.as_ref().filter(|_| !shadow.diverged())?;
+            .zip(shadows.resource.iter().zip(&shadows.checks))
+            .map(|(other, (resource, check))| {
+                outcome
+                    .as_ref()
+                    .filter(|_| !resource.diverged() && !check.diverged())?;
                 Some(other.judged_as(&result))
             })
             .collect();
@@ -251,8 +267,9 @@ impl Prepared {
         })
     }
 
-    /// What decides a run apart from the resource's rules: two scenarios with the same key
-    /// differ only in `[resource]`, name, description, default seed, `[expect]` and
+    /// What decides a run apart from the resource's rules and the application's check: two
+    /// scenarios with the same key differ only in `[resource]`, `[workload] check` (between
+    /// `before_write` and `never`), name, description, default seed, `[expect]` and
     /// `[validation]`, and can share runs ([`Prepared::run_shared`]).
     pub fn run_key(&self) -> String {
         let mut canonical = self.scenario.clone();
@@ -260,6 +277,9 @@ impl Prepared {
         canonical.description.clear();
         canonical.seed = 0;
         canonical.resource = Default::default();
+        if canonical.workload.check.can_be_shadowed() {
+            canonical.workload.check = Check::BeforeWrite;
+        }
         canonical.expect = None;
         canonical.validation = None;
         // JSON, not the fingerprint's TOML: the key is only compared, never stored, and
@@ -268,13 +288,13 @@ impl Prepared {
         format_hash(locksim_sim::history::stable_hash(text.as_bytes()))
     }
 
-    /// Simulates one seed with `faults`, the resource watching `shadows`; the result is
-    /// judged, or carries the run's error (and there is no outcome).
+    /// Simulates one seed with `faults`, the resource and the clients watching `shadows`;
+    /// the result is judged, or carries the run's error (and there is no outcome).
     fn simulate(
         &self,
         seed: u64,
         faults: Vec<Fault>,
-        shadows: Vec<resource::Shadow>,
+        shadows: Shadows,
     ) -> (RunResult, Option<SimOutcome>) {
         let s = &self.scenario;
         let spec = SimSpec {
@@ -300,12 +320,12 @@ impl Prepared {
         }
     }
 
-    /// Starts the protocol's servers, the resource (watching `shadows`) and one node per
-    /// client running the workload, and answers `@holder`.
-    fn deploy(&self, world: &World, shadows: Vec<resource::Shadow>) {
+    /// Starts the protocol's servers, the resource and one node per client running the
+    /// workload (each watching `shadows`), and answers `@holder`.
+    fn deploy(&self, world: &World, shadows: Shadows) {
         let s = &self.scenario;
         let connector = self.deployment.start(world);
-        let resource = resource::start_watching(world, s.resource.rules(), shadows);
+        let resource = resource::start_watching(world, s.resource.rules(), shadows.resource);
         let holders = Holders::default();
         let view = holders.clone();
         world.answer_role(ROLE_HOLDER, Arc::new(move |world| view.holder(world)));
@@ -313,7 +333,7 @@ impl Prepared {
             let (connector, resource) = (connector.clone(), resource.clone());
             let workload = s.workload.clone();
             let grants = Arc::new(AtomicU64::new(0));
-            let holders = holders.clone();
+            let (holders, checks) = (holders.clone(), shadows.checks.clone());
             world.add_node(&name, Role::Client, move |ctx| {
                 client_loop(
                     ctx,
@@ -322,6 +342,7 @@ impl Prepared {
                     workload.clone(),
                     grants.clone(),
                     holders.clone(),
+                    checks.clone(),
                 )
             });
         }

@@ -18,7 +18,7 @@ use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::{NodeCtx, NodeIdx, World};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -95,6 +95,55 @@ pub enum Check {
     /// is raised); a library without a signal never interrupts.
     OnSignal,
 }
+
+impl Check {
+    /// Whether runs that differ only in this check can be one run watching the other's
+    /// check ([`CheckShadow`]): `before_write` and `never` touch the run only where a write
+    /// is skipped; `on_signal` also interrupts the work, so it shares with nobody.
+    pub fn can_be_shadowed(self) -> bool {
+        self != Check::OnSignal
+    }
+}
+
+/// A `check` a run's clients watch without applying it. Where a write is decided, the check
+/// is the only way `[workload] check` reaches the world, so as long as this check would have
+/// decided every write as the applied one did (skip or not, for the same reason), the run
+/// is, event for event, the run this check would have given: one run then stands for two
+/// rows of a comparison that differ only in the application's check (redsync with and
+/// without its `Until()` check). Both checks must be able to be shadowed
+/// ([`Check::can_be_shadowed`]).
+#[derive(Clone, Debug)]
+pub struct CheckShadow {
+    /// The check watched.
+    pub check: Check,
+    diverged: Arc<AtomicBool>,
+}
+
+impl CheckShadow {
+    /// Watches `check`.
+    pub fn new(check: Check) -> CheckShadow {
+        assert!(
+            check.can_be_shadowed(),
+            "an on_signal check is never shadowed"
+        );
+        CheckShadow {
+            check,
+            diverged: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Whether the check would have decided some write differently.
+    pub fn diverged(&self) -> bool {
+        self.diverged.load(Ordering::Relaxed)
+    }
+
+    /// Notes a write the run decided (`applied`: why it was skipped, if it was).
+    fn watch(&self, validity: &Validity, now: Duration, applied: &Option<String>) {
+        if skip_write(validity.clone(), now, self.check, None) != *applied {
+            self.diverged.store(true, Ordering::Relaxed);
+        }
+    }
+}
 fn d_resource_timeout() -> u64 {
     200
 }
@@ -170,6 +219,7 @@ pub async fn client_loop(
     workload: Workload,
     grants: Arc<AtomicU64>,
     holders: Holders,
+    shadows: Vec<CheckShadow>,
 ) {
     // A client that crashed inside its critical section is no longer in it.
     holders.exit(ctx.idx());
@@ -199,6 +249,7 @@ pub async fn client_loop(
             id: &id,
             workload: &workload,
             signal: signal.as_ref(),
+            shadows: &shadows,
         };
         for _ in 0..workload.writes_per_cs {
             if !job.read_work_write(lock.as_mut(), &mut grant).await {
@@ -250,6 +301,8 @@ struct Job<'a> {
     workload: &'a Workload,
     /// The library's lost-lock signal, when the application aborts on it.
     signal: Option<&'a LostSignal>,
+    /// Checks watched, not applied (see [`CheckShadow`]).
+    shadows: &'a [CheckShadow],
 }
 
 impl Job<'_> {
@@ -276,17 +329,49 @@ impl Job<'_> {
             ctx.record_event(ev(Kind::Info, Op::Note).grant(id).detail(why));
             return false;
         }
-        write_if_valid(
-            ctx,
-            lock,
-            self.resource,
-            grant,
-            id,
-            value,
-            workload,
-            self.signal,
-        )
-        .await
+        self.write_if_valid(lock, grant, value).await
+    }
+
+    /// The end of a share of work: checks the lock as the application does and, unless that
+    /// says no, writes `value + 1` to the resource. Whether the write was accepted (or may
+    /// have been).
+    async fn write_if_valid(&self, lock: &mut dyn LockClient, grant: &Grant, value: i64) -> bool {
+        let (ctx, id) = (self.ctx, self.id);
+        let ev = |kind, op| Event::new(ctx.name(), kind, op);
+        let (token, io_timeout) = (
+            grant.token,
+            Duration::from_millis(self.workload.resource_timeout_ms),
+        );
+        let validity = lock.validity(grant);
+        let now = ctx.mono_now();
+        let skip = skip_write(validity.clone(), now, self.workload.check, self.signal);
+        for shadow in self.shadows {
+            shadow.watch(&validity, now, &skip);
+        }
+        if let Some(why) = skip {
+            ctx.record_event(ev(Kind::Info, Op::Note).grant(id).detail(why));
+            return false;
+        }
+        ctx.point("after_validity_check").await;
+        ctx.point("before_write").await;
+        let new = value + 1;
+        ctx.record_event(
+            ev(Kind::Invoke, Op::Write)
+                .grant(id)
+                .token(token)
+                .value(new),
+        );
+        let kind = match self
+            .resource
+            .write(new, token, Some(value), id, io_timeout)
+            .await
+        {
+            WriteOutcome::Accepted => Kind::Ok,
+            WriteOutcome::Rejected => Kind::Fail,
+            WriteOutcome::Unknown => Kind::Info,
+        };
+        ctx.record_event(ev(kind, Op::Write).grant(id).token(token).value(new));
+        kind != Kind::Fail
     }
 }
 
@@ -328,52 +413,6 @@ fn skip_write(
             Validity::Lost(why) => format!("lock lost ({why}): write skipped"),
             _ => "lease expired on the client's clock: write skipped".into(),
         }),
-    }
-}
-
-/// The end of a share of work: checks the lock as the application does and, unless that
-/// says no, writes `value + 1` to the resource. Whether the write was accepted (or may have
-/// been).
-#[allow(clippy::too_many_arguments)]
-async fn write_if_valid(
-    ctx: &NodeCtx,
-    lock: &mut dyn LockClient,
-    resource: &ResourceClient,
-    grant: &Grant,
-    id: &str,
-    value: i64,
-    workload: &Workload,
-    signal: Option<&LostSignal>,
-) -> bool {
-    let ev = |kind, op| Event::new(ctx.name(), kind, op);
-    let (token, io_timeout) = (
-        grant.token,
-        Duration::from_millis(workload.resource_timeout_ms),
-    );
-    let validity = lock.validity(grant);
-    if let Some(why) = skip_write(validity, ctx.mono_now(), workload.check, signal) {
-        ctx.record_event(ev(Kind::Info, Op::Note).grant(id).detail(why));
-        false
-    } else {
-        ctx.point("after_validity_check").await;
-        ctx.point("before_write").await;
-        let new = value + 1;
-        ctx.record_event(
-            ev(Kind::Invoke, Op::Write)
-                .grant(id)
-                .token(token)
-                .value(new),
-        );
-        let kind = match resource
-            .write(new, token, Some(value), id, io_timeout)
-            .await
-        {
-            WriteOutcome::Accepted => Kind::Ok,
-            WriteOutcome::Rejected => Kind::Fail,
-            WriteOutcome::Unknown => Kind::Info,
-        };
-        ctx.record_event(ev(kind, Op::Write).grant(id).token(token).value(new));
-        kind != Kind::Fail
     }
 }
 

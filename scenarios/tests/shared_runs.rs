@@ -1,7 +1,8 @@
 //! One simulation stands for the rows of a comparison that differ only in their resource's
-//! rules (`Prepared::run_shared`). Its results must be exactly those of separate runs, on the
-//! seeds where the other rules would have answered every write alike (shared) and on those
-//! where they would not (left to a run of their own).
+//! rules and the application's check (`Prepared::run_shared`). Its results must be exactly
+//! those of separate runs, on the seeds where the other rules and check would have answered
+//! and decided every write alike (shared) and on those where they would not (left to a run
+//! of their own).
 
 use locksim_protocols::Registry;
 use locksim_scenarios::{Prepared, Scenario};
@@ -36,26 +37,23 @@ think_ms_min = 10
 "#;
 
 fn prepared(name: &str, extra: &str) -> Prepared {
-    let text = format!("name = \"{name}\"\n{BASE}{extra}");
+    prepared_from(BASE, name, extra)
+}
+
+fn prepared_from(base: &str, name: &str, extra: &str) -> Prepared {
+    let text = format!("name = \"{name}\"\n{base}{extra}");
     let scenario = Scenario::parse(&text, name).unwrap();
     scenario.prepare(name, &Registry::builtin()).unwrap()
 }
 
-#[test]
-fn shared_results_are_exactly_those_of_separate_runs() {
-    let plain = prepared("plain", "");
-    let cas = prepared("cas", "[resource]\nmode = \"cas\"\n");
-    // Fencing without tokens never refuses a write: always shared.
-    let fenced = prepared("fenced", "[resource]\nfencing = \"on\"\n");
+/// Runs `lead` with `others` sharing on seeds 1..=30 and checks every result against a
+/// separate run; returns how many were shared and how many ran on their own.
+fn shared_and_own(lead: &Prepared, others: &[&Prepared]) -> (usize, usize) {
     let (mut shared, mut own) = (0, 0);
     for seed in 1..=30 {
-        let (first, others) = plain.run_shared(seed, &[&cas, &fenced]);
-        assert_eq!(
-            first,
-            plain.run(seed),
-            "seed {seed}: the leading run itself"
-        );
-        for (p, run) in [&cas, &fenced].into_iter().zip(others) {
+        let (first, runs) = lead.run_shared(seed, others);
+        assert_eq!(first, lead.run(seed), "seed {seed}: the leading run itself");
+        for (p, run) in others.iter().zip(runs) {
             let alone = p.run(seed);
             match run {
                 Some(run) => {
@@ -77,6 +75,16 @@ fn shared_results_are_exactly_those_of_separate_runs() {
             }
         }
     }
+    (shared, own)
+}
+
+#[test]
+fn shared_results_are_exactly_those_of_separate_runs() {
+    let plain = prepared("plain", "");
+    let cas = prepared("cas", "[resource]\nmode = \"cas\"\n");
+    // Fencing without tokens never refuses a write: always shared.
+    let fenced = prepared("fenced", "[resource]\nfencing = \"on\"\n");
+    let (shared, own) = shared_and_own(&plain, &[&cas, &fenced]);
     assert!(
         shared > 30,
         "fenced without tokens shares every seed, cas some: {shared}"
@@ -110,5 +118,63 @@ fn only_scenarios_that_differ_in_their_resource_share_a_run() {
     assert!(
         refused.is_err(),
         "a run is not shared with a different protocol"
+    );
+}
+
+/// redsync on single Redis under clients' pauses: a pause past the lease makes the `Until()`
+/// check skip a write on some seeds and not on others.
+const PAUSES: &str = r#"
+duration_ms = 10000
+
+[faults_random]
+pause_ms_max = 4000
+pause_ms_min = 100
+pause_nodes = ["@clients"]
+pause_probability = 0.3
+
+[protocol]
+client = "redsync"
+name = "single-redis"
+ttl_ms = 2000
+
+[workload]
+clients = 3
+cs_ms_max = 200
+cs_ms_min = 20
+think_ms_max = 100
+think_ms_min = 10
+"#;
+
+#[test]
+fn rows_that_differ_in_the_applications_check_share_runs_exactly() {
+    let never = prepared_from(PAUSES, "never", "check = \"never\"\n");
+    let until = prepared_from(PAUSES, "until", "check = \"before_write\"\n");
+    let until_cas = prepared_from(
+        PAUSES,
+        "until-cas",
+        "check = \"before_write\"\n[resource]\nmode = \"cas\"\n",
+    );
+    assert_eq!(never.run_key(), until.run_key());
+    assert_eq!(never.run_key(), until_cas.run_key());
+    let (shared, own) = shared_and_own(&never, &[&until, &until_cas]);
+    assert!(shared > 10, "most seeds skip no write: {shared} shared");
+    assert!(
+        own > 0,
+        "a pause past the lease skips a write on some of 30 seeds"
+    );
+    // The other way round: the run that checks leads, the one that never does watches.
+    let (shared, own) = shared_and_own(&until, &[&never]);
+    assert!(shared > 5 && own > 0, "{shared} shared, {own} on their own");
+}
+
+#[test]
+fn an_application_that_aborts_on_the_librarys_signal_shares_no_run() {
+    let base = PAUSES.replace("\"redsync\"", "\"node-redlock\"");
+    let never = prepared_from(&base, "never", "check = \"never\"\n");
+    let on_signal = prepared_from(&base, "on-signal", "check = \"on_signal\"\n");
+    assert_ne!(
+        never.run_key(),
+        on_signal.run_key(),
+        "aborting on the signal interrupts the work, not only the write"
     );
 }
