@@ -139,11 +139,12 @@ impl CheckShadow {
 
     /// Notes a write the run decided (`applied`: why it was skipped, if it was).
     fn watch(&self, validity: &Validity, now: Duration, applied: &Option<String>) {
-        if skip_write(validity.clone(), now, self.check, None) != *applied {
+        if skip_write(validity, now, self.check, None) != *applied {
             self.diverged.store(true, Ordering::Relaxed);
         }
     }
 }
+
 fn d_resource_timeout() -> u64 {
     200
 }
@@ -344,7 +345,7 @@ impl Job<'_> {
         );
         let validity = lock.validity(grant);
         let now = ctx.mono_now();
-        let skip = skip_write(validity.clone(), now, self.workload.check, self.signal);
+        let skip = skip_write(&validity, now, self.workload.check, self.signal);
         for shadow in self.shadows {
             shadow.watch(&validity, now, &skip);
         }
@@ -398,7 +399,7 @@ async fn sleep_or_lost(
 
 /// Why the write must be skipped, if the application's check says so.
 fn skip_write(
-    validity: Validity,
+    validity: &Validity,
     now: Duration,
     check: Check,
     signal: Option<&LostSignal>,

@@ -27,7 +27,14 @@ latency_ms_min = 1.0
 [protocol]
 name = "single-redis"
 ttl_ms = 2000
+"#;
 
+fn prepared(name: &str, extra: &str) -> Prepared {
+    prepared_from(BASE, name, extra)
+}
+
+/// Both bases' clients: three, short critical sections (`extra` may add to the table).
+const WORKLOAD: &str = r#"
 [workload]
 clients = 3
 cs_ms_max = 200
@@ -36,12 +43,8 @@ think_ms_max = 100
 think_ms_min = 10
 "#;
 
-fn prepared(name: &str, extra: &str) -> Prepared {
-    prepared_from(BASE, name, extra)
-}
-
 fn prepared_from(base: &str, name: &str, extra: &str) -> Prepared {
-    let text = format!("name = \"{name}\"\n{base}{extra}");
+    let text = format!("name = \"{name}\"\n{base}{WORKLOAD}{extra}");
     let scenario = Scenario::parse(&text, name).unwrap();
     scenario.prepare(name, &Registry::builtin()).unwrap()
 }
@@ -136,13 +139,6 @@ pause_probability = 0.3
 client = "redsync"
 name = "single-redis"
 ttl_ms = 2000
-
-[workload]
-clients = 3
-cs_ms_max = 200
-cs_ms_min = 20
-think_ms_max = 100
-think_ms_min = 10
 "#;
 
 #[test]
