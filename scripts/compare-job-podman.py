@@ -14,6 +14,7 @@ script exits 1 if it does not. Needs PyYAML (Debian: python3-yaml).
 
 import argparse
 import pathlib
+import shlex
 import subprocess
 import sys
 import time
@@ -39,11 +40,19 @@ def run_pod(engine, image, results, job, env):
     return code, time.monotonic() - started
 
 
-def same_report(merged_dir, reference_dir):
-    merged = (merged_dir / "report.json").read_text().replace(str(merged_dir), "OUT")
-    merged = merged.replace("/results/report", "OUT")
-    reference = (reference_dir / "report.json").read_text()
-    return merged == reference.replace(str(reference_dir), "OUT")
+def merge_out(job):
+    """The merge pod's --out: the folder its report's paths name, inside the pod."""
+    command, args = pod_command(job)
+    words = shlex.split(" ".join(command[1:] + args))
+    return pathlib.PurePosixPath(words[words.index("--out") + 1])
+
+
+def same_report(merged, merged_dir, reference_dir):
+    """Whether two report.json files agree once each report's own folder is taken out of them:
+    `merged` is the host's copy of the report the merge pod wrote into `merged_dir`."""
+    ours = (merged / "report.json").read_text().replace(str(merged_dir), "OUT")
+    theirs = (reference_dir / "report.json").read_text().replace(str(reference_dir), "OUT")
+    return ours == theirs
 
 
 def main():
@@ -71,7 +80,9 @@ def main():
     if code != 0:
         return 1
     if a.reference is not None:
-        same = same_report(results / "report", a.reference.resolve())
+        out = merge_out(merge)
+        host_out = results / out.relative_to("/results")
+        same = same_report(host_out, out, a.reference.resolve())
         print("report.json: " + ("the same as the reference's" if same else "DIFFERENT"))
         return 0 if same else 1
     return 0
