@@ -1549,11 +1549,9 @@ fn round_trips_ms(events: &[serde_json::Value]) -> Vec<(u64, u64)> {
     let one_request = |e: &&serde_json::Value| {
         ["read", "write", "release"].contains(&e["op"].as_str().unwrap_or(""))
     };
+    // A client has one operation open at a time: its node names it.
     for e in events.iter().filter(one_request) {
-        let key = (
-            e["node"].as_str().unwrap().to_owned(),
-            e["op"].as_str().unwrap().to_owned(),
-        );
+        let key = e["node"].as_str().unwrap().to_owned();
         match e["kind"].as_str() {
             Some("invoke") => drop(open.insert(key, ms(e))),
             Some("ok") => done.extend(open.remove(&key).map(|at| (at, ms(e) - at))),
