@@ -433,21 +433,34 @@ fn parse_event(line: &str) -> Result<Event, String> {
         return Ok(event);
     }
     let mut de = serde_json::Deserializer::from_str(line);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let event = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
-        let inner = e.into_inner();
-        // serde's own "at line 1 column N" counts within this line: keep the column only.
-        let text = inner.to_string();
-        let what = text
-            .rfind(" at line ")
-            .map_or(text.as_str(), |i| &text[..i]);
-        let column = inner.column();
-        if field == "." || field.is_empty() {
-            format!("{what} (column {column})")
-        } else {
-            format!("field `{field}`: {what} (column {column})")
-        }
-    })
+        describe_json_error(&field, &e.into_inner())
+    })?;
+    // The slow path stops after one value, so a line that failed only for what follows it
+    // (a second event, junk, a NUL) would otherwise be read as its first event alone.
+    de.end().map_err(|e| {
+        format!(
+            "more after the event (column {}): one event per line",
+            e.column()
+        )
+    })?;
+    Ok(event)
+}
+
+/// A JSON error as `field `f`: what (column N)`; serde's own "at line 1 column N" counts
+/// within this one line, so only the column is kept.
+fn describe_json_error(field: &str, error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let what = text
+        .rfind(" at line ")
+        .map_or(text.as_str(), |i| &text[..i]);
+    let column = error.column();
+    if field == "." || field.is_empty() {
+        format!("{what} (column {column})")
+    } else {
+        format!("field `{field}`: {what} (column {column})")
+    }
 }
 
 /// Why `event` cannot follow `prev` (whose node's latest time is `node_prev_ns`), if so.

@@ -143,3 +143,25 @@ fn a_wrong_type_names_the_field() {
         "{e}"
     );
 }
+
+/// Two events on one line, or an event followed by junk or a NUL, is refused naming the
+/// line: reading only the first event would drop the second one's violation unseen.
+#[test]
+fn anything_after_the_event_on_its_line_is_refused() {
+    let first = r#"{"index":0,"time_ns":5,"node":"c1","kind":"ok","op":"cs_enter","grant":"g1"}"#;
+    let second = r#"{"index":1,"time_ns":6,"node":"c2","kind":"ok","op":"cs_enter","grant":"g2"}"#;
+    for after in [second, "x", "\0", " }"] {
+        let text = format!("{first}{after}\n");
+        let e = read_jsonl("f.jsonl", text.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("f.jsonl:1: not a valid event: more after the event (column"),
+            "{after:?}: {e}"
+        );
+        assert!(e.ends_with("one event per line"), "{e}");
+    }
+    // Trailing whitespace is not more: the line is the event.
+    let text = format!("{first}  \t\n");
+    assert_eq!(read_jsonl("f.jsonl", text.as_bytes()).unwrap().len(), 1);
+}
