@@ -4,7 +4,8 @@
 //! Definitions (the checker's contract, see ARCHITECTURE.md):
 //! - A **critical section** (CS) runs from a client's `cs_enter` to its `cs_exit`. A client
 //!   that is paused inside its CS is still inside it; a crash of the client ends it (a dead
-//!   process acts on nothing); a CS still open when the history ends lasts to its end.
+//!   process acts on nothing); a CS still open when the history ends lasts to its end,
+//!   its last instant included.
 //! - **Mutual exclusion** is violated when two CS intervals of different grants overlap in
 //!   true time. Touching intervals (one exits at the instant the other enters) do not. A
 //!   `cs_enter` of kind `info` means "may have entered", and events stamped by a node's own

@@ -5,7 +5,10 @@
 //! latest possible enter to the earliest possible exit, and **may be held** from the
 //! earliest possible enter to the latest possible exit; a `cs_enter` of kind `info` (outcome
 //! unknown) is never certain. Two grants violate mutual exclusion when their certainly-held
-//! spans overlap; when only their may-be-held spans do, the verdict is `unknown`.
+//! spans overlap; when only their may-be-held spans do, the verdict is `unknown`. A section
+//! whose exit never completed lasts to the end of the history, its last instant included:
+//! clients still inside at the end were inside together then, even one that entered at the
+//! history's last event.
 
 use crate::interpret::Interval;
 use crate::overlap::{overlapping_pairs, Span};
@@ -14,7 +17,11 @@ use std::collections::BTreeMap;
 
 /// The span a section was certainly held: from the latest enter to the earliest exit.
 fn certain_span(i: &Interval, group: u32) -> Span {
-    let end = if i.certain { i.exit.lo } else { 0 };
+    let end = match (i.certain, i.open_at_end) {
+        (false, _) => 0,
+        (true, true) => through_the_end(i.exit.lo),
+        (true, false) => i.exit.lo,
+    };
     Span {
         start: i.enter.hi,
         end,
@@ -24,11 +31,24 @@ fn certain_span(i: &Interval, group: u32) -> Span {
 
 /// The span a section may have been held: from the earliest enter to the latest exit.
 fn possible_span(i: &Interval, group: u32) -> Span {
+    // No completed exit (still inside, or its exit only begun): it may be inside at the end.
+    let end = if i.closed_by.is_none() {
+        through_the_end(i.exit.hi)
+    } else {
+        i.exit.hi
+    };
     Span {
         start: i.enter.lo,
-        end: i.exit.hi,
+        end,
         group,
     }
+}
+
+/// The exclusive end of a span still held when the history ends at `end_ns`: a client that
+/// never left is inside at the history's last instant too. Ending at `end_ns` itself would
+/// make a section entered by the last event empty, and it would overlap nothing.
+fn through_the_end(end_ns: u64) -> u64 {
+    end_ns.saturating_add(1)
 }
 
 fn describe(i: &Interval) -> String {

@@ -144,6 +144,59 @@ fn an_open_critical_section_lasts_to_the_end() {
     assert!(r.violations[0].description.contains("still inside"));
 }
 
+/// Sections still open at the end are inside at its last instant, together: even when the
+/// last event is one's own `cs_enter`, it overlaps the others still inside.
+#[test]
+fn sections_open_at_the_end_overlap_even_when_the_last_event_enters_one() {
+    let both = H::new()
+        .at(0, "c1", Kind::Ok, Op::CsEnter)
+        .grant("c1#1")
+        .at(10, "c2", Kind::Ok, Op::CsEnter)
+        .grant("c2#1")
+        .sorted();
+    let r = check(&both);
+    assert_eq!(r.property(Property::MutualExclusion), Verdict::Invalid);
+    assert!(r.violations[0].description.contains("still inside"));
+    let three = H::new()
+        .at(0, "c1", Kind::Ok, Op::CsEnter)
+        .grant("c1#1")
+        .at(10, "c2", Kind::Ok, Op::CsEnter)
+        .grant("c2#1")
+        .at(20, "c3", Kind::Ok, Op::CsEnter)
+        .grant("c3#1")
+        .sorted();
+    assert_eq!(
+        check(&three).violation_counts()[&Property::MutualExclusion],
+        3
+    );
+    // A section that did exit at the end's instant touches one entered then: no overlap.
+    let touching = H::new()
+        .at(0, "c1", Kind::Ok, Op::CsEnter)
+        .grant("c1#1")
+        .at(10, "c1", Kind::Ok, Op::CsExit)
+        .grant("c1#1")
+        .at(10, "c2", Kind::Ok, Op::CsEnter)
+        .grant("c2#1")
+        .sorted();
+    assert_eq!(
+        check(&touching).property(Property::MutualExclusion),
+        Verdict::Valid
+    );
+    // One whose exit began but never completed may still be inside at the end.
+    let leaving = H::new()
+        .at(0, "c1", Kind::Ok, Op::CsEnter)
+        .grant("c1#1")
+        .at(5, "c1", Kind::Invoke, Op::CsExit)
+        .grant("c1#1")
+        .at(10, "c2", Kind::Ok, Op::CsEnter)
+        .grant("c2#1")
+        .sorted();
+    assert_eq!(
+        check(&leaving).property(Property::MutualExclusion),
+        Verdict::Unknown
+    );
+}
+
 #[test]
 fn a_crash_ends_the_critical_section() {
     let h = H::new()

@@ -165,7 +165,8 @@ fn build(clients: &[(Vec<Cs>, u8)]) -> (Vec<Event>, Vec<(u8, bool, Windows)>) {
 /// Every pair, compared directly: (certain overlaps, possible overlaps).
 fn brute_force(h: &[Event], sections: &[(u8, bool, Windows)]) -> (u64, u64) {
     let end = h.iter().map(|e| e.time_window_ns().1).max().unwrap_or(0);
-    let fix = |t: u64| if t == u64::MAX { end } else { t };
+    // A section not left by the end is inside at the history's last instant too.
+    let fix = |t: u64| if t == u64::MAX { end + 1 } else { t };
     let (mut certain, mut possible) = (0, 0);
     for (i, (ga, ca, a)) in sections.iter().enumerate() {
         for (gb, cb, b) in &sections[i + 1..] {
