@@ -2,6 +2,7 @@
 //! --history`), in the simulator's JSON Lines format.
 
 use crate::shared::input;
+use crate::stdout::{out, outln};
 use crate::text;
 use locksim_check::checker::{Liveness, Updates, Violation};
 use locksim_check::history::{format_hash, read_jsonl, trace_hash};
@@ -61,9 +62,9 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         updates: report.updates.clone(),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", text(&out, &history));
+        out!("{}", text(&out, &history));
     }
     Ok(if report.verdict == Verdict::Invalid {
         ExitCode::from(1)

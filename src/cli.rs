@@ -1,6 +1,7 @@
 //! The command line: [`main_with`] parses the arguments and runs one subcommand against the
 //! protocols of a [`Registry`]. Exit codes: 0 = no safety violation, 1 = violation found,
-//! 2 = bad input or usage, 3 = any other error (e.g. a file that cannot be written).
+//! 2 = bad input or usage, 3 = any other error (e.g. a file that cannot be written, or a
+//! stdout that took only part of the output: see [`crate::stdout`]).
 //!
 //! A subcommand is a module with an `Args` type (`#[derive(clap::Args)]`) and a
 //! `run(args, &Registry) -> anyhow::Result<ExitCode>`; registering it is one variant of
@@ -8,8 +9,8 @@
 
 pub use crate::shared::{default_jobs, input, InputError};
 use crate::{
-    check_cmd, compare_cmd, live_cmd, protocols_cmd, report_cmd, run_cmd, search_cmd, sweep_cmd,
-    validate_cmd,
+    check_cmd, compare_cmd, live_cmd, protocols_cmd, report_cmd, run_cmd, search_cmd, stdout,
+    sweep_cmd, validate_cmd,
 };
 use clap::{Parser, Subcommand};
 use locksim_protocols::Registry;
@@ -81,7 +82,7 @@ where
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    match dispatch(cli.command, registry) {
+    let code = match dispatch(cli.command, registry) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("locksim: {e:#}");
@@ -91,7 +92,9 @@ where
                 ExitCode::from(3)
             }
         }
-    }
+    };
+    // A closed stdout keeps the command's own code; one that failed otherwise gives 3.
+    stdout::finish(code)
 }
 
 /// Runs one subcommand.

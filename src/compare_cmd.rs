@@ -2,6 +2,7 @@
 
 use crate::compare::{compare, Options};
 use crate::compare_shard::{merge, run_shard, Shard};
+use crate::stdout::{out, outln};
 use locksim_protocols::Registry;
 use locksim_reports::cost::LiveLatency;
 use std::path::{Path, PathBuf};
@@ -69,7 +70,7 @@ pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         .transpose()?;
     if let Some(shard) = shard {
         let m = run_shard(&opts, shard, registry)?;
-        println!(
+        outln!(
             "shard {}/{}: {} jobs, {} runs; results in {out}/results/, manifest {out}/shard.json",
             shard.index,
             shard.count,
@@ -77,7 +78,7 @@ pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
             m.runs,
             out = opts.out.display(),
         );
-        println!("when every shard is done: locksim compare --merge DIR... --out DIR");
+        outln!("when every shard is done: locksim compare --merge DIR... --out DIR");
         return Ok(ExitCode::SUCCESS);
     }
     let mut c = if dirs.is_empty() {
@@ -90,29 +91,33 @@ pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         add_live_latencies(&mut c, v);
         crate::compare::write_reports(&c, &opts.out)?;
     }
-    println!("{}\n", c.title);
-    println!(
+    outln!("{}\n", c.title);
+    outln!(
         "Share of runs with damage (an acknowledged update lost, a stale write accepted), with a \
          latent break of fencing (a token reused, no damage) and with overlap (two clients inside \
          at once), 95% intervals; {} runs, {}:\n",
         c.runs(),
         c.seeds
     );
-    print!("{}", locksim_reports::markdown::table(&c));
-    println!("\nVerdict:");
-    print!("{}", locksim_reports::markdown::verdict_lines(&c));
+    out!("{}", locksim_reports::markdown::table(&c));
+    outln!("\nVerdict:");
+    out!("{}", locksim_reports::markdown::verdict_lines(&c));
     for x in &c.counterexamples {
-        println!(
+        outln!(
             "\n{} under {}, seed {}: {}\n  replay: {}",
-            x.protocol, x.profile, x.seed, x.caption, x.replay
+            x.protocol,
+            x.profile,
+            x.seed,
+            x.caption,
+            x.replay
         );
     }
     if let (Some(v), Some(file)) = (&validation, &args.validation) {
         let section = validation_section(&c, v, file)?;
-        print!("\n{section}");
+        out!("\n{section}");
         append_validation(&opts.out, &section)?;
     }
-    println!(
+    outln!(
         "\nreports: {0}/report.md, {0}/report.json, {0}/report.html",
         opts.out.display()
     );

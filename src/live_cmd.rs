@@ -4,6 +4,7 @@
 //! binary), 3 = a server that did not come up, or another failure.
 
 use crate::shared::{input, InputError};
+use crate::stdout::{out, outln};
 use crate::text;
 use anyhow::Context;
 use clap::Args;
@@ -87,9 +88,9 @@ pub fn run(args: LiveArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         let mut json = serde_json::to_value(&result)?;
         json["mode"] = "live".into();
         json["servers"] = serde_json::to_value(locksim_live::servers_json(&live))?;
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        print!(
+        out!(
             "{}",
             summary(&result, &live, &prepared.scenario.description)
         );

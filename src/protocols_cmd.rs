@@ -2,6 +2,7 @@
 //! libraries `[protocol] client = "NAME"` can pick (the default first) with the parameters
 //! each sets by default.
 
+use crate::stdout::outln;
 use locksim_protocols::Registry;
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -38,11 +39,11 @@ pub fn listing(registry: &Registry) -> Vec<Value> {
 pub fn run(args: ProtocolsArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let listing = listing(registry);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&listing)?);
+        outln!("{}", serde_json::to_string_pretty(&listing)?);
         return Ok(ExitCode::SUCCESS);
     }
     for protocol in &listing {
-        println!(
+        outln!(
             "{:<18} {}",
             protocol["name"].as_str().unwrap_or_default(),
             protocol["description"].as_str().unwrap_or_default()
@@ -54,7 +55,7 @@ pub fn run(args: ProtocolsArgs, registry: &Registry) -> anyhow::Result<ExitCode>
             .enumerate()
         {
             let default = if i == 0 { " (default)" } else { "" };
-            println!(
+            outln!(
                 "  client = {:?}{default}: {}",
                 client["name"].as_str().unwrap_or_default(),
                 client["description"].as_str().unwrap_or_default()
@@ -62,7 +63,7 @@ pub fn run(args: ProtocolsArgs, registry: &Registry) -> anyhow::Result<ExitCode>
             let defaults = client["defaults"].as_object().into_iter().flatten();
             let pairs: Vec<String> = defaults.map(|(k, v)| format!("{k} = {v}")).collect();
             if !pairs.is_empty() {
-                println!("    sets: {}", pairs.join(", "));
+                outln!("    sets: {}", pairs.join(", "));
             }
         }
     }

@@ -1,6 +1,7 @@
 //! `locksim report`: a comparison report from the results files of earlier sweeps.
 
 use crate::shared::input;
+use crate::stdout::{out, outln};
 use locksim_protocols::Registry;
 use locksim_reports::{CellAccumulator, Comparison, SCHEMA_VERSION};
 use locksim_scenarios::sweep::{for_each_result, SeedResult};
@@ -127,15 +128,15 @@ pub fn run(args: ReportArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         ..Comparison::default()
     };
     crate::compare::write_reports(&comparison, &args.out)?;
-    println!(
+    outln!(
         "{} ({} runs, {} per cell). Share of runs with harm and with overlap, one column per \
          scenario:\n",
         comparison.title,
         comparison.runs(),
         comparison.seed_counts()
     );
-    print!("{}", locksim_reports::markdown::table(&comparison));
-    println!(
+    out!("{}", locksim_reports::markdown::table(&comparison));
+    outln!(
         "\nreports: {0}/report.md, {0}/report.json, {0}/report.html",
         args.out.display()
     );

@@ -1,6 +1,7 @@
 //! `locksim run`: one scenario, one seed, the history checked.
 
 use crate::shared::input;
+use crate::stdout::{out, outln};
 use crate::text;
 use anyhow::Context;
 use locksim_protocols::Registry;
@@ -56,10 +57,10 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         std::fs::write(file, page).with_context(|| format!("cannot write {}", file.display()))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        outln!("{}", serde_json::to_string_pretty(&result)?);
     } else {
         let about = &prepared.scenario.description;
-        print!("{}", text::run_summary(&result, &events, about));
+        out!("{}", text::run_summary(&result, &events, about));
     }
     if let Some(e) = &result.error {
         anyhow::bail!("{e}\nreplay: {}", result.replay);

@@ -2,6 +2,7 @@
 //! is saved as a runnable scenario file and replayed once to prove it.
 
 use crate::shared::input;
+use crate::stdout::{out, outln};
 use indicatif::{ProgressBar, ProgressStyle};
 use locksim_check::input::check_output_file;
 use locksim_protocols::Registry;
@@ -91,12 +92,12 @@ pub fn run(args: SearchArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         None => None,
     };
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&as_json(&outcome, &options, saved.as_ref(), wall_s))?
         );
     } else {
-        print!(
+        out!(
             "{}",
             text(&prepared, &outcome, &options, saved.as_ref(), wall_s)
         );

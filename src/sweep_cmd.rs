@@ -2,6 +2,7 @@
 //! line per seed appended to the results file as each run finishes.
 
 use crate::shared::input;
+use crate::stdout::{out, outln};
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use locksim_protocols::Registry;
 use locksim_scenarios::sweep::{
@@ -84,7 +85,7 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         ran,
         wall_s,
     };
-    print!("{}", summary_text(&header, &summary));
+    out!("{}", summary_text(&header, &summary));
     outcome(&args, &header, &summary, &path)
 }
 
@@ -118,7 +119,7 @@ fn outcome(
 ) -> anyhow::Result<ExitCode> {
     let (prepared, shard, jobs) = (header.prepared, header.shard, header.jobs);
     if let Some(signal) = signals::received() {
-        println!(
+        outln!(
             "interrupted by {signal}: {} of the {} results of this sweep are saved in {}; \
              resume with:\n  {}",
             summary.runs,

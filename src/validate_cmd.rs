@@ -6,6 +6,7 @@
 //! live run that failed), 2 = bad input.
 
 use crate::shared::input;
+use crate::stdout::{out, outln};
 use crate::validate::{self, Entry, Mode, Record};
 use anyhow::Context;
 use clap::Args;
@@ -255,8 +256,8 @@ pub fn run(args: ValidateArgs, registry: &Registry) -> anyhow::Result<ExitCode> 
     }
     let rows = v.write()?;
     let missing = validate::not_validated(&v.protocols, &rows);
-    print!("{}", validate::markdown(&rows, &missing, &v.header()));
-    println!(
+    out!("{}", validate::markdown(&rows, &missing, &v.header()));
+    outln!(
         "\ntables: {0}/validation.md, {0}/validation.json, {0}/validation.html",
         args.out.display()
     );

@@ -212,3 +212,54 @@ fn malformed_delay_keys_are_named_with_file_line_and_field() {
         "{e}"
     );
 }
+
+/// A stdout whose reader has gone: the read end of a pipe, closed before the command runs.
+fn closed_pipe() -> std::io::PipeWriter {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    writer
+}
+
+fn dev_full() -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap()
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly_with_the_commands_own_code() {
+    let dir = scratch("robust-pipe");
+    let history = dir.join("h.jsonl").display().to_string();
+    assert_eq!(code(&locksim(&["run", GC_PAUSE, "--history", &history])), 1);
+    let results = dir.join("r.jsonl").display().to_string();
+    let sweep = ["sweep", GC_PAUSE, "--seeds", "1..3", "--out", &results];
+    let cases: [(&[&str], i32); 5] = [
+        (&["check", &history], 1),
+        (&["check", &history, "--json"], 1),
+        (&["run", GC_PAUSE], 1),
+        (&sweep, 1),
+        (&["protocols"], 0),
+    ];
+    for (args, expected) in cases {
+        let out = common::in_repo_to(args, closed_pipe());
+        assert_eq!(code(&out), expected, "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?}: nothing said, no panic");
+    }
+}
+
+#[test]
+fn a_full_stdout_exits_3_saying_the_output_is_incomplete() {
+    let dir = scratch("robust-full");
+    let results = dir.join("r.jsonl").display().to_string();
+    let sweep = ["sweep", HEALTHY, "--seeds", "1..3", "--out", &results];
+    for args in [&["run", GC_PAUSE][..], &sweep, &["protocols", "--json"]] {
+        let out = common::in_repo_to(args, dev_full());
+        assert_eq!(code(&out), 3, "{args:?}: {}", stderr(&out));
+        assert_eq!(
+            stderr(&out).trim(),
+            "locksim: stdout: No space left on device (os error 28): the output is incomplete",
+            "{args:?}"
+        );
+    }
+}

@@ -61,3 +61,14 @@ pub fn stdout(out: &Output) -> String {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Runs `locksim` from the repository's root with its stdout sent to `stdout` (a closed
+/// pipe, `/dev/full`); stderr is captured.
+pub fn in_repo_to(args: &[&str], stdout: impl Into<std::process::Stdio>) -> Output {
+    locksim()
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(stdout)
+        .output()
+        .expect("locksim runs")
+}
