@@ -669,14 +669,28 @@ pub fn extra_rows(matrix: &Matrix, registry: &Registry) -> Vec<MatrixProtocol> {
         .collect()
 }
 
+/// The files [`write_reports`] writes into its directory.
+pub const REPORT_FILES: [&str; 3] = ["report.md", "report.json", "report.html"];
+
+/// Checks, before any work, that the reports written into `out` overwrite none of `inputs`
+/// (`report rep/report.json --out rep` would).
+pub fn check_reports_spare(out: &Path, inputs: &[&Path]) -> anyhow::Result<()> {
+    for name in REPORT_FILES {
+        locksim_check::input::check_not_an_input(&out.join(name), inputs)
+            .map_err(|e| input(format!("--out {e}")))?;
+    }
+    Ok(())
+}
+
 /// Writes report.md, report.json and report.html into `out`.
 pub fn write_reports(c: &Comparison, out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    for (name, text) in [
-        ("report.md", locksim_reports::markdown::render(c)),
-        ("report.json", c.to_json()),
-        ("report.html", locksim_reports::html::render(c)),
-    ] {
+    let texts = [
+        locksim_reports::markdown::render(c),
+        c.to_json(),
+        locksim_reports::html::render(c),
+    ];
+    for (name, text) in REPORT_FILES.into_iter().zip(texts) {
         let file = out.join(name);
         std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
     }

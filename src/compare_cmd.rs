@@ -68,6 +68,13 @@ pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(read_validation)
         .transpose()?;
+    let inputs: Vec<&std::path::Path> = args
+        .matrix
+        .iter()
+        .chain(&args.validation)
+        .map(|p| p.as_path())
+        .collect();
+    crate::compare::check_reports_spare(&opts.out, &inputs)?;
     if let Some(shard) = shard {
         let m = run_shard(&opts, shard, registry)?;
         outln!(

@@ -3,7 +3,7 @@
 //! 1 = violation found, 2 = bad input or a scenario live mode refuses (or a missing server
 //! binary), 3 = a server that did not come up, or another failure.
 
-use crate::shared::{input, InputError};
+use crate::shared::{check_output_file, input, InputError};
 use crate::stdout::{out, outln};
 use crate::text;
 use anyhow::Context;
@@ -59,6 +59,11 @@ pub fn client(args: ClientArgs) -> anyhow::Result<ExitCode> {
 pub fn run(args: LiveArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let path = args.scenario.display().to_string();
     let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
+    for (flag, file) in [("--history", &args.history), ("--timeline", &args.timeline)] {
+        if let Some(file) = file {
+            check_output_file(flag, file, &[&args.scenario])?;
+        }
+    }
     let seed = args.seed.unwrap_or(prepared.scenario.seed);
     let opts = locksim_live::LiveOptions {
         seed,

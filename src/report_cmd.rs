@@ -84,6 +84,8 @@ fn read_cells(files: &[PathBuf]) -> anyhow::Result<BTreeMap<(String, String), Ce
 /// Writes the reports of the sweeps' results; prints the headline table.
 pub fn run(args: ReportArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     locksim_check::input::check_output_dir(&args.out).map_err(|e| input(format!("--out {e}")))?;
+    let inputs: Vec<&std::path::Path> = args.results.iter().map(|p| p.as_path()).collect();
+    crate::compare::check_reports_spare(&args.out, &inputs)?;
     let cells = read_cells(&args.results)?;
     let protocols: BTreeSet<&String> = cells.keys().map(|(p, _)| p).collect();
     let mut scenarios: BTreeMap<&String, String> = BTreeMap::new();

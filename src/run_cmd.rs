@@ -1,6 +1,6 @@
 //! `locksim run`: one scenario, one seed, the history checked.
 
-use crate::shared::input;
+use crate::shared::{check_output_file, input};
 use crate::stdout::{out, outln};
 use crate::text;
 use anyhow::Context;
@@ -34,8 +34,7 @@ pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
     for (flag, file) in [("--history", &args.history), ("--timeline", &args.timeline)] {
         if let Some(file) = file {
-            locksim_check::input::check_output_file(file)
-                .map_err(|e| input(format!("{flag} {e}")))?;
+            check_output_file(flag, file, &[&args.scenario])?;
         }
     }
     let seed = args.seed.unwrap_or(prepared.scenario.seed);

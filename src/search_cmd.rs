@@ -1,10 +1,9 @@
 //! `locksim search`: property-based fault search with shrinking; the shrunk counterexample
 //! is saved as a runnable scenario file and replayed once to prove it.
 
-use crate::shared::input;
+use crate::shared::{check_output_file, input};
 use crate::stdout::{out, outln};
 use indicatif::{ProgressBar, ProgressStyle};
-use locksim_check::input::check_output_file;
 use locksim_protocols::Registry;
 use locksim_scenarios::search::{
     counterexample, describe_fault, search, Found, Progress, SearchOptions, SearchOutcome,
@@ -57,9 +56,10 @@ pub fn run(args: SearchArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     if args.cases == 0 {
         return Err(input("--cases must be at least 1"));
     }
-    if let Some(out) = &args.out {
-        check_output_file(out).map_err(|e| input(format!("--out {e}")))?;
-    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(format!("{}-counterexample.toml", prepared.scenario.name))
+    });
+    check_output_file("--out", &out, &[&args.scenario])?;
     let options = SearchOptions {
         cases: args.cases,
         seed: args.seed.unwrap_or(prepared.scenario.seed),
@@ -83,12 +83,7 @@ pub fn run(args: SearchArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let wall_s = started.elapsed().as_secs_f64();
     let command = search_command(&path, &args, options.seed);
     let saved = match &outcome.found {
-        Some(found) => {
-            let out = args.out.clone().unwrap_or_else(|| {
-                PathBuf::from(format!("{}-counterexample.toml", prepared.scenario.name))
-            });
-            Some(save(&prepared, found, &out, &command, registry)?)
-        }
+        Some(found) => Some(save(&prepared, found, &out, &command, registry)?),
         None => None,
     };
     if args.json {

@@ -1,4 +1,5 @@
-//! What every command shares: the bad-input error (exit code 2) and default settings.
+//! What every command shares: the bad-input error (exit code 2), the check of an output
+//! file, and default settings.
 
 /// Bad input: exit code 2.
 #[derive(Debug)]
@@ -20,4 +21,17 @@ pub fn input(e: impl std::fmt::Display) -> anyhow::Error {
 /// Worker threads when `--jobs` is not given: one per core.
 pub fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Checks an output file before any work (an [`InputError`] naming `flag` if it cannot be
+/// one): it must be a regular file or creatable as one, and none of the command's `inputs`.
+pub fn check_output_file(
+    flag: &str,
+    file: &std::path::Path,
+    inputs: &[&std::path::Path],
+) -> anyhow::Result<()> {
+    use locksim_check::input::{check_not_an_input, check_output_file};
+    check_output_file(file)
+        .and_then(|()| check_not_an_input(file, inputs))
+        .map_err(|e| input(format!("{flag} {e}")))
 }

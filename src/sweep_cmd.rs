@@ -1,7 +1,7 @@
 //! `locksim sweep`: every seed of a range (or of one shard of it), in parallel, one JSON
 //! line per seed appended to the results file as each run finishes.
 
-use crate::shared::input;
+use crate::shared::{check_output_file, input};
 use crate::stdout::{out, outln};
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use locksim_protocols::Registry;
@@ -50,7 +50,7 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     if jobs == 0 {
         return Err(input("--jobs must be at least 1"));
     }
-    locksim_check::input::check_output_file(&args.out).map_err(|e| input(format!("--out {e}")))?;
+    check_output_file("--out", &args.out, &[&args.scenario])?;
     let fingerprint = prepared.scenario.fingerprint();
     let (mut file, mut summary, done) = open_results(&args, &prepared, &fingerprint, shard)?;
     let from_earlier = summary.runs;

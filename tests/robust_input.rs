@@ -263,3 +263,68 @@ fn a_full_stdout_exits_3_saying_the_output_is_incomplete() {
         );
     }
 }
+
+#[test]
+fn an_output_that_is_an_input_is_refused_and_the_input_left_as_it_was() {
+    let dir = scratch("robust-same-file");
+    let scenario = dir.join("s.toml");
+    let text = std::fs::read_to_string(common::repo(HEALTHY)).unwrap();
+    std::fs::write(&scenario, &text).unwrap();
+    let s = scenario.display().to_string();
+    // Another name for the same file is the same file.
+    let other_name = dir.join(".").join("s.toml").display().to_string();
+    let cases: [(&[&str], &str); 5] = [
+        (&["run", &s, "--history", &s], "--history"),
+        (&["run", &s, "--timeline", &other_name], "--timeline"),
+        (&["search", &s, "--cases", "1", "--out", &s], "--out"),
+        (
+            &[
+                "sweep",
+                &s,
+                "--seeds",
+                "1..3",
+                "--out",
+                &other_name,
+                "--resume",
+            ],
+            "--out",
+        ),
+        (&["live", &s, "--history", &s], "--history"),
+    ];
+    for (args, flag) in cases {
+        let out = locksim(args);
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        let output = args[args.iter().position(|a| *a == flag).unwrap() + 1];
+        let expected = format!(
+            "{flag} {output}: is the input file {s}: writing it would overwrite that input"
+        );
+        assert!(
+            stderr(&out).contains(&expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&scenario).unwrap(),
+            text,
+            "{args:?}"
+        );
+    }
+    // A results file inside the report's directory, named as a report it writes.
+    let results = dir.join("report.json");
+    let r = results.display().to_string();
+    assert_eq!(
+        code(&locksim(&[
+            "sweep", HEALTHY, "--seeds", "1..2", "--out", &r
+        ])),
+        0
+    );
+    let before = std::fs::read(&results).unwrap();
+    let out = locksim(&["report", &r, "--out", &dir.display().to_string()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("writing it would overwrite that input"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(&results).unwrap(), before);
+}

@@ -4,7 +4,8 @@
 //! directory. Every reader of a user file (histories, results, scenarios, matrices) reads a
 //! line of at most [`LINE_BYTES_MAX`] and a whole file of at most [`FILE_BYTES_MAX`], so a
 //! bad file is an error naming it, never a memory blow-up. An output path must be a regular
-//! file or creatable as one: `/dev/full` or a directory is refused before a run starts.
+//! file or creatable as one: `/dev/full` or a directory is refused before a run starts, and
+//! so is an output that is one of the command's inputs.
 
 use std::io::{BufRead, Read};
 use std::path::Path;
@@ -105,6 +106,39 @@ pub fn check_output_file(path: &Path) -> Result<(), String> {
     }
 }
 
+/// Whether writing `output` would leave every one of `inputs` as it was: it is refused when
+/// it is the same file as one of them, by device and inode, so another name for the file
+/// (`./x.toml`, a link) is caught too (`run x.toml --history x.toml` would overwrite the
+/// scenario). An output that does not exist yet is no input.
+pub fn check_not_an_input(output: &Path, inputs: &[&Path]) -> Result<(), String> {
+    let Some(out) = file_id(output) else {
+        return Ok(());
+    };
+    match inputs.iter().find(|i| file_id(i).as_ref() == Some(&out)) {
+        Some(input) => Err(format!(
+            "{}: is the input file {}: writing it would overwrite that input",
+            output.display(),
+            input.display()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// What names a file whatever path leads to it: device and inode (the canonical path where
+/// there are none); `None` if it does not exist.
+fn file_id(path: &Path) -> Option<(u64, u64, std::path::PathBuf)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        Some((meta.dev(), meta.ino(), std::path::PathBuf::new()))
+    }
+    #[cfg(not(unix))]
+    {
+        Some((0, 0, std::fs::canonicalize(path).ok()?))
+    }
+}
+
 /// Whether `path` can be an output directory: it is one, or it does not exist (it is then
 /// created). A file or a device is refused before any work is done.
 pub fn check_output_dir(path: &Path) -> Result<(), String> {
@@ -153,6 +187,28 @@ mod tests {
         let line = read_line_bounded(&mut reader, &mut buf, 1000).unwrap();
         assert_eq!(line, Line::TooLong);
         assert_eq!(buf.len(), 1001);
+    }
+
+    #[test]
+    fn an_output_that_is_an_input_by_any_name_is_refused() {
+        let dir = std::env::temp_dir().join(format!("locksim-same-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let input = dir.join("s.toml");
+        std::fs::write(&input, "x").unwrap();
+        let other = dir.join("other.toml");
+        std::fs::write(&other, "y").unwrap();
+        let linked = dir.join("linked.toml");
+        let _ = std::fs::remove_file(&linked);
+        std::fs::hard_link(&input, &linked).unwrap();
+        let dotted = dir.join(".").join("s.toml");
+        for same in [&input, &dotted, &linked] {
+            let e = check_not_an_input(same, &[&other, &input]).unwrap_err();
+            assert!(e.contains("writing it would overwrite that input"), "{e}");
+            assert!(e.contains(&input.display().to_string()), "{e}");
+        }
+        assert_eq!(check_not_an_input(&other, &[&input]), Ok(()));
+        assert_eq!(check_not_an_input(&dir.join("new.toml"), &[&input]), Ok(()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
