@@ -45,7 +45,7 @@ pub struct SearchArgs {
 }
 
 /// Searches; on a failure saves and prints the shrunk counterexample. Exit 1 if one was
-/// found, 0 if not.
+/// found, 0 if not, 3 if it could not be saved (it is printed to stderr then).
 pub fn run(args: SearchArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let path = args.scenario.display().to_string();
     let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
@@ -179,7 +179,14 @@ fn save(
         "# Found by: {command}\n# Replay:   {replay}\n\n{}",
         toml::to_string(&scenario)?
     );
-    std::fs::write(out, text).map_err(|e| input(format!("cannot write {shown}: {e}")))?;
+    if let Err(e) = std::fs::write(out, &text) {
+        // A counterexample can take long to find: keep it where the user can still save it.
+        eprint!("{text}");
+        anyhow::bail!(
+            "cannot write {shown}: {e}; the counterexample is printed above (on stderr): save \
+             it as a .toml file and replay it with locksim run"
+        );
+    }
     let replayed = Scenario::load(out)
         .and_then(|s| s.prepare(&shown, registry))
         .map_err(|e| anyhow::anyhow!("the saved counterexample does not load: {e}"))?

@@ -265,6 +265,28 @@ fn a_full_stdout_exits_3_saying_the_output_is_incomplete() {
 }
 
 #[test]
+fn a_counterexample_that_cannot_be_saved_is_printed_to_stderr_and_exits_3() {
+    // A link into a directory that does not exist: the path looks writable (its own
+    // directory exists), the write fails, as it does for root too.
+    let dir = scratch("robust-search-out");
+    let out_file = dir.join("c.toml");
+    std::os::unix::fs::symlink(dir.join("gone").join("c.toml"), &out_file).unwrap();
+    let f = out_file.display().to_string();
+    let out = locksim(&["search", GC_PAUSE, "--cases", "1", "--out", &f]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let e = stderr(&out);
+    let (saved, message) = e.rsplit_once("locksim: ").expect("an error message");
+    assert!(
+        message.starts_with(&format!("cannot write {f}:")),
+        "{message}"
+    );
+    assert!(message.contains("printed above"), "{message}");
+    assert!(saved.starts_with("# Found by: locksim search"), "{e}");
+    let scenario: toml::Value = toml::from_str(saved).expect("the counterexample as TOML");
+    assert!(scenario.get("protocol").is_some(), "{saved}");
+}
+
+#[test]
 fn an_output_that_is_an_input_is_refused_and_the_input_left_as_it_was() {
     let dir = scratch("robust-same-file");
     let scenario = dir.join("s.toml");
