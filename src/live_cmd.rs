@@ -57,7 +57,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<ExitCode> {
 /// Runs `locksim live`.
 pub fn run(args: LiveArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let path = args.scenario.display().to_string();
-    let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
+    let prepared = crate::shared::load(&path, registry).map_err(input)?;
     let seed = args.seed.unwrap_or(prepared.scenario.seed);
     let opts = locksim_live::LiveOptions {
         seed,

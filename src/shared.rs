@@ -1,4 +1,8 @@
-//! What every command shares: the bad-input error (exit code 2) and default settings.
+//! What every command shares: the bad-input error (exit code 2), loading a scenario, and
+//! default settings.
+
+use locksim_protocols::Registry;
+use locksim_scenarios::{Prepared, ScenarioError};
 
 /// Bad input: exit code 2.
 #[derive(Debug)]
@@ -20,4 +24,14 @@ pub fn input(e: impl std::fmt::Display) -> anyhow::Error {
 /// Worker threads when `--jobs` is not given: one per core.
 pub fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Loads and prepares a scenario file, printing its warnings (valid, likely not meant) on
+/// stderr.
+pub fn load(path: &str, registry: &Registry) -> Result<Prepared, ScenarioError> {
+    let prepared = locksim_scenarios::load(path, registry)?;
+    for warning in &prepared.warnings {
+        eprintln!("locksim: warning: {}", crate::text::printable(warning));
+    }
+    Ok(prepared)
 }
