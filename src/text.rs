@@ -154,11 +154,21 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
     }
     let _ = writeln!(
         s,
-        "trace     {} ({} events, {} ms simulated, {} faults, {} messages)",
-        r.trace_hash, r.stats.events, r.stats.sim_ms, r.stats.faults, r.stats.messages
+        "trace     {} ({} events, {} ms simulated, {}, {} messages)",
+        r.trace_hash,
+        r.stats.events,
+        r.stats.sim_ms,
+        faults_fired(r.stats.faults_fired, r.stats.faults),
+        r.stats.messages
     );
     let _ = writeln!(s, "replay    {}", r.replay);
     s
+}
+
+/// Faults fired of those scheduled, in words: "2 of 3 faults fired".
+pub fn faults_fired(fired: u64, scheduled: u64) -> String {
+    let noun = if scheduled == 1 { "fault" } else { "faults" };
+    format!("{fired} of {scheduled} {noun} fired")
 }
 
 /// The run's zombie windows (a holder going on after the service let another client take

@@ -356,3 +356,44 @@ fn every_renamed_key_names_its_new_name_and_no_message_repeats_a_key() {
     );
     assert!(!e.contains("cs_ms_mux.cs_ms_mux"), "{e}");
 }
+
+#[test]
+fn faults_scheduled_and_fired_are_told_apart_and_expect_can_require_them() {
+    let dir = scratch("robust-fired");
+    let file = dir.join("s.toml");
+    let f = file.display().to_string();
+    let fault = |occurrence: u32, expect: &str| {
+        format!(
+            "{SINGLE_REDIS}[[faults]]\nkind = \"pause\"\nnode = \"c1\"\npoint = \"before_write\"\n\
+             occurrence = {occurrence}\nduration_ms = 10\n[expect]\n{expect}\n"
+        )
+    };
+    std::fs::write(&file, fault(100_000, "faults_fired = \"all\"")).unwrap();
+    let out = locksim(&["run", &f]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains(", 0 of 1 fault fired, "), "{text}");
+    assert!(
+        text.contains("expect    NOT MET: faults fired: expected all 1, got 0 of 1"),
+        "{text}"
+    );
+    let out = locksim(&["run", &f, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            v["stats"]["faults"].as_u64(),
+            v["stats"]["faults_fired"].as_u64()
+        ),
+        (Some(1), Some(0))
+    );
+    assert_eq!(v["expect"]["met"], false);
+    std::fs::write(&file, fault(1, "faults_fired = 1")).unwrap();
+    let out = locksim(&["run", &f]);
+    let text = stdout(&out);
+    assert!(
+        text.contains(", 1 of 1 fault fired, ") && text.contains("expect    met"),
+        "{text}"
+    );
+    let e = scenario_error("robust-fired-word", &fault(1, "faults_fired = \"some\""));
+    assert!(e.contains("s.toml:11: expect.faults_fired"), "{e}");
+}

@@ -180,6 +180,29 @@ pub struct Expect {
     /// The first grant comes no later than this, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_grant_ms_max: Option<f64>,
+    /// How many faults of the schedule must fire: `"all"` or at least a count. A fault at a
+    /// point whose passage never comes, or on a role nobody has, is scheduled and never
+    /// fires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults_fired: Option<FaultsFired>,
+}
+
+/// `[expect] faults_fired`: every fault of the schedule, or at least this many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FaultsFired {
+    /// `"all"`.
+    All(AllFaults),
+    /// At least this many.
+    AtLeast(u64),
+}
+
+/// The word `all`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllFaults {
+    /// Every fault of the schedule.
+    All,
 }
 
 impl Expect {
@@ -246,6 +269,22 @@ impl Expect {
             }
         }
         out
+    }
+
+    /// Whether enough of the schedule's faults fired, in words if not.
+    pub fn fault_mismatches(&self, fired: u64, scheduled: u64) -> Vec<String> {
+        let (wanted, shown) = match self.faults_fired {
+            None => return vec![],
+            Some(FaultsFired::All(_)) => (scheduled, format!("all {scheduled}")),
+            Some(FaultsFired::AtLeast(n)) => (n, format!("at least {n}")),
+        };
+        if fired >= wanted {
+            return vec![];
+        }
+        vec![format!(
+            "faults fired: expected {shown}, got {fired} of {scheduled} (a point's passage \
+             that never came, or a role nobody had)"
+        )]
     }
 
     /// Which expectations a set of per-property verdicts does not meet, in words.
