@@ -13,6 +13,8 @@
 #            tested by locksim-check's own tests; needs `cargo install cargo-mutants`.
 #
 # JOBS (default: all cores) threads per sweep; results go to OUT (default target/census).
+# BIN names a locksim binary already built (e.g. target/ci/locksim from
+# `cargo build --profile ci`); without it the script builds and uses the release binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
@@ -21,8 +23,12 @@ CATALOG_SEEDS="${CATALOG_SEEDS:-1000}"
 JOBS="${JOBS:-$(nproc)}"
 OUT="${OUT:-target/census}"
 mkdir -p "$OUT"
-cargo build --release --quiet
-bin=target/release/locksim
+if [ -n "${BIN:-}" ]; then
+  bin="$BIN"
+else
+  cargo build --release --quiet
+  bin=target/release/locksim
+fi
 
 # Sweeps one file over 0..N; prints "file seeds flagged seconds".
 sweep() {

@@ -85,7 +85,9 @@ where
     let code = match dispatch(cli.command, registry) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("locksim: {e:#}");
+            // Messages quote what a file said (an unknown node's name): no raw escapes.
+            let message = crate::text::printable_keeping(&format!("{e:#}"), &['\n', '\t']);
+            eprintln!("locksim: {message}");
             if e.downcast_ref::<InputError>().is_some() {
                 ExitCode::from(2)
             } else {

@@ -123,7 +123,7 @@ fn prepare(dir: &Path, name: &str, text: &str, registry: &Registry) -> anyhow::R
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
     let path = file.display().to_string();
-    locksim_scenarios::load(&path, registry).map_err(|e| input(format!("{name}: {e}")))
+    crate::shared::load(&path, registry).map_err(|e| input(format!("{name}: {e}")))
 }
 
 struct Setup<'a> {

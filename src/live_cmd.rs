@@ -58,7 +58,7 @@ pub fn client(args: ClientArgs) -> anyhow::Result<ExitCode> {
 /// Runs `locksim live`.
 pub fn run(args: LiveArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let path = args.scenario.display().to_string();
-    let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
+    let prepared = crate::shared::load(&path, registry).map_err(input)?;
     for (flag, file) in [("--history", &args.history), ("--timeline", &args.timeline)] {
         if let Some(file) = file {
             check_output_file(flag, file, &[&args.scenario])?;

@@ -31,7 +31,7 @@ pub struct RunArgs {
 /// Runs and checks; prints the result. Exit 1 if a safety property was violated.
 pub fn run(args: RunArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let path = args.scenario.display().to_string();
-    let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
+    let prepared = crate::shared::load(&path, registry).map_err(input)?;
     for (flag, file) in [("--history", &args.history), ("--timeline", &args.timeline)] {
         if let Some(file) = file {
             check_output_file(flag, file, &[&args.scenario])?;

@@ -48,7 +48,7 @@ pub struct SearchArgs {
 /// found, 0 if not, 3 if it could not be saved (it is printed to stderr then).
 pub fn run(args: SearchArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let path = args.scenario.display().to_string();
-    let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
+    let prepared = crate::shared::load(&path, registry).map_err(input)?;
     if args.faults_max == 0 {
         return Err(input("--faults-max must be at least 1"));
     }
@@ -215,8 +215,8 @@ fn text(
     let _ = writeln!(
         s,
         "search    {} ({}): up to {} cases, seed {}, swarm {}, at most {} faults each",
-        prepared.scenario.name,
-        prepared.scenario.protocol.name,
+        crate::text::printable(&prepared.scenario.name),
+        crate::text::printable(&prepared.scenario.protocol.name),
         options.cases,
         options.seed,
         if options.swarm { "on" } else { "off" },

@@ -1,5 +1,8 @@
-//! What every command shares: the bad-input error (exit code 2), the check of an output
-//! file, and default settings.
+//! What every command shares: the bad-input error (exit code 2), loading a scenario, the
+//! check of an output file, and default settings.
+
+use locksim_protocols::Registry;
+use locksim_scenarios::{Prepared, ScenarioError};
 
 /// Bad input: exit code 2.
 #[derive(Debug)]
@@ -34,4 +37,14 @@ pub fn check_output_file(
     check_output_file(file)
         .and_then(|()| check_not_an_input(file, inputs))
         .map_err(|e| input(format!("{flag} {e}")))
+}
+
+/// Loads and prepares a scenario file, printing its warnings (valid, likely not meant) on
+/// stderr.
+pub fn load(path: &str, registry: &Registry) -> Result<Prepared, ScenarioError> {
+    let prepared = locksim_scenarios::load(path, registry)?;
+    for warning in &prepared.warnings {
+        eprintln!("locksim: warning: {}", crate::text::printable(warning));
+    }
+    Ok(prepared)
 }

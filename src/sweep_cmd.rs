@@ -44,7 +44,7 @@ pub struct SweepArgs {
 /// earlier one in the file) violated a safety property.
 pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let path = args.scenario.display().to_string();
-    let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
+    let prepared = crate::shared::load(&path, registry).map_err(input)?;
     let shard = args.shard.unwrap_or(Shard::ALL);
     let jobs = args.jobs.unwrap_or_else(crate::shared::default_jobs);
     if jobs == 0 {
@@ -182,7 +182,10 @@ fn summary_text(h: &Header, s: &Summary) -> String {
     let _ = writeln!(
         t,
         "sweep      {} ({}), seeds {}{shard}, {} jobs",
-        h.prepared.scenario.name, h.prepared.scenario.protocol.name, h.seeds, h.jobs
+        crate::text::printable(&h.prepared.scenario.name),
+        crate::text::printable(&h.prepared.scenario.protocol.name),
+        h.seeds,
+        h.jobs
     );
     let rate = if h.wall_s > 0.0 {
         format!(", {:.1} runs/s", h.ran as f64 / h.wall_s)

@@ -6,6 +6,27 @@ use locksim_sim::{Event, Property, Verdict};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+/// A scenario-provided string made safe to print on a terminal: every control character
+/// (an ANSI escape's ESC, a carriage return that would overwrite the line, a newline that
+/// would forge one) is written as its Rust escape, `\u{1b}`. Other text is unchanged.
+pub fn printable(text: &str) -> String {
+    printable_keeping(text, &[])
+}
+
+/// [`printable`], keeping the control characters in `keep` (an error message's own line
+/// breaks).
+pub fn printable_keeping(text: &str, keep: &[char]) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && !keep.contains(&c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Splits text into lines of at most `width` characters, at spaces.
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
@@ -93,9 +114,11 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
     let _ = writeln!(
         s,
         "scenario  {} ({}), seed {}",
-        r.scenario, r.protocol, r.seed
+        printable(&r.scenario),
+        printable(&r.protocol),
+        r.seed
     );
-    for line in wrap(description, 86) {
+    for line in wrap(&printable(description), 86) {
         let _ = writeln!(s, "          {line}");
     }
     let _ = writeln!(s, "verdict   {}", r.verdict.to_string().to_uppercase());
@@ -131,11 +154,21 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
     }
     let _ = writeln!(
         s,
-        "trace     {} ({} events, {} ms simulated, {} faults, {} messages)",
-        r.trace_hash, r.stats.events, r.stats.sim_ms, r.stats.faults, r.stats.messages
+        "trace     {} ({} events, {} ms simulated, {}, {} messages)",
+        r.trace_hash,
+        r.stats.events,
+        r.stats.sim_ms,
+        faults_fired(r.stats.faults_fired, r.stats.faults),
+        r.stats.messages
     );
     let _ = writeln!(s, "replay    {}", r.replay);
     s
+}
+
+/// Faults fired of those scheduled, in words: "2 of 3 faults fired".
+pub fn faults_fired(fired: u64, scheduled: u64) -> String {
+    let noun = if scheduled == 1 { "fault" } else { "faults" };
+    format!("{fired} of {scheduled} {noun} fired")
 }
 
 /// The run's zombie windows (a holder going on after the service let another client take

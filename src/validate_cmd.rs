@@ -7,6 +7,7 @@
 
 use crate::shared::input;
 use crate::stdout::{out, outln};
+use crate::text::printable;
 use crate::validate::{self, Entry, Mode, Record};
 use anyhow::Context;
 use clap::Args;
@@ -56,7 +57,7 @@ fn load_set(args: &ValidateArgs, registry: &Registry) -> anyhow::Result<Vec<(Ent
     let mut set = vec![];
     for file in files {
         let path = file.display().to_string();
-        let prepared = locksim_scenarios::load(&path, registry).map_err(input)?;
+        let prepared = crate::shared::load(&path, registry).map_err(input)?;
         let s = &prepared.scenario;
         let explanation = s.validation.clone().unwrap_or_default().explanation;
         if let Some(bad) = (explanation.keys())
@@ -181,7 +182,7 @@ fn simulate(v: &mut Validation, e: &Entry, p: &Prepared, jobs: usize) -> anyhow:
     if seeds.is_empty() {
         return Ok(());
     }
-    eprintln!("{}: {} simulated runs", e.name, seeds.len());
+    eprintln!("{}: {} simulated runs", printable(&e.name), seeds.len());
     locksim_scenarios::sweep::run_seeds(p, seeds.into_iter(), jobs, |r| {
         v.add(Record::of(Mode::Sim, r.seed, &r))
     })?;
@@ -194,7 +195,7 @@ fn live(v: &mut Validation, e: &Entry, p: &Prepared) -> anyhow::Result<()> {
     let have = v.has(&e.name, Mode::Live);
     let exe = std::env::current_exe().context("cannot find the locksim binary")?;
     for seed in (1..=v.args.runs).filter(|s| !have.contains(s)) {
-        eprintln!("{}: live run {seed} of {}", e.name, v.args.runs);
+        eprintln!("{}: live run {seed} of {}", printable(&e.name), v.args.runs);
         let opts = locksim_live::LiveOptions {
             seed,
             keep: None,
@@ -210,7 +211,7 @@ fn live(v: &mut Validation, e: &Entry, p: &Prepared) -> anyhow::Result<()> {
                 // A refusal or a missing server binary fails every run alike.
                 let stop = err.downcast_ref::<locksim_live::Refused>().is_some()
                     || (err.downcast_ref::<locksim_live::servers::MissingBinary>()).is_some();
-                eprintln!("{}: live run {seed} failed: {err:#}", e.name);
+                eprintln!("{}: live run {seed} failed: {err:#}", printable(&e.name));
                 let record = Record::failed(&e.name, Mode::Live, seed, format!("{err:#}"));
                 (record, stop)
             }

@@ -274,7 +274,7 @@ fn a_malformed_scenario_exits_2_naming_file_line_and_field() {
         (
             format!("{base}\n[faults_random]\npause_probability = 0.1\nloss_probability = 0.1\n"),
             ":8:",
-            "is now loss_period_probability",
+            "is now faults_random.loss_period_probability (",
         ),
         (format!("{base}\n[faults_random]\npause_probabilty = 0.1\n"), ":7:", "pause_probabilty"),
         ("duration_ms = [\n".into(), ":2:", "invalid array"),

@@ -350,3 +350,188 @@ fn an_output_that_is_an_input_is_refused_and_the_input_left_as_it_was() {
     );
     assert_eq!(std::fs::read(&results).unwrap(), before);
 }
+
+const SINGLE_REDIS: &str = "duration_ms = 1_000\n[protocol]\nname = \"single-redis\"\n";
+
+#[test]
+fn a_link_naming_an_unknown_node_is_refused() {
+    let link = "[[network.links]]\nfrom = \"c1\"\nto = \"Redis\"\nlatency_ms_min = 20.0\n\
+                latency_ms_max = 40.0\n";
+    let e = scenario_error("robust-link", &format!("{SINGLE_REDIS}{link}"));
+    assert!(
+        e.contains("s.toml:6: network.links[0].to: unknown node `Redis` (nodes: redis, c1, c2"),
+        "{e}"
+    );
+    let from = link
+        .replace("\"c1\"", "\"c9\"")
+        .replace("\"Redis\"", "\"redis\"");
+    let e = scenario_error("robust-link-from", &format!("{SINGLE_REDIS}{from}"));
+    assert!(
+        e.contains("s.toml:5: network.links[0].from: unknown node `c9`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_expectation_no_run_can_meet_and_sections_without_writes_are_refused() {
+    let e = scenario_error(
+        "robust-acq-range",
+        &format!("{SINGLE_REDIS}[expect]\nacquisitions_min = 20\nacquisitions_max = 10\n"),
+    );
+    assert!(
+        e.contains(
+            "s.toml:5: expect.acquisitions_min: (20) exceeds acquisitions_max (10): no run \
+             can meet both"
+        ),
+        "{e}"
+    );
+    let e = scenario_error(
+        "robust-grant-range",
+        &format!("{SINGLE_REDIS}[expect]\nfirst_grant_ms_min = 500\nfirst_grant_ms_max = 100\n"),
+    );
+    assert!(
+        e.contains("s.toml:5: expect.first_grant_ms_min: (500)"),
+        "{e}"
+    );
+    let e = scenario_error(
+        "robust-no-writes",
+        &format!("{SINGLE_REDIS}[workload]\nwrites_per_cs = 0\n"),
+    );
+    assert!(
+        e.contains("s.toml:5: workload.writes_per_cs: must be at least 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn control_characters_of_a_scenario_reach_no_terminal_raw() {
+    let dir = scratch("robust-ansi");
+    let file = dir.join("s.toml");
+    let name =
+        "name = \"\\u001b[2J\\u001b[31mevil\\r\"\ndescription = \"about \\u001b]0;title\\u0007\"\n";
+    std::fs::write(&file, format!("{name}{SINGLE_REDIS}")).unwrap();
+    let out = locksim(&["run", &file.display().to_string()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
+    assert!(
+        text.contains("scenario  \\u{1b}[2J\\u{1b}[31mevil\\r (single-redis)"),
+        "{text}"
+    );
+    assert!(text.contains("about \\u{1b}]0;title\\u{7}"), "{text}");
+    // An error quoting what the file said escapes it too.
+    let link = "[[network.links]]\nfrom = \"c1\"\nto = \"\\u001b[31mx\"\nlatency_ms_min = 1.0\n\
+                latency_ms_max = 2.0\n";
+    std::fs::write(&file, format!("{SINGLE_REDIS}{link}")).unwrap();
+    let out = locksim(&["run", &file.display().to_string()]);
+    assert_eq!(code(&out), 2);
+    assert!(!stderr(&out).contains('\u{1b}'), "{:?}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown node `\\u{1b}[31mx`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_role_as_the_node_of_a_repeating_fault_is_warned_about() {
+    let dir = scratch("robust-role-once");
+    let file = dir.join("s.toml");
+    let periodic = "[[faults]]\nkind = \"pause_periodic\"\nnode = \"@leader\"\nat_ms = 100\n\
+                    until_ms = 900\non_ms = 100\noff_ms = 100\n";
+    let etcd = "duration_ms = 1_000\n[protocol]\nname = \"etcd\"\n";
+    std::fs::write(&file, format!("{etcd}{periodic}")).unwrap();
+    let out = locksim(&["run", &file.display().to_string()]);
+    assert!(code(&out) <= 1, "the run runs: {}", stderr(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains("locksim: warning: ")
+            && e.contains("s.toml:6: faults[0].node: the role `@leader`"),
+        "{e}"
+    );
+    assert!(
+        e.contains("`targets = [\"@leader\"]` resolves it again"),
+        "{e}"
+    );
+    let targets = periodic.replace("node = \"@leader\"", "targets = [\"@leader\"]");
+    std::fs::write(&file, format!("{etcd}{targets}")).unwrap();
+    let out = locksim(&["run", &file.display().to_string()]);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let group = periodic.replace("@leader", "@servers");
+    std::fs::write(&file, format!("{etcd}{group}")).unwrap();
+    let out = locksim(&["run", &file.display().to_string()]);
+    assert!(
+        !stderr(&out).contains("warning"),
+        "a group is meant: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn every_renamed_key_names_its_new_name_and_no_message_repeats_a_key() {
+    let cases = [
+        ("[workload]\ncheck_validity = true\n", "s.toml:5: workload.check_validity is now workload.check ("),
+        ("fsync_ms_min = 3\n", "s.toml:4: protocol.fsync_ms_min is now disk.fsync_ms_min ("),
+        (
+            "[faults_random]\nloss_probability = 0.1\n",
+            "s.toml:5: faults_random.loss_probability is now faults_random.loss_period_probability (",
+        ),
+    ];
+    for (i, (extra, words)) in cases.iter().enumerate() {
+        let e = scenario_error(
+            &format!("robust-renamed-{i}"),
+            &format!("{SINGLE_REDIS}{extra}"),
+        );
+        assert!(e.contains(words), "{e}");
+    }
+    let e = scenario_error(
+        "robust-unknown",
+        &format!("{SINGLE_REDIS}[workload]\ncs_ms_mux = 3\n"),
+    );
+    assert!(
+        e.contains("s.toml:5: workload.cs_ms_mux: unknown field `cs_ms_mux`"),
+        "{e}"
+    );
+    assert!(!e.contains("cs_ms_mux.cs_ms_mux"), "{e}");
+}
+
+#[test]
+fn faults_scheduled_and_fired_are_told_apart_and_expect_can_require_them() {
+    let dir = scratch("robust-fired");
+    let file = dir.join("s.toml");
+    let f = file.display().to_string();
+    let fault = |occurrence: u32, expect: &str| {
+        format!(
+            "{SINGLE_REDIS}[[faults]]\nkind = \"pause\"\nnode = \"c1\"\npoint = \"before_write\"\n\
+             occurrence = {occurrence}\nduration_ms = 10\n[expect]\n{expect}\n"
+        )
+    };
+    std::fs::write(&file, fault(100_000, "faults_fired = \"all\"")).unwrap();
+    let out = locksim(&["run", &f]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains(", 0 of 1 fault fired, "), "{text}");
+    assert!(
+        text.contains("expect    NOT MET: faults fired: expected all 1, got 0 of 1"),
+        "{text}"
+    );
+    let out = locksim(&["run", &f, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            v["stats"]["faults"].as_u64(),
+            v["stats"]["faults_fired"].as_u64()
+        ),
+        (Some(1), Some(0))
+    );
+    assert_eq!(v["expect"]["met"], false);
+    std::fs::write(&file, fault(1, "faults_fired = 1")).unwrap();
+    let out = locksim(&["run", &f]);
+    let text = stdout(&out);
+    assert!(
+        text.contains(", 1 of 1 fault fired, ") && text.contains("expect    met"),
+        "{text}"
+    );
+    let e = scenario_error("robust-fired-word", &fault(1, "faults_fired = \"some\""));
+    assert!(e.contains("s.toml:11: expect.faults_fired"), "{e}");
+}

@@ -74,6 +74,15 @@ pub fn check(prepared: &Prepared, seed: u64, mode: CutMode) -> Result<(), Refuse
     workload_and_client(prepared)?;
     network(prepared)?;
     cut_mode(prepared, mode)?;
+    if s.expect.as_ref().is_some_and(|e| e.faults_fired.is_some()) {
+        // Live mode counts the faults it schedules, not those that fired: an expectation
+        // it cannot judge is refused, not passed.
+        return Err(Refused(format!(
+            "{}: expect.faults_fired: live mode does not count the faults that fired; run \
+             it in the simulator",
+            prepared.path
+        )));
+    }
     if s.clocks != locksim_sim::ClockConfig::default() {
         let why = why_not(FaultKind::ClockDrift).expect("refused");
         return Err(Refused(format!(

@@ -4,6 +4,7 @@
 
 pub mod bounds;
 pub mod matrix;
+pub mod renamed;
 pub mod runner;
 pub mod scenario;
 pub mod search;

@@ -88,6 +88,10 @@ pub struct Stats {
     pub sim_ms: u64,
     /// Faults in the schedule (scripted + drawn from the profile).
     pub faults: u64,
+    /// Of those, the faults that fired: a fault at a point whose passage never came, or on
+    /// a role nobody had, did not.
+    #[serde(default)]
+    pub faults_fired: u64,
     /// Messages sent.
     pub messages: u64,
     /// Messages lost, cut by partitions, or sent to dead nodes.
@@ -246,21 +250,22 @@ impl Prepared {
         RunResult {
             scenario: self.scenario.name.clone(),
             replay: self.replay_command(lead.seed),
-            expect: self.expect_result(verdict_of, &lead.stats.liveness),
+            expect: self.expect_result(verdict_of, &lead.stats),
             ..lead.clone()
         }
     }
 
-    /// Whether the scenario's `[expect]` was met by a run with these verdicts and liveness
-    /// figures (`None` without an `[expect]`).
+    /// Whether the scenario's `[expect]` was met by a run with these verdicts and figures
+    /// (liveness, faults fired; `None` without an `[expect]`).
     fn expect_result(
         &self,
         verdict_of: impl Fn(Property) -> Verdict,
-        liveness: &Liveness,
+        stats: &Stats,
     ) -> Option<ExpectResult> {
         let expect = self.scenario.expect.as_ref()?;
         let mut mismatches = expect.mismatches(verdict_of);
-        mismatches.extend(expect.liveness_mismatches(liveness));
+        mismatches.extend(expect.liveness_mismatches(&stats.liveness));
+        mismatches.extend(expect.fault_mismatches(stats.faults_fired, stats.faults));
         Some(ExpectResult {
             met: mismatches.is_empty(),
             mismatches,
@@ -388,6 +393,7 @@ impl Prepared {
         result.stats.messages_dropped = outcome.net.lost + outcome.net.cut + outcome.net.to_dead;
         result.stats.resource_messages = outcome.net.resource;
         result.stats.server_fsyncs = outcome.server_fsyncs;
+        result.stats.faults_fired = outcome.faults_fired;
         result.stats.stale_accepted = report.fencing.stale_accepted;
         result.stats.liveness = report.liveness.clone();
         result
@@ -398,7 +404,7 @@ impl Prepared {
         result.stats.zombie_windows = windows.len() as u64;
         result.stats.zombie_window_ms_max = max_ms;
         result.stats.zombie_window_ms_p50 = p50_ms;
-        result.expect = self.expect_result(|p| report.property(p), &report.liveness);
+        result.expect = self.expect_result(|p| report.property(p), &result.stats);
     }
 }
 

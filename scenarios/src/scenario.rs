@@ -180,6 +180,29 @@ pub struct Expect {
     /// The first grant comes no later than this, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_grant_ms_max: Option<f64>,
+    /// How many faults of the schedule must fire: `"all"` or at least a count. A fault at a
+    /// point whose passage never comes, or on a role nobody has, is scheduled and never
+    /// fires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults_fired: Option<FaultsFired>,
+}
+
+/// `[expect] faults_fired`: every fault of the schedule, or at least this many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FaultsFired {
+    /// `"all"`.
+    All(AllFaults),
+    /// At least this many.
+    AtLeast(u64),
+}
+
+/// The word `all`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllFaults {
+    /// Every fault of the schedule.
+    All,
 }
 
 impl Expect {
@@ -193,6 +216,27 @@ impl Expect {
         .into_iter()
         .filter_map(|(p, e)| e.map(|e| (p, e)))
         .collect()
+    }
+
+    /// A range no run can meet (a minimum above its maximum) is refused: the key and why.
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        if let (Some(min), Some(max)) = (self.acquisitions_min, self.acquisitions_max) {
+            if min > max {
+                return Err((
+                    "acquisitions_min",
+                    format!("({min}) exceeds acquisitions_max ({max}): no run can meet both"),
+                ));
+            }
+        }
+        if let (Some(min), Some(max)) = (self.first_grant_ms_min, self.first_grant_ms_max) {
+            if min > max {
+                return Err((
+                    "first_grant_ms_min",
+                    format!("({min}) exceeds first_grant_ms_max ({max}): no run can meet both"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Which liveness expectations the run's figures do not meet, in words.
@@ -225,6 +269,22 @@ impl Expect {
             }
         }
         out
+    }
+
+    /// Whether enough of the schedule's faults fired, in words if not.
+    pub fn fault_mismatches(&self, fired: u64, scheduled: u64) -> Vec<String> {
+        let (wanted, shown) = match self.faults_fired {
+            None => return vec![],
+            Some(FaultsFired::All(_)) => (scheduled, format!("all {scheduled}")),
+            Some(FaultsFired::AtLeast(n)) => (n, format!("at least {n}")),
+        };
+        if fired >= wanted {
+            return vec![];
+        }
+        vec![format!(
+            "faults fired: expected {shown}, got {fired} of {scheduled} (a point's passage \
+             that never came, or a role nobody had)"
+        )]
     }
 
     /// Which expectations a set of per-property verdicts does not meet, in words.
@@ -281,6 +341,9 @@ pub struct Prepared {
     pub path: String,
     /// The configured protocol.
     pub deployment: Box<dyn Deployment>,
+    /// What the file says that is valid but likely not meant, for stderr
+    /// (`file:line: field: why`).
+    pub warnings: Vec<String>,
 }
 
 /// A scenario file's text (bounded), or nothing: only to name the line of an error.
@@ -353,12 +416,14 @@ impl Scenario {
                     .into(),
             });
         }
-        crate::bounds::check(&raw).map_err(|(field, message)| ScenarioError {
-            path: path.into(),
-            line: locate(text, &field),
-            field: Some(field),
-            message,
-        })?;
+        crate::renamed::check(&raw)
+            .and_then(|()| crate::bounds::check(&raw))
+            .map_err(|(field, message)| ScenarioError {
+                path: path.into(),
+                line: locate(text, &field),
+                field: Some(field),
+                message,
+            })?;
         let scenario: Scenario = toml::from_str(text).map_err(toml_error)?;
         scenario
             .validate()
@@ -395,6 +460,13 @@ impl Scenario {
         if w.resource_timeout_ms == 0 {
             return err("workload.resource_timeout_ms", "must be positive".into());
         }
+        if w.writes_per_cs == 0 {
+            // No write, nothing for lost update (or fencing) to judge: "holds" would lie.
+            return err(
+                "workload.writes_per_cs",
+                "must be at least 1 (a critical section without a write checks nothing)".into(),
+            );
+        }
         self.network
             .validate()
             .or_else(|m| err(&field_of(&m, "network"), m))?;
@@ -407,6 +479,11 @@ impl Scenario {
         self.faults_random
             .validate()
             .or_else(|m| err(&field_of(&m, "faults_random"), m))?;
+        if let Some(expect) = &self.expect {
+            expect
+                .validate()
+                .or_else(|(f, m)| err(&format!("expect.{f}"), m))?;
+        }
         self.faults_within_the_run()
     }
 
@@ -476,17 +553,68 @@ impl Scenario {
                 return Err(fail(field, format!("unknown {what} `{bad}`")));
             }
         }
+        for (i, link) in self.network.links.iter().enumerate() {
+            // A link naming no node would silently keep the default latency.
+            for (end, name) in [("from", &link.from), ("to", &link.to)] {
+                if !nodes.contains(name) {
+                    return Err(fail(
+                        format!("network.links[{i}].{end}"),
+                        format!("unknown node `{name}` (nodes: {})", nodes.join(", ")),
+                    ));
+                }
+            }
+        }
         if let Some(bad) = self.clocks.nodes.keys().find(|n| !nodes.contains(n)) {
             return Err(fail(
                 format!("clocks.nodes.{bad}"),
                 format!("unknown node `{bad}`"),
             ));
         }
+        let text = text_of(path);
+        let warnings = self
+            .roles_resolved_once()
+            .into_iter()
+            .map(|(field, message)| {
+                let place =
+                    locate(&text, &field).map_or(path.to_owned(), |l| format!("{path}:{l}"));
+                format!("{place}: {field}: {message}")
+            })
+            .collect();
         Ok(Prepared {
             scenario: self,
             path: path.into(),
             deployment,
+            warnings,
         })
+    }
+
+    /// A role as the `node` of a repeating fault (`pause_periodic`) is resolved once, when
+    /// its first pause starts, and every later pause stops that same node: documented, and
+    /// still read as "whoever has the role at each pause", which is `targets`. The field and
+    /// the warning, for each such fault (and a random profile drawing them).
+    fn roles_resolved_once(&self) -> Vec<(String, String)> {
+        let once = |role: &str| is_role(role) && !is_group(role);
+        let why = |role: &str| {
+            format!(
+                "the role `{role}` of a repeating fault is resolved once, when its first pause \
+                 starts, and every pause stops that node even after `{role}` moved on; \
+                 `targets = [\"{role}\"]` resolves it again at each pause"
+            )
+        };
+        let mut out = Vec::new();
+        for (i, fault) in self.faults.iter().enumerate() {
+            if let Fault::PausePeriodic(f) = fault {
+                if once(&f.node) {
+                    out.push((format!("faults[{i}].node"), why(&f.node)));
+                }
+            }
+        }
+        let random = &self.faults_random.pause_periodic.pause_periodic_nodes;
+        if let Some(role) = random.iter().find(|n| once(n)) {
+            let field = "faults_random.pause_periodic_nodes".to_owned();
+            out.push((field, why(role)));
+        }
+        out
     }
 }
 
@@ -552,7 +680,12 @@ fn key_named(message: &str, table: Option<&str>) -> Option<String> {
         return Some(first.to_owned());
     }
     let unknown = message.strip_prefix("unknown field `")?.split('`').next()?;
-    Some(format!("{}.{unknown}", table?))
+    // The field of the key's own line already ends in the key (`workload.check_validity`).
+    let table = table?;
+    if table == unknown || table.ends_with(&format!(".{unknown}")) {
+        return Some(table.to_owned());
+    }
+    Some(format!("{table}.{unknown}"))
 }
 
 /// The dotted field a validation message starts with (`network.loss_probability must...`).

@@ -78,6 +78,9 @@ pub struct SimOutcome {
     pub server_fsyncs: u64,
     /// Simulated time, in ms.
     pub sim_ms: u64,
+    /// Faults of the schedule that fired (a point fault whose passage never came, or a
+    /// role nobody had, did not).
+    pub faults_fired: u64,
 }
 
 /// A run that did not complete.
@@ -116,6 +119,7 @@ pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome
             }
             let sim_ms = world.now_ns() / 1_000_000;
             let server_fsyncs = world.fsyncs_started(Role::Server);
+            let faults_fired = world.faults_fired();
             world.record(Event::new(nodes::NEMESIS, Kind::Info, Op::RunEnd));
             let (history, net) = world.finish();
             // Let the killed nodes' timers fire so their tasks are dropped, not leaked.
@@ -125,6 +129,7 @@ pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome
                 net,
                 server_fsyncs,
                 sim_ms,
+                faults_fired,
             }
         })
     }));

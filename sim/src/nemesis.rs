@@ -56,10 +56,13 @@ pub fn apply(world: &World, fault: &Fault) {
         .filter(|n| resolvable(n))
         .collect();
     match resolve_roles(world, fault) {
-        Ok(concrete) if roles.is_empty() => concrete.apply(world, "scheduled"),
         Ok(concrete) => {
-            let why = format!("scheduled on {}", roles.join(", "));
-            concrete.apply(world, &why);
+            world.fault_fired();
+            if roles.is_empty() {
+                concrete.apply(world, "scheduled");
+            } else {
+                concrete.apply(world, &format!("scheduled on {}", roles.join(", ")));
+            }
         }
         Err(role) => {
             let what = fault.describe();

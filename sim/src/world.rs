@@ -46,6 +46,9 @@ struct State {
     net: NetState,
     history: History,
     resolvers: BTreeMap<String, RoleResolver>,
+    /// Faults of the schedule that fired (a point's passage came, a timed fault's role
+    /// was there): the rest were scheduled and never happened.
+    faults_fired: u64,
 }
 
 struct Inner {
@@ -82,6 +85,7 @@ impl World {
             net: NetState::new(config.net),
             history: Vec::with_capacity(1024),
             resolvers: BTreeMap::new(),
+            faults_fired: 0,
         };
         let time = madsim::time::TimeHandle::current();
         let disks = DiskHost {
@@ -503,9 +507,23 @@ impl World {
         resolver.and_then(|r| r(self))
     }
 
-    /// A passage through a named point: what to do, if this passage is the armed one.
+    /// A passage through a named point: what to do, if this passage is the armed one (its
+    /// fault fires now).
     fn pass_point(&self, idx: NodeIdx, point: &str) -> Option<PointAction> {
-        self.state().nodes.pass(idx, point)
+        let mut state = self.state();
+        let action = state.nodes.pass(idx, point);
+        state.faults_fired += u64::from(action.is_some());
+        action
+    }
+
+    /// Counts a timed fault of the schedule as fired.
+    pub(crate) fn fault_fired(&self) {
+        self.state().faults_fired += 1;
+    }
+
+    /// How many faults of the schedule fired so far.
+    pub fn faults_fired(&self) -> u64 {
+        self.state().faults_fired
     }
 }
 

@@ -7,7 +7,7 @@ use super::drawing::{Drawing, Lane, Shape};
 use super::spec::{self, NodeKey, RandomSpec, Space, Spec};
 use crate::world::{World, NEMESIS};
 use locksim_check::history::{Event, Kind, Op};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// `[[faults]] kind = "loss"`.
@@ -86,21 +86,6 @@ pub struct Random {
     /// Longest loss period, in ms.
     #[serde(default = "d_max")]
     pub loss_ms_max: u64,
-    /// The key's old name, refused with the new one.
-    #[serde(default, rename = "loss_probability", deserialize_with = "renamed")]
-    #[serde(skip_serializing)]
-    old_name: OldName,
-}
-
-/// Stands for a key that is no longer read.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct OldName;
-
-fn renamed<'de, D: Deserializer<'de>>(_: D) -> Result<OldName, D::Error> {
-    Err(serde::de::Error::custom(
-        "faults_random.loss_probability is now loss_period_probability (the chance per \
-         second that a loss period starts; [network] loss_probability is per message)",
-    ))
 }
 
 fn d_rate() -> f64 {
@@ -116,7 +101,6 @@ impl Default for Random {
             loss_period_probability: 0.0,
             loss_rate: d_rate(),
             loss_ms_max: d_max(),
-            old_name: OldName,
         }
     }
 }
