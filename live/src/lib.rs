@@ -36,6 +36,7 @@ pub mod replicated_lock;
 pub mod resource;
 pub mod resp;
 pub mod run;
+pub mod rundir;
 pub mod sender;
 pub mod servers;
 pub mod spec;
