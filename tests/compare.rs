@@ -7,7 +7,7 @@ mod common;
 use common::in_repo as locksim;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// An empty directory for one report, removed when the test passes.
 fn out_dir(name: &str) -> common::tools::Scratch {

@@ -721,6 +721,12 @@ mod tests {
         }
     }
 
+    impl AsRef<Path> for TempFile {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
     impl Drop for TempFile {
         fn drop(&mut self) {
             if let (false, Some(dir)) = (std::thread::panicking(), self.0.parent()) {
