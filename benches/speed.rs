@@ -118,7 +118,10 @@ fn run_seeds(name: &str, seeds: u64) -> Totals {
         let r = prepared.run(seed);
         assert!(r.error.is_none(), "{name} seed {seed}: {:?}", r.error);
         t.runs += 1;
-        t.messages += r.stats.messages;
+        t.messages += r
+            .stats
+            .messages
+            .expect("a simulated run counts its messages");
         t.events += r.stats.events;
         t.sim_ms += r.stats.sim_ms;
     }

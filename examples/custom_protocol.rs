@@ -262,13 +262,31 @@ mod tests {
         }
     }
 
-    /// A fresh directory for one test's files.
-    fn tmp(name: &str) -> std::path::PathBuf {
+    /// A fresh directory for one test's files, removed when the test passes (a failed one
+    /// keeps it, for a look).
+    struct Tmp(std::path::PathBuf);
+
+    impl std::ops::Deref for Tmp {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    fn tmp(name: &str) -> Tmp {
         let dir =
             std::env::temp_dir().join(format!("locksim-custom-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        dir
+        Tmp(dir)
     }
 
     /// The command line, in this process, over our registry.

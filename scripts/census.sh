@@ -14,7 +14,7 @@
 #
 # JOBS (default: all cores) threads per sweep; results go to OUT (default target/census).
 # BIN names a locksim binary already built (e.g. target/ci/locksim from
-# `cargo build --profile ci`); without it the script builds and uses the release binary.
+# `cargo build --release`); without it the script builds and uses the release binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"

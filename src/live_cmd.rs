@@ -126,8 +126,13 @@ fn summary(
         .collect();
     out.push(format!("mode      live: {}", servers.join(", ")));
     out.push(format!(
-        "run       {} events in {} ms of real time, {} faults",
-        result.stats.events, live.run_ms, result.stats.faults
+        "run       {} events in {} ms of real time, {} faults; messages {}, server fsyncs {} \
+         (not counted live)",
+        result.stats.events,
+        live.run_ms,
+        result.stats.faults,
+        text::count_or_na(result.stats.messages),
+        text::count_or_na(result.stats.server_fsyncs)
     ));
     out.push(format!("replay    {}", locksim_live::NOT_REPLAYABLE));
     out.push(format!("again     {}", result.replay));

@@ -158,8 +158,8 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
         r.trace_hash,
         r.stats.events,
         r.stats.sim_ms,
-        faults_fired(r.stats.faults_fired, r.stats.faults),
-        r.stats.messages
+        faults_fired(r.stats.faults_fired.unwrap_or(0), r.stats.faults),
+        count_or_na(r.stats.messages)
     );
     let _ = writeln!(s, "replay    {}", r.replay);
     s
@@ -187,6 +187,11 @@ pub fn zombie_line(stats: &locksim_scenarios::Stats) -> String {
          p50 {:.1} ms",
         stats.zombie_windows, stats.zombie_window_ms_max, stats.zombie_window_ms_p50
     )
+}
+
+/// A count, or "n/a" where the run could not count it (never 0 for "not counted").
+pub fn count_or_na(count: Option<u64>) -> String {
+    count.map_or_else(|| "n/a".into(), |n| n.to_string())
 }
 
 /// Lost updates in words, as a share of the acknowledged writes.

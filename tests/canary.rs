@@ -150,10 +150,10 @@ fn prepared() -> locksim_scenarios::Prepared {
     let name = format!("locksim-canary-{}-{n}.toml", std::process::id());
     let path = std::env::temp_dir().join(name);
     std::fs::write(&path, SCENARIO).unwrap();
-    let path = path.display().to_string();
-    Scenario::load(&path)
-        .and_then(|s| s.prepare(&path, &registry))
-        .expect("the canary scenario loads")
+    let file = path.display().to_string();
+    let prepared = Scenario::load(&file).and_then(|s| s.prepare(&file, &registry));
+    let _ = std::fs::remove_file(&path);
+    prepared.expect("the canary scenario loads")
 }
 
 #[test]

@@ -18,10 +18,12 @@ fn json(out: &Output) -> serde_json::Value {
     })
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("locksim-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A file `name` in a scratch directory of its own, removed with the directory when the
+/// test passes.
+fn tmp(name: &str) -> (common::tools::Scratch, PathBuf) {
+    let dir = common::scratch(&format!("cli-{name}"));
+    let file = dir.join(name);
+    (dir, file)
 }
 
 const GC_PAUSE: &str = "scenarios/catalog/redis-single-gc-pause.toml";
@@ -177,7 +179,7 @@ fn sections(events: &[serde_json::Value]) -> Vec<(String, String, u64, u64, u64,
 
 #[test]
 fn the_history_file_recounts_to_the_reported_violations() {
-    let file = tmp("gc.jsonl");
+    let (_dir, file) = tmp("gc.jsonl");
     let out = locksim(&["run", GC_PAUSE, "--seed", "2", "--json", "--history"]);
     assert_eq!(out.status.code(), Some(2), "--history needs a file");
     let args = ["run", GC_PAUSE, "--seed", "2", "--json", "--history"];
@@ -241,7 +243,7 @@ fn the_history_file_recounts_to_the_reported_violations() {
 }
 
 fn bad_scenario(name: &str, text: &str) -> (Option<i32>, String) {
-    let path = tmp(name);
+    let (_dir, path) = tmp(name);
     std::fs::write(&path, text).unwrap();
     let out = locksim(&["run", path.to_str().unwrap()]);
     (
@@ -293,7 +295,7 @@ fn a_malformed_scenario_exits_2_naming_file_line_and_field() {
 
 #[test]
 fn the_timeline_page_draws_the_witnesses() {
-    let file = tmp("gc.html");
+    let (_dir, file) = tmp("gc.html");
     let out = locksim(&[
         "run",
         GC_PAUSE,
@@ -348,7 +350,7 @@ fn a_scenario_seed_is_any_u64_written_as_a_string() {
     let text =
         std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(HEALTHY))
             .unwrap();
-    let file = tmp("max-seed.toml");
+    let (_dir, file) = tmp("max-seed.toml");
     std::fs::write(&file, format!("seed = \"18446744073709551615\"\n{text}")).unwrap();
     let path = file.display().to_string();
     let from_file = json(&locksim(&["run", &path, "--json"]));

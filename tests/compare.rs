@@ -7,12 +7,11 @@ mod common;
 use common::in_repo as locksim;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn out_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("locksim-compare-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// An empty directory for one report, removed when the test passes.
+fn out_dir(name: &str) -> common::tools::Scratch {
+    common::scratch(&format!("compare-{name}"))
 }
 
 fn compare(dir: &Path, extra: &[&str]) -> Value {

@@ -7,10 +7,9 @@ mod common;
 use common::in_repo as locksim;
 use std::path::{Path, PathBuf};
 
-fn out_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("locksim-shard-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// An empty directory for one report, removed when the test passes.
+fn out_dir(name: &str) -> common::tools::Scratch {
+    common::scratch(&format!("shard-{name}"))
 }
 
 /// A matrix with every kind of job: adaptive cells (one stops at the minimum, one runs on),

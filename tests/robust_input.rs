@@ -35,7 +35,8 @@ fn an_output_that_is_not_a_regular_file_is_refused_before_any_run() {
 #[test]
 fn a_resume_file_without_newlines_is_refused_at_the_line_bound() {
     // 2 MiB without a newline: over the 1 MiB line bound, so the reader stops there.
-    let file = scratch("robust-resume").join("r.jsonl");
+    let dir = scratch("robust-resume");
+    let file = dir.join("r.jsonl");
     std::fs::write(&file, vec![b'x'; 2 << 20]).unwrap();
     let f = file.display().to_string();
     let out = locksim(&["sweep", HEALTHY, "--seeds", "1..3", "--out", &f, "--resume"]);
@@ -56,7 +57,8 @@ fn a_resume_file_without_newlines_is_refused_at_the_line_bound() {
 
 #[test]
 fn a_misspelt_history_field_is_refused_with_the_valid_ones() {
-    let file = scratch("robust-field").join("h.jsonl");
+    let dir = scratch("robust-field");
+    let file = dir.join("h.jsonl");
     let line = r#"{"index":0,"time_ns":5,"node":"a","kind":"ok","op":"cs_enter","clock_err_ns":5}"#;
     std::fs::write(&file, format!("{line}\n")).unwrap();
     let out = locksim(&["check", &file.display().to_string()]);
@@ -72,7 +74,8 @@ fn a_misspelt_history_field_is_refused_with_the_valid_ones() {
 
 #[test]
 fn an_empty_history_is_nothing_to_check_not_a_clean_bill() {
-    let file = scratch("robust-empty").join("h.jsonl");
+    let dir = scratch("robust-empty");
+    let file = dir.join("h.jsonl");
     std::fs::write(&file, "\n\n").unwrap();
     let out = locksim(&["check", &file.display().to_string()]);
     assert_eq!(code(&out), 4, "{}", stderr(&out));
@@ -85,7 +88,8 @@ fn an_empty_history_is_nothing_to_check_not_a_clean_bill() {
 }
 
 fn scenario_error(name: &str, text: &str) -> String {
-    let file = scratch(name).join("s.toml");
+    let dir = scratch(name);
+    let file = dir.join("s.toml");
     std::fs::write(&file, text).unwrap();
     let out = locksim(&["run", &file.display().to_string()]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));

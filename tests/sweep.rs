@@ -211,9 +211,9 @@ fn resume_refuses_the_results_of_an_edited_scenario() {
 }
 
 /// Starts a sweep of `seeds` on one thread, waits for `lines` results, sends `signal`, and
-/// returns its output and the results file.
-fn interrupt(name: &str, seeds: &str, lines: usize, signal: i32) -> (std::process::Output, String) {
-    let file = scratch(name).join("r.jsonl").display().to_string();
+/// returns its output and the results file (in `dir`).
+fn interrupt(dir: &Path, seeds: &str, lines: usize, signal: i32) -> (std::process::Output, String) {
+    let file = dir.join("r.jsonl").display().to_string();
     let child = locksim()
         .args(["sweep", &repo(SCENARIO), "--seeds", seeds, "--jobs", "1"])
         .args(["--quiet", "--out", &file])
@@ -237,7 +237,8 @@ fn interrupt(name: &str, seeds: &str, lines: usize, signal: i32) -> (std::proces
 
 #[test]
 fn sigint_flushes_and_prints_the_count_and_the_resume_command() {
-    let (out, file) = interrupt("sweep-sigint", "0..400", 20, libc::SIGINT);
+    let dir = scratch("sweep-sigint");
+    let (out, file) = interrupt(&dir, "0..400", 20, libc::SIGINT);
     let text = stdout(&out);
     assert_eq!(code(&out), 130, "{text}{}", stderr(&out));
     let saved = read_results(Path::new(&file)).unwrap().len();
@@ -267,7 +268,8 @@ fn sigint_flushes_and_prints_the_count_and_the_resume_command() {
 
 #[test]
 fn sigterm_stops_a_sweep_the_same_way() {
-    let (out, file) = interrupt("sweep-sigterm", "0..100000", 5, libc::SIGTERM);
+    let dir = scratch("sweep-sigterm");
+    let (out, file) = interrupt(&dir, "0..100000", 5, libc::SIGTERM);
     let text = stdout(&out);
     assert_eq!(code(&out), 143, "{text}{}", stderr(&out));
     let saved = read_results(Path::new(&file)).unwrap().len();
@@ -279,7 +281,8 @@ fn sigterm_stops_a_sweep_the_same_way() {
 
 #[test]
 fn seeds_near_u64_max_sweep() {
-    let file = scratch("sweep-max").join("r.jsonl");
+    let dir = scratch("sweep-max");
+    let file = dir.join("r.jsonl");
     let top = format!("{}..={}", u64::MAX - 2, u64::MAX);
     let out = sweep(&top, &["--jobs", "2"], &file);
     assert!(code(&out) <= 1, "{}", stderr(&out));

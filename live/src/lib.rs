@@ -36,6 +36,7 @@ pub mod replicated_lock;
 pub mod resource;
 pub mod resp;
 pub mod run;
+pub mod rundir;
 pub mod sender;
 pub mod servers;
 pub mod spec;
@@ -45,59 +46,25 @@ pub mod zookeeper_deploy;
 pub use refuse::Refused;
 pub use run::{run, LiveOptions, LiveRun};
 
-use locksim_check::{check, Kind, Op};
-use locksim_scenarios::runner::ExpectResult;
-use locksim_scenarios::{Prepared, RunResult, Stats};
+use locksim_scenarios::{Prepared, RunResult};
 use std::collections::BTreeMap;
 
 /// What a live run puts where a simulated run puts its trace hash.
 pub const NOT_REPLAYABLE: &str = "none: a live run cannot be replayed bit for bit";
 
-/// The run's result in the form `locksim run` gives it: the same checker, verdicts,
-/// witnesses, liveness and resource figures.
+/// The run's result in the form `locksim run` gives it, judged by the same code as a
+/// simulated run ([`Prepared::judged`]): verdicts, witnesses, liveness, stale writes
+/// accepted, lost updates and zombie windows. Messages and fsyncs stay uncounted (`None`,
+/// "n/a"): the servers' traffic and disks are out of live mode's sight.
 pub fn result(prepared: &Prepared, seed: u64, live: &LiveRun) -> RunResult {
-    let s = &prepared.scenario;
-    let history = &live.history;
-    let report = check(history);
-    let mut stats = Stats {
-        events: history.len() as u64,
-        sim_ms: live.run_ms,
-        faults: live.faults,
-        liveness: report.liveness.clone(),
-        ..Stats::default()
-    };
-    stats.writes_with_token = history
-        .iter()
-        .filter(|e| e.op == Op::Write && e.kind == Kind::Invoke && e.token.is_some())
-        .count() as u64;
-    stats.updates_acked = report.updates.writes_acknowledged;
-    stats.updates_lost = report.updates.updates_lost;
-    let expect = s.expect.as_ref().map(|expect| {
-        let mut mismatches = expect.mismatches(|p| report.property(p));
-        mismatches.extend(expect.liveness_mismatches(&report.liveness));
-        ExpectResult {
-            met: mismatches.is_empty(),
-            mismatches,
-        }
-    });
-    RunResult {
-        scenario: s.name.clone(),
-        protocol: s.protocol.name.clone(),
-        seed,
-        verdict: report.verdict,
-        properties: report.verdicts(),
-        reasons: report.reasons(),
-        violations: report.violations.clone(),
-        violation_counts: report.violation_counts(),
-        trace_hash: NOT_REPLAYABLE.into(),
-        stats,
-        expect,
-        replay: format!(
-            "locksim live {} --seed {seed} (a new live run, not a replay)",
-            prepared.path
-        ),
-        error: None,
-    }
+    let mut result = prepared.judged(seed, live.faults, &live.history);
+    result.trace_hash = NOT_REPLAYABLE.into();
+    result.stats.sim_ms = live.run_ms;
+    result.replay = format!(
+        "locksim live {} --seed {seed} (a new live run, not a replay)",
+        prepared.path
+    );
+    result
 }
 
 /// A map for `--json`'s `"servers"`: each server's name, software and version.

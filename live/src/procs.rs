@@ -2,7 +2,8 @@
 //! its own, registered here, and killed on every way out of the run:
 //! - a normal end, an error or a panic (which unwinds): each [`Proc`]'s `Drop` (only the
 //!   run's own processes: several runs may share a process, as a validation's jobs do);
-//! - SIGINT / SIGTERM to locksim: a signal handler kills every registered group, then exits;
+//! - SIGINT / SIGTERM / SIGHUP to locksim: a signal handler kills every registered group,
+//!   removes the run's temporary directory ([`crate::rundir`]), then exits;
 //! - locksim itself killed: each child has `PR_SET_PDEATHSIG = SIGKILL` (set in `pre_exec`),
 //!   so the kernel kills it when the thread that spawned it dies. Children are spawned from
 //!   the run's main thread only, which lives as long as the run.
@@ -75,7 +76,9 @@ fn kill_registered() {
 
 extern "C" fn on_signal(signal: libc::c_int) {
     kill_registered();
-    let msg = b"locksim: interrupted: every live server and client was killed\n";
+    crate::rundir::remove_registered();
+    let msg = b"locksim: interrupted: every live server and client was killed, its \
+                temporary directory removed\n";
     // SAFETY: write(2) and _exit(2) are async-signal-safe.
     unsafe {
         libc::write(2, msg.as_ptr().cast(), msg.len());
@@ -83,7 +86,8 @@ extern "C" fn on_signal(signal: libc::c_int) {
     }
 }
 
-/// Installs the SIGINT/SIGTERM/SIGHUP handler that kills every live process (once).
+/// Installs the SIGINT/SIGTERM/SIGHUP handler that kills every live process and removes
+/// the temporary run directories (once).
 pub fn install_signal_handlers() {
     if HANDLERS_INSTALLED.swap(true, Ordering::SeqCst) {
         return;
@@ -234,33 +238,26 @@ pub fn free_port() -> anyhow::Result<u16> {
     anyhow::bail!("no fresh free loopback port in 100 tries")
 }
 
-/// Claims `port` machine-wide for this process's lifetime: a write lock on byte `port` of
-/// one shared file (`fcntl` record locks are per process and the kernel drops them when
-/// the process ends, however it ends). False if another process holds it. Where the file
-/// cannot be opened, every port counts as free (the in-process check still applies).
+/// Claims `port` machine-wide for this process's lifetime: binds the abstract Unix socket
+/// `locksim-port-PORT` and keeps it (the kernel releases it when the process ends, however it
+/// ends, and an abstract name leaves no file behind). False if another process holds it.
 fn claim_port(port: u16) -> bool {
-    use std::os::fd::AsRawFd;
-    // Kept open for the process's life: closing any descriptor of the file would drop
-    // every lock this process holds on it.
-    static FILE: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
-    let file = FILE.get_or_init(|| {
-        let path = std::env::temp_dir().join("locksim-ports.lock");
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .ok()
-    });
-    let Some(file) = file else { return true };
-    // SAFETY: an all-zero `flock` is a valid value; the fields that matter are set below.
-    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    lock.l_type = libc::F_WRLCK as libc::c_short;
-    lock.l_whence = libc::SEEK_SET as libc::c_short;
-    lock.l_start = libc::off_t::from(port);
-    lock.l_len = 1;
-    // SAFETY: a valid open descriptor and a pointer to an initialised `flock`.
-    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &lock) == 0 }
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    static HELD: std::sync::Mutex<Vec<UnixListener>> = std::sync::Mutex::new(Vec::new());
+    let name = format!("locksim-port-{port}");
+    let Ok(addr) = SocketAddr::from_abstract_name(name.as_bytes()) else {
+        return true;
+    };
+    match UnixListener::bind_addr(&addr) {
+        Ok(listener) => {
+            HELD.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(listener);
+            true
+        }
+        Err(e) => e.kind() != std::io::ErrorKind::AddrInUse,
+    }
 }
 
 #[cfg(test)]

@@ -2,10 +2,10 @@
 //! (`locksim_protocols::redis::single`, `locksim_protocols::redis::client`) with the very
 //! commands the model builds (`acquire_cmd`, `release_cmd`, `Cmd::argv`), sent over RESP.
 
-use crate::clock;
-use crate::lock::{Ctx, LiveLock};
+use crate::lock::{acquire_retrying, Ctx, LiveLock};
 use crate::resp::Resp;
-use locksim_protocols::redis::client::{acquire_cmd, release_cmd, KEY};
+use locksim_protocols::redis::client::{acquire_cmd, release_cmd, Attempt, KEY};
+use locksim_protocols::redis::profile::one_server_retry;
 use locksim_protocols::redis::single::{Params, Variant};
 use locksim_protocols::redis::store::{Cmd, Reply};
 use locksim_protocols::{Acquired, Grant, Outcome};
@@ -16,12 +16,6 @@ use std::time::Duration;
 pub struct SingleRedisLock {
     params: Params,
     server: Resp,
-}
-
-enum Attempt {
-    Granted(Grant),
-    Busy,
-    Unknown,
 }
 
 impl SingleRedisLock {
@@ -53,13 +47,13 @@ impl SingleRedisLock {
             Ok(Reply::Int(t)) => Some(t as u64),
             Ok(Reply::Error(e)) => {
                 ctx.note(format!("redis error: {e}"));
-                return Attempt::Busy;
+                return Attempt::Busy(format!("redis error: {e}"));
             }
-            Ok(_) => return Attempt::Busy,
+            Ok(_) => return Attempt::Busy("held".into()),
             Err(_) => {
                 // The SET may have succeeded: free it (if it did), as the model does.
                 let _ = self.call(&release_cmd(&value));
-                return Attempt::Unknown;
+                return Attempt::Unknown("request timed out".into());
             }
         };
         let valid_until = Some(start + self.params.validity());
@@ -67,7 +61,7 @@ impl SingleRedisLock {
         if valid_until.is_some_and(|v| ctx.mono_now() >= v) {
             ctx.note("grant arrived after its validity: released");
             let _ = self.release_value(&value);
-            return Attempt::Busy;
+            return Attempt::Busy("grant arrived after its validity".into());
         }
         Attempt::Granted(Grant {
             token,
@@ -87,27 +81,14 @@ impl SingleRedisLock {
 }
 
 impl LiveLock for SingleRedisLock {
-    /// Tries until granted with random delays, until the acquire timeout (the model's
-    /// `redis::client::acquire` with `Retry::until`).
+    /// Tries until granted with random delays, until the model's retry loop gives up
+    /// (`redis::client::acquire` with `one_server_retry`: `retry_count` tries if set, else
+    /// the acquire timeout), or the run ends.
     fn acquire(&mut self, ctx: &Ctx) -> Acquired {
-        let p = self.params.clone();
-        let start = ctx.mono_now();
-        let give_up = Duration::from_millis(p.acquire_timeout_ms);
-        loop {
-            let last = match self.attempt(ctx) {
-                Attempt::Granted(grant) => return Acquired::Granted(grant),
-                other => other,
-            };
-            let delay =
-                Duration::from_millis(ctx.between(p.retry_delay_ms_min, p.retry_delay_ms_max));
-            if ctx.mono_now() + delay >= start + give_up || ctx.over() {
-                return match last {
-                    Attempt::Unknown => Acquired::Unknown("last request timed out".into()),
-                    _ => Acquired::Failed("acquire timeout".into()),
-                };
-            }
-            clock::sleep(delay);
-        }
+        let p = &self.params;
+        let (min_ms, max_ms) = (p.retry_delay_ms_min, p.retry_delay_ms_max);
+        let retry = one_server_retry(min_ms, max_ms, p.retry_count, p.acquire_timeout_ms);
+        acquire_retrying(ctx, retry, || self.attempt(ctx))
     }
 
     fn release(&mut self, _ctx: &Ctx, grant: &Grant) -> Outcome {

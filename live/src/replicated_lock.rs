@@ -6,11 +6,11 @@
 //! replicas acknowledged); after a timeout it frees its value without waiting (the `SET` may
 //! have landed) and counts the attempt unknown, as the model does.
 
-use crate::clock;
-use crate::lock::{Ctx, LiveLock};
+use crate::lock::{acquire_retrying, Ctx, LiveLock};
 use crate::replicated_deploy::MASTER_NAME;
 use crate::resp::Resp;
-use locksim_protocols::redis::client::{acquire_cmd, release_cmd, KEY};
+use locksim_protocols::redis::client::{acquire_cmd, release_cmd, Attempt, KEY};
+use locksim_protocols::redis::profile::one_server_retry;
 use locksim_protocols::redis::replicated::Params;
 use locksim_protocols::redis::store::{Cmd, Reply};
 use locksim_protocols::{Acquired, Grant, Outcome};
@@ -26,12 +26,6 @@ pub struct ReplicatedLock {
     sentinels: Vec<Resp>,
     /// The primary (an index into `redis`) as last learned; forgotten on errors.
     primary: Option<usize>,
-}
-
-enum Attempt {
-    Granted(Grant),
-    Busy,
-    Unknown,
 }
 
 impl ReplicatedLock {
@@ -107,7 +101,7 @@ impl ReplicatedLock {
             self.redis[i].drop_connection();
         }
         self.primary = None;
-        Attempt::Unknown
+        Attempt::Unknown("request timed out".into())
     }
 
     fn release_value(&mut self, value: &str) -> Outcome {
@@ -133,7 +127,7 @@ impl ReplicatedLock {
                 let why = format!("WAIT {n}: {reply:?}");
                 ctx.note(format!("{why}: lock not counted, released"));
                 let _ = self.release_value(value);
-                Some(Attempt::Busy)
+                Some(Attempt::Busy(why))
             }
             Err(()) => Some(self.abandon(i, value)),
         }
@@ -142,7 +136,7 @@ impl ReplicatedLock {
     /// One try, as the model's `attempt`.
     fn attempt(&mut self, ctx: &Ctx) -> Attempt {
         let Some(i) = self.primary() else {
-            return Attempt::Busy; // no Sentinel answered: nothing was sent
+            return Attempt::Busy("no Sentinel named a primary".into()); // nothing was sent
         };
         let value = format!("{}:{:016x}", ctx.name(), ctx.random());
         let start = ctx.mono_now();
@@ -150,11 +144,11 @@ impl ReplicatedLock {
         let token = match self.on(i, &cmd, self.timeout()) {
             Ok(Reply::Ok) => None,
             Ok(Reply::Int(t)) => Some(t as u64),
-            Ok(Reply::Nil) => return Attempt::Busy, // taken
+            Ok(Reply::Nil) => return Attempt::Busy("held".into()),
             Ok(_) => {
                 // READONLY: it is a replica now.
                 self.primary = None;
-                return Attempt::Busy;
+                return Attempt::Busy("not the primary".into());
             }
             Err(()) => return self.abandon(i, &value),
         };
@@ -168,7 +162,7 @@ impl ReplicatedLock {
         if ctx.mono_now() >= valid_until {
             ctx.note("grant arrived after its validity: released");
             let _ = self.release_value(&value);
-            return Attempt::Busy;
+            return Attempt::Busy("grant arrived after its validity".into());
         }
         Attempt::Granted(Grant {
             token,
@@ -181,24 +175,10 @@ impl ReplicatedLock {
 impl LiveLock for ReplicatedLock {
     /// Tries with random delays until `acquire_timeout_ms` (the model's `Retry::until`).
     fn acquire(&mut self, ctx: &Ctx) -> Acquired {
-        let p = self.params.clone();
-        let start = ctx.mono_now();
-        let give_up = Duration::from_millis(p.acquire_timeout_ms);
-        loop {
-            let last = match self.attempt(ctx) {
-                Attempt::Granted(grant) => return Acquired::Granted(grant),
-                other => other,
-            };
-            let delay =
-                Duration::from_millis(ctx.between(p.retry_delay_ms_min, p.retry_delay_ms_max));
-            if ctx.mono_now() + delay >= start + give_up || ctx.over() {
-                return match last {
-                    Attempt::Unknown => Acquired::Unknown("last request timed out".into()),
-                    _ => Acquired::Failed("acquire timeout".into()),
-                };
-            }
-            clock::sleep(delay);
-        }
+        let p = &self.params;
+        let (min_ms, max_ms) = (p.retry_delay_ms_min, p.retry_delay_ms_max);
+        let retry = one_server_retry(min_ms, max_ms, p.retry_count, p.acquire_timeout_ms);
+        acquire_retrying(ctx, retry, || self.attempt(ctx))
     }
 
     fn release(&mut self, _ctx: &Ctx, grant: &Grant) -> Outcome {

@@ -8,6 +8,7 @@ use crate::history::Recorder;
 use crate::procs::Proc;
 use crate::proxy::{CutMode, Delays, Dir, LossPlan, Proxy};
 use crate::refuse::Cuts;
+use crate::rundir::RunDir;
 use crate::spec::{ClientMsg, ClientSpec, PointStop};
 use locksim_check::{Event, History, Kind, Op};
 use locksim_scenarios::Prepared;
@@ -211,28 +212,15 @@ fn start_servers(deployment: &mut Deployment) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The run's directory: `--keep DIR` (kept), or a fresh temporary one (removed at the end).
-fn run_dir(opts: &LiveOptions) -> anyhow::Result<(PathBuf, Option<TempDir>)> {
+/// The run's directory: `--keep DIR` (kept), or a fresh temporary one (removed at the end,
+/// on a signal, or by a later run if this process is killed: [`RunDir`]).
+fn run_dir(opts: &LiveOptions) -> anyhow::Result<(PathBuf, Option<RunDir>)> {
     if let Some(keep) = &opts.keep {
         std::fs::create_dir_all(keep)?;
         return Ok((keep.clone(), None));
     }
-    let base = std::env::temp_dir().join(format!(
-        "locksim-live-{}-{}",
-        std::process::id(),
-        clock::now_ns()
-    ));
-    std::fs::create_dir_all(&base)?;
-    Ok((base.clone(), Some(TempDir(base))))
-}
-
-/// A directory removed when dropped.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    let temp = RunDir::create()?;
+    Ok((temp.path().to_path_buf(), Some(temp)))
 }
 
 /// Cut links in words: `c1-redis` both ways, `c1->redis` or `c1<-redis` one way, and

@@ -116,6 +116,8 @@ pub fn plan(
         let args = vec![
             "-Xmx128m".to_owned(),
             "-XX:+UseSerialGC".into(),
+            // No /tmp/hsperfdata_USER/PID file: a server the run SIGKILLs never removes it.
+            "-XX:-UsePerfData".into(),
             "-Xshare:auto".into(),
             "-cp".into(),
             jars.join(":"),

@@ -308,7 +308,9 @@ impl ZooKeeper {
             .collect();
         let log = std::fs::File::create(dir.join("zookeeper.log")).expect("a log file");
         let child = tools::die_with_test(&mut Command::new("java"))
-            .args(["-Xmx128m", "-XX:+UseSerialGC", "-cp", &jars.join(":")])
+            // No /tmp/hsperfdata_USER/PID file, which a killed JVM leaves behind.
+            .args(["-Xmx128m", "-XX:+UseSerialGC", "-XX:-UsePerfData"])
+            .args(["-cp", &jars.join(":")])
             .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
             .arg(dir.join("zoo.cfg"))
             .stdout(Stdio::null())

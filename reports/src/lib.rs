@@ -330,8 +330,12 @@ impl CellAccumulator {
         self.latency_p50_us += (l.acquire_latency_ms_p50 * 1e3).round() as u64;
         self.latency_p99_us += (l.acquire_latency_ms_p99 * 1e3).round() as u64;
         self.wanted_free_us += (l.wanted_free_ms * 1e3).round() as u64;
-        self.lock_messages += st.messages.saturating_sub(st.resource_messages);
-        self.server_fsyncs += st.server_fsyncs;
+        // Simulated runs count both; a live one (uncounted: `None`) adds nothing.
+        let lock_messages = st
+            .messages
+            .map(|m| m.saturating_sub(st.resource_messages.unwrap_or(0)));
+        self.lock_messages += lock_messages.unwrap_or(0);
+        self.server_fsyncs += st.server_fsyncs.unwrap_or(0);
         self.sim_ms += st.sim_ms;
         s.wanted_free_ms_max = s.wanted_free_ms_max.max(l.wanted_free_ms_max);
         if st.zombie_windows > 0 {

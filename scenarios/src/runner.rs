@@ -89,19 +89,20 @@ pub struct Stats {
     /// Faults in the schedule (scripted + drawn from the profile).
     pub faults: u64,
     /// Of those, the faults that fired: a fault at a point whose passage never came, or on
-    /// a role nobody had, did not.
+    /// a role nobody had, did not (`None`: not counted, as in a live run).
     #[serde(default)]
-    pub faults_fired: u64,
-    /// Messages sent.
-    pub messages: u64,
-    /// Messages lost, cut by partitions, or sent to dead nodes.
-    pub messages_dropped: u64,
+    pub faults_fired: Option<u64>,
+    /// Messages sent (`None`: not counted, as in a live run, where the servers' own traffic
+    /// is out of sight; reports say "n/a", never 0).
+    pub messages: Option<u64>,
+    /// Messages lost, cut by partitions, or sent to dead nodes (`None`: not counted).
+    pub messages_dropped: Option<u64>,
     /// Of the messages sent, those to or from the resource (the rest are the lock's own).
     #[serde(default)]
-    pub resource_messages: u64,
-    /// Fsyncs the lock servers started.
+    pub resource_messages: Option<u64>,
+    /// Fsyncs the lock servers started (`None`: not counted, as in a live run).
     #[serde(default)]
-    pub server_fsyncs: u64,
+    pub server_fsyncs: Option<u64>,
     /// Fencing violations that were stale writes accepted (the rest reused a token).
     #[serde(default)]
     pub stale_accepted: u64,
@@ -265,7 +266,7 @@ impl Prepared {
         let expect = self.scenario.expect.as_ref()?;
         let mut mismatches = expect.mismatches(verdict_of);
         mismatches.extend(expect.liveness_mismatches(&stats.liveness));
-        mismatches.extend(expect.fault_mismatches(stats.faults_fired, stats.faults));
+        mismatches.extend(expect.fault_mismatches(stats.faults_fired.unwrap_or(0), stats.faults));
         Some(ExpectResult {
             met: mismatches.is_empty(),
             mismatches,
@@ -353,6 +354,16 @@ impl Prepared {
         }
     }
 
+    /// The result of `history`, a run of this scenario on `seed` with `faults` faults in its
+    /// schedule, judged as every run is ([`Prepared::judge_history`]): what a live run, whose
+    /// history comes from real servers, reports. The figures the history does not tell
+    /// (trace hash, run time, messages, fsyncs) are left for the caller (`None` for counts).
+    pub fn judged(&self, seed: u64, faults: u64, history: &History) -> RunResult {
+        let mut result = self.empty_result(seed, faults);
+        self.judge_history(&mut result, history);
+        result
+    }
+
     /// A result for `seed` before the run's history is checked.
     fn empty_result(&self, seed: u64, faults: u64) -> RunResult {
         RunResult {
@@ -375,31 +386,38 @@ impl Prepared {
         }
     }
 
-    /// Checks the run's history into `result`: verdicts, witnesses, trace hash, statistics,
-    /// and whether the scenario's `expect` was met.
+    /// Checks the simulated run's history into `result` ([`Prepared::judge_history`]) and
+    /// adds what only a simulation knows: trace hash, simulated time, messages and fsyncs.
     fn judge(&self, result: &mut RunResult, outcome: &SimOutcome) {
+        // Set before the history is judged: the expectation may name the faults that fired.
+        result.stats.faults_fired = Some(outcome.faults_fired);
+        self.judge_history(result, &outcome.history);
+        result.trace_hash = format_hash(trace_hash(&outcome.history));
+        result.stats.sim_ms = outcome.sim_ms;
+        let net = &outcome.net;
+        result.stats.messages = Some(net.sent);
+        result.stats.messages_dropped = Some(net.lost + net.cut + net.to_dead);
+        result.stats.resource_messages = Some(net.resource);
+        result.stats.server_fsyncs = Some(outcome.server_fsyncs);
+    }
+
+    /// Checks a history into `result`, simulated or live alike: verdicts, witnesses, the
+    /// figures the history tells (events, stale writes accepted, liveness, updates, zombie
+    /// windows), and whether the scenario's `expect` was met.
+    pub fn judge_history(&self, result: &mut RunResult, history: &History) {
         // One interpretation for the checker and the zombie windows: both read the sections.
-        let interpretation = interpret(&outcome.history);
-        let mut report = check_interpreted(&outcome.history, &interpretation);
+        let interpretation = interpret(history);
+        let mut report = check_interpreted(history, &interpretation);
         result.verdict = report.verdict;
         result.properties = report.verdicts();
         result.reasons = report.reasons();
         result.violation_counts = report.violation_counts();
         result.violations = std::mem::take(&mut report.violations);
-        result.trace_hash = format_hash(trace_hash(&outcome.history));
-        result.stats.events = outcome.history.len() as u64;
-        result.stats.sim_ms = outcome.sim_ms;
-        result.stats.messages = outcome.net.sent;
-        result.stats.messages_dropped = outcome.net.lost + outcome.net.cut + outcome.net.to_dead;
-        result.stats.resource_messages = outcome.net.resource;
-        result.stats.server_fsyncs = outcome.server_fsyncs;
-        result.stats.faults_fired = outcome.faults_fired;
+        result.stats.events = history.len() as u64;
         result.stats.stale_accepted = report.fencing.stale_accepted;
         result.stats.liveness = report.liveness.clone();
-        result
-            .stats
-            .count_updates(&outcome.history, &report.updates);
-        let windows = zombie_windows_in(&outcome.history, &interpretation.sections);
+        result.stats.count_updates(history, &report.updates);
+        let windows = zombie_windows_in(history, &interpretation.sections);
         let (max_ms, p50_ms) = locksim_check::zombie::max_and_p50_ms(&windows);
         result.stats.zombie_windows = windows.len() as u64;
         result.stats.zombie_window_ms_max = max_ms;

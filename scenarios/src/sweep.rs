@@ -710,12 +710,36 @@ mod tests {
         );
     }
 
-    fn temp_file(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("locksim-sweep-{}", std::process::id()));
+    /// A file in a fresh directory of its own, removed (with the directory) when the test
+    /// passes.
+    struct TempFile(PathBuf);
+
+    impl std::ops::Deref for TempFile {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl AsRef<Path> for TempFile {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            if let (false, Some(dir)) = (std::thread::panicking(), self.0.parent()) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
+    fn temp_file(name: &str) -> TempFile {
+        let dir = std::env::temp_dir().join(format!("locksim-sweep-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
-        let _ = std::fs::remove_file(&path);
-        path
+        TempFile(dir.join(name))
     }
 
     #[test]

@@ -296,7 +296,8 @@ fn lock_messages_per_acquisition(p: &Prepared, seeds: std::ops::RangeInclusive<u
     let (mut messages, mut acquisitions) = (0, 0);
     for seed in seeds {
         let r = p.run(seed);
-        messages += r.stats.messages - r.stats.resource_messages;
+        let counted = "a simulated run counts its messages";
+        messages += r.stats.messages.expect(counted) - r.stats.resource_messages.expect(counted);
         acquisitions += r.stats.liveness.acquisitions;
     }
     assert!(acquisitions > 0, "nobody acquired");

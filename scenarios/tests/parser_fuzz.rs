@@ -115,7 +115,9 @@ proptest! {
                 let path = std::env::temp_dir().join(format!("locksim-fuzz-{}.toml", std::process::id()));
                 std::fs::write(&path, &text).unwrap();
                 // Or is refused naming the field at fault.
-                if let Err(e) = s.prepare(&path.display().to_string(), &Registry::builtin()) {
+                let prepared = s.prepare(&path.display().to_string(), &Registry::builtin());
+                let _ = std::fs::remove_file(&path);
+                if let Err(e) = prepared {
                     prop_assert!(e.field.is_some() && !e.message.is_empty(), "{}", e);
                 }
             }

@@ -5,7 +5,7 @@
 #[path = "../support/tools.rs"]
 pub mod tools;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// A `locksim` command, which dies with the test's thread: a test killed mid-run (SIGKILL,
@@ -44,12 +44,9 @@ pub fn repo(path: &str) -> String {
         .to_string()
 }
 
-/// An empty scratch directory of this test.
-pub fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("locksim-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// An empty scratch directory of this test, removed when it passes ([`tools::Scratch`]).
+pub fn scratch(name: &str) -> tools::Scratch {
+    tools::Scratch::new(name)
 }
 
 /// stdout as text.

@@ -108,3 +108,83 @@ pub fn scratch_dir(test: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).expect("a scratch directory");
     dir
 }
+
+/// A test's scratch directory under the system temp dir: removed when the test passes.
+/// Dropped by a failing test (while its thread panics), it keeps only the saved histories,
+/// outputs and logs ([`KEPT_ON_FAILURE`]) and says where, in the test's own output.
+pub struct Scratch(std::path::PathBuf);
+
+/// What a failing test's scratch directory keeps, by file extension: histories (`jsonl`), a
+/// run's stdout and stderr (`out`, `err`), logs, pid lists and the scenario files.
+pub const KEPT_ON_FAILURE: &[&str] = &["jsonl", "out", "err", "log", "txt", "toml"];
+
+impl Scratch {
+    /// A fresh, empty directory named `locksim-NAME` (plus the test process's pid).
+    pub fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("locksim-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        Scratch(dir)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+            return;
+        }
+        prune(&self.0);
+        eprintln!(
+            "the failed test's histories and logs are in {}",
+            self.0.display()
+        );
+    }
+}
+
+/// Removes everything under `dir` but the files [`KEPT_ON_FAILURE`] names (servers' data,
+/// specs, binaries), and the directories that are left empty.
+fn prune(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            prune(&path);
+            let _ = std::fs::remove_dir(&path); // only if empty
+        } else {
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if !KEPT_ON_FAILURE.contains(&ext) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}

@@ -204,7 +204,8 @@ pub async fn acquire(client: &mut dyn Attempts, retry: Retry) -> Acquired {
     }
 }
 
-fn gave_up(last: Attempt, give_up: GiveUp) -> Acquired {
+/// What an acquire that `give_up` ended reports, after `last` (also live mode's).
+pub fn gave_up(last: Attempt, give_up: GiveUp) -> Acquired {
     match (give_up, last) {
         (GiveUp::Tries(n), Attempt::Busy(why) | Attempt::Unknown(why)) => {
             Acquired::Failed(format!("{n} tries: {why}"))
