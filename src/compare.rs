@@ -84,6 +84,9 @@ pub(crate) struct Job {
     pub(crate) acc: CellAccumulator,
     done: u64,
     expect_met: u64,
+    /// The overlap share a requirement tolerates in this cell (the reference profile's): the
+    /// cell runs on until its overlap interval is on one side of it, or to the cap.
+    overlap_tolerance: Option<f64>,
 }
 
 impl Job {
@@ -98,7 +101,12 @@ impl Job {
         let mut todo = vec![];
         loop {
             let s = self.acc.finish();
-            let widths = s.watched().map(|w| w.half_width());
+            let mut widths = s.watched().map(|w| w.half_width());
+            if let Some(t) = self.overlap_tolerance {
+                // Decided against the tolerance, or not yet however narrow.
+                let decided = s.overlap.hi < t || s.overlap.lo > t;
+                widths[0] = if decided { 0.0 } else { f64::INFINITY };
+            }
             let target = self.stopping.target(self.done, &widths);
             if target == self.done {
                 return todo;
@@ -161,6 +169,7 @@ impl Setup<'_> {
             earlier,
             done: 0,
             expect_met: 0,
+            overlap_tolerance: None,
         };
         Ok((job, file))
     }
@@ -182,6 +191,7 @@ fn jobs(
     let cell_stop = fixed.unwrap_or_else(|| matrix.stopping());
     let mut jobs = vec![];
     let scenarios = opts.out.join("scenarios");
+    let reference = locksim_reports::reference_of(matrix.profiles.iter().map(|p| p.label.as_str()));
     for protocol in &matrix.protocols {
         // A cell whose runs are another row's is not run (see `cells_in_order`).
         let own = matrix
@@ -196,7 +206,11 @@ fn jobs(
                 protocol: protocol.label.clone(),
                 profile: profile.label.clone(),
             };
-            jobs.push(setup.job(role, prepared, cell_stop)?);
+            let (mut job, file) = setup.job(role, prepared, cell_stop)?;
+            if reference == Some(profile.label.as_str()) {
+                job.overlap_tolerance = Some(locksim_reports::decide::RARE_OVERLAP);
+            }
+            jobs.push((job, file));
         }
     }
     jobs.extend(phase_jobs(matrix, opts, &setup)?);
@@ -482,7 +496,14 @@ pub fn setup_of(sc: &Scenario) -> RowSetup {
         (_, WriteMode::Cas) => "cas",
         _ => "none",
     };
-    let sized = ["peers", "replicas", "sentinels", "masters", "tokens"];
+    let sized = [
+        "peers",
+        "replicas",
+        "sentinels",
+        "masters",
+        "instances",
+        "tokens",
+    ];
     let mut keys: BTreeMap<String, String> = sc
         .protocol
         .params
@@ -581,6 +602,7 @@ fn add_job(c: &mut Comparison, job: &Job) {
                 expect_met: locksim_reports::stats::Share::of(job.expect_met, s.runs),
                 timeline: Some(timeline(job, (&sc.name, "catalog"), 1)),
                 setup: setup_of(sc),
+                fault_kinds: fault_kinds(sc),
                 outcome: CellSummary {
                     protocol: sc.protocol.name.clone(),
                     profile: sc.name.clone(),
@@ -590,6 +612,19 @@ fn add_job(c: &mut Comparison, job: &Job) {
             c.catalog.push(entry);
         }
     }
+}
+
+/// The kinds of a scenario's scripted faults, as files name them, sorted, once each.
+fn fault_kinds(sc: &Scenario) -> Vec<String> {
+    let kinds: BTreeSet<String> = sc
+        .faults
+        .iter()
+        .map(|f| {
+            let kind = serde_json::to_value(f.kind()).expect("a fault kind serialises");
+            kind.as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    kinds.into_iter().collect()
 }
 
 /// The matrix `opts` names (with a row for each extra protocol of `registry`), every job of it
@@ -636,9 +671,42 @@ pub fn compare(opts: &Options, registry: &Registry) -> anyhow::Result<Comparison
         command += &format!(" --seeds {n}");
     }
     command += &format!(" --out {}", opts.out.display());
-    let comparison = assemble(&matrix, &jobs, registry, stopping.describe(), command);
+    let mut seeds = stopping.describe();
+    if opts.seeds.is_none() {
+        seeds += &format!(
+            "; a cell under the reference profile also runs on until its overlap interval is on \
+             one side of the {} tolerance (else \"undecided\")",
+            locksim_reports::percent(locksim_reports::decide::RARE_OVERLAP)
+        );
+    }
+    let mut comparison = assemble(&matrix, &jobs, registry, seeds, command);
+    let cell = |row: &str, profile: &str| cell_prepared(&matrix, &jobs, row, profile);
+    comparison.searches = crate::compare_search::searches(&comparison, cell, &opts.out, opts.jobs)?;
+    comparison.decisions = locksim_reports::decide::table(&comparison);
     write_reports(&comparison, &opts.out)?;
     Ok(comparison)
+}
+
+/// The scenario of the cell (row, profile): its own job's, or, for a cell the matrix says is
+/// another row's (`same_as`), that row's.
+fn cell_prepared<'a>(
+    matrix: &Matrix,
+    jobs: &'a [Job],
+    row: &str,
+    profile: &str,
+) -> Option<&'a Prepared> {
+    let stands_for = matrix
+        .protocols
+        .iter()
+        .find(|p| p.label == row)
+        .and_then(|p| p.same_as(profile))
+        .map_or(row, |same| same.row.as_str());
+    jobs.iter()
+        .find(|j| {
+            matches!(&j.role, Role::Cell { protocol, profile: f }
+                if protocol == stands_for && f == profile)
+        })
+        .map(|j| &j.prepared)
 }
 
 /// A row for each protocol of `registry` that is not built in and that no row of `matrix`

@@ -42,6 +42,10 @@ pub struct CompareArgs {
     /// running no seed again; the report is the one an unsharded compare writes.
     #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["shard", "matrix", "seeds", "resume"])]
     merge: Vec<PathBuf>,
+    /// Print the headline table, the verdicts and the counterexamples too (by default the
+    /// terminal gets the bottom line and the decision table; the reports have everything).
+    #[arg(long)]
+    verbose: bool,
 }
 
 impl CompareArgs {
@@ -99,25 +103,10 @@ pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         crate::compare::write_reports(&c, &opts.out)?;
     }
     outln!("{}\n", c.title);
-    outln!(
-        "Share of runs with damage (an acknowledged update lost, a stale write accepted), with a \
-         latent break of fencing (a token reused, no damage) and with overlap (two clients inside \
-         at once), 95% intervals; {} runs, {}:\n",
-        c.runs(),
-        c.seeds
-    );
-    out!("{}", locksim_reports::markdown::table(&c));
-    outln!("\nVerdict:");
-    out!("{}", locksim_reports::markdown::verdict_lines(&c));
-    for x in &c.counterexamples {
-        outln!(
-            "\n{} under {}, seed {}: {}\n  replay: {}",
-            x.protocol,
-            x.profile,
-            x.seed,
-            x.caption,
-            x.replay
-        );
+    if args.verbose {
+        print_verbose(&c);
+    } else {
+        out!("{}", locksim_reports::markdown::summary_text(&c));
     }
     if let (Some(v), Some(file)) = (&validation, &args.validation) {
         let section = validation_section(&c, v, file)?;
@@ -125,10 +114,38 @@ pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         append_validation(&opts.out, &section)?;
     }
     outln!(
-        "\nreports: {0}/report.md, {0}/report.json, {0}/report.html",
-        opts.out.display()
+        "\nEvidence and replay commands per cell, every figure and the catalog in the reports:\n\
+         {0}/report.md, {0}/report.json, {0}/report.html{1}",
+        opts.out.display(),
+        if args.verbose {
+            ""
+        } else {
+            "\n(--verbose prints the tables, verdicts and counterexamples here)"
+        }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--verbose`: the summary, then the headline table, the verdicts and every cell's
+/// counterexample with its replay command.
+fn print_verbose(c: &locksim_reports::Comparison) {
+    out!("{}", locksim_reports::markdown::summary_text(c));
+    outln!(
+        "\nShare of runs with damage (an acknowledged update lost, a stale write accepted), with a \
+         latent break of fencing (a token reused, no damage) and with overlap (two clients inside \
+         at once), 95% intervals; {} runs, {}:\n",
+        c.runs(),
+        c.seeds
+    );
+    out!("{}", locksim_reports::markdown::table(c));
+    outln!("\nVerdict:");
+    out!("{}", locksim_reports::markdown::verdict_lines(c));
+    for x in &c.counterexamples {
+        outln!(
+            "\n{} under {}, seed {}: {}\n  replay: {}",
+            x.protocol, x.profile, x.seed, x.caption, x.replay
+        );
+    }
 }
 
 /// A `validation.json`, or bad input naming the file.

@@ -12,6 +12,7 @@ pub mod check_cmd;
 pub mod cli;
 pub mod compare;
 pub mod compare_cmd;
+pub mod compare_search;
 pub mod compare_shard;
 pub mod live_cmd;
 pub mod protocols_cmd;

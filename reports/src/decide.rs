@@ -1,21 +1,28 @@
 //! The decision table: rows are requirements a reader brings, columns are the matrix's rows,
-//! and every answer is derived from measured cells, with the cell and its interval as
-//! evidence. Nothing here is written by hand about a protocol.
+//! and every answer is derived from measured cells, with its evidence and the command that
+//! replays it. Nothing here is written by hand about a protocol.
 //!
-//! The rules:
-//! - A safety requirement ("never", "safe if a server crashes", …) is met where no run of the
-//!   cells it reads did damage and none broke fencing's guarantee (latent): a latent break is
-//!   damage waiting for an overlap. "Never" reads every profile and also the catalog stories
-//!   that apply to the row: a scripted story that does damage shows it can happen. A row
-//!   without fencing or compare-and-set that fails, while its sibling with one (same
-//!   protocol and settings) meets, says so: "only with fencing".
-//! - "A rare double execution is acceptable": met where two clients were inside at once in
-//!   at most [`RARE_OVERLAP`] of runs under the reference profile (`mixed`; the share itself,
-//!   not its interval).
-//! - "Lowest latency": met within [`FAST_FACTOR`] × the fastest row's uncontended median.
+//! A safety requirement is graded from two kinds of evidence:
+//! - *Can it break?* A known schedule that breaks the row under the requirement's faults: a
+//!   run of the requirement's cells that did (its seed replays it), a catalog story of the
+//!   row's configuration whose scripted faults are all of the requirement's kinds, or a
+//!   schedule the fault search found in the cell within its stated budget
+//!   ([`crate::CellSearch`]; [`searches_needed`] says which cells `compare` searches).
+//! - *How often?* The share of the cell's random runs that broke (the worst cell, for a
+//!   requirement that reads several), with its 95% interval.
+//!
+//! Each requirement states its tolerance, a share of runs: 0 for "never". The grades:
+//! **✘ breaks** (a schedule is known and the share's lower bound is above the tolerance; for
+//! tolerance 0, some run broke), **◐ can break, rarely** (a schedule is known and the share's
+//! upper bound is below the tolerance; for tolerance 0, no random run broke), **✔ no break
+//! found** (no schedule: no run broke, no story, and the search found none within its budget;
+//! the share's upper bound below the tolerance), else **undecided at N runs**; **cannot be
+//! exercised** where the profile gives the search nothing to try on the row. "Rarely under
+//! random faults" is never printed as safe.
 
-use crate::stats::pct;
-use crate::{CellSummary, Comparison, Setup};
+use crate::stats::{pct, Share};
+use crate::{CatalogEntry, CellSummary, Comparison, FoundSchedule, Setup};
+use serde::{Deserialize, Serialize};
 
 /// The largest share of runs with overlap that still counts as rare.
 pub const RARE_OVERLAP: f64 = 0.10;
@@ -23,112 +30,307 @@ pub const RARE_OVERLAP: f64 = 0.10;
 /// How far above the fastest uncontended median a row still counts as among the fastest.
 pub const FAST_FACTOR: f64 = 1.5;
 
+/// What breaks a requirement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measure {
+    /// Harm: damage (an update lost, a stale write accepted) or fencing's guarantee broken.
+    Harm,
+    /// Overlap: two clients inside at once.
+    Overlap,
+}
+
+impl Measure {
+    /// Its name, as [`crate::CellSearch::wanted`] says it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Measure::Harm => "harm",
+            Measure::Overlap => "overlap",
+        }
+    }
+
+    fn share(self, cell: &CellSummary) -> Share {
+        match self {
+            Measure::Harm => cell.harm,
+            Measure::Overlap => cell.overlap,
+        }
+    }
+
+    fn seed_breaks(self, f: &crate::FailingSeed) -> bool {
+        match self {
+            Measure::Harm => f.harmed(),
+            Measure::Overlap => f.kinds.iter().any(|k| k == "mutual_exclusion"),
+        }
+    }
+}
+
+/// Which cells of a row a requirement reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Cells {
+    /// Every profile.
+    All,
+    /// This profile only.
+    Under(&'static str),
+    /// The reference profile ([`Comparison::reference_profile`]).
+    Reference,
+}
+
 /// What a requirement reads.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Rule {
-    /// No damage and no latent break in any profile.
-    SafeEverywhere,
-    /// No damage and no latent break under this profile.
-    SafeUnder(&'static str),
-    /// Overlap in at most [`RARE_OVERLAP`] of runs under the reference profile.
-    RareOverlap,
+    /// Breaks measured by `measure` in `cells`, against `tolerance`; a catalog story bears
+    /// on it when its scripted faults are all of `kinds` (empty: any).
+    Safety {
+        measure: Measure,
+        cells: Cells,
+        kinds: &'static [&'static str],
+        tolerance: f64,
+    },
     /// Uncontended median within [`FAST_FACTOR`] of the fastest row's.
     Fastest,
 }
 
 /// The requirements, in table order.
-const REQUIREMENTS: [(&str, Rule); 6] = [
+const REQUIREMENTS: [(&str, &str, Rule); 6] = [
     (
         "a double write must never reach my data",
-        Rule::SafeEverywhere,
+        "never",
+        Rule::Safety {
+            measure: Measure::Harm,
+            cells: Cells::All,
+            kinds: &[],
+            tolerance: 0.0,
+        },
     ),
     (
         "a rare double execution is acceptable (idempotent work)",
-        Rule::RareOverlap,
+        "rare",
+        Rule::Safety {
+            measure: Measure::Overlap,
+            cells: Cells::Reference,
+            kinds: &[],
+            tolerance: RARE_OVERLAP,
+        },
     ),
     (
         "must stay safe if a server crashes",
-        Rule::SafeUnder("server-crashes"),
+        "crash",
+        Rule::Safety {
+            measure: Measure::Harm,
+            cells: Cells::Under("server-crashes"),
+            kinds: &["crash"],
+            tolerance: 0.0,
+        },
     ),
     (
         "clients may stop for seconds (GC, VM migration)",
-        Rule::SafeUnder("client-pauses"),
+        "pause",
+        Rule::Safety {
+            measure: Measure::Harm,
+            cells: Cells::Under("client-pauses"),
+            kinds: &["pause"],
+            tolerance: 0.0,
+        },
     ),
     (
         "clock jumps happen on my servers",
-        Rule::SafeUnder("clock-jumps"),
+        "clock",
+        Rule::Safety {
+            measure: Measure::Harm,
+            cells: Cells::Under("clock-jumps"),
+            kinds: &["clock_jump"],
+            tolerance: 0.0,
+        },
     ),
-    ("lowest latency", Rule::Fastest),
+    ("lowest latency", "fast", Rule::Fastest),
 ];
 
-/// One answer.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Answer {
-    /// The row meets the requirement.
-    Meets,
-    /// It does not.
-    Fails,
-    /// It does not, but its sibling with this guard (`fencing` or `cas`) does: the row
-    /// labelled so.
-    OnlyWith {
-        /// The sibling's guard.
-        guard: String,
-        /// The sibling's label.
-        row: String,
-    },
+/// A grade.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grade {
+    /// A schedule breaks it and random faults break it more often than tolerated.
+    Breaks,
+    /// A schedule breaks it; random faults break it less often than tolerated.
+    CanBreakRarely,
+    /// No schedule within the search budget; the share's upper bound below the tolerance.
+    NoBreakFound,
+    /// The interval straddles the tolerance at the cap.
+    Undecided,
+    /// The profile gives the search nothing to try on this row.
+    NotExercised,
+    /// Among the fastest.
+    Fast,
+    /// Slower than [`FAST_FACTOR`] × the fastest.
+    Slower,
 }
 
-/// An answer with its evidence: the cell and its figures.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Decision {
-    /// The answer.
-    pub answer: Answer,
-    /// The evidence, in words (the cell, the share and its interval).
-    pub evidence: String,
-}
+impl Grade {
+    /// Its mark: ✘, ◐, ✔ or ?.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Grade::Breaks | Grade::Slower => "✘",
+            Grade::CanBreakRarely => "◐",
+            Grade::NoBreakFound | Grade::Fast => "✔",
+            Grade::Undecided | Grade::NotExercised => "?",
+        }
+    }
 
-impl Decision {
-    /// The answer in a word or three.
-    pub fn word(&self) -> String {
-        match &self.answer {
-            Answer::Meets => "meets".into(),
-            Answer::Fails => "fails".into(),
-            Answer::OnlyWith { guard, .. } => format!("only with {guard}"),
+    /// Its words.
+    pub fn words(self) -> &'static str {
+        match self {
+            Grade::Breaks => "breaks",
+            Grade::CanBreakRarely => "can break, rarely",
+            Grade::NoBreakFound => "no break found",
+            Grade::Undecided => "undecided",
+            Grade::NotExercised => "cannot be exercised",
+            Grade::Fast => "among the fastest",
+            Grade::Slower => "slower",
         }
     }
 }
 
-/// A requirement's row of the table: its text and one decision per matrix row.
-pub type RequirementRow = (String, Vec<Decision>);
+/// A schedule known to break a row, with where it comes from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Known {
+    /// Where from: `seed 3 of single-redis · client-pauses`, `catalog story NAME`, `fault
+    /// search of … (budget)`.
+    pub source: String,
+    /// The schedule (its faults in words, or the property a seed violated).
+    pub schedule: FoundSchedule,
+}
 
-/// The decision table; requirements the matrix cannot answer (a profile it lacks, no costs)
-/// are left out.
+/// One answer with its evidence.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Decision {
+    /// The row's label.
+    pub row: String,
+    /// The grade.
+    pub grade: Option<Grade>,
+    /// How often: the share of runs that broke, in the cell named by `profile`.
+    pub share: Option<Share>,
+    /// The profile of that cell.
+    pub profile: String,
+    /// A schedule known to break the row under the requirement's faults.
+    pub schedule: Option<Known>,
+    /// The search budget that found nothing (for ✔), in words.
+    pub searched: String,
+    /// Where the row fails and its sibling with a guard does not: the guard and the row.
+    pub with_guard: Option<(String, String)>,
+    /// The evidence, in words.
+    pub evidence: String,
+}
+
+impl Decision {
+    /// The grade in a mark and a few words (`undecided at 400 runs`).
+    pub fn word(&self) -> String {
+        let Some(g) = self.grade else {
+            return String::new();
+        };
+        let mut w = format!("{} {}", g.mark(), g.words());
+        if g == Grade::Undecided {
+            w += &format!(" at {} runs", self.share.map_or(0, |s| s.n));
+        }
+        if let Some((guard, _)) = &self.with_guard {
+            w += &format!(" (✔ with {guard})");
+        }
+        w
+    }
+
+    /// Whether the row fits the requirement: ✔, or ◐ where the tolerance is above 0.
+    pub fn fits(&self, tolerance: f64) -> bool {
+        match self.grade {
+            Some(Grade::NoBreakFound | Grade::Fast) => true,
+            Some(Grade::CanBreakRarely) => tolerance > 0.0,
+            _ => false,
+        }
+    }
+}
+
+/// A requirement's row of the table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RequirementRow {
+    /// The requirement, in words.
+    pub requirement: String,
+    /// The requirement in a word, for narrow tables (`never`, `crash`, …).
+    pub short: String,
+    /// The share of runs it tolerates (0: never); `None` for latency.
+    pub tolerance: Option<f64>,
+    /// What it reads, in words.
+    pub reads: String,
+    /// One decision per matrix row, in matrix order.
+    pub decisions: Vec<Decision>,
+}
+
+/// The decision table (what `report.json` carries, else derived now); requirements the
+/// matrix cannot answer (a profile it lacks, no costs) are left out.
+pub fn of(c: &Comparison) -> Vec<RequirementRow> {
+    if c.decisions.is_empty() {
+        table(c)
+    } else {
+        c.decisions.clone()
+    }
+}
+
+/// Derives the decision table from the cells, the catalog and the searches.
 pub fn table(c: &Comparison) -> Vec<RequirementRow> {
     REQUIREMENTS
         .iter()
-        .filter(|(_, rule)| answerable(c, *rule))
-        .map(|(text, rule)| {
+        .filter(|(_, _, rule)| answerable(c, *rule))
+        .map(|(text, short, rule)| {
             let first: Vec<Decision> = c
                 .protocols
                 .iter()
                 .map(|(r, _)| judge(c, *rule, r))
                 .collect();
-            let decisions = c
-                .protocols
-                .iter()
-                .zip(&first)
-                .map(|((row, _), d)| with_sibling(c, row, d, &first))
-                .collect();
-            (text.to_string(), decisions)
+            let decisions = first.iter().map(|d| with_sibling(c, d, &first)).collect();
+            let (tolerance, reads) = match rule {
+                Rule::Safety {
+                    measure,
+                    cells,
+                    tolerance,
+                    ..
+                } => (Some(*tolerance), reads(c, *measure, *cells, *tolerance)),
+                Rule::Fastest => (
+                    None,
+                    format!("uncontended median within {FAST_FACTOR}× the fastest"),
+                ),
+            };
+            RequirementRow {
+                requirement: text.to_string(),
+                short: short.to_string(),
+                tolerance,
+                reads,
+                decisions,
+            }
         })
         .collect()
 }
 
+fn reads(c: &Comparison, measure: Measure, cells: Cells, tolerance: f64) -> String {
+    let under = match cells {
+        Cells::All => "every profile".to_string(),
+        Cells::Under(p) => display_profile(p).to_string(),
+        Cells::Reference => display_profile(c.reference_profile().unwrap_or_default()).into(),
+    };
+    let tolerated = if tolerance == 0.0 {
+        "tolerance: never".to_string()
+    } else {
+        format!("tolerance: {} of runs", pct(tolerance))
+    };
+    format!("{} under {under}; {tolerated}", measure.name())
+}
+
 fn answerable(c: &Comparison, rule: Rule) -> bool {
     match rule {
-        Rule::SafeUnder(p) => c.profiles.iter().any(|(x, _)| x == p),
+        Rule::Safety {
+            cells: Cells::Under(p),
+            ..
+        } => c.profiles.iter().any(|(x, _)| x == p),
         Rule::Fastest => fastest_ms(c).is_some(),
-        Rule::SafeEverywhere | Rule::RareOverlap => !c.cells.is_empty(),
+        Rule::Safety { .. } => !c.cells.is_empty(),
     }
 }
 
@@ -136,119 +338,292 @@ fn setup_of<'a>(c: &'a Comparison, row: &str) -> Option<&'a Setup> {
     c.row(row).map(|r| &r.setup)
 }
 
-/// A failing unguarded row whose guarded sibling meets: "only with" that guard.
-fn with_sibling(c: &Comparison, row: &str, d: &Decision, first: &[Decision]) -> Decision {
-    let unguarded = setup_of(c, row).is_some_and(|s| s.guard == "none");
-    if d.answer != Answer::Fails || !unguarded {
+/// A row that does not fit, unguarded, whose guarded sibling (same protocol and settings)
+/// finds no break: the answer names that sibling.
+fn with_sibling(c: &Comparison, d: &Decision, first: &[Decision]) -> Decision {
+    let unguarded = setup_of(c, &d.row).is_some_and(|s| s.guard == "none");
+    let failing = matches!(d.grade, Some(Grade::Breaks | Grade::CanBreakRarely));
+    if !failing || !unguarded {
         return d.clone();
     }
-    let me = setup_of(c, row).expect("checked above");
-    let sibling = c.protocols.iter().zip(first).find(|((other, _), o)| {
-        o.answer == Answer::Meets
-            && setup_of(c, other).is_some_and(|s| s.guard != "none" && s.siblings(me))
+    let me = setup_of(c, &d.row).expect("checked above");
+    let sibling = first.iter().find(|o| {
+        o.grade == Some(Grade::NoBreakFound)
+            && setup_of(c, &o.row).is_some_and(|s| s.guard != "none" && s.siblings(me))
     });
-    match sibling {
-        Some(((other, _), o)) => Decision {
-            answer: Answer::OnlyWith {
-                guard: setup_of(c, other).expect("found").guard.clone(),
-                row: other.clone(),
-            },
-            evidence: format!("{}; with it ({other}): {}", d.evidence, o.evidence),
-        },
-        None => d.clone(),
+    let Some(o) = sibling else {
+        return d.clone();
+    };
+    let guard = setup_of(c, &o.row).expect("found").guard.clone();
+    Decision {
+        with_guard: Some((guard, o.row.clone())),
+        evidence: format!("{}; with it ({}): {}", d.evidence, o.row, o.evidence),
+        ..d.clone()
     }
 }
 
-fn judge(c: &Comparison, rule: Rule, row: &str) -> Decision {
-    let cells: Vec<&CellSummary> = c.cells.iter().filter(|x| x.protocol == row).collect();
-    match rule {
-        Rule::SafeEverywhere => {
-            let told = crate::verdict::stories(c, row);
-            let broken = told.iter().find(|e| e.outcome.harm.k > 0);
-            match broken {
-                Some(e) => Decision {
-                    answer: Answer::Fails,
-                    evidence: format!(
-                        "catalog story {}: damage {}/{}, latent {}/{}",
-                        e.name,
-                        e.outcome.damage.k,
-                        e.outcome.damage.n,
-                        e.outcome.latent.k,
-                        e.outcome.latent.n
-                    ),
+/// The cells of `row` that `cells` reads.
+fn cells_of<'a>(c: &'a Comparison, cells: Cells, row: &str) -> Vec<&'a CellSummary> {
+    let reference = c.reference_profile().unwrap_or_default();
+    c.cells
+        .iter()
+        .filter(|x| x.protocol == row)
+        .filter(|x| match cells {
+            Cells::All => true,
+            Cells::Under(p) => x.profile == p,
+            Cells::Reference => x.profile == reference,
+        })
+        .collect()
+}
+
+/// The catalog stories of the row's configuration that break it by `measure` with scripted
+/// faults all of `kinds` (any, if empty). A story of the same configuration with a guard
+/// (fencing, compare-and-set) that still broke bears on the row without one: a guard only
+/// rejects writes, so without it the same writes are accepted.
+fn stories<'a>(
+    c: &'a Comparison,
+    row: &str,
+    measure: Measure,
+    kinds: &[&str],
+) -> Vec<&'a CatalogEntry> {
+    let Some(setup) = setup_of(c, row) else {
+        return vec![];
+    };
+    let bears = |e: &&CatalogEntry| {
+        e.setup.siblings(setup) && (e.setup.guard == setup.guard || setup.guard == "none")
+    };
+    let fits = |e: &&CatalogEntry| {
+        kinds.is_empty() || e.fault_kinds.iter().all(|k| kinds.contains(&k.as_str()))
+    };
+    c.catalog
+        .iter()
+        .filter(bears)
+        .filter(|e| measure.share(&e.outcome).k > 0)
+        .filter(fits)
+        .collect()
+}
+
+/// A schedule known to break `row` in these cells, or by a story: a failing seed first (it
+/// is the cell's own), then a story, then a search's find.
+fn known(
+    c: &Comparison,
+    measure: Measure,
+    kinds: &[&str],
+    cells: &[&CellSummary],
+    searched: bool,
+) -> Option<Known> {
+    for cell in cells {
+        if let Some(f) = cell.failing.iter().find(|f| measure.seed_breaks(f)) {
+            return Some(Known {
+                source: format!(
+                    "seed {} of {} · {}",
+                    f.seed,
+                    cell.protocol,
+                    display_profile(&cell.profile)
+                ),
+                schedule: FoundSchedule {
+                    failure: f.kinds.join(", "),
+                    faults: vec![format!("random {} faults", display_profile(&cell.profile))],
+                    replay: f.replay.clone(),
                 },
-                None => safe(&cells),
+            });
+        }
+    }
+    let row = cells.first().map(|x| x.protocol.as_str())?;
+    if let Some(e) = stories(c, row, measure, kinds).first() {
+        let replay = e
+            .outcome
+            .failing
+            .first()
+            .map_or(String::new(), |f| f.replay.clone());
+        let guarded = match e.setup.guard.as_str() {
+            "none" => String::new(),
+            guard => format!(" (with {guard}, which did not stop it)"),
+        };
+        return Some(Known {
+            source: format!("catalog story {}{guarded}", e.name),
+            schedule: FoundSchedule {
+                failure: format!(
+                    "damage {}/{}, latent {}/{}, overlap {}/{}",
+                    e.outcome.damage.k,
+                    e.outcome.damage.n,
+                    e.outcome.latent.k,
+                    e.outcome.latent.n,
+                    e.outcome.overlap.k,
+                    e.outcome.overlap.n
+                ),
+                faults: e.fault_kinds.clone(),
+                replay,
+            },
+        });
+    }
+    cells.iter().filter(|_| searched).find_map(|cell| {
+        let s = search_of(c, measure, cell)?;
+        let found = s.found.clone()?;
+        Some(Known {
+            source: format!(
+                "fault search of {} · {} ({})",
+                cell.protocol,
+                display_profile(&cell.profile),
+                s.budget
+            ),
+            schedule: found,
+        })
+    })
+}
+
+fn search_of<'a>(
+    c: &'a Comparison,
+    measure: Measure,
+    cell: &CellSummary,
+) -> Option<&'a crate::CellSearch> {
+    c.searches.iter().find(|s| {
+        s.protocol == cell.protocol && s.profile == cell.profile && s.wanted == measure.name()
+    })
+}
+
+/// The cells `compare` should search, with what for: every cell a safety requirement reads
+/// that no run or story of its kinds already breaks, in matrix order (`compare` records a
+/// cell whose profile has no faults as skipped).
+pub fn searches_needed(c: &Comparison) -> Vec<(String, String, Measure)> {
+    let mut needed: Vec<(String, String, Measure)> = vec![];
+    for (_, _, rule) in REQUIREMENTS {
+        let Rule::Safety {
+            measure,
+            cells,
+            kinds,
+            ..
+        } = rule
+        else {
+            continue;
+        };
+        for (row, _) in &c.protocols {
+            for cell in cells_of(c, cells, row) {
+                let key = (cell.protocol.clone(), cell.profile.clone(), measure);
+                let broken = known(c, measure, kinds, &[cell], false);
+                if broken.is_none() && !needed.contains(&key) {
+                    needed.push(key);
+                }
             }
         }
-        Rule::SafeUnder(p) => safe(
-            &cells
-                .into_iter()
-                .filter(|x| x.profile == p)
-                .collect::<Vec<_>>(),
-        ),
-        Rule::RareOverlap => {
-            let reference = c.reference_profile().unwrap_or_default();
-            rare_overlap(
-                &cells
-                    .into_iter()
-                    .filter(|x| x.profile == reference)
-                    .collect::<Vec<_>>(),
-            )
+    }
+    needed
+}
+
+fn judge(c: &Comparison, rule: Rule, row: &str) -> Decision {
+    match rule {
+        Rule::Safety {
+            measure,
+            cells,
+            kinds,
+            tolerance,
+        } => {
+            let cells = cells_of(c, cells, row);
+            safety(c, row, measure, kinds, tolerance, &cells)
         }
         Rule::Fastest => fast(c, row),
     }
 }
 
-/// Met where no cell had damage or a latent break; the evidence is the worst cell, or the
-/// bound of the safest claim.
-fn safe(cells: &[&CellSummary]) -> Decision {
-    let worst = cells
-        .iter()
-        .max_by(|a, b| a.damage.k.cmp(&b.damage.k).then(a.harm.k.cmp(&b.harm.k)));
-    let Some(worst) = worst.filter(|w| w.harm.k > 0) else {
-        let runs: u64 = cells.iter().map(|x| x.harm.n).sum();
-        let bound = cells.iter().map(|x| x.damage.hi).fold(0.0, f64::max);
-        let what = match cells {
-            [one] => one.profile.clone(),
-            _ => format!("{} profiles", cells.len()),
-        };
+/// Whether the share is below the tolerance (for 0: no run broke).
+fn below(share: &Share, tolerance: f64) -> bool {
+    if tolerance == 0.0 {
+        share.k == 0
+    } else {
+        share.hi < tolerance
+    }
+}
+
+fn above(share: &Share, tolerance: f64) -> bool {
+    if tolerance == 0.0 {
+        share.k > 0
+    } else {
+        share.lo > tolerance
+    }
+}
+
+fn safety(
+    c: &Comparison,
+    row: &str,
+    measure: Measure,
+    kinds: &[&str],
+    tolerance: f64,
+    cells: &[&CellSummary],
+) -> Decision {
+    let worst = cells.iter().max_by(|a, b| {
+        let (x, y) = (measure.share(a), measure.share(b));
+        x.k.cmp(&y.k).then(y.n.cmp(&x.n))
+    });
+    let Some(worst) = worst.filter(|w| measure.share(w).n > 0) else {
         return Decision {
-            answer: if runs > 0 {
-                Answer::Meets
-            } else {
-                Answer::Fails
-            },
-            evidence: format!(
-                "no damage in {runs} runs under {what} (≤ {} per profile, 95%)",
-                pct(bound)
-            ),
+            row: row.into(),
+            grade: Some(Grade::NotExercised),
+            evidence: "no runs".into(),
+            ..Decision::default()
         };
     };
-    let mut evidence = format!("{}: damage {}", worst.profile, worst.damage.text());
-    if worst.latent.k > 0 {
-        evidence += &format!(", latent {}", worst.latent.text());
-    }
+    let share = measure.share(worst);
+    let how_often = format!(
+        "{} {} under {}",
+        measure.name(),
+        share.text(),
+        display_profile(&worst.profile)
+    );
+    let schedule = known(c, measure, kinds, cells, true);
+    // What the search tried: the cells it ran in; a cell it could not search (its profile
+    // gives it no fault for this row) leaves a requirement of that one cell unexercised.
+    let ran: Vec<&crate::CellSearch> = cells
+        .iter()
+        .filter_map(|x| search_of(c, measure, x))
+        .filter(|s| s.skipped.is_empty())
+        .collect();
+    let unsearched = ran.is_empty() || (cells.len() == 1 && ran.len() < cells.len());
+    let searched = ran
+        .iter()
+        .map(|s| format!("{}: {}", display_profile(&s.profile), s.budget))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let (grade, evidence) = match &schedule {
+        Some(k) if above(&share, tolerance) => (Grade::Breaks, breaks_text(k, &how_often)),
+        Some(k) if below(&share, tolerance) => (Grade::CanBreakRarely, breaks_text(k, &how_often)),
+        Some(k) => (Grade::Undecided, breaks_text(k, &how_often)),
+        None if unsearched => (
+            Grade::NotExercised,
+            format!("{how_often}; the profile gives the fault search nothing to try on this row"),
+        ),
+        None if below(&share, tolerance) => (
+            Grade::NoBreakFound,
+            format!(
+                "no schedule found by the fault search ({searched}); {how_often} (upper bound {})",
+                pct(share.hi)
+            ),
+        ),
+        None => (
+            Grade::Undecided,
+            format!("no schedule found ({searched}); {how_often}"),
+        ),
+    };
     Decision {
-        answer: Answer::Fails,
+        row: row.into(),
+        grade: Some(grade),
+        share: Some(share),
+        profile: worst.profile.clone(),
+        searched: if schedule.is_none() {
+            searched
+        } else {
+            String::new()
+        },
+        schedule,
+        with_guard: None,
         evidence,
     }
 }
 
-fn rare_overlap(cells: &[&CellSummary]) -> Decision {
-    let worst = cells
-        .iter()
-        .max_by(|a, b| a.overlap.rate().total_cmp(&b.overlap.rate()));
-    let Some(w) = worst else {
-        return Decision {
-            answer: Answer::Fails,
-            evidence: "no runs".into(),
-        };
-    };
-    let rare = w.overlap.n > 0 && w.overlap.rate() <= RARE_OVERLAP;
-    Decision {
-        answer: if rare { Answer::Meets } else { Answer::Fails },
-        evidence: format!("{}: overlap {}", w.profile, w.overlap.text()),
-    }
+fn breaks_text(k: &Known, how_often: &str) -> String {
+    format!(
+        "breaks by {} ({}); {how_often}; replay: {}",
+        k.source, k.schedule.failure, k.schedule.replay
+    )
 }
 
 /// The fastest row's uncontended median, in ms, with its label.
@@ -270,22 +645,121 @@ fn fast(c: &Comparison, row: &str) -> Decision {
         .row(row)
         .and_then(|r| r.cost.as_ref())
         .filter(|x| x.measured());
-    match mine {
-        Some(cost) => Decision {
-            answer: if cost.acquire_ms_p50 <= best * FAST_FACTOR {
-                Answer::Meets
+    let (grade, evidence) = match mine {
+        Some(cost) => (
+            if cost.acquire_ms_p50 <= best * FAST_FACTOR {
+                Grade::Fast
             } else {
-                Answer::Fails
+                Grade::Slower
             },
-            evidence: format!(
+            format!(
                 "uncontended p50 {:.1} ms (fastest {best:.1} ms, {best_row})",
                 cost.acquire_ms_p50
             ),
-        },
-        None => Decision {
-            answer: Answer::Fails,
-            evidence: "no uncontended acquire measured".into(),
-        },
+        ),
+        None => (Grade::Slower, "no uncontended acquire measured".into()),
+    };
+    Decision {
+        row: row.into(),
+        grade: Some(grade),
+        evidence,
+        ..Decision::default()
+    }
+}
+
+/// The bottom line: per common need, the rows that fit it, derived from the decision
+/// table, with each row's figure (the share of runs that broke and its interval) as
+/// evidence; (need, answer) pairs.
+pub fn bottom_line(c: &Comparison) -> Vec<(String, String)> {
+    let t = of(c);
+    let find = |needle: &str| t.iter().find(|r| r.requirement.contains(needle));
+    fn fit(r: &RequirementRow) -> Vec<&Decision> {
+        let tolerance = r.tolerance.unwrap_or(0.0);
+        r.decisions.iter().filter(|d| d.fits(tolerance)).collect()
+    }
+    let mut lines = vec![];
+    let needs = [
+        ("must never double-write", "never reach"),
+        ("servers crash", "server crashes"),
+        (
+            "clients stop for seconds (GC, VM migration)",
+            "clients may stop",
+        ),
+        ("servers' clocks jump", "clock jumps"),
+    ];
+    for (need, needle) in needs {
+        if let Some(r) = find(needle) {
+            lines.push((need.to_string(), answer(c, r, &fit(r))));
+        }
+    }
+    if let (Some(rare), Some(fast)) = (find("idempotent"), find("latency")) {
+        let quick: Vec<&str> = fit(fast).iter().map(|d| d.row.as_str()).collect();
+        let both: Vec<&Decision> = fit(rare)
+            .into_iter()
+            .filter(|d| quick.contains(&d.row.as_str()))
+            .collect();
+        let need = "a rare double execution is fine and latency matters";
+        lines.insert(1, (need.to_string(), answer(c, rare, &both)));
+    }
+    lines
+}
+
+/// The rows that fit, each with its figure; or, where none does, what the rows show.
+fn answer(c: &Comparison, r: &RequirementRow, fits: &[&Decision]) -> String {
+    if fits.is_empty() {
+        let breaks = r
+            .decisions
+            .iter()
+            .filter(|d| d.grade == Some(Grade::Breaks))
+            .count();
+        let rarely = r
+            .decisions
+            .iter()
+            .filter(|d| d.grade == Some(Grade::CanBreakRarely));
+        return format!(
+            "no row of the matrix ({breaks} of {} break, {} can break rarely; {})",
+            r.decisions.len(),
+            rarely.count(),
+            r.reads
+        );
+    }
+    let rows: Vec<String> = fits
+        .iter()
+        .map(|d| match d.share {
+            Some(s) => format!(
+                "{} ({}, {} of runs at most)",
+                display_row(c, &d.row),
+                d.grade.map_or("", Grade::words),
+                pct(s.hi)
+            ),
+            None => display_row(c, &d.row),
+        })
+        .collect();
+    format!("{} [{}]", rows.join("; "), r.reads)
+}
+
+/// The profile without faults, as the reports name it.
+pub const NO_FAULTS: &str = "no faults";
+
+/// A profile's label as the decision table and the bottom line show it: `none` is "no
+/// faults" (so "safe under none" cannot read as "never safe").
+pub fn display_profile(label: &str) -> &str {
+    if label == "none" {
+        NO_FAULTS
+    } else {
+        label
+    }
+}
+
+/// A row's label as the decision table and the bottom line show it: a row on the
+/// protocol's default client (no `client` key) says so, `(careful client)`: the client that
+/// checks its lease before every write.
+pub fn display_row(c: &Comparison, label: &str) -> String {
+    match setup_of(c, label) {
+        Some(s) if !s.protocol.is_empty() && !s.keys.contains_key("client") => {
+            format!("{label} (careful client)")
+        }
+        _ => label.to_string(),
     }
 }
 
@@ -321,18 +795,25 @@ pub fn column_groups(labels: &[&str], max: usize) -> Vec<std::ops::Range<usize>>
     groups
 }
 
-/// What the decision table's answers mean, in one line.
+/// What the decision table's answers mean, in one paragraph (beside the table).
 pub fn legend(c: &Comparison) -> String {
     format!(
-        "Each answer is derived from the measured cells named in it (share of runs, 95% \
-         interval). Safety rows: met where no run did damage (an acknowledged update lost, a \
-         stale write accepted) and none broke fencing's guarantee (latent); \"only with \
-         fencing/cas\": the same protocol and settings with that guard meets; \"never\" also \
-         reads the catalog stories of the row's configuration. Rare double execution: overlap \
-         in at most {} of runs under {}. Lowest latency: uncontended median within \
-         {FAST_FACTOR}× the fastest.",
+        "Each safety answer weighs two kinds of evidence. Can it break? A schedule known to \
+         break the row under the requirement's faults: a run of its cells that did, a catalog \
+         story of the row's configuration with only those faults, or a schedule the fault \
+         search found in the cell within the budget stated. How often? The share of the \
+         cell's random runs that broke, with its 95% interval (the worst cell where several \
+         are read). Harm: damage (an acknowledged update lost, a stale write accepted) or \
+         fencing's guarantee broken (a token reused); overlap: two clients inside at once. \
+         ✘ breaks: a schedule is known and the share's lower bound is above the tolerance \
+         (for \"never\": some run broke). ◐ can break, rarely: a schedule is known and the \
+         share's upper bound is below the tolerance (for \"never\": no random run broke; \
+         still a break). ✔ no break found: no schedule within the search budget, upper bound \
+         below the tolerance. \"(✔ with fencing)\": the same protocol and settings with that \
+         guard finds no break. Rare double execution: overlap under {} in at most {} of runs. \
+         Lowest latency: uncontended median within {FAST_FACTOR}× the fastest.",
+        display_profile(c.reference_profile().unwrap_or("the last profile")),
         pct(RARE_OVERLAP),
-        c.reference_profile().unwrap_or("the last profile")
     )
 }
 
@@ -341,7 +822,7 @@ mod tests {
     use super::*;
     use crate::cost::Cost;
     use crate::stats::Share;
-    use crate::{Row, Setup};
+    use crate::{CellSearch, FailingSeed, Row, Setup};
 
     fn row(label: &str, guard: &str, ms: f64) -> Row {
         Row {
@@ -359,28 +840,56 @@ mod tests {
         }
     }
 
-    /// A cell with `damage` and `latent` runs of 100 and `overlap` runs.
-    fn cell(row: &str, profile: &str, damage: u64, latent: u64, overlap: u64) -> CellSummary {
+    /// A cell with `harm` runs of `n` (damage, each with a failing seed) and `overlap` runs.
+    fn cell(row: &str, profile: &str, harm: u64, overlap: u64, n: u64) -> CellSummary {
+        let failing = (1..=harm.max(overlap).min(2))
+            .map(|seed| FailingSeed {
+                seed,
+                kinds: if harm > 0 {
+                    vec!["mutual_exclusion".into(), "lost_update".into()]
+                } else {
+                    vec!["mutual_exclusion".into()]
+                },
+                replay: format!("locksim run {row}--{profile}.toml --seed {seed}"),
+            })
+            .collect();
         CellSummary {
             protocol: row.into(),
             profile: profile.into(),
-            runs: 100,
-            damage: Share::of(damage, 100),
-            latent: Share::of(latent, 100),
-            harm: Share::of(damage + latent, 100),
-            overlap: Share::of(overlap, 100),
+            runs: n,
+            damage: Share::of(harm, n),
+            latent: Share::of(0, n),
+            harm: Share::of(harm, n),
+            overlap: Share::of(overlap, n),
+            failing,
             ..CellSummary::default()
         }
     }
 
-    fn comparison(cells: Vec<CellSummary>) -> Comparison {
+    fn search(row: &str, profile: &str, wanted: Measure, found: bool) -> CellSearch {
+        CellSearch {
+            protocol: row.into(),
+            profile: profile.into(),
+            wanted: wanted.name().into(),
+            budget: "16 cases".into(),
+            runs: 16,
+            found: found.then(|| FoundSchedule {
+                failure: "lost_update".into(),
+                faults: vec!["pause c1 at before_write for 3000 ms".into()],
+                replay: format!("locksim run search/{row}.toml"),
+            }),
+            ..CellSearch::default()
+        }
+    }
+
+    fn comparison(cells: Vec<CellSummary>, searches: Vec<CellSearch>) -> Comparison {
         let labels = ["plain", "fenced", "slow"];
         Comparison {
             protocols: labels
                 .iter()
                 .map(|l| (l.to_string(), String::new()))
                 .collect(),
-            profiles: ["none", "server-crashes"]
+            profiles: ["none", "client-pauses", "mixed"]
                 .iter()
                 .map(|p| (p.to_string(), String::new()))
                 .collect(),
@@ -396,108 +905,186 @@ mod tests {
                 },
             ],
             cells,
+            searches,
             ..Comparison::default()
         }
     }
 
-    fn answers(c: &Comparison, requirement: &str) -> Vec<Answer> {
+    fn decisions(c: &Comparison, requirement: &str) -> Vec<Decision> {
         let t = table(c);
-        let (_, d) = t.iter().find(|(r, _)| r.contains(requirement)).unwrap();
-        d.iter().map(|d| d.answer.clone()).collect()
+        let r = t
+            .iter()
+            .find(|r| r.requirement.contains(requirement))
+            .unwrap();
+        r.decisions.clone()
+    }
+
+    fn grades(c: &Comparison, requirement: &str) -> Vec<Grade> {
+        decisions(c, requirement)
+            .iter()
+            .map(|d| d.grade.unwrap())
+            .collect()
+    }
+
+    /// Every row runs clean under every profile but "plain" under pauses with `harm` of 100.
+    fn cells(harm: u64) -> Vec<CellSummary> {
+        let mut cells = vec![];
+        for r in ["plain", "fenced", "slow"] {
+            for p in ["none", "client-pauses", "mixed"] {
+                let h = if (r, p) == ("plain", "client-pauses") {
+                    harm
+                } else {
+                    0
+                };
+                cells.push(cell(r, p, h, 0, 100));
+            }
+        }
+        cells
+    }
+
+    fn searched_clean() -> Vec<CellSearch> {
+        let mut all = vec![];
+        for r in ["plain", "fenced", "slow"] {
+            for p in ["client-pauses", "mixed"] {
+                all.push(search(r, p, Measure::Harm, false));
+            }
+            all.push(search(r, "mixed", Measure::Overlap, false));
+        }
+        all
     }
 
     #[test]
-    fn every_answer_follows_from_the_cells() {
-        let mut cells = vec![];
-        for r in ["plain", "fenced", "slow"] {
-            cells.push(cell(r, "none", 0, 0, 0));
-        }
-        cells.push(cell("plain", "server-crashes", 5, 0, 30));
-        cells.push(cell("fenced", "server-crashes", 0, 0, 30));
-        cells.push(cell("slow", "server-crashes", 2, 0, 3));
-        let c = comparison(cells.clone());
-        let only = Answer::OnlyWith {
-            guard: "fencing".into(),
-            row: "fenced".into(),
-        };
-        // A profile the matrix lacks is no requirement; one it has is answered per row.
-        assert!(table(&c).iter().all(|(r, _)| !r.contains("clock jumps")));
-        assert_eq!(
-            answers(&c, "server crashes"),
-            [only.clone(), Answer::Meets, Answer::Fails],
-            "slow has no guarded sibling: it simply fails"
+    fn a_known_schedule_is_never_graded_safe_however_rare() {
+        // Random pauses broke "plain" in 3 of 100 runs: a schedule (its seed) and a share.
+        let c = comparison(cells(3), searched_clean());
+        let d = &decisions(&c, "clients may stop")[0];
+        assert_eq!(d.grade, Some(Grade::Breaks));
+        let known = d.schedule.as_ref().unwrap();
+        assert!(known.schedule.replay.contains("--seed 1"), "{known:?}");
+        assert_eq!(d.share, Some(Share::of(3, 100)));
+        // No random run broke it, but a search did: it can break (rarely), not ✔.
+        let mut searches = searched_clean();
+        searches[0] = search("plain", "client-pauses", Measure::Harm, true);
+        let c = comparison(cells(0), searches);
+        let d = &decisions(&c, "clients may stop")[0];
+        assert_eq!(d.grade, Some(Grade::CanBreakRarely));
+        assert!(
+            d.evidence.contains("fault search of plain"),
+            "{}",
+            d.evidence
         );
-        assert_eq!(
-            answers(&c, "idempotent"),
-            [Answer::Fails, Answer::Fails, Answer::Meets]
+        assert!(
+            d.evidence.contains("replay: locksim run search/plain.toml"),
+            "{}",
+            d.evidence
         );
-        assert_eq!(
-            answers(&c, "latency"),
-            [Answer::Meets, Answer::Meets, Answer::Fails]
+        assert!(!d.fits(0.0), "◐ does not meet \"never\"");
+        // Nothing anywhere: ✔, naming the budget and the upper bound.
+        let c = comparison(cells(0), searched_clean());
+        let d = &decisions(&c, "clients may stop")[0];
+        assert_eq!(d.grade, Some(Grade::NoBreakFound));
+        assert!(
+            d.evidence.contains("16 cases") && d.evidence.contains("upper bound 4%"),
+            "{}",
+            d.evidence
         );
-        // A latent break fails a safety requirement too, and the evidence names it.
-        cells[4] = cell("fenced", "server-crashes", 0, 40, 30);
-        let c = comparison(cells);
-        assert_eq!(answers(&c, "never reach")[1], Answer::Fails);
-        let t = table(&c);
-        let evidence = &t[0].1[1].evidence;
-        assert!(evidence.contains("latent 40%"), "{evidence}");
-        assert_eq!(
-            answers(&c, "never reach")[0],
-            Answer::Fails,
-            "no sibling meets"
-        );
+        // Without the search the cell was not exercised, whatever the share says.
+        let c = comparison(cells(0), vec![]);
+        assert_eq!(grades(&c, "clients may stop")[0], Grade::NotExercised);
     }
 
     #[test]
-    fn never_also_reads_the_catalog_stories_of_the_rows_configuration() {
-        let mut cells = vec![];
-        for r in ["plain", "fenced", "slow"] {
-            cells.push(cell(r, "none", 0, 0, 0));
-            cells.push(cell(r, "server-crashes", 0, 0, 0));
-        }
-        let mut c = comparison(cells);
-        assert_eq!(
-            answers(&c, "never reach"),
-            [Answer::Meets, Answer::Meets, Answer::Meets]
-        );
-        // A GC-pause story of the unguarded setup did damage; the fenced one only overlapped.
-        let story = |name: &str, guard: &str, damage: u64| crate::CatalogEntry {
+    fn a_story_of_the_rows_configuration_with_the_requirements_faults_is_a_schedule() {
+        let story = |name: &str, guard: &str, kinds: &[&str]| crate::CatalogEntry {
             name: name.into(),
             setup: Setup {
                 protocol: "p".into(),
                 guard: guard.into(),
                 ..Setup::default()
             },
-            outcome: CellSummary {
-                damage: Share::of(damage, 5),
-                harm: Share::of(damage, 5),
-                overlap: Share::of(5, 5),
-                ..CellSummary::default()
-            },
+            fault_kinds: kinds.iter().map(|k| k.to_string()).collect(),
+            outcome: cell("p", name, 5, 5, 5),
             ..crate::CatalogEntry::default()
         };
+        let mut c = comparison(cells(0), searched_clean());
+        // A story with a partition too is not one of pauses alone; a fenced story that still
+        // broke bears on the unguarded row.
         c.catalog = vec![
-            story("gc-pause", "none", 5),
-            story("gc-pause-fenced", "fencing", 0),
+            story("pause-and-partition", "none", &["pause", "partition"]),
+            story("fenced-pause", "fencing", &["pause"]),
         ];
-        let only = Answer::OnlyWith {
-            guard: "fencing".into(),
-            row: "fenced".into(),
-        };
-        assert_eq!(
-            answers(&c, "never reach"),
-            [only, Answer::Meets, Answer::Meets]
-        );
-        let t = table(&c);
+        let d = decisions(&c, "clients may stop");
+        assert_eq!(d[0].grade, Some(Grade::CanBreakRarely));
+        let source = &d[0].schedule.as_ref().unwrap().source;
         assert!(
-            t[0].1[0]
-                .evidence
-                .contains("catalog story gc-pause: damage 5/5"),
-            "{t:?}"
+            source.starts_with("catalog story fenced-pause (with fencing"),
+            "{source}"
         );
-        // The story is not about a server crash: that requirement reads its cell only.
-        assert_eq!(answers(&c, "server crashes")[0], Answer::Meets);
+        assert_eq!(
+            d[1].grade,
+            Some(Grade::CanBreakRarely),
+            "the fenced row's own story"
+        );
+        let never = decisions(&c, "never reach");
+        assert!(never[0]
+            .schedule
+            .as_ref()
+            .unwrap()
+            .source
+            .contains("pause-and-partition"));
+        // Cells a story or a run already breaks need no search; the others do.
+        let needed = searches_needed(&c);
+        assert!(!needed.contains(&("plain".into(), "client-pauses".into(), Measure::Harm)));
+        assert!(needed.contains(&("slow".into(), "client-pauses".into(), Measure::Harm)));
+    }
+
+    #[test]
+    fn a_tolerated_share_is_graded_by_its_interval_and_undecided_when_it_straddles() {
+        let mut cs = cells(0);
+        let at = |cs: &[CellSummary], r: &str| {
+            cs.iter()
+                .position(|x| x.protocol == r && x.profile == "mixed")
+                .unwrap()
+        };
+        let (plain, fenced, slow) = (at(&cs, "plain"), at(&cs, "fenced"), at(&cs, "slow"));
+        cs[plain] = cell("plain", "mixed", 0, 30, 100); // 30% (22–40%): above 10%
+        cs[fenced] = cell("fenced", "mixed", 0, 8, 100); // 8% (4–15%): straddles
+        cs[slow] = cell("slow", "mixed", 0, 4, 400); // 1% (0.4–2.5%): below
+        let c = comparison(cs, searched_clean());
+        assert_eq!(
+            grades(&c, "idempotent"),
+            [Grade::Breaks, Grade::Undecided, Grade::CanBreakRarely]
+        );
+        assert_eq!(
+            decisions(&c, "idempotent")[1].word(),
+            "? undecided at 100 runs"
+        );
+        assert!(decisions(&c, "idempotent")[2].fits(RARE_OVERLAP));
+        assert_eq!(
+            grades(&c, "latency"),
+            [Grade::Fast, Grade::Fast, Grade::Slower]
+        );
+    }
+
+    #[test]
+    fn an_unguarded_row_that_breaks_names_its_guarded_sibling_and_the_bottom_line_follows() {
+        let c = comparison(cells(3), searched_clean());
+        let d = &decisions(&c, "clients may stop")[0];
+        assert_eq!(d.with_guard, Some(("fencing".into(), "fenced".into())));
+        assert_eq!(d.word(), "✘ breaks (✔ with fencing)");
+        let bottom = bottom_line(&c);
+        assert_eq!(bottom[0].0, "must never double-write");
+        assert!(
+            bottom[0]
+                .1
+                .starts_with("fenced (careful client) (no break found, 4% of runs at most)"),
+            "{bottom:?}"
+        );
+        let rare = bottom.iter().find(|(n, _)| n.contains("latency")).unwrap();
+        assert!(
+            rare.1.starts_with("plain") && !rare.1.contains("slow"),
+            "{rare:?}"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! table and chart has a one-line legend under it (`p.note`).
 
 use crate::cost::figure;
-use crate::decide::{self, Answer};
+use crate::decide;
 use crate::markdown::{
     catalog_agrees, catalog_outcome, latent_text, lost_text, not_run, property_text, rejected_text,
     same_as_text, zombie_text, CATALOG_LEGEND, COST_LEGEND, DEFINITIONS, DETAILS_LEGEND,
@@ -571,12 +571,13 @@ fn definitions_html() -> String {
 }
 
 fn top(s: &mut String, c: &Comparison) {
+    let _ = write!(s, "<h1>{}</h1>", escape(&c.title));
+    bottom_section(s, c);
     let _ = write!(
         s,
-        "<h1>{}</h1><p>{} runs in the matrix ({} per cell; {}), {} in all with the phase \
+        "<p>{} runs in the matrix ({} per cell; {}), {} in all with the phase \
          diagrams and the catalog. Produced by <code>{}</code>. Every share has its 95% Wilson \
          interval; every failing seed replays exactly with the command shown.</p><p>{}</p>",
-        escape(&c.title),
         c.runs(),
         escape(&c.seed_counts()),
         escape(&c.seeds),
@@ -598,44 +599,69 @@ fn top(s: &mut String, c: &Comparison) {
     s.push_str("</ul>");
 }
 
+/// The bottom line: per common need, the rows that fit it, each line linking to the
+/// decision table it is derived from.
+fn bottom_section(s: &mut String, c: &Comparison) {
+    let lines = decide::bottom_line(c);
+    if lines.is_empty() {
+        return;
+    }
+    s.push_str("<h2 id=\"bottom\">Bottom line</h2><ul class=\"bottom\">");
+    for (need, answer) in lines {
+        let _ = write!(
+            s,
+            "<li><b>{}</b>: {} <a href=\"#decide\">(evidence)</a></li>",
+            escape(&need),
+            escape(&answer)
+        );
+    }
+    s.push_str("</ul>");
+}
+
 /// The decision table: requirements × rows, each answer with its evidence as the cell's
-/// small print; the rows in groups that fit the page side by side (`decide::column_groups`).
+/// small print; the rows in groups that fit the page side by side (`decide::column_groups`);
+/// the definitions beside it.
 fn decision_section(s: &mut String, c: &Comparison) {
-    let rows = decide::table(c);
+    let rows = decide::of(c);
     if rows.is_empty() {
         return;
     }
-    // One block of tables, one legend under the last.
-    s.push_str("<h2 id=\"decide\">What to choose</h2><div class=\"wide\">");
+    s.push_str("<h2 id=\"decide\">What to choose</h2>");
+    note(s, &decide::legend(c));
     let labels: Vec<&str> = c.protocols.iter().map(|(p, _)| p.as_str()).collect();
     for group in decide::column_groups(&labels, decide::MAX_COLUMNS) {
-        s.push_str("<table class=\"decide\"><tr><th>requirement</th>");
+        s.push_str("<div class=\"wide\"><table class=\"decide\"><tr><th>requirement</th>");
         for p in &labels[group.clone()] {
-            let _ = write!(s, "<th>{}</th>", escape(p));
+            let _ = write!(s, "<th>{}</th>", escape(&decide::display_row(c, p)));
         }
         s.push_str("</tr>");
-        for (req, decisions) in &rows {
-            let _ = write!(s, "<tr><td>{}</td>", escape(req));
-            for d in &decisions[group.clone()] {
+        for r in &rows {
+            let _ = write!(
+                s,
+                "<tr><td>{}<small>{}</small></td>",
+                escape(&r.requirement),
+                escape(&r.reads)
+            );
+            for d in &r.decisions[group.clone()] {
                 decision_cell(s, d);
             }
             s.push_str("</tr>");
         }
-        s.push_str("</table>");
+        s.push_str("</table></div>");
     }
-    s.push_str("</div>");
-    note(s, &decide::legend(c));
 }
 
 fn decision_cell(s: &mut String, d: &decide::Decision) {
-    let (class, mark) = match d.answer {
-        Answer::Meets => ("meets", "✔"),
-        Answer::Fails => ("fails", "✘"),
-        Answer::OnlyWith { .. } => ("only", "◐"),
+    use decide::Grade;
+    let class = match d.grade {
+        Some(Grade::Breaks | Grade::Slower) => "fails",
+        Some(Grade::CanBreakRarely) => "only",
+        Some(Grade::NoBreakFound | Grade::Fast) => "meets",
+        _ => "undecided",
     };
     let _ = write!(
         s,
-        "<td class=\"{class}\" title=\"{ev}\"><b>{mark} {}</b><small>{ev}</small></td>",
+        "<td class=\"{class}\" title=\"{ev}\"><b>{}</b><small>{ev}</small></td>",
         escape(&d.word()),
         ev = escape(&d.evidence)
     );

@@ -538,6 +538,9 @@ pub struct CatalogEntry {
     pub timeline: Option<Counterexample>,
     /// Its configuration, to match it to the rows it applies to.
     pub setup: Setup,
+    /// The kinds of its scripted faults (`pause`, `crash`, …), to match it to the
+    /// requirements it bears on.
+    pub fault_kinds: Vec<String>,
 }
 
 /// What a lock configuration is, as far as telling apart where a story applies: its
@@ -611,6 +614,44 @@ pub struct Comparison {
     pub catalog: Vec<CatalogEntry>,
     /// Counterexamples to draw (at most one per cell).
     pub counterexamples: Vec<Counterexample>,
+    /// The fault searches of cells that had no known breaking schedule ([`decide`]).
+    pub searches: Vec<CellSearch>,
+    /// The decision table, as [`decide::table`] derives it from everything above.
+    pub decisions: Vec<decide::RequirementRow>,
+}
+
+/// A fault search of one cell for a schedule that breaks a requirement: within the cell's
+/// own profile (its kinds, ranges and nodes, and the named points of those nodes), a stated
+/// budget of cases, each run simulated (no wall clock: the same search finds the same).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CellSearch {
+    /// The row label.
+    pub protocol: String,
+    /// The profile label.
+    pub profile: String,
+    /// What counts as found: [`decide::Measure`]'s name (`harm` or `overlap`).
+    pub wanted: String,
+    /// The budget, in words (cases, faults per case, shrink steps, search seed).
+    pub budget: String,
+    /// Simulated runs it took.
+    pub runs: u64,
+    /// Why no search ran (empty: it ran), e.g. a profile with no fault for this row.
+    pub skipped: String,
+    /// The shrunk schedule it found, if any.
+    pub found: Option<FoundSchedule>,
+}
+
+/// A schedule that breaks a configuration: what it is and how to replay it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FoundSchedule {
+    /// The property it violates.
+    pub failure: String,
+    /// Its faults, in words.
+    pub faults: Vec<String>,
+    /// The command that replays it.
+    pub replay: String,
 }
 
 impl Comparison {
@@ -629,8 +670,7 @@ impl Comparison {
     /// The profile the safety-against-cost chart and the time stuck read: `mixed` if the
     /// matrix has it, else its last column.
     pub fn reference_profile(&self) -> Option<&str> {
-        let mixed = self.profiles.iter().find(|(p, _)| p == "mixed");
-        mixed.or(self.profiles.last()).map(|(p, _)| p.as_str())
+        reference_of(self.profiles.iter().map(|(p, _)| p.as_str()))
     }
 
     /// The report as JSON.
@@ -670,6 +710,13 @@ impl Comparison {
             format!("{lo}–{hi}")
         }
     }
+}
+
+/// Of these profile labels, the reference one: `mixed` if there, else the last.
+pub fn reference_of<'a>(labels: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let labels: Vec<&str> = labels.collect();
+    let mixed = labels.iter().find(|p| **p == "mixed");
+    mixed.or(labels.last()).copied()
 }
 
 /// Formats a rate as a percentage for people.

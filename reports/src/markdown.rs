@@ -1,7 +1,7 @@
 //! The comparison as Markdown (and as the plain table the CLI prints).
 
 use crate::cost::figure;
-use crate::decide::{self, Answer};
+use crate::decide;
 use crate::stats::pct;
 use crate::verdict::{group_text, ranking, verdicts};
 use crate::{CellSummary, Comparison};
@@ -93,20 +93,82 @@ pub fn verdict_lines(c: &Comparison) -> String {
     s
 }
 
-/// An answer of the decision table as a table cell.
-pub fn answer_text(d: &decide::Decision) -> String {
-    let mark = match d.answer {
-        Answer::Meets => "✔",
-        Answer::Fails => "✘",
-        Answer::OnlyWith { .. } => "◐",
-    };
-    format!("{mark} {}", d.word())
+/// The bottom line: per common need, the rows that fit it (derived from the decision
+/// table below it), one line each.
+pub fn bottom_line(c: &Comparison) -> String {
+    let mut s = String::new();
+    for (need, answer) in decide::bottom_line(c) {
+        let _ = writeln!(s, "- **{need}**: {answer}.");
+    }
+    s
+}
+
+/// The terminal's summary, at most 80 columns: the bottom line, the decision table turned
+/// (a line per row, a column per requirement, in a word), and what the words mean.
+pub fn summary_text(c: &Comparison) -> String {
+    let mut s = String::from("Bottom line:\n");
+    for (need, answer) in decide::bottom_line(c) {
+        s += &wrap(&format!("- {need}: {answer}."), 80, "  ");
+    }
+    let rows = decide::of(c);
+    if rows.is_empty() {
+        return s;
+    }
+    let width = c
+        .protocols
+        .iter()
+        .map(|(p, _)| decide::display_row(c, p).chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(36);
+    let _ = write!(s, "\nWhat to choose (✘ breaks, ◐ can break rarely, ✔ no break found, ? undecided or\nnot exercised):\n{:width$}", "");
+    for r in &rows {
+        let _ = write!(s, " {:>6}", r.short);
+    }
+    s.push('\n');
+    for (i, (p, _)) in c.protocols.iter().enumerate() {
+        let label: String = decide::display_row(c, p).chars().take(width).collect();
+        let _ = write!(s, "{label:width$}");
+        for r in &rows {
+            let mark = r.decisions[i].grade.map_or("", |g| g.mark());
+            let _ = write!(s, " {mark:>6}");
+        }
+        s.push('\n');
+    }
+    for r in &rows {
+        s += &wrap(
+            &format!("{}: {} ({})", r.short, r.requirement, r.reads),
+            80,
+            "  ",
+        );
+    }
+    s
+}
+
+/// `text` wrapped at `width` columns, lines after the first indented by `indent`.
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out += &line;
+            out.push('\n');
+            line = indent.to_string();
+        } else if !line.is_empty() && line != indent {
+            line.push(' ');
+        }
+        line += word;
+    }
+    out += &line;
+    out.push('\n');
+    out
 }
 
 /// The decision table: requirements × rows (in groups of at most `decide::MAX_COLUMNS`
-/// rows, a protocol's rows together), each answer with its evidence below the tables.
+/// rows, a protocol's rows together), its definitions under it, then each answer's
+/// evidence and replay command.
 pub fn decision_table(c: &Comparison) -> String {
-    let rows = decide::table(c);
+    let rows = decide::of(c);
     let mut s = String::new();
     if rows.is_empty() {
         return s;
@@ -119,18 +181,25 @@ pub fn decision_table(c: &Comparison) -> String {
         if i > 0 {
             s.push('\n');
         }
-        let _ = writeln!(s, "| requirement | {} |", labels[group.clone()].join(" | "));
+        let shown: Vec<String> = labels[group.clone()]
+            .iter()
+            .map(|l| decide::display_row(c, l))
+            .collect();
+        let _ = writeln!(s, "| requirement | {} |", shown.join(" | "));
         let _ = writeln!(s, "|---|{}", "---|".repeat(group.len()));
-        for (req, decisions) in &rows {
-            let cells: Vec<String> = decisions[group.clone()].iter().map(answer_text).collect();
-            let _ = writeln!(s, "| {req} | {} |", cells.join(" | "));
+        for r in &rows {
+            let cells: Vec<String> = r.decisions[group.clone()]
+                .iter()
+                .map(|d| d.word())
+                .collect();
+            let _ = writeln!(s, "| {} | {} |", r.requirement, cells.join(" | "));
         }
     }
     let _ = writeln!(s, "\n{}\n\nEvidence:\n", decide::legend(c));
-    for (req, decisions) in &rows {
-        let _ = writeln!(s, "- *{req}*:");
-        for ((p, _), d) in c.protocols.iter().zip(decisions) {
-            let _ = writeln!(s, "  - {p}: {} — {}", d.word(), d.evidence);
+    for r in &rows {
+        let _ = writeln!(s, "- *{}* ({}):", r.requirement, r.reads);
+        for d in &r.decisions {
+            let _ = writeln!(s, "  - {}: {} — {}", d.row, d.word(), d.evidence);
         }
     }
     s
@@ -213,7 +282,6 @@ pub const DEFINITIONS: &str = "**Damage**: an acknowledged update was lost or th
     (no fencing token was ever written).";
 
 fn header(s: &mut String, c: &Comparison) {
-    let _ = writeln!(s, "# {}\n", c.title);
     let _ = writeln!(
         s,
         "{} runs in the matrix ({} per cell; {}), {} in all with the phase diagrams and the \
@@ -469,6 +537,17 @@ fn answers(s: &mut String, c: &Comparison) {
 /// The whole report.
 pub fn render(c: &Comparison) -> String {
     let mut s = String::new();
+    let _ = writeln!(s, "# {}\n", c.title);
+    let bottom = bottom_line(c);
+    if !bottom.is_empty() {
+        // First, before anything else: the measured answer per common need.
+        let _ = writeln!(
+            s,
+            "## Bottom line\n\n{bottom}\nDerived from the decision table \
+            (What to choose) below; each row's figure is the share of runs that broke, its 95% \
+            upper bound.\n"
+        );
+    }
     header(&mut s, c);
     answers(&mut s, c);
     let _ = writeln!(s, "\n## Each property\n");

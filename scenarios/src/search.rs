@@ -297,6 +297,9 @@ pub struct SearchOptions {
     pub faults_max: usize,
     /// Stop shrinking after this many steps (the best counterexample so far is kept).
     pub shrink_steps_max: u32,
+    /// The failures that count (empty: every failure). A search for damage passes over a run
+    /// that only overlapped, so that "nothing found" means no damage within the budget.
+    pub wanted: Vec<Failure>,
 }
 
 impl Default for SearchOptions {
@@ -307,6 +310,7 @@ impl Default for SearchOptions {
             swarm: true,
             faults_max: 4,
             shrink_steps_max: 2_000,
+            wanted: vec![],
         }
     }
 }
@@ -377,6 +381,14 @@ struct Runs<'a> {
     count: u64,
 }
 
+impl SearchOptions {
+    /// The first of a run's failures that counts (see [`SearchOptions::wanted`]).
+    fn first_wanted(&self, result: &RunResult) -> Option<Failure> {
+        let mut found = failures(result).into_iter();
+        found.find(|f| self.wanted.is_empty() || self.wanted.contains(f))
+    }
+}
+
 impl Runs<'_> {
     fn run(&mut self, schedule: &Schedule) -> RunResult {
         let key = serde_json::to_string(schedule).expect("schedules always serialise");
@@ -416,7 +428,7 @@ pub fn search(
     };
     // A scenario whose own scripted faults already violate a property needs no search: say
     // so, rather than "shrink" to an added fault that plays no part in the failure.
-    outcome.found = baseline(prepared, &mut runs, &mut progress);
+    outcome.found = baseline(prepared, options, &mut runs, &mut progress);
     if outcome.found.is_none() {
         for case in 1..=options.cases {
             let tree = strategy
@@ -436,6 +448,7 @@ pub fn search(
 /// The scenario with no added fault: found already if it fails.
 fn baseline(
     prepared: &Prepared,
+    options: &SearchOptions,
     runs: &mut Runs,
     progress: &mut impl FnMut(Progress),
 ) -> Option<Found> {
@@ -449,7 +462,7 @@ fn baseline(
         shrink_steps: 0,
         runs: runs.count,
     });
-    let failure = *failures(&result).first()?;
+    let failure = options.first_wanted(&result)?;
     Some(Found {
         failure,
         case: 0,
@@ -475,7 +488,7 @@ fn try_case(
         shrink_steps: 0,
         runs: runs.count,
     });
-    let failure = *failures(&result).first()?;
+    let failure = options.first_wanted(&result)?;
     let mut found = Found {
         failure,
         case,
@@ -684,6 +697,37 @@ mod tests {
             narrow > 30,
             "only {narrow} of 100 swarm cases used few kinds"
         );
+    }
+
+    /// A fenced lock under client pauses overlaps, but its resource rejects every stale
+    /// write: a search for overlap finds it, a search for harm must pass over those runs.
+    #[test]
+    fn a_search_for_some_failures_passes_over_the_others() {
+        let p = prepared(
+            "tokens = true\n[resource]\nfencing = \"on\"\n[faults_random]\n\
+             pause_probability = 0.3\npause_ms_min = 600\npause_ms_max = 1500\n",
+        );
+        let options = SearchOptions {
+            cases: 16,
+            shrink_steps_max: 0,
+            ..SearchOptions::default()
+        };
+        let any = search(&p, &options, |_| {}).unwrap();
+        let found = any.found.expect("a pause past the TTL overlaps");
+        assert_eq!(found.failure, Failure::Violation(Property::MutualExclusion));
+        let harm = SearchOptions {
+            wanted: vec![
+                Failure::Violation(Property::LostUpdate),
+                Failure::Violation(Property::Fencing),
+            ],
+            ..options
+        };
+        let outcome = search(&p, &harm, |_| {}).unwrap();
+        assert_eq!(
+            outcome.found, None,
+            "fencing turns every overlap into no harm"
+        );
+        assert_eq!(outcome.cases, 16, "the whole budget was searched");
     }
 
     #[test]
