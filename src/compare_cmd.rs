@@ -143,7 +143,11 @@ fn print_verbose(c: &locksim_reports::Comparison) {
     for x in &c.counterexamples {
         outln!(
             "\n{} under {}, seed {}: {}\n  replay: {}",
-            x.protocol, x.profile, x.seed, x.caption, x.replay
+            x.protocol,
+            x.profile,
+            x.seed,
+            x.caption,
+            x.replay
         );
     }
 }

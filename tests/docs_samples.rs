@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 
 /// One sample: where its block is, the command, and the block's text.
 struct Sample {
-    file: PathBuf,
     /// The 0-based line index of the block's first line (after the opening fence).
     body_start: usize,
     /// The 0-based line index of the closing fence.
@@ -72,7 +71,6 @@ fn samples_of(file: &Path, lines: &[&str]) -> Vec<Sample> {
             .find(|&j| lines[j].starts_with("```"))
             .unwrap_or_else(|| panic!("{at}: the block is never closed"));
         samples.push(Sample {
-            file: file.to_owned(),
             body_start: i + 2,
             body_end,
             args: words.collect(),
@@ -101,29 +99,19 @@ fn mask_wall_times(text: &str) -> String {
     out
 }
 
-/// A scratch folder that sees the repository's `scenarios/`, removed when dropped, so a
-/// sample's `--out cex.toml` lands there and not in the repository.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> Scratch {
-        let dir = common::scratch("docs-samples");
-        std::os::unix::fs::symlink(common::repo("scenarios"), dir.join("scenarios")).unwrap();
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A scratch folder that sees the repository's `scenarios/` (removed when the test ends), so
+/// a sample's `--out cex.toml` lands there and not in the repository.
+fn scratch_with_scenarios() -> common::tools::Scratch {
+    let dir = common::scratch("docs-samples");
+    std::os::unix::fs::symlink(common::repo("scenarios"), dir.join("scenarios")).unwrap();
+    dir
 }
 
 /// What the sample's command prints now: stdout, then stderr, trailing spaces trimmed.
-fn output_of(sample: &Sample, scratch: &Scratch) -> String {
+fn output_of(sample: &Sample, scratch: &Path) -> String {
     let out = common::locksim()
         .args(&sample.args)
-        .current_dir(&scratch.0)
+        .current_dir(scratch)
         .output()
         .expect("locksim runs");
     let text = format!("{}{}", common::stdout(&out), common::stderr(&out));
@@ -134,7 +122,7 @@ fn output_of(sample: &Sample, scratch: &Scratch) -> String {
 #[test]
 fn every_sample_output_in_the_docs_is_what_the_binary_prints() {
     let bless = std::env::var_os("LOCKSIM_BLESS").is_some();
-    let scratch = Scratch::new();
+    let scratch = scratch_with_scenarios();
     let mut stale = Vec::new();
     let mut count = 0;
     for file in doc_files() {
