@@ -103,9 +103,11 @@ impl Job {
             let s = self.acc.finish();
             let mut widths = s.watched().map(|w| w.half_width());
             if let Some(t) = self.overlap_tolerance {
-                // Decided against the tolerance, or not yet however narrow.
+                // Narrow enough and decided against the tolerance; undecided however narrow.
                 let decided = s.overlap.hi < t || s.overlap.lo > t;
-                widths[0] = if decided { 0.0 } else { f64::INFINITY };
+                if !decided {
+                    widths[0] = f64::INFINITY;
+                }
             }
             let target = self.stopping.target(self.done, &widths);
             if target == self.done {

@@ -671,6 +671,12 @@ fn fast(c: &Comparison, row: &str) -> Decision {
 /// table, with each row's figure (the share of runs that broke and its interval) as
 /// evidence; (need, answer) pairs.
 pub fn bottom_line(c: &Comparison) -> Vec<(String, String)> {
+    bottom_line_brief(c, usize::MAX)
+}
+
+/// [`bottom_line`] naming at most `rows_max` rows per need (those with the lowest upper
+/// bound first) and how many more fit: the terminal's summary.
+pub fn bottom_line_brief(c: &Comparison, rows_max: usize) -> Vec<(String, String)> {
     let t = of(c);
     let find = |needle: &str| t.iter().find(|r| r.requirement.contains(needle));
     fn fit(r: &RequirementRow) -> Vec<&Decision> {
@@ -689,7 +695,7 @@ pub fn bottom_line(c: &Comparison) -> Vec<(String, String)> {
     ];
     for (need, needle) in needs {
         if let Some(r) = find(needle) {
-            lines.push((need.to_string(), answer(c, r, &fit(r))));
+            lines.push((need.to_string(), answer(c, r, &fit(r), rows_max)));
         }
     }
     if let (Some(rare), Some(fast)) = (find("idempotent"), find("latency")) {
@@ -699,13 +705,14 @@ pub fn bottom_line(c: &Comparison) -> Vec<(String, String)> {
             .filter(|d| quick.contains(&d.row.as_str()))
             .collect();
         let need = "a rare double execution is fine and latency matters";
-        lines.insert(1, (need.to_string(), answer(c, rare, &both)));
+        lines.insert(1, (need.to_string(), answer(c, rare, &both, rows_max)));
     }
     lines
 }
 
-/// The rows that fit, each with its figure; or, where none does, what the rows show.
-fn answer(c: &Comparison, r: &RequirementRow, fits: &[&Decision]) -> String {
+/// The rows that fit, each with its figure (at most `rows_max`, the lowest upper bounds
+/// first, and how many more); or, where none does, what the rows show.
+fn answer(c: &Comparison, r: &RequirementRow, fits: &[&Decision], rows_max: usize) -> String {
     if fits.is_empty() {
         let breaks = r
             .decisions
@@ -723,7 +730,15 @@ fn answer(c: &Comparison, r: &RequirementRow, fits: &[&Decision]) -> String {
             r.reads
         );
     }
-    let rows: Vec<String> = fits
+    let mut shown = fits.to_vec();
+    if shown.len() > rows_max {
+        shown.sort_by(|a, b| {
+            let hi = |d: &Decision| d.share.map_or(f64::INFINITY, |s| s.hi);
+            hi(a).total_cmp(&hi(b))
+        });
+        shown.truncate(rows_max);
+    }
+    let mut rows: Vec<String> = shown
         .iter()
         .map(|d| match d.share {
             Some(s) => format!(
@@ -735,6 +750,13 @@ fn answer(c: &Comparison, r: &RequirementRow, fits: &[&Decision]) -> String {
             None => display_row(c, &d.row),
         })
         .collect();
+    if fits.len() > shown.len() {
+        let more = fits.len() - shown.len();
+        rows.push(format!(
+            "and {more} more {}",
+            if more == 1 { "row" } else { "rows" }
+        ));
+    }
     format!("{} [{}]", rows.join("; "), r.reads)
 }
 

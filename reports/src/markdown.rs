@@ -107,7 +107,7 @@ pub fn bottom_line(c: &Comparison) -> String {
 /// (a line per row, a column per requirement, in a word), and what the words mean.
 pub fn summary_text(c: &Comparison) -> String {
     let mut s = String::from("Bottom line:\n");
-    for (need, answer) in decide::bottom_line(c) {
+    for (need, answer) in decide::bottom_line_brief(c, 3) {
         s += &wrap(&format!("- {need}: {answer}."), 80, "  ");
     }
     let rows = decide::of(c);
@@ -120,7 +120,7 @@ pub fn summary_text(c: &Comparison) -> String {
         .map(|(p, _)| decide::display_row(c, p).chars().count())
         .max()
         .unwrap_or(0)
-        .min(36);
+        .min(38);
     let _ = write!(s, "\nWhat to choose (✘ breaks, ◐ can break rarely, ✔ no break found, ? undecided or\nnot exercised):\n{:width$}", "");
     for r in &rows {
         let _ = write!(s, " {:>6}", r.short);
