@@ -570,19 +570,7 @@ fn safety(
         display_profile(&worst.profile)
     );
     let schedule = known(c, measure, kinds, cells, true);
-    // What the search tried: the cells it ran in; a cell it could not search (its profile
-    // gives it no fault for this row) leaves a requirement of that one cell unexercised.
-    let ran: Vec<&crate::CellSearch> = cells
-        .iter()
-        .filter_map(|x| search_of(c, measure, x))
-        .filter(|s| s.skipped.is_empty())
-        .collect();
-    let unsearched = ran.is_empty() || (cells.len() == 1 && ran.len() < cells.len());
-    let searched = ran
-        .iter()
-        .map(|s| format!("{}: {}", display_profile(&s.profile), s.budget))
-        .collect::<Vec<_>>()
-        .join("; ");
+    let (searched, unsearched) = searched_in(c, measure, cells);
     let (grade, evidence) = match &schedule {
         Some(k) if above(&share, tolerance) => (Grade::Breaks, breaks_text(k, &how_often)),
         Some(k) if below(&share, tolerance) => (Grade::CanBreakRarely, breaks_text(k, &how_often)),
@@ -617,6 +605,24 @@ fn safety(
         with_guard: None,
         evidence,
     }
+}
+
+/// What the fault search tried in `cells` (each searched cell's profile and budget), and
+/// whether it tried nothing: a cell it could not search (its profile gives it no fault for
+/// this row) leaves a requirement of that one cell unexercised.
+fn searched_in(c: &Comparison, measure: Measure, cells: &[&CellSummary]) -> (String, bool) {
+    let ran: Vec<&crate::CellSearch> = cells
+        .iter()
+        .filter_map(|x| search_of(c, measure, x))
+        .filter(|s| s.skipped.is_empty())
+        .collect();
+    let unsearched = ran.is_empty() || (cells.len() == 1 && ran.len() < cells.len());
+    let searched = ran
+        .iter()
+        .map(|s| format!("{}: {}", display_profile(&s.profile), s.budget))
+        .collect::<Vec<_>>()
+        .join("; ");
+    (searched, unsearched)
 }
 
 fn breaks_text(k: &Known, how_often: &str) -> String {
