@@ -118,8 +118,9 @@ pub fn run_summary(r: &RunResult, history: &[Event], description: &str) -> Strin
         printable(&r.protocol),
         r.seed
     );
-    for line in wrap(&printable(description), 86) {
-        let _ = writeln!(s, "          {line}");
+    // Wrapped first: a description's own line breaks are spaces, not escapes.
+    for line in wrap(description, 86) {
+        let _ = writeln!(s, "          {}", printable(&line));
     }
     let _ = writeln!(s, "verdict   {}", r.verdict.to_string().to_uppercase());
     s.push_str(&properties(&r.properties, &r.violation_counts, &r.reasons));

@@ -423,6 +423,11 @@ fn control_characters_of_a_scenario_reach_no_terminal_raw() {
         "{text}"
     );
     assert!(text.contains("about \\u{1b}]0;title\\u{7}"), "{text}");
+    // A description's own line breaks are spaces where the text wraps, not escapes.
+    let lines = "description = \"\"\"first line,\nsecond line\"\"\"\n";
+    std::fs::write(&file, format!("{lines}{SINGLE_REDIS}")).unwrap();
+    let text = stdout(&locksim(&["run", &file.display().to_string()]));
+    assert!(text.contains("first line, second line"), "{text}");
     // An error quoting what the file said escapes it too.
     let link = "[[network.links]]\nfrom = \"c1\"\nto = \"\\u001b[31mx\"\nlatency_ms_min = 1.0\n\
                 latency_ms_max = 2.0\n";
