@@ -180,3 +180,110 @@ fn wall_times_are_masked_and_nothing_else() {
     assert_eq!(mask_wall_times("a, 12 ms)"), "a, 12 ms)");
     assert_eq!(mask_wall_times("c1, c2"), "c1, c2");
 }
+
+/// The headings of a Markdown page as GitHub makes their anchors (lowercase, punctuation but
+/// `-` and `_` dropped, spaces as `-`), code blocks aside.
+fn anchors_of(text: &str) -> Vec<String> {
+    let mut anchors = Vec::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        }
+        let Some(heading) = line.strip_prefix('#') else {
+            continue;
+        };
+        if in_code || !heading.trim_start_matches('#').starts_with(' ') {
+            continue;
+        }
+        let words = heading.trim_start_matches('#').trim().to_lowercase();
+        let kept: String = words
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+            .collect();
+        anchors.push(kept.replace(' ', "-"));
+    }
+    anchors
+}
+
+/// Every relative link of README.md and docs/*.md (outside code blocks) names a file that
+/// exists and, with `#anchor`, a heading of that page: moving a section cannot strand a link.
+#[test]
+fn every_relative_link_in_the_docs_resolves() {
+    let mut broken = vec![];
+    for file in doc_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut prose = String::new();
+        let mut in_code = false;
+        for line in text.lines() {
+            if line.starts_with("```") {
+                in_code = !in_code;
+            } else if !in_code {
+                prose += line;
+                prose.push('\n');
+            }
+        }
+        for (at, _) in prose.match_indices("](") {
+            let rest = &prose[at + 2..];
+            let Some(end) = rest.find(|c: char| c == ')' || c.is_whitespace()) else {
+                continue;
+            };
+            let target = &rest[..end];
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let page = if path.is_empty() {
+                file.clone()
+            } else {
+                file.parent().unwrap().join(path)
+            };
+            if !page.exists() {
+                broken.push(format!("{}: {target}: no such file", file.display()));
+            } else if !anchor.is_empty() && page.extension().is_some_and(|e| e == "md") {
+                let headings = anchors_of(&std::fs::read_to_string(&page).unwrap());
+                if !headings.iter().any(|h| h == anchor) {
+                    broken.push(format!("{}: {target}: no such heading", file.display()));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// README.md is a guide, not the reference: at most 300 lines, and no commit hash or issue
+/// number in its prose (history belongs to git; figures with their commits to
+/// docs/measurements.md). Sample outputs, in code blocks, may show trace hashes.
+#[test]
+fn the_readme_is_a_short_guide_without_commit_hashes_or_issue_numbers() {
+    let readme = std::fs::read_to_string(common::repo("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(lines <= 300, "README.md has {lines} lines, at most 300");
+    let mut in_code = false;
+    let mut found = vec![];
+    for (i, line) in readme.lines().enumerate() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        }
+        if in_code {
+            continue;
+        }
+        let words = line.split(|c: char| !c.is_ascii_alphanumeric());
+        for word in words {
+            let hex = (7..=40).contains(&word.len())
+                && word.chars().all(|c| c.is_ascii_hexdigit())
+                && word.chars().any(|c| c.is_ascii_digit())
+                && word.chars().any(|c| c.is_ascii_alphabetic());
+            if hex {
+                found.push(format!("README.md:{}: `{word}`", i + 1));
+            }
+        }
+        let lower = line.to_lowercase();
+        if let Some(at) = lower.find("issue ") {
+            if lower[at + 6..].starts_with(|c: char| c.is_ascii_digit() || c == '#') {
+                found.push(format!("README.md:{}: {line}", i + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "in README.md's prose:\n{}", found.join("\n"));
+}

@@ -7,7 +7,7 @@
 //! - Each bug variant's timeline holds with the correct client or host.
 //! - Jepsen's etcd 3.4.3 lock-set test loses a share of its acknowledged updates whose 95%
 //!   interval over 100 seeds overlaps 10-50% (Jepsen measured about 18%); the figures are
-//!   pinned (the README quotes them).
+//!   pinned (docs/catalog.md and docs/consensus-protocols.md quote them).
 //! - A random-fault sweep of [`SWEEP_SEEDS`] seeds of `etcd` (and [`ZK_SWEEP_SEEDS`] of
 //!   `zookeeper`) with peer crashes, partitions and pauses: with fencing on, fencing holds on
 //!   every run; without client pauses and clock faults, mutual exclusion holds on every run.
@@ -171,7 +171,7 @@ fn jepsen_lock_set_loses_a_share_of_acknowledged_updates_like_jepsens() {
         lo <= 50.0 && hi >= 10.0,
         "interval {lo:.1}-{hi:.1}% misses 10-50%"
     );
-    // The figures the README quotes: a run depends only on (scenario, seed), so they are
+    // The figures docs/catalog.md quotes: a run depends only on (scenario, seed), so they are
     // exact; a change to the model that moves them must say so there too.
     assert_eq!((lost, acknowledged, runs_with_loss), PINNED);
 }

@@ -1,5 +1,5 @@
-//! The README's catalog table is generated from the catalog files' `[expect]`: this test
-//! regenerates it and fails when the README disagrees (a file added, removed, or its
+//! The catalog table of docs/catalog.md is generated from the catalog files' `[expect]`: this test
+//! regenerates it and fails when the page disagrees (a file added, removed, or its
 //! expectations changed). `LOCKSIM_BLESS=1` rewrites the section instead; the "what happens"
 //! column is prose and is kept.
 
@@ -26,7 +26,7 @@ fn cell(e: Option<Expectation>) -> &'static str {
     }
 }
 
-/// The "what happens" prose of each row of the README's table, by scenario name.
+/// The "what happens" prose of each row of the table, by scenario name.
 fn prose(table: &str) -> BTreeMap<String, String> {
     table
         .lines()
@@ -39,7 +39,7 @@ fn prose(table: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The table as the files say it should be, with the README's prose.
+/// The table as the files say it should be, with the page's prose.
 fn generated(what: &BTreeMap<String, String>) -> String {
     let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("scenarios/catalog"))
         .unwrap()
@@ -65,21 +65,21 @@ fn generated(what: &BTreeMap<String, String>) -> String {
 }
 
 #[test]
-fn the_readme_catalog_table_is_the_files_expectations() {
-    let path = root().join("README.md");
-    let readme = std::fs::read_to_string(&path).unwrap();
-    let begin = readme
+fn the_catalog_pages_table_is_the_files_expectations() {
+    let path = root().join("docs/catalog.md");
+    let page = std::fs::read_to_string(&path).unwrap();
+    let begin = page
         .find(BEGIN)
-        .expect("the README marks its catalog table");
-    let body = begin + readme[begin..].find("-->\n").unwrap() + 4;
-    let end = readme.find(END).expect("the README ends its catalog table");
-    let now = readme[body..end].trim();
+        .expect("docs/catalog.md marks its catalog table");
+    let body = begin + page[begin..].find("-->\n").unwrap() + 4;
+    let end = page.find(END).expect("docs/catalog.md ends its catalog table");
+    let now = page[body..end].trim();
     let want = generated(&prose(now));
     if now == want {
         return;
     }
     if std::env::var_os("LOCKSIM_BLESS").is_some() {
-        let text = format!("{}\n{want}\n\n{}", &readme[..body], &readme[end..]);
+        let text = format!("{}\n{want}\n\n{}", &page[..body], &page[end..]);
         std::fs::write(&path, text).unwrap();
         return;
     }
@@ -89,7 +89,7 @@ fn the_readme_catalog_table_is_the_files_expectations() {
         .map(String::from)
         .collect();
     panic!(
-        "README.md's catalog table disagrees with the files' [expect]; rows that should be \
+        "docs/catalog.md's catalog table disagrees with the files' [expect]; rows that should be \
          there:\n{}\n(LOCKSIM_BLESS=1 rewrites the table)",
         differ.join("\n")
     );
