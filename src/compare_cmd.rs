@@ -199,7 +199,8 @@ fn validation_section(
     let mut out = format!(
         "## Validation against the real systems\n\nFrom `{}` (`locksim validate`: live and \
          simulated shares of each validation scenario; a row agrees when the 95% intervals \
-         overlap).\n\n| protocol | validation |\n|---|---|\n",
+         overlap, each is at most ±10 points wide and the estimates differ by less than 10 \
+         points; inconclusive when they overlap but one is wider).\n\n| protocol | validation |\n|---|---|\n",
         file.display()
     );
     for (label, _) in &c.protocols {

@@ -1,7 +1,15 @@
 //! The validation table: each scenario of a validation set run live and in the simulator,
 //! one row per (scenario, property) with both shares of violating runs and their Wilson 95%
-//! intervals, liveness figures side by side, and a verdict: `agrees` when the intervals
-//! overlap, else the explanation the scenario file gives (`[validation] explanation`).
+//! intervals, one row for the share of acknowledged updates lost (pooled over the runs, its
+//! interval clustered by run), liveness figures side by side, and a verdict with power:
+//!
+//! - `agrees`: the intervals overlap, each is at most ±[`HALF_WIDTH_MAX`] wide, and the two
+//!   point estimates differ by less than [`TOLERANCE`]; a row never agrees by width alone;
+//! - `disagrees`: the intervals do not overlap, or both are narrow and the estimates differ
+//!   by the tolerance or more (the scenario file may explain it: `[validation] explanation`);
+//! - `inconclusive`: the intervals overlap but one is wider than ±[`HALF_WIDTH_MAX`]: the
+//!   row could not have told apart shares closer than its `detectable` difference;
+//! - `not validated`: a side has no results.
 //!
 //! Results are records, one JSON line each in `validation.jsonl` as they come; the tables
 //! (`validation.md`, `.json`, `.html`) are always rewritten from all records so far, so an
@@ -12,6 +20,20 @@ use locksim_reports::stats::Share;
 use locksim_scenarios::RunResult;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// The widest interval (half-width, as a share) a row may agree with.
+pub const HALF_WIDTH_MAX: f64 = 0.10;
+
+/// How far apart (as a share) two narrow point estimates may be and still agree.
+pub const TOLERANCE: f64 = 0.10;
+
+/// The row of the pooled share of acknowledged updates lost.
+pub const UPDATES_LOST: &str = "updates_lost";
+
+/// The fewest runs a side of the updates-lost row needs for its clustered interval to mean
+/// anything: with fewer clusters the variance between runs is not known (two runs that lost
+/// nothing say little about the third), so the row is inconclusive however narrow.
+pub const CLUSTERS_MIN: u64 = 10;
 
 /// Where a run ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -38,6 +60,15 @@ pub struct Record {
     pub acquisitions: u64,
     /// The run's median acquire latency, in ms.
     pub acquire_p50_ms: f64,
+    /// The run's 99th-percentile acquire latency, in ms (0 in records from before it was kept).
+    #[serde(default)]
+    pub acquire_p99_ms: f64,
+    /// Acknowledged updates of the run.
+    #[serde(default)]
+    pub updates_acked: u64,
+    /// Of those, the updates lost.
+    #[serde(default)]
+    pub updates_lost: u64,
     /// Why the run produced no result (a server that did not start, a refusal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -53,6 +84,9 @@ impl Record {
             properties: r.properties.clone(),
             acquisitions: r.stats.liveness.acquisitions,
             acquire_p50_ms: r.stats.liveness.acquire_latency_ms_p50,
+            acquire_p99_ms: r.stats.liveness.acquire_latency_ms_p99,
+            updates_acked: r.stats.updates_acked,
+            updates_lost: r.stats.updates_lost,
             error: None,
         }
     }
@@ -66,6 +100,9 @@ impl Record {
             properties: BTreeMap::new(),
             acquisitions: 0,
             acquire_p50_ms: 0.0,
+            acquire_p99_ms: 0.0,
+            updates_acked: 0,
+            updates_lost: 0,
             error: Some(error),
         }
     }
@@ -96,6 +133,53 @@ pub struct Side {
     pub acquisitions_per_run: f64,
     /// Median over runs of each run's median acquire latency, in ms.
     pub acquire_p50_ms: f64,
+    /// Median over runs of each run's 99th-percentile acquire latency, in ms.
+    #[serde(default)]
+    pub acquire_p99_ms: f64,
+}
+
+impl Side {
+    /// The interval's half-width, as a share.
+    pub fn half_width(&self) -> f64 {
+        (self.share.hi - self.share.lo) / 2.0
+    }
+
+    /// The point estimate: k of n.
+    pub fn point(&self) -> f64 {
+        if self.share.n == 0 {
+            0.0
+        } else {
+            self.share.k as f64 / self.share.n as f64
+        }
+    }
+}
+
+/// A row's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowVerdict {
+    /// Narrow intervals that overlap, estimates within the tolerance.
+    Agrees,
+    /// Intervals apart, or narrow and estimates further apart than the tolerance.
+    Disagrees,
+    /// Intervals that overlap, one too wide to tell.
+    Inconclusive,
+    /// A side without results.
+    NotValidated,
+}
+
+impl RowVerdict {
+    /// The verdict of two sides (with results on both).
+    fn of(live: &Side, sim: &Side) -> RowVerdict {
+        let overlap = live.share.lo <= sim.share.hi && sim.share.lo <= live.share.hi;
+        let narrow = live.half_width() <= HALF_WIDTH_MAX && sim.half_width() <= HALF_WIDTH_MAX;
+        let close = (live.point() - sim.point()).abs() < TOLERANCE;
+        match (overlap, narrow, close) {
+            (false, _, _) | (true, true, false) => RowVerdict::Disagrees,
+            (true, true, true) => RowVerdict::Agrees,
+            (true, false, _) => RowVerdict::Inconclusive,
+        }
+    }
 }
 
 /// One row of the table.
@@ -113,8 +197,13 @@ pub struct Row {
     pub sim: Side,
     /// Both sides have results (else the row validates nothing: a live run that failed).
     pub validated: bool,
-    /// Both sides have results and their 95% intervals overlap.
+    /// The verdict, with power ([`RowVerdict`]).
+    pub verdict: RowVerdict,
+    /// The verdict is [`RowVerdict::Agrees`].
     pub agrees: bool,
+    /// The smallest difference between the two shares this row could see (the sum of the
+    /// intervals' half-widths: shares closer than that give overlapping intervals).
+    pub detectable: f64,
     /// The scenario file's explanation of a disagreement, if it has one.
     pub explanation: Option<String>,
 }
@@ -132,30 +221,21 @@ fn median(mut xs: Vec<f64>) -> f64 {
     }
 }
 
-/// One side of a row from the records of one scenario and mode.
-fn side(records: &[&Record], property: Property) -> Side {
-    let done: Vec<&Record> = (records.iter().copied())
+/// The runs of `records` with a result.
+fn done<'a>(records: &[&'a Record]) -> Vec<&'a Record> {
+    (records.iter().copied())
         .filter(|r| r.error.is_none())
-        .collect();
-    let n = (done.iter())
-        .filter(|r| {
-            matches!(
-                r.properties.get(&property),
-                Some(Verdict::Valid | Verdict::Invalid)
-            )
-        })
-        .count() as u64;
-    let k = (done.iter())
-        .filter(|r| r.properties.get(&property) == Some(&Verdict::Invalid))
-        .count() as u64;
+        .collect()
+}
+
+/// The liveness figures of one side, its run counts, and `share`.
+fn side_with(records: &[&Record], share: Share) -> Side {
+    let done = done(records);
     let runs = done.len() as u64;
     let acquisitions: u64 = done.iter().map(|r| r.acquisitions).sum();
-    let latencies = (done.iter())
-        .filter(|r| r.acquisitions > 0)
-        .map(|r| r.acquire_p50_ms)
-        .collect();
+    let granted: Vec<&&Record> = done.iter().filter(|r| r.acquisitions > 0).collect();
     Side {
-        share: Share::of(k, n),
+        share,
         runs,
         failed: records.len() as u64 - runs,
         acquisitions_per_run: if runs == 0 {
@@ -163,11 +243,61 @@ fn side(records: &[&Record], property: Property) -> Side {
         } else {
             acquisitions as f64 / runs as f64
         },
-        acquire_p50_ms: median(latencies),
+        acquire_p50_ms: median(granted.iter().map(|r| r.acquire_p50_ms).collect()),
+        acquire_p99_ms: median(granted.iter().map(|r| r.acquire_p99_ms).collect()),
     }
 }
 
-/// The rows of the table, in the set's order and the properties' report order.
+/// One side of a property's row: the runs that violated it, of those that could decide it.
+fn side(records: &[&Record], property: Property) -> Side {
+    let done = done(records);
+    let verdict = |r: &&Record| r.properties.get(&property).copied();
+    let n = (done.iter())
+        .filter(|r| matches!(verdict(r), Some(Verdict::Valid | Verdict::Invalid)))
+        .count() as u64;
+    let k = (done.iter())
+        .filter(|r| verdict(r) == Some(Verdict::Invalid))
+        .count() as u64;
+    side_with(records, Share::of(k, n))
+}
+
+/// One side of the updates-lost row: acknowledged updates lost, pooled over the runs, with a
+/// 95% interval clustered by run (a ratio estimator's cluster-robust variance: the updates
+/// of one run are not independent of each other, the runs are).
+fn lost_side(records: &[&Record]) -> Side {
+    let done = done(records);
+    let (lost, acked): (u64, u64) = (done.iter()).fold((0, 0), |(l, a), r| {
+        (l + r.updates_lost, a + r.updates_acked)
+    });
+    side_with(records, clustered_share(&done, lost, acked))
+}
+
+/// `lost` of `acked` with the cluster-robust 95% interval over `runs`; Wilson's where a run
+/// alone cannot give a variance (fewer than two runs), `(0, 1)` with nothing acknowledged.
+fn clustered_share(runs: &[&Record], lost: u64, acked: u64) -> Share {
+    let m = runs.len() as f64;
+    if acked == 0 || runs.len() < 2 {
+        return Share::of(lost, acked);
+    }
+    let p = lost as f64 / acked as f64;
+    let squares: f64 = (runs.iter())
+        .map(|r| (r.updates_lost as f64 - p * r.updates_acked as f64).powi(2))
+        .sum();
+    let variance = m / (m - 1.0) * squares / (acked as f64).powi(2);
+    // A run of Wilson's width at least: a ratio of 0 over a few runs has no spread, not
+    // certainty.
+    let (w_lo, w_hi) = locksim_reports::stats::wilson(lost, acked);
+    let half = (1.96 * variance.sqrt()).max((w_hi - w_lo) / 2.0);
+    Share {
+        k: lost,
+        n: acked,
+        lo: (p - half).max(0.0),
+        hi: (p + half).min(1.0),
+    }
+}
+
+/// The rows of the table, in the set's order: the properties in their report order, then
+/// the updates lost (where a side acknowledged any).
 pub fn rows(entries: &[Entry], records: &[Record]) -> Vec<Row> {
     let mut out = vec![];
     for e in entries {
@@ -182,22 +312,37 @@ pub fn rows(entries: &[Entry], records: &[Record]) -> Vec<Row> {
         }
         for p in Property::ALL {
             let (live, sim) = (side(&live_records, p), side(&sim_records, p));
-            let validated = live.runs > 0 && sim.runs > 0;
-            let overlap = live.share.lo <= sim.share.hi && sim.share.lo <= live.share.hi;
-            let agrees = validated && overlap;
-            out.push(Row {
-                scenario: e.name.clone(),
-                protocol: e.protocol.clone(),
-                property: p.name().into(),
-                live,
-                sim,
-                validated,
-                agrees,
-                explanation: e.explanation.get(p.name()).cloned(),
-            });
+            out.push(row(e, p.name(), live, sim, 1));
+        }
+        let (live, sim) = (lost_side(&live_records), lost_side(&sim_records));
+        if live.share.n > 0 || sim.share.n > 0 {
+            out.push(row(e, UPDATES_LOST, live, sim, CLUSTERS_MIN));
         }
     }
     out
+}
+
+/// The row of `property` from its two sides; with fewer than `runs_min` runs on a side it
+/// is at best inconclusive.
+fn row(e: &Entry, property: &str, live: Side, sim: Side, runs_min: u64) -> Row {
+    let validated = live.runs > 0 && sim.runs > 0;
+    let verdict = match RowVerdict::of(&live, &sim) {
+        _ if !validated => RowVerdict::NotValidated,
+        RowVerdict::Agrees if live.runs.min(sim.runs) < runs_min => RowVerdict::Inconclusive,
+        v => v,
+    };
+    Row {
+        scenario: e.name.clone(),
+        protocol: e.protocol.clone(),
+        property: property.into(),
+        detectable: live.half_width() + sim.half_width(),
+        live,
+        sim,
+        validated,
+        verdict,
+        agrees: verdict == RowVerdict::Agrees,
+        explanation: e.explanation.get(property).cloned(),
+    }
 }
 
 /// The protocols of `all` that no row validates with at least one live result.
@@ -216,15 +361,23 @@ pub fn status(validation: &serde_json::Value, protocol: &str) -> String {
     if rows.is_empty() {
         return "not yet validated".into();
     }
-    let agree = rows.iter().filter(|r| r["agrees"] == true).count();
+    // Tables written before verdicts with power had `agrees` alone.
+    let verdict = |r: &serde_json::Value| match r["verdict"].as_str() {
+        Some(v) => v.to_owned(),
+        None if r["agrees"] == true => "agrees".into(),
+        None => "disagrees".into(),
+    };
+    let count = |v: &str| rows.iter().filter(|r| verdict(r) == v).count();
+    let (agree, inconclusive) = (count("agrees"), count("inconclusive"));
     let explained = (rows.iter())
-        .filter(|r| r["agrees"] == false && r["explanation"].is_string())
+        .filter(|r| verdict(r) == "disagrees" && r["explanation"].is_string())
         .count();
-    let open = rows.len() - agree - explained;
+    let open = rows.len() - agree - inconclusive - explained;
     let mut scenarios: Vec<&str> = rows.iter().filter_map(|r| r["scenario"].as_str()).collect();
     scenarios.dedup();
     format!(
-        "{agree} of {} rows agree, {explained} explained, {open} open ({} scenarios)",
+        "{agree} of {} rows agree, {inconclusive} inconclusive (too few runs), {explained} \
+         explained, {open} open ({} scenarios)",
         rows.len(),
         scenarios.len()
     )
@@ -252,43 +405,71 @@ fn share_text(s: &Side) -> String {
 }
 
 fn verdict_text(r: &Row) -> &'static str {
-    match (r.agrees, &r.explanation) {
-        _ if !r.validated => "**not validated**",
-        (true, _) => "agrees",
-        (false, Some(_)) => "disagrees (explained)",
-        (false, None) => "**disagrees**",
+    match (r.verdict, &r.explanation) {
+        (RowVerdict::NotValidated, _) => "**not validated**",
+        (RowVerdict::Agrees, _) => "agrees",
+        (RowVerdict::Inconclusive, _) => "inconclusive",
+        (RowVerdict::Disagrees, Some(_)) => "disagrees (explained)",
+        (RowVerdict::Disagrees, None) => "**disagrees**",
+    }
+}
+
+/// The smallest difference a row could see, in points: `±12`.
+fn detectable_text(r: &Row) -> String {
+    if r.validated {
+        format!("{:.0}", r.detectable * 100.0)
+    } else {
+        "—".into()
     }
 }
 
 /// The Markdown table and its notes.
 pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
     let mut out = format!("# Validation: live against simulated\n\n{header}\n\n");
-    out += "Share of runs that violated the property (of the runs that could decide it), 95% \
-            Wilson intervals; `agrees` = the intervals overlap. Liveness: grants per run and \
-            the median of the runs' median acquire latency.\n\n";
-    out += "| scenario | protocol | property | live | simulated | verdict | grants/run live · sim | acquire p50 ms live · sim |\n";
-    out += "|---|---|---|---|---|---|---|---|\n";
+    out += &format!(
+        "Share of runs that violated the property (of the runs that could decide it), 95% \
+         Wilson intervals; `{UPDATES_LOST}`: acknowledged updates lost, pooled over the runs, \
+         the interval clustered by run (inconclusive with fewer than {CLUSTERS_MIN} runs a \
+         side). `agrees` = the intervals overlap, each is at most \
+         ±{hw:.0} points wide and the estimates differ by less than {tol:.0} points; \
+         `inconclusive` = they overlap but one is wider (too few runs to tell); `sees` = the \
+         smallest difference in points the row could detect. Liveness: grants per run and the \
+         median of the runs' median (p50) and 99th-percentile (p99) acquire latency.\n\n",
+        hw = HALF_WIDTH_MAX * 100.0,
+        tol = TOLERANCE * 100.0
+    );
+    out += "| scenario | protocol | property | live | simulated | verdict | sees | grants/run live · sim | acquire p50 ms live · sim | p99 ms live · sim |\n";
+    out += "|---|---|---|---|---|---|---|---|---|---|\n";
     for r in rows {
         out += &format!(
-            "| {} | {} | {} | {} | {} | {} | {:.1} · {:.1} | {:.1} · {:.1} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1} · {:.1} | {:.1} · {:.1} | {:.1} · {:.1} |\n",
             r.scenario,
             r.protocol,
             r.property,
             share_text(&r.live),
             share_text(&r.sim),
             verdict_text(r),
+            detectable_text(r),
             r.live.acquisitions_per_run,
             r.sim.acquisitions_per_run,
             r.live.acquire_p50_ms,
-            r.sim.acquire_p50_ms
+            r.sim.acquire_p50_ms,
+            r.live.acquire_p99_ms,
+            r.sim.acquire_p99_ms
         );
     }
-    let open: Vec<&Row> = rows.iter().filter(|r| r.validated && !r.agrees).collect();
-    let failed = rows.iter().filter(|r| !r.validated).count();
+    let open: Vec<&Row> = (rows.iter())
+        .filter(|r| r.verdict == RowVerdict::Disagrees)
+        .collect();
+    let count = |v: RowVerdict| rows.iter().filter(|r| r.verdict == v).count();
     out += &format!(
-        "\n{} rows, {} disagree, {failed} not validated (a side without results).\n",
+        "\n{} rows: {} agree, {} disagree, {} inconclusive (too few runs), {} not validated (a \
+         side without results).\n",
         rows.len(),
-        open.len()
+        count(RowVerdict::Agrees),
+        open.len(),
+        count(RowVerdict::Inconclusive),
+        count(RowVerdict::NotValidated)
     );
     for r in open {
         let why = r.explanation.as_deref().unwrap_or("no explanation yet");
@@ -313,9 +494,13 @@ fn escape(s: &str) -> String {
 pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
     let mut body = String::new();
     for r in rows {
-        let class = if r.agrees { "ok" } else { "bad" };
+        let class = match r.verdict {
+            RowVerdict::Agrees => "ok",
+            RowVerdict::Inconclusive => "weak",
+            _ => "bad",
+        };
         body += &format!(
-            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td><td>{:.1} · {:.1}</td><td>{:.1} · {:.1}</td></tr>\n",
+            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td><td>{:.1} · {:.1}</td><td>{:.1} · {:.1}</td></tr>\n",
             escape(&r.scenario),
             escape(&r.protocol),
             r.property,
@@ -323,6 +508,7 @@ pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
             escape(&share_text(&r.sim)),
             escape(r.explanation.as_deref().unwrap_or("")),
             verdict_text(r).replace("**", ""),
+            detectable_text(r),
             r.live.acquisitions_per_run,
             r.sim.acquisitions_per_run,
             r.live.acquire_p50_ms,
@@ -340,9 +526,9 @@ pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
     format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>locksim validation</title>\
          <style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;border-bottom:1px solid #ddd}}\
-         tr.bad{{background:#fdd}}</style></head><body><h1>Validation: live against simulated</h1>\
+         tr.bad{{background:#fdd}}tr.weak{{background:#fff6d5}}</style></head><body><h1>Validation: live against simulated</h1>\
          <p>{}</p><table><tr><th>scenario</th><th>protocol</th><th>property</th><th>live</th>\
-         <th>simulated</th><th>verdict</th><th>grants/run live · sim</th>\
+         <th>simulated</th><th>verdict</th><th>sees (points)</th><th>grants/run live · sim</th>\
          <th>acquire p50 ms live · sim</th></tr>\n{body}</table>{missing}</body></html>\n",
         escape(header)
     )
@@ -365,51 +551,116 @@ mod tests {
             properties: Property::ALL.iter().map(|p| (*p, v)).collect(),
             acquisitions: 10,
             acquire_p50_ms: seed as f64,
+            acquire_p99_ms: 2.0 * seed as f64,
+            updates_acked: 0,
+            updates_lost: 0,
             error: None,
         }
     }
 
-    #[test]
-    fn rows_overlap_or_not() {
-        let entries = vec![Entry {
+    fn entries() -> Vec<Entry> {
+        vec![Entry {
             name: "s".into(),
             protocol: "etcd".into(),
             explanation: BTreeMap::from([("fencing".into(), "because".into())]),
-        }];
-        // Live: 0 of 10 violate; simulated: 20 of 20. Far apart.
-        let mut records: Vec<Record> = (1..=10)
-            .map(|s| record("s", Mode::Live, s, false))
+        }]
+    }
+
+    /// `live` and `sim` runs, the first `live_k` and `sim_k` of them violating.
+    fn records(live: u64, live_k: u64, sim: u64, sim_k: u64) -> Vec<Record> {
+        let mut out: Vec<Record> = (1..=live)
+            .map(|s| record("s", Mode::Live, s, s <= live_k))
             .collect();
-        records.extend((1..=20).map(|s| record("s", Mode::Sim, s, true)));
+        out.extend((1..=sim).map(|s| record("s", Mode::Sim, s, s <= sim_k)));
+        out
+    }
+
+    #[test]
+    fn rows_apart_disagree_and_failed_runs_count_apart() {
+        // Live: 0 of 10 violate; simulated: 20 of 20. Far apart.
+        let mut records = records(10, 0, 20, 20);
         records.push(Record::failed("s", Mode::Live, 11, "did not start".into()));
-        let rows = rows(&entries, &records);
-        assert_eq!(rows.len(), 3);
-        assert!(rows.iter().all(|r| !r.agrees));
+        let rows = rows(&entries(), &records);
+        assert_eq!(
+            rows.len(),
+            3,
+            "no acknowledged updates: no updates-lost row"
+        );
+        assert!(rows.iter().all(|r| r.verdict == RowVerdict::Disagrees));
         assert_eq!(rows[1].explanation.as_deref(), Some("because"));
         assert_eq!((rows[0].live.share.k, rows[0].live.share.n), (0, 10));
         assert_eq!((rows[0].live.runs, rows[0].live.failed), (10, 1));
         assert_eq!(rows[0].live.acquire_p50_ms, 5.5);
-        // One simulated run without a violation less: 19 of 20 still disagrees with 0 of 10;
-        // with 3 of 20 violated the intervals overlap.
-        let mut close: Vec<Record> = (1..=10)
-            .map(|s| record("s", Mode::Live, s, false))
-            .collect();
-        close.extend((1..=20).map(|s| record("s", Mode::Sim, s, s <= 3)));
-        assert!(super::rows(&entries, &close).iter().all(|r| r.agrees));
-        let only_failed = vec![
-            Record::failed("s", Mode::Live, 1, "no".into()),
-            record("s", Mode::Sim, 1, false),
-        ];
-        let failed_rows = super::rows(&entries, &only_failed);
-        assert!(failed_rows.iter().all(|r| !r.validated && !r.agrees));
-        assert!(markdown(&failed_rows, &[], "h").contains("**not validated**"));
+        assert_eq!(rows[0].live.acquire_p99_ms, 11.0);
         let json = serde_json::json!({ "rows": rows });
         assert_eq!(
             status(&json, "etcd"),
-            "0 of 3 rows agree, 1 explained, 2 open (1 scenarios)"
+            "0 of 3 rows agree, 0 inconclusive (too few runs), 1 explained, 2 open (1 scenarios)"
         );
         assert_eq!(status(&json, "redlock"), "not yet validated");
         let md = markdown(&rows, &["redlock".into()], "h");
         assert!(md.contains("s / fencing: because") && md.contains("Not yet validated"));
+    }
+
+    #[test]
+    fn a_row_never_agrees_by_width_alone() {
+        // 0 of 10 live against 3 of 20 simulated: the intervals overlap, but the live one is
+        // ±15 points wide: inconclusive, not "agrees".
+        let rows = rows(&entries(), &records(10, 0, 20, 3));
+        assert!(rows
+            .iter()
+            .all(|r| r.verdict == RowVerdict::Inconclusive && !r.agrees));
+        assert!(rows[0].detectable > 0.2, "{}", rows[0].detectable);
+        // With power on both sides, close shares agree: 10 of 200 against 14 of 200.
+        let rows = super::rows(&entries(), &records(200, 10, 200, 14));
+        assert!(rows
+            .iter()
+            .all(|r| r.verdict == RowVerdict::Agrees && r.agrees));
+        // ... and shares further apart than their intervals do not: 10 of 200 against 40.
+        let rows = super::rows(&entries(), &records(200, 10, 200, 40));
+        assert!(rows.iter().all(|r| r.verdict == RowVerdict::Disagrees));
+        let only_failed = vec![
+            Record::failed("s", Mode::Live, 1, "no".into()),
+            record("s", Mode::Sim, 1, false),
+        ];
+        let failed_rows = super::rows(&entries(), &only_failed);
+        assert!(failed_rows.iter().all(|r| !r.validated && !r.agrees));
+        assert!(markdown(&failed_rows, &[], "h").contains("**not validated**"));
+    }
+
+    #[test]
+    fn updates_lost_pool_over_runs_with_an_interval_clustered_by_run() {
+        // Four live runs losing 10, 30, 10, 30 of 100 acknowledged updates each: 20% pooled,
+        // but runs differ far more than 400 independent updates would: the clustered
+        // interval is wider than Wilson's over 400.
+        let mut records = records(4, 0, 4, 0);
+        for (r, lost) in records.iter_mut().zip([10, 30, 10, 30, 20, 20, 20, 20]) {
+            (r.updates_acked, r.updates_lost) = (100, lost);
+        }
+        let rows = rows(&entries(), &records);
+        let lost = rows.iter().find(|r| r.property == UPDATES_LOST).unwrap();
+        assert_eq!((lost.live.share.k, lost.live.share.n), (80, 400));
+        let (w_lo, w_hi) = locksim_reports::stats::wilson(80, 400);
+        assert!(
+            lost.live.half_width() > (w_hi - w_lo) / 2.0,
+            "{:?}",
+            lost.live
+        );
+        // The simulated runs all lose 20 of 100: no spread between runs, so Wilson's width.
+        assert!((lost.sim.half_width() - (w_hi - w_lo) / 2.0).abs() < 1e-12);
+        assert!((lost.live.point() - 0.2).abs() < 1e-12);
+        assert_eq!(
+            lost.verdict,
+            RowVerdict::Inconclusive,
+            "4 runs a side: too few"
+        );
+        // Twelve runs a side, each losing 2 of 100 on both: it agrees.
+        let mut twelve = super::tests::records(12, 0, 12, 0);
+        for r in &mut twelve {
+            (r.updates_acked, r.updates_lost) = (100, 2);
+        }
+        let rows = super::rows(&entries(), &twelve);
+        let lost = rows.iter().find(|r| r.property == UPDATES_LOST).unwrap();
+        assert_eq!(lost.verdict, RowVerdict::Agrees, "{lost:?}");
     }
 }

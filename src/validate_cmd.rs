@@ -1,9 +1,10 @@
 //! `locksim validate`: every scenario of a validation set (`scenarios/validate/`) run live
 //! `--runs` times and in the simulator `--seeds` seeds, and the table of [`crate::validate`]
 //! written to `OUT/validation.{md,json,html}` after every result (the results themselves go
-//! to `OUT/validation.jsonl`, which `--resume` continues). Exit codes: 0 = every row agrees
-//! or has an explanation, 1 = a row disagrees without one or has no results on one side (a
-//! live run that failed), 2 = bad input.
+//! to `OUT/validation.jsonl`, which `--resume` continues). Exit codes: 0 = no row disagrees
+//! without an explanation (rows may be inconclusive: the table says so, with each row's
+//! power), 1 = a row disagrees without one or has no results on one side (a live run that
+//! failed), 2 = bad input.
 
 use crate::shared::input;
 use crate::stdout::{out, outln};
@@ -262,6 +263,10 @@ pub fn run(args: ValidateArgs, registry: &Registry) -> anyhow::Result<ExitCode> 
         "\ntables: {0}/validation.md, {0}/validation.json, {0}/validation.html",
         args.out.display()
     );
-    let unexplained = (rows.iter()).any(|r| !r.validated || (!r.agrees && r.explanation.is_none()));
+    let unexplained = (rows.iter()).any(|r| match r.verdict {
+        validate::RowVerdict::NotValidated => true,
+        validate::RowVerdict::Disagrees => r.explanation.is_none(),
+        validate::RowVerdict::Agrees | validate::RowVerdict::Inconclusive => false,
+    });
     Ok(ExitCode::from(u8::from(unexplained)))
 }

@@ -285,5 +285,9 @@ fn the_readme_is_a_short_guide_without_commit_hashes_or_issue_numbers() {
             }
         }
     }
-    assert!(found.is_empty(), "in README.md's prose:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "in README.md's prose:\n{}",
+        found.join("\n")
+    );
 }

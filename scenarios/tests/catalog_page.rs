@@ -72,7 +72,9 @@ fn the_catalog_pages_table_is_the_files_expectations() {
         .find(BEGIN)
         .expect("docs/catalog.md marks its catalog table");
     let body = begin + page[begin..].find("-->\n").unwrap() + 4;
-    let end = page.find(END).expect("docs/catalog.md ends its catalog table");
+    let end = page
+        .find(END)
+        .expect("docs/catalog.md ends its catalog table");
     let now = page[body..end].trim();
     let want = generated(&prose(now));
     if now == want {
