@@ -87,9 +87,15 @@ mod tests {
         let client_names: Vec<&str> = clients.iter().filter_map(|c| c["name"].as_str()).collect();
         assert_eq!(
             client_names,
-            ["careful", "redisson", "redsync", "node-redlock"]
+            [
+                "careful",
+                "redisson",
+                "redisson-reschedule",
+                "redsync",
+                "node-redlock"
+            ]
         );
-        let redsync = &clients[2];
+        let redsync = &clients[3];
         assert_eq!(redsync["defaults"]["ttl_ms"], 8_000);
         assert_eq!(redsync["defaults"]["retry_count"], 32);
         assert!(redsync["description"].as_str().unwrap().contains("Until()"));

@@ -234,7 +234,16 @@ mod tests {
         let r = Registry::builtin();
         let profiles = r.get("single-redis").unwrap().clients();
         let names: Vec<&str> = profiles.iter().map(|p| p.name).collect();
-        assert_eq!(names, ["careful", "redisson", "redsync", "node-redlock"]);
+        assert_eq!(
+            names,
+            [
+                "careful",
+                "redisson",
+                "redisson-reschedule",
+                "redsync",
+                "node-redlock"
+            ]
+        );
         let table = toml::toml! {
             client = "redsync"
             retry_count = 3

@@ -1,4 +1,4 @@
-//! The catalog files of client libraries (Redisson, redsync, node-redlock) and of what the
+//! The catalog files of client libraries (Redisson old and new, redsync, node-redlock) and of what the
 //! application does with its lock (`check`, `writes_per_cs`): each meets its `[expect]` on
 //! every seed, and each story turns on the library behaviour it names: the same file with
 //! that behaviour taken away comes out differently.
@@ -37,6 +37,36 @@ fn redisson_watchdog_keeps_a_long_job_exclusive() {
     let careful = common::changed(file, "client = \"redisson\"", "ttl_ms = 30_000");
     let r = careful.run(1);
     assert_eq!(r.properties[&Property::MutualExclusion], Verdict::Invalid);
+}
+
+/// redisson/redisson#775, #3194: one renewal lost to a 2 s cut ends the old watchdog for
+/// good (the key lapses a lease after the grant, under the holder); the batched renewal tries
+/// again next period and keeps the lock.
+#[test]
+fn one_failed_renewal_ends_the_old_watchdog_and_the_batched_renewal_retries() {
+    let (old, new) = (
+        "redisson-watchdog-renewal-blip.toml",
+        "redisson-watchdog-renewal-blip-rescheduled.toml",
+    );
+    common::assert_expect_met(old, SEEDS);
+    common::assert_expect_met(new, SEEDS);
+    let (_, h) = common::prepared(&format!("catalog/{old}")).run_with_history(1);
+    let holder = h
+        .iter()
+        .find(|e| e.op == Op::CsEnter)
+        .map(|e| e.node.clone())
+        .expect("someone entered");
+    assert_eq!(common::notes(&h, &holder, "renewal stopped").len(), 1);
+    // The other client is let in once the key lapses: 30 s after its last reset, the grant.
+    let other_in = h
+        .iter()
+        .find(|e| e.op == Op::CsEnter && e.node != holder)
+        .expect("the other client got in");
+    let at_s = other_in.time_ns as f64 / 1e9;
+    assert!((29.0..=32.0).contains(&at_s), "entered at {at_s} s");
+    let (_, h) = common::prepared(&format!("catalog/{new}")).run_with_history(1);
+    assert_eq!(common::notes(&h, &holder, "tried again").len(), 1);
+    assert!(common::notes(&h, &holder, "renewal stopped").is_empty());
 }
 
 #[test]

@@ -213,7 +213,7 @@ impl Params {
                 ));
             }
         }
-        if self.client == Library::Redisson {
+        if matches!(self.client, Library::Redisson | Library::RedissonReschedule) {
             return Err(ParamError::field(
                 "client",
                 "redisson has no Redlock client here (RedissonRedLock is deprecated)",
