@@ -58,6 +58,29 @@ pub struct Workload {
     /// never). A long critical section stays safe only if its lock is extended in time.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub extend_every_ms: u64,
+    /// What the application does when an extension definitely fails (the library says the
+    /// lock is no longer its own): `go_on` working and write as `check` decides, or `stop`
+    /// the work there, without its write (redsync's documented use: `if ok, _ :=
+    /// mutex.Extend(); !ok { stop }`).
+    #[serde(default, skip_serializing_if = "OnExtendFailure::is_default")]
+    pub on_extend_failure: OnExtendFailure,
+}
+
+/// `[workload] on_extend_failure`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnExtendFailure {
+    /// Work on; the write is what `check` decides.
+    #[default]
+    GoOn,
+    /// Stop the work at once: no write in this critical section.
+    Stop,
+}
+
+impl OnExtendFailure {
+    fn is_default(&self) -> bool {
+        *self == OnExtendFailure::GoOn
+    }
 }
 
 fn d_clients() -> u32 {
@@ -161,6 +184,7 @@ impl Default for Workload {
             writes_per_cs: 1,
             resource_timeout_ms: d_resource_timeout(),
             extend_every_ms: 0,
+            on_extend_failure: OnExtendFailure::GoOn,
         }
     }
 }
@@ -418,7 +442,8 @@ fn skip_write(
 }
 
 /// Works for `work` (local time), extending the lock every `extend_every_ms` meanwhile (if
-/// set) until an extension definitely fails; interrupted if `signal` is raised (its reason).
+/// set) until an extension definitely fails (then, with `on_extend_failure = "stop"`, the
+/// work ends there: `Err`); interrupted if `signal` is raised (its reason).
 async fn work_extending(
     ctx: &NodeCtx,
     lock: &mut dyn LockClient,
@@ -443,8 +468,11 @@ async fn work_extending(
         let done = match lock.extend(grant).await {
             Outcome::Ok => Event::new(ctx.name(), Kind::Ok, Op::Extend),
             Outcome::Failed(why) => {
-                let failed = Event::new(ctx.name(), Kind::Fail, Op::Extend).detail(why);
+                let failed = Event::new(ctx.name(), Kind::Fail, Op::Extend).detail(why.clone());
                 ctx.record_event(failed.grant(id));
+                if workload.on_extend_failure == OnExtendFailure::Stop {
+                    return Err(format!("extend failed: {why}"));
+                }
                 return sleep_or_lost(ctx, end.saturating_sub(ctx.mono_now()), signal).await;
             }
             Outcome::Unknown(why) => Event::new(ctx.name(), Kind::Info, Op::Extend).detail(why),

@@ -69,6 +69,34 @@ fn one_failed_renewal_ends_the_old_watchdog_and_the_batched_renewal_retries() {
     assert!(common::notes(&h, &holder, "renewal stopped").is_empty());
 }
 
+/// go-redsync/redsync#61: before it, `Extend()` on a key that is another's reports success
+/// (the reply check) and the application that stops on a failed extension writes on; after
+/// it, the extension fails and the work stops without its write.
+#[test]
+fn redsync_before_pr_61_extends_a_lost_lock_and_after_it_stops() {
+    let (old, new) = (
+        "redsync-pre-61-extend-on-a-lost-lock.toml",
+        "redsync-extend-on-a-lost-lock.toml",
+    );
+    common::assert_expect_met(old, SEEDS);
+    common::assert_expect_met(new, SEEDS);
+    let (_, h) = common::prepared(&format!("catalog/{old}")).run_with_history(1);
+    let paused = h
+        .iter()
+        .find(|e| e.op == Op::Pause)
+        .and_then(|e| e.target.clone())
+        .expect("the holder was paused");
+    assert!(!common::notes(&h, &paused, "read as success").is_empty());
+    assert!(common::notes(&h, &paused, "work aborted").is_empty());
+    let (_, h) = common::prepared(&format!("catalog/{new}")).run_with_history(1);
+    let failed = h
+        .iter()
+        .filter(|e| e.node == paused && e.op == Op::Extend && e.kind == Kind::Fail)
+        .count();
+    assert_eq!(failed, 1, "one failed extension, then the work stops");
+    assert_eq!(common::notes(&h, &paused, "work aborted").len(), 1);
+}
+
 #[test]
 fn redsync_without_until_loses_an_update_and_with_it_skips_the_write() {
     common::assert_expect_met("redsync-no-until-gc-pause.toml", SEEDS);

@@ -24,6 +24,13 @@
 //!   elapsed − expiry × factor`, exposed as `Until()`; `Extend()` on request only. Whether
 //!   the application looks at `Until()` before it writes is its business (the workload's
 //!   `check`).
+//! - **`redsync-pre-61`**: redsync before go-redsync/redsync#61 (merged 2020-11): the touch
+//!   script of `Extend()` answers `0` when the key is not this client's, and `touch` compared
+//!   that reply, an `int64(0)`, with an untyped `0` (`status != 0` on an `interface{}`: always
+//!   true), so every node counted as extended and `Extend()` reported success on an expired
+//!   or taken lock. An application that stops when `Extend()` fails never stops. Its `until`
+//!   is not moved by such an "extension" (the script did nothing); a request that got no
+//!   answer still failed (`err != nil`).
 //! - **`node-redlock`** (TypeScript; `mike-marcacci/node-redlock`, `src/index.ts`,
 //!   `Redlock.using`): 10 retries (11 attempts) 200 ms ± 100 ms apart, drift factor 0.01;
 //!   `using()` schedules an extension `automaticExtensionThreshold` (500 ms) before the
@@ -64,6 +71,9 @@ pub enum Library {
     RedissonReschedule,
     /// go-redsync: 8 s expiry, 32 tries, `Until()`, `Extend()` on request.
     Redsync,
+    /// go-redsync before its PR #61: `Extend()` reports success on a lock no longer its own.
+    #[serde(rename = "redsync-pre-61")]
+    RedsyncPre61,
     /// node-redlock's `using()`: automatic extension and an abort signal.
     NodeRedlock,
 }
@@ -134,6 +144,17 @@ pub fn one_server_profiles() -> Vec<ClientProfile> {
             "redsync",
             "go-redsync Mutex: 8 s expiry, 32 tries 50-250 ms apart, Until() = expiry - \
              elapsed - drift, Extend() on request",
+            &[
+                ("ttl_ms", 8_000),
+                ("retry_count", 32),
+                ("retry_delay_ms_min", 50),
+                ("retry_delay_ms_max", 250),
+            ],
+        )),
+        with_drift(profile(
+            "redsync-pre-61",
+            "go-redsync before PR #61: as redsync, but Extend() reports success on an \
+             expired or taken lock (its reply check compared int64(0) with 0)",
             &[
                 ("ttl_ms", 8_000),
                 ("retry_count", 32),
@@ -259,7 +280,7 @@ impl<C: LockClient + 'static> Profiled<C> {
                 self.ctx
                     .spawn(auto_extend(ctx, inner, grant, alive, signal, threshold));
             }
-            Library::Careful | Library::Redsync => {}
+            Library::Careful | Library::Redsync | Library::RedsyncPre61 => {}
         }
         self.held = Some(held);
     }
@@ -372,6 +393,12 @@ impl<C: LockClient + 'static> LockClient for Profiled<C> {
 
     async fn extend(&mut self, grant: &mut Grant) -> Outcome {
         let outcome = self.inner.lock().await.extend(grant).await;
+        if let (Library::RedsyncPre61, Outcome::Failed(why)) = (self.library, &outcome) {
+            self.ctx.note(format!(
+                "redsync Extend(): {why}, read as success (the touch reply check before PR #61)"
+            ));
+            return Outcome::Ok;
+        }
         if let (Outcome::Ok, Some(held)) = (&outcome, &self.held) {
             *held.grant.borrow_mut() = grant.clone();
         }
@@ -386,7 +413,7 @@ impl<C: LockClient + 'static> LockClient for Profiled<C> {
                     return inner.validity(grant);
                 }
             }
-            Library::Redsync | Library::NodeRedlock => {}
+            Library::Redsync | Library::RedsyncPre61 | Library::NodeRedlock => {}
         }
         let current = match &self.held {
             Some(held) if held.grant.borrow().handle == grant.handle => held.grant.borrow().clone(),
