@@ -10,7 +10,7 @@ use crate::resource::{Answer, Request, ResourceClient};
 use crate::spec::{ClientSpec, LockSpec};
 use locksim_check::{Kind, Op};
 use locksim_protocols::{Acquired, Grant, Outcome, Validity};
-use locksim_scenarios::workload::Check;
+use locksim_scenarios::workload::{Check, OnExtendFailure};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -122,8 +122,13 @@ fn one_round(ctx: &Ctx, lock: &mut dyn LiveLock, resource: &mut ResourceClient, 
             ctx.record(ctx.ev(Kind::Ok, Op::Read).grant(&id).value(value));
             ctx.point("after_read");
             let work = Duration::from_millis(ctx.between(w.cs_ms_min, w.cs_ms_max));
-            work_extending(ctx, lock, &mut grant, &id, work);
-            write_if_valid(ctx, lock, resource, &grant, &id, value);
+            match work_extending(ctx, lock, &mut grant, &id, work) {
+                Ok(()) => write_if_valid(ctx, lock, resource, &grant, &id, value),
+                Err(why) => {
+                    let why = format!("lock lost ({why}): work aborted");
+                    ctx.record(ctx.ev(Kind::Info, Op::Note).grant(&id).detail(why));
+                }
+            }
         }
         _ => ctx.record(ctx.ev(Kind::Info, Op::Read).grant(&id).detail("timed out")),
     }
@@ -180,26 +185,39 @@ fn write_if_valid(
     ctx.record(ctx.ev(kind, Op::Write).grant(id).token(token).value(new));
 }
 
-/// As `work_extending` in `locksim_scenarios::workload`.
-fn work_extending(ctx: &Ctx, lock: &mut dyn LiveLock, grant: &mut Grant, id: &str, work: Duration) {
+/// As `work_extending` in `locksim_scenarios::workload`: `Err` when an extension failed and
+/// the workload stops there (`on_extend_failure = "stop"`).
+fn work_extending(
+    ctx: &Ctx,
+    lock: &mut dyn LiveLock,
+    grant: &mut Grant,
+    id: &str,
+    work: Duration,
+) -> Result<(), String> {
     let every_ms = ctx.spec.workload.extend_every_ms;
     if every_ms == 0 {
-        return clock::sleep(work);
+        clock::sleep(work);
+        return Ok(());
     }
     let every = Duration::from_millis(every_ms);
     let end = ctx.mono_now() + work;
     loop {
         let left = end.saturating_sub(ctx.mono_now());
         if left <= every {
-            return clock::sleep(left);
+            clock::sleep(left);
+            return Ok(());
         }
         clock::sleep(every);
         ctx.record(ctx.ev(Kind::Invoke, Op::Extend).grant(id));
         let done = match lock.extend(ctx, grant) {
             Outcome::Ok => ctx.ev(Kind::Ok, Op::Extend),
             Outcome::Failed(why) => {
-                ctx.record(ctx.ev(Kind::Fail, Op::Extend).detail(why).grant(id));
-                return clock::sleep(end.saturating_sub(ctx.mono_now()));
+                ctx.record(ctx.ev(Kind::Fail, Op::Extend).detail(why.clone()).grant(id));
+                if ctx.spec.workload.on_extend_failure == OnExtendFailure::Stop {
+                    return Err(format!("extend failed: {why}"));
+                }
+                clock::sleep(end.saturating_sub(ctx.mono_now()));
+                return Ok(());
             }
             Outcome::Unknown(why) => ctx.ev(Kind::Info, Op::Extend).detail(why),
         };
