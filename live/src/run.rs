@@ -12,12 +12,10 @@ use crate::rundir::RunDir;
 use crate::spec::{ClientMsg, ClientSpec, PointStop};
 use locksim_check::{Event, History, Kind, Op};
 use locksim_scenarios::Prepared;
-use locksim_sim::fault::PausePeriodic;
+use locksim_sim::fault::pause_periodic::{Cycle, PausePlan};
 use locksim_sim::nemesis::ROLE_HOLDER;
 use locksim_sim::nodes::PointAction;
 use locksim_sim::Fault;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -56,8 +54,11 @@ pub struct LiveRun {
 
 enum Action {
     Fault(Fault),
-    /// The next cycle of a periodic pause, due at the timer's instant.
-    Cycle(PausePeriodic, String),
+    /// A cycle of a periodic pause starts (`why` in words).
+    Cycle {
+        cycle: Cycle,
+        why: String,
+    },
     Heal {
         links: Cuts,
     },
@@ -108,15 +109,16 @@ struct Live<'a> {
     proxies: BTreeMap<(String, String), Proxy>,
     /// Whether the clients were told the run has started.
     started: bool,
-    /// The picks of periodic pauses among their `targets`, from the run's seed.
-    picks: ChaCha8Rng,
+    /// The plans of the periodic pauses not started yet ([`faults::pause_plans`]).
+    pause_plans: Vec<PausePlan>,
     /// The run's loss, which every proxy applies (`None`: nothing is ever lost).
     loss: Option<Arc<LossPlan>>,
     /// Loss windows started so far (the latest one is in force).
     loss_epoch: u64,
 }
 
-mod periodic;
+mod faults;
+pub use faults::pause_plans;
 mod wire;
 
 /// How long before the run's start the clients are spawned: they wait for it.
@@ -132,6 +134,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     let mut deployment = deploy::plan(prepared, &dir, opts.seed)?;
     start_servers(&mut deployment)?;
     let faults = prepared.faults_for(opts.seed);
+    let pause_plans = faults::pause_plans(prepared, opts.seed)?;
     let s = &prepared.scenario;
     // The clients are spawned before the start and wait for it, and the faults due at 0 act
     // before it (`fire_due`), as in the simulator, where a fault at 0 precedes every client
@@ -159,7 +162,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         tx,
         proxies: BTreeMap::new(),
         started: false,
-        picks: ChaCha8Rng::seed_from_u64(opts.seed ^ periodic::PICKS_STREAM),
+        pause_plans,
         loss,
         loss_epoch: 0,
     };
@@ -485,7 +488,7 @@ impl Live<'_> {
     fn fire(&mut self, action: Action) {
         match action {
             Action::Fault(fault) => self.apply(fault),
-            Action::Cycle(fault, why) => self.pause_cycle(fault, why),
+            Action::Cycle { cycle, why } => self.pause_cycle(&cycle, &why),
             Action::Resume { node, epoch } => self.resume(&node, Some(epoch)),
             Action::Restart { node } => self.restart(&node),
             Action::Heal { links } => self.heal(&links),
@@ -530,7 +533,7 @@ impl Live<'_> {
             Fault::Pause(p) => self.pause(&p.node, p.duration_ms, &why),
             Fault::Crash(c) => self.crash(&c.node, c.restart_after_ms, &why),
             Fault::Partition(p) => self.partition(&concrete_for_links, p.duration_ms),
-            Fault::PausePeriodic(p) => self.pause_periodic(p, &why),
+            Fault::PausePeriodic(p) => self.pause_periodic(&p, &why),
             Fault::Loss(l) => self.loss_window(&l),
             Fault::DelaySpike(d) => self.delay_spike(&d.node, &d.to, d.duration_ms, &why),
             other => unreachable!("refused before the run: {other:?}"),
