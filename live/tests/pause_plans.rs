@@ -21,8 +21,8 @@ fn parsed(text: &str) -> Prepared {
 /// The cycles of the simulated run's periodic pauses: (start ms, what the cycle picked), one
 /// entry per cycle, in time order: a pause's `this pause picked X` (a node of its own `node`
 /// otherwise), a skipped cycle's `no X`. The nodes of one cycle share its start and its words.
-fn simulated_cycles(history: &History) -> Vec<(u64, String)> {
-    let mut cycles: Vec<(u64, String)> = vec![];
+fn simulated_cycles(history: &History) -> Cycles {
+    let mut cycles: Cycles = vec![];
     for e in history.iter().filter(|e| e.node == "nemesis") {
         let detail = e.detail.as_deref().unwrap_or_default();
         let picked = match e.op {
@@ -44,10 +44,13 @@ fn simulated_cycles(history: &History) -> Vec<(u64, String)> {
     cycles
 }
 
-/// Live mode's plan of `prepared` on `seed`, as (start ms, target), beside the simulated run's.
-fn both(prepared: &Prepared, seed: u64) -> (Vec<(u64, String)>, Vec<(u64, String)>) {
+/// Cycles as (start ms, target).
+type Cycles = Vec<(u64, String)>;
+
+/// Live mode's plan of `prepared` on `seed`, beside what the simulated run did.
+fn both(prepared: &Prepared, seed: u64) -> (Cycles, Cycles) {
     let plans = locksim_live::run::pause_plans(prepared, seed).unwrap();
-    let mut live: Vec<(u64, String)> = (plans.iter().flat_map(|p| &p.cycles))
+    let mut live: Cycles = (plans.iter().flat_map(|p| &p.cycles))
         .map(|c| (c.at_ms, c.target.clone()))
         .collect();
     live.sort();
