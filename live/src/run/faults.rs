@@ -1,4 +1,20 @@
-//! Periodic pauses, live: live mode runs the cycles the simulator's definition plans
+//! The faults, live: how live mode applies each kind the simulator's fault files define
+//! (`locksim_sim::fault`), one [`ApplyIn`] impl per kind. A kind live mode cannot apply says
+//! so in its own file, with the reason (`simulator_only!`), and `refuse::why_not` reads it
+//! there; a kind that does neither does not compile (`Fault::apply_in` needs one or the other
+//! for every kind).
+//!
+//! - `pause`: SIGSTOP to the node's process, SIGCONT after `duration_ms` ([`Live::pause`]).
+//! - `crash`: SIGKILL, and a restart after `restart_after_ms` if given ([`Live::crash`]).
+//! - `partition`: the proxies on the links it separates stall or reset them until the heal
+//!   ([`Live::partition`]).
+//! - `loss`: a window of the run's loss plan, which every proxy applies as TCP experiences
+//!   loss, by resends after the RTO; the nemesis only records it (`wire::loss_plan`).
+//! - `delay_spike`: a one-way stall of the links carrying what its sender sends, healed after
+//!   `duration_ms` (`wire`).
+//! - `pause_periodic`: below.
+//!
+//! Periodic pauses: live mode runs the cycles the simulator's definition plans
 //! (`locksim_sim::fault::pause_periodic`), each stopped with SIGSTOP for its `on_ms` and timed
 //! from the run's start (`at_ms + k × (on_ms + off_ms)`), so a late timer does not shift every
 //! later pause. A pause of one `node` draws nothing and its cycles follow from the fault; the
@@ -11,6 +27,8 @@ use super::{Action, Live, NEMESIS};
 use locksim_check::{Event, Kind, Op};
 use locksim_scenarios::Prepared;
 use locksim_sim::fault::pause_periodic::{Cycle, PausePeriodic, PausePlan};
+use locksim_sim::fault::spec::ApplyIn;
+use locksim_sim::fault::{Crash, DelaySpike, Loss, Partition, Pause};
 use locksim_sim::nemesis::{ROLE_CLIENTS, ROLE_SERVERS};
 use locksim_sim::Fault;
 
@@ -88,5 +106,41 @@ impl Live<'_> {
             ROLE_CLIENTS => Some(self.prepared.scenario.workload.client_names()),
             other => self.resolve(other).map(|n| vec![n]),
         }
+    }
+}
+
+impl ApplyIn<Live<'_>> for Pause {
+    fn apply_in(&self, live: &mut Live<'_>, why: &str) {
+        live.pause(&self.node, self.duration_ms, why);
+    }
+}
+
+impl ApplyIn<Live<'_>> for Crash {
+    fn apply_in(&self, live: &mut Live<'_>, why: &str) {
+        live.crash(&self.node, self.restart_after_ms, why);
+    }
+}
+
+impl ApplyIn<Live<'_>> for Partition {
+    fn apply_in(&self, live: &mut Live<'_>, _why: &str) {
+        live.partition(&Fault::Partition(self.clone()), self.duration_ms);
+    }
+}
+
+impl ApplyIn<Live<'_>> for Loss {
+    fn apply_in(&self, live: &mut Live<'_>, _why: &str) {
+        live.loss_window(self);
+    }
+}
+
+impl ApplyIn<Live<'_>> for DelaySpike {
+    fn apply_in(&self, live: &mut Live<'_>, why: &str) {
+        live.delay_spike(&self.node, &self.to, self.duration_ms, why);
+    }
+}
+
+impl ApplyIn<Live<'_>> for PausePeriodic {
+    fn apply_in(&self, live: &mut Live<'_>, why: &str) {
+        live.pause_periodic(self, why);
     }
 }
