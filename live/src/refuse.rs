@@ -22,9 +22,9 @@ impl std::error::Error for Refused {}
 
 /// Why live mode cannot inject a fault of this kind, if it cannot: the reason the kind's
 /// own file gives (`locksim_sim::fault::spec::ApplyIn`, which live mode implements for each
-/// kind it applies, in `run/faults.rs`).
+/// kind it applies, in `nemesis.rs`).
 pub fn why_not(kind: FaultKind) -> Option<&'static str> {
-    kind.cannot_in::<crate::run::Live<'static>>()
+    kind.cannot_in::<dyn crate::nemesis::Nemesis>()
 }
 
 /// Live mode's clients run the `careful` library, one write per critical section, checked

@@ -91,7 +91,7 @@ struct ClientProc {
 }
 
 /// A run in progress: the parent's state.
-pub(crate) struct Live<'a> {
+struct Live<'a> {
     prepared: &'a Prepared,
     opts: &'a LiveOptions,
     dir: PathBuf,
@@ -181,20 +181,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         live.main_loop(&rx, live.end_ns)?;
     }
     let run_ms = clock::since(start_ns).as_millis() as u64;
-    // Clients first: every event they stamped comes before the end.
-    live.stop_clients(&rx);
-    live.recorder
-        .record(Event::new(NEMESIS, Kind::Info, Op::RunEnd));
-    let servers = live.deployment.infos.clone();
-    for server in &mut live.deployment.servers {
-        server.kill();
-    }
-    Ok(LiveRun {
-        history: live.recorder.history(),
-        servers,
-        run_ms,
-        faults: faults.len() as u64,
-    })
+    Ok(live.finish(&rx, run_ms, faults.len() as u64))
 }
 
 /// Starts every server and waits until each is ready: first those that need no other,
@@ -271,6 +258,29 @@ fn point_stops(faults: &[Fault], name: &str) -> Vec<PointStop> {
 }
 
 impl Live<'_> {
+    /// Ends the run: stops the clients (first: every event they stamped comes before the
+    /// end), records its end and kills the servers.
+    fn finish(
+        mut self,
+        rx: &Receiver<(String, u32, ClientMsg)>,
+        run_ms: u64,
+        faults: u64,
+    ) -> LiveRun {
+        self.stop_clients(rx);
+        self.recorder
+            .record(Event::new(NEMESIS, Kind::Info, Op::RunEnd));
+        let servers = self.deployment.infos.clone();
+        for server in &mut self.deployment.servers {
+            server.kill();
+        }
+        LiveRun {
+            history: self.recorder.history(),
+            servers,
+            run_ms,
+            faults,
+        }
+    }
+
     fn at(&mut self, at_ns: u64, action: Action) {
         self.timer_seq += 1;
         self.timers.insert((at_ns, self.timer_seq), action);
@@ -530,7 +540,8 @@ impl Live<'_> {
         };
         // A kind live mode cannot apply was refused before the run (`refuse::check`, from
         // the same definition); should one come here, it is skipped by name, with the reason.
-        if let Err(cannot) = concrete.apply_in(self, &why) {
+        let nemesis: &mut dyn crate::nemesis::Nemesis = self;
+        if let Err(cannot) = concrete.apply_in(nemesis, &why) {
             let skipped = Event::new(NEMESIS, Kind::Info, Op::Note)
                 .detail(format!("{:?} skipped: {cannot}", fault.kind()));
             self.recorder.record(skipped);

@@ -1,18 +1,4 @@
-//! The faults, live: how live mode applies each kind the simulator's fault files define
-//! (`locksim_sim::fault`), one [`ApplyIn`] impl per kind. A kind live mode cannot apply says
-//! so in its own file, with the reason (`simulator_only!`), and `refuse::why_not` reads it
-//! there; a kind that does neither does not compile (`Fault::apply_in` needs one or the other
-//! for every kind).
-//!
-//! - `pause`: SIGSTOP to the node's process, SIGCONT after `duration_ms` ([`Live::pause`]).
-//! - `crash`: SIGKILL, and a restart after `restart_after_ms` if given ([`Live::crash`]).
-//! - `partition`: the proxies on the links it separates stall or reset them until the heal
-//!   ([`Live::partition`]).
-//! - `loss`: a window of the run's loss plan, which every proxy applies as TCP experiences
-//!   loss, by resends after the RTO; the nemesis only records it (`wire::loss_plan`).
-//! - `delay_spike`: a one-way stall of the links carrying what its sender sends, healed after
-//!   `duration_ms` (`wire`).
-//! - `pause_periodic`: below.
+//! The nemesis's verbs (`crate::nemesis::Nemesis`) on a run, and periodic pauses.
 //!
 //! Periodic pauses: live mode runs the cycles the simulator's definition plans
 //! (`locksim_sim::fault::pause_periodic`), each stopped with SIGSTOP for its `on_ms` and timed
@@ -24,11 +10,11 @@
 //! same times.
 
 use super::{Action, Live, NEMESIS};
+use crate::nemesis::Nemesis;
 use locksim_check::{Event, Kind, Op};
 use locksim_scenarios::Prepared;
 use locksim_sim::fault::pause_periodic::{Cycle, PausePeriodic, PausePlan};
-use locksim_sim::fault::spec::ApplyIn;
-use locksim_sim::fault::{Crash, DelaySpike, Loss, Partition, Pause};
+use locksim_sim::fault::{Loss, Partition};
 use locksim_sim::nemesis::{ROLE_CLIENTS, ROLE_SERVERS};
 use locksim_sim::Fault;
 
@@ -109,38 +95,23 @@ impl Live<'_> {
     }
 }
 
-impl ApplyIn<Live<'_>> for Pause {
-    fn apply_in(&self, live: &mut Live<'_>, why: &str) {
-        live.pause(&self.node, self.duration_ms, why);
+impl Nemesis for Live<'_> {
+    fn pause(&mut self, node: &str, duration_ms: u64, why: &str) {
+        Live::pause(self, node, duration_ms, why);
     }
-}
-
-impl ApplyIn<Live<'_>> for Crash {
-    fn apply_in(&self, live: &mut Live<'_>, why: &str) {
-        live.crash(&self.node, self.restart_after_ms, why);
+    fn kill(&mut self, node: &str, restart_after_ms: Option<u64>, why: &str) {
+        self.crash(node, restart_after_ms, why);
     }
-}
-
-impl ApplyIn<Live<'_>> for Partition {
-    fn apply_in(&self, live: &mut Live<'_>, _why: &str) {
-        live.partition(&Fault::Partition(self.clone()), self.duration_ms);
+    fn cut(&mut self, partition: &Partition) {
+        self.partition(&Fault::Partition(partition.clone()), partition.duration_ms);
     }
-}
-
-impl ApplyIn<Live<'_>> for Loss {
-    fn apply_in(&self, live: &mut Live<'_>, _why: &str) {
-        live.loss_window(self);
+    fn stall(&mut self, sender: &str, to: &[String], duration_ms: u64, why: &str) {
+        self.delay_spike(sender, to, duration_ms, why);
     }
-}
-
-impl ApplyIn<Live<'_>> for DelaySpike {
-    fn apply_in(&self, live: &mut Live<'_>, why: &str) {
-        live.delay_spike(&self.node, &self.to, self.duration_ms, why);
+    fn loss(&mut self, loss: &Loss) {
+        self.loss_window(loss);
     }
-}
-
-impl ApplyIn<Live<'_>> for PausePeriodic {
-    fn apply_in(&self, live: &mut Live<'_>, why: &str) {
-        live.pause_periodic(self, why);
+    fn pause_periodic(&mut self, fault: &PausePeriodic, why: &str) {
+        Live::pause_periodic(self, fault, why);
     }
 }

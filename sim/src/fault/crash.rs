@@ -4,7 +4,7 @@
 //! of the node's code on its `occurrence`-th passage.
 //!
 //! Live mode: SIGKILL, and a restart after `restart_after_ms` if given (a server's after its
-//! deployment's restart delay) (`live/src/run/faults.rs`).
+//! deployment's restart delay) (`live/src/nemesis.rs`).
 
 use super::draw::{pick, Draw};
 use super::drawing::{no_label, target, Drawing, Glyph, Lane, Shape};

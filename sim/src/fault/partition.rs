@@ -6,7 +6,7 @@
 //!
 //! Live mode: the proxies on the links it separates stall (`--partition stall`) or reset
 //! them until the heal; links between servers where the deployment proxies them
-//! (`live/src/run/faults.rs`, `refuse::partition_links`).
+//! (`live/src/nemesis.rs`, `refuse::partition_links`).
 
 use super::draw::{pick, Draw};
 use super::drawing::{no_label, Drawing, Lane, Shape};

@@ -4,7 +4,7 @@
 //! `occurrence`-th passage.
 //!
 //! Live mode: SIGSTOP to the node's process, SIGCONT after `duration_ms`; at a named point a
-//! client stops itself and the parent resumes it (`live/src/run/faults.rs`).
+//! client stops itself and the parent resumes it (`live/src/nemesis.rs`).
 
 use super::draw::{pick, Draw};
 use super::drawing::{target, Drawing, Lane, Shape};
