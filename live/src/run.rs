@@ -131,10 +131,11 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     crate::procs::install_signal_handlers();
     let (dir, _temp) = run_dir(opts)?;
     crate::procs::log_pids_to(dir.join("pids.txt"));
+    let faults = prepared.faults_for(opts.seed);
+    // Before any server starts: it may simulate the seed first.
+    let pause_plans = faults::pause_plans(prepared, opts.seed)?;
     let mut deployment = deploy::plan(prepared, &dir, opts.seed)?;
     start_servers(&mut deployment)?;
-    let faults = prepared.faults_for(opts.seed);
-    let pause_plans = faults::pause_plans(prepared, opts.seed)?;
     let s = &prepared.scenario;
     // The clients are spawned before the start and wait for it, and the faults due at 0 act
     // before it (`fire_due`), as in the simulator, where a fault at 0 precedes every client
