@@ -201,7 +201,7 @@ pub fn at_point(space: &Space, d: &mut dyn Draw) -> Option<(String, String, u32)
 
 /// How another world than the simulator (live mode, against real servers) applies a fault
 /// kind: that world implements it for each kind it can apply, and a kind no such world can
-/// apply says so in its own file, with the reason ([`simulator_only!`]). A world applies a
+/// apply says so in its own file, with the reason (`simulator_only!`). A world applies a
 /// fault through [`crate::fault::Fault::apply_in`], which needs this for every kind: a kind
 /// added without saying how it is applied there, or why it cannot be, does not compile.
 pub trait ApplyIn<W: ?Sized> {
