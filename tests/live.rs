@@ -1205,6 +1205,18 @@ fn a_periodic_pause_stops_its_pick_every_cycle_and_nothing_moves_meanwhile() {
     }
     // Seed 1's picks (the run's seed draws them) take both targets.
     assert_eq!(picked.len(), 2, "{saved_at}");
+    // They are the simulated run's picks, cycle for cycle.
+    let registry = locksim_protocols::Registry::builtin();
+    let prepared = locksim_scenarios::load(&path, &registry).unwrap();
+    let plans = locksim_live::run::pause_plans(&prepared, 1).unwrap();
+    let planned: Vec<Vec<String>> = (plans[0].cycles.iter())
+        .map(|c| match c.target.as_str() {
+            "@clients" => vec!["c1".to_owned(), "c2".to_owned()],
+            node => vec![node.to_owned()],
+        })
+        .collect();
+    let ran: Vec<Vec<String>> = cycles.into_iter().map(|c| c.2).collect();
+    assert_eq!(ran, planned, "{saved_at}");
 }
 
 #[test]

@@ -25,6 +25,7 @@ pub mod etcd_lock;
 pub mod history;
 pub mod http;
 pub mod lock;
+pub mod nemesis;
 pub mod procs;
 pub mod proxy;
 pub mod redis_lock;

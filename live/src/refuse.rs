@@ -20,24 +20,11 @@ impl std::fmt::Display for Refused {
 
 impl std::error::Error for Refused {}
 
-/// Why live mode cannot inject a fault of this kind, if it cannot.
+/// Why live mode cannot inject a fault of this kind, if it cannot: the reason the kind's
+/// own file gives (`locksim_sim::fault::spec::ApplyIn`, which live mode implements for each
+/// kind it applies, in `nemesis.rs`).
 pub fn why_not(kind: FaultKind) -> Option<&'static str> {
-    match kind {
-        FaultKind::ClockJump | FaultKind::ClockDrift => Some(
-            "live mode cannot move a real server's clock: libfaketime does not reach Go's \
-             clock (etcd), Debian's redis-server hangs under it, and stepping the machine's \
-             clock would move every process at once; run it in the simulator",
-        ),
-        FaultKind::FsyncStall => Some(
-            "live mode cannot hold a real disk's fsyncs (that needs a fault-injecting \
-             filesystem); a SIGKILL loses nothing the kernel already has, so power-loss \
-             semantics stay the simulator's; run it in the simulator",
-        ),
-        // Loss is TCP's: a lost chunk is resent after the RTO (`proxy::LossPlan`); a delay
-        // spike stalls the sender's links one way and heals them (`Live::delay_spike`).
-        FaultKind::Loss | FaultKind::DelaySpike | FaultKind::Partition => None,
-        FaultKind::Pause | FaultKind::PausePeriodic | FaultKind::Crash => None,
-    }
+    kind.cannot_in::<dyn crate::nemesis::Nemesis>()
 }
 
 /// Live mode's clients run the `careful` library, one write per critical section, checked
@@ -344,4 +331,30 @@ pub fn partition_links(
         }
     }
     Ok(links)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_mode_refuses_the_kinds_whose_files_say_it_cannot_with_their_reasons() {
+        for kind in FaultKind::ALL.iter().copied() {
+            let why = why_not(kind);
+            match kind {
+                FaultKind::ClockJump | FaultKind::ClockDrift => {
+                    let why = why.expect("refused");
+                    assert!(why.contains("cannot move a real server's clock"), "{why}");
+                }
+                FaultKind::FsyncStall => {
+                    let why = why.expect("refused");
+                    assert!(why.contains("cannot hold a real disk's fsyncs"), "{why}");
+                }
+                _ => assert_eq!(why, None, "{kind:?} is applied live"),
+            }
+            if let Some(why) = why {
+                assert!(why.ends_with("run it in the simulator"), "{why}");
+            }
+        }
+    }
 }

@@ -12,12 +12,10 @@ use crate::rundir::RunDir;
 use crate::spec::{ClientMsg, ClientSpec, PointStop};
 use locksim_check::{Event, History, Kind, Op};
 use locksim_scenarios::Prepared;
-use locksim_sim::fault::PausePeriodic;
+use locksim_sim::fault::pause_periodic::{Cycle, PausePlan};
 use locksim_sim::nemesis::ROLE_HOLDER;
 use locksim_sim::nodes::PointAction;
 use locksim_sim::Fault;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -56,8 +54,11 @@ pub struct LiveRun {
 
 enum Action {
     Fault(Fault),
-    /// The next cycle of a periodic pause, due at the timer's instant.
-    Cycle(PausePeriodic, String),
+    /// A cycle of a periodic pause starts (`why` in words).
+    Cycle {
+        cycle: Cycle,
+        why: String,
+    },
     Heal {
         links: Cuts,
     },
@@ -108,15 +109,16 @@ struct Live<'a> {
     proxies: BTreeMap<(String, String), Proxy>,
     /// Whether the clients were told the run has started.
     started: bool,
-    /// The picks of periodic pauses among their `targets`, from the run's seed.
-    picks: ChaCha8Rng,
+    /// The plans of the periodic pauses not started yet ([`faults::pause_plans`]).
+    pause_plans: Vec<PausePlan>,
     /// The run's loss, which every proxy applies (`None`: nothing is ever lost).
     loss: Option<Arc<LossPlan>>,
     /// Loss windows started so far (the latest one is in force).
     loss_epoch: u64,
 }
 
-mod periodic;
+mod faults;
+pub use faults::pause_plans;
 mod wire;
 
 /// How long before the run's start the clients are spawned: they wait for it.
@@ -129,9 +131,11 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     crate::procs::install_signal_handlers();
     let (dir, _temp) = run_dir(opts)?;
     crate::procs::log_pids_to(dir.join("pids.txt"));
+    let faults = prepared.faults_for(opts.seed);
+    // Before any server starts: it may simulate the seed first.
+    let pause_plans = faults::pause_plans(prepared, opts.seed)?;
     let mut deployment = deploy::plan(prepared, &dir, opts.seed)?;
     start_servers(&mut deployment)?;
-    let faults = prepared.faults_for(opts.seed);
     let s = &prepared.scenario;
     // The clients are spawned before the start and wait for it, and the faults due at 0 act
     // before it (`fire_due`), as in the simulator, where a fault at 0 precedes every client
@@ -159,7 +163,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         tx,
         proxies: BTreeMap::new(),
         started: false,
-        picks: ChaCha8Rng::seed_from_u64(opts.seed ^ periodic::PICKS_STREAM),
+        pause_plans,
         loss,
         loss_epoch: 0,
     };
@@ -178,20 +182,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         live.main_loop(&rx, live.end_ns)?;
     }
     let run_ms = clock::since(start_ns).as_millis() as u64;
-    // Clients first: every event they stamped comes before the end.
-    live.stop_clients(&rx);
-    live.recorder
-        .record(Event::new(NEMESIS, Kind::Info, Op::RunEnd));
-    let servers = live.deployment.infos.clone();
-    for server in &mut live.deployment.servers {
-        server.kill();
-    }
-    Ok(LiveRun {
-        history: live.recorder.history(),
-        servers,
-        run_ms,
-        faults: faults.len() as u64,
-    })
+    Ok(live.finish(&rx, run_ms, faults.len() as u64))
 }
 
 /// Starts every server and waits until each is ready: first those that need no other,
@@ -268,6 +259,29 @@ fn point_stops(faults: &[Fault], name: &str) -> Vec<PointStop> {
 }
 
 impl Live<'_> {
+    /// Ends the run: stops the clients (first: every event they stamped comes before the
+    /// end), records its end and kills the servers.
+    fn finish(
+        mut self,
+        rx: &Receiver<(String, u32, ClientMsg)>,
+        run_ms: u64,
+        faults: u64,
+    ) -> LiveRun {
+        self.stop_clients(rx);
+        self.recorder
+            .record(Event::new(NEMESIS, Kind::Info, Op::RunEnd));
+        let servers = self.deployment.infos.clone();
+        for server in &mut self.deployment.servers {
+            server.kill();
+        }
+        LiveRun {
+            history: self.recorder.history(),
+            servers,
+            run_ms,
+            faults,
+        }
+    }
+
     fn at(&mut self, at_ns: u64, action: Action) {
         self.timer_seq += 1;
         self.timers.insert((at_ns, self.timer_seq), action);
@@ -485,7 +499,7 @@ impl Live<'_> {
     fn fire(&mut self, action: Action) {
         match action {
             Action::Fault(fault) => self.apply(fault),
-            Action::Cycle(fault, why) => self.pause_cycle(fault, why),
+            Action::Cycle { cycle, why } => self.pause_cycle(&cycle, &why),
             Action::Resume { node, epoch } => self.resume(&node, Some(epoch)),
             Action::Restart { node } => self.restart(&node),
             Action::Heal { links } => self.heal(&links),
@@ -525,15 +539,13 @@ impl Live<'_> {
                 .detail(format!("{:?} skipped: nobody is {role}", fault.kind()));
             return self.recorder.record(skipped);
         };
-        let concrete_for_links = concrete.clone();
-        match concrete {
-            Fault::Pause(p) => self.pause(&p.node, p.duration_ms, &why),
-            Fault::Crash(c) => self.crash(&c.node, c.restart_after_ms, &why),
-            Fault::Partition(p) => self.partition(&concrete_for_links, p.duration_ms),
-            Fault::PausePeriodic(p) => self.pause_periodic(p, &why),
-            Fault::Loss(l) => self.loss_window(&l),
-            Fault::DelaySpike(d) => self.delay_spike(&d.node, &d.to, d.duration_ms, &why),
-            other => unreachable!("refused before the run: {other:?}"),
+        // A kind live mode cannot apply was refused before the run (`refuse::check`, from
+        // the same definition); should one come here, it is skipped by name, with the reason.
+        let nemesis: &mut dyn crate::nemesis::Nemesis = self;
+        if let Err(cannot) = concrete.apply_in(nemesis, &why) {
+            let skipped = Event::new(NEMESIS, Kind::Info, Op::Note)
+                .detail(format!("{:?} skipped: {cannot}", fault.kind()));
+            self.recorder.record(skipped);
         }
     }
 

@@ -8,6 +8,7 @@ use locksim_check::interpret::interpret;
 use locksim_check::zombie::zombie_windows_in;
 use locksim_protocols::resource;
 use locksim_sim::checker::{Liveness, Updates, Violation};
+use locksim_sim::fault::pause_periodic::PausePlan;
 use locksim_sim::history::{format_hash, trace_hash, History, Kind, Op};
 use locksim_sim::nemesis::{Targets, ROLE_HOLDER};
 use locksim_sim::{simulate, Fault, Property, Role, SimOutcome, SimSpec, Verdict, World};
@@ -164,6 +165,19 @@ impl Prepared {
     /// The command that replays a seed of this scenario.
     pub fn replay_command(&self, seed: u64) -> String {
         format!("locksim run {} --seed {seed}", self.path)
+    }
+
+    /// The periodic pauses a simulated run of `seed` starts, each with the cycles it ran: when,
+    /// what it picked among its `targets`, for how long. The picks come from the simulation's
+    /// own random stream, interleaved with everything else it draws, so only the run can tell
+    /// them; live mode follows them, so that both worlds pause the same targets at the same
+    /// times. An error if the simulation panicked.
+    pub fn pause_plans(&self, seed: u64) -> Result<Vec<PausePlan>, String> {
+        let (result, outcome) = self.simulate(seed, self.faults_for(seed), Shadows::default());
+        outcome.map(|o| o.pause_plans).ok_or_else(|| {
+            let error = result.error.unwrap_or_default();
+            format!("{}: seed {seed}: {error}", self.path)
+        })
     }
 
     /// Runs one seed.

@@ -81,6 +81,9 @@ pub struct SimOutcome {
     /// Faults of the schedule that fired (a point fault whose passage never came, or a
     /// role nobody had, did not).
     pub faults_fired: u64,
+    /// Each periodic pause that started and the cycles it ran: when, on what, for how long
+    /// (live mode follows these, so that both worlds pause the same targets at the same times).
+    pub pause_plans: Vec<fault::pause_periodic::PausePlan>,
 }
 
 /// A run that did not complete.
@@ -120,6 +123,7 @@ pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome
             let sim_ms = world.now_ns() / 1_000_000;
             let server_fsyncs = world.fsyncs_started(Role::Server);
             let faults_fired = world.faults_fired();
+            let pause_plans = world.pause_plans();
             world.record(Event::new(nodes::NEMESIS, Kind::Info, Op::RunEnd));
             let (history, net) = world.finish();
             // Let the killed nodes' timers fire so their tasks are dropped, not leaked.
@@ -130,6 +134,7 @@ pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome
                 server_fsyncs,
                 sim_ms,
                 faults_fired,
+                pause_plans,
             }
         })
     }));

@@ -16,6 +16,7 @@
 
 use crate::clock::{Clocks, NodeClock};
 use crate::disk::{Disk, DiskConfig, DiskHost, Disks};
+use crate::fault::pause_periodic::{Cycle, PausePeriodic, PausePlan};
 use crate::links::{Arrival, NetConfig, NetState, NetStats, Receiver, Route, Ticket};
 use crate::nodes::{ArmedPoint, Nodes, PointAction, Subsystem};
 use crate::roles::is_role;
@@ -49,6 +50,8 @@ struct State {
     /// Faults of the schedule that fired (a point's passage came, a timed fault's role
     /// was there): the rest were scheduled and never happened.
     faults_fired: u64,
+    /// Each periodic pause that started, with the cycles it ran so far.
+    pause_plans: Vec<PausePlan>,
 }
 
 struct Inner {
@@ -86,6 +89,7 @@ impl World {
             history: Vec::with_capacity(1024),
             resolvers: BTreeMap::new(),
             faults_fired: 0,
+            pause_plans: vec![],
         };
         let time = madsim::time::TimeHandle::current();
         let disks = DiskHost {
@@ -524,6 +528,27 @@ impl World {
     /// How many faults of the schedule fired so far.
     pub fn faults_fired(&self) -> u64 {
         self.state().faults_fired
+    }
+
+    /// A periodic pause starts: its plan, to which [`World::record_cycle`] adds each cycle as
+    /// it starts; the plan's number.
+    pub(crate) fn start_plan(&self, fault: PausePeriodic) -> usize {
+        let plans = &mut self.state().pause_plans;
+        plans.push(PausePlan {
+            fault,
+            cycles: vec![],
+        });
+        plans.len() - 1
+    }
+
+    /// A cycle of plan `plan` started.
+    pub(crate) fn record_cycle(&self, plan: usize, cycle: Cycle) {
+        self.state().pause_plans[plan].cycles.push(cycle);
+    }
+
+    /// The periodic pauses that started so far, in the order they started.
+    pub fn pause_plans(&self) -> Vec<PausePlan> {
+        self.state().pause_plans.clone()
     }
 }
 

@@ -1,5 +1,7 @@
 //! `clock_drift`: a node's clock rate changes to `drift_ppm` (a failing oscillator, a VM
 //! starved of CPU). Readings stay continuous; local sleeps and timeouts stretch or shrink.
+//!
+//! Live mode cannot apply it, as a clock jump ([`super::clock_jump::REAL_CLOCKS`]).
 
 use super::clock_jump::clock_nodes;
 use super::draw::{pick, Draw};
@@ -23,6 +25,8 @@ pub struct ClockDrift {
     /// New rate error in ppm (positive = runs fast).
     pub drift_ppm: i64,
 }
+
+spec::simulator_only!(ClockDrift, super::clock_jump::REAL_CLOCKS);
 
 impl Spec for ClockDrift {
     type Random = Random;

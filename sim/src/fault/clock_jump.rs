@@ -1,6 +1,8 @@
 //! `clock_jump`: a node's wall clock steps by `delta_ms` (an operator, or NTP stepping it);
 //! its monotonic clock is untouched, as on a real machine. Redis expires keys by its wall
 //! clock, so a forward jump on a server ends a lease early.
+//!
+//! Live mode cannot apply it: [`REAL_CLOCKS`] says why.
 
 use super::draw::{pick, Draw};
 use super::drawing::{target, Drawing, Glyph, Lane, Shape};
@@ -20,6 +22,13 @@ pub struct ClockJump {
     /// By how much, in ms (negative = backwards).
     pub delta_ms: i64,
 }
+
+/// Why a world of real servers cannot move a node's clock (a jump or a drift).
+pub const REAL_CLOCKS: &str = "live mode cannot move a real server's clock: libfaketime does \
+     not reach Go's clock (etcd), Debian's redis-server hangs under it, and stepping the \
+     machine's clock would move every process at once; run it in the simulator";
+
+spec::simulator_only!(ClockJump, REAL_CLOCKS);
 
 impl Spec for ClockJump {
     type Random = Random;

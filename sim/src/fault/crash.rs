@@ -2,6 +2,9 @@
 //! to it are lost, its disk keeps only what was synced; it restarts after
 //! `restart_after_ms` (a new incarnation), or never. Fires at `at_ms`, or at a named point
 //! of the node's code on its `occurrence`-th passage.
+//!
+//! Live mode: SIGKILL, and a restart after `restart_after_ms` if given (a server's after its
+//! deployment's restart delay) (`live/src/nemesis.rs`).
 
 use super::draw::{pick, Draw};
 use super::drawing::{no_label, target, Drawing, Glyph, Lane, Shape};

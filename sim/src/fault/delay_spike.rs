@@ -5,6 +5,10 @@
 //! longer than `[network] connection_timeout_ms`, or an end of the link crashed. Fires at
 //! `at_ms`, or at a named point of the sender (`before_write`: the write leaves on time and
 //! lands late, Kleppmann's delayed packet).
+//!
+//! Live mode: a one-way stall of the links carrying what its sender sends, healed after
+//! `duration_ms`; never at a server's named point, which a real server lacks
+//! (`live/src/run/wire.rs`).
 
 use super::draw::{pick, Draw};
 use super::drawing::{target, Drawing, Glyph, Lane, Shape};

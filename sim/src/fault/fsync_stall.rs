@@ -1,6 +1,8 @@
 //! `fsync_stall`: a node's disk holds every fsync that would complete during the stall
 //! until it ends (a saturated or failing device, a stalled RAID controller, a cloud volume
 //! hiccup): writes stay in the page cache, where a crash loses them.
+//!
+//! Live mode cannot apply it: the `simulator_only!` below says why.
 
 use super::draw::{pick, Draw};
 use super::drawing::{Drawing, Glyph, Lane, Shape};
@@ -21,6 +23,13 @@ pub struct FsyncStall {
     /// How long, in true ms.
     pub duration_ms: u64,
 }
+
+spec::simulator_only!(
+    FsyncStall,
+    "live mode cannot hold a real disk's fsyncs (that needs a fault-injecting filesystem); a \
+     SIGKILL loses nothing the kernel already has, so power-loss semantics stay the \
+     simulator's; run it in the simulator"
+);
 
 impl Spec for FsyncStall {
     type Random = Random;

@@ -1,6 +1,9 @@
 //! `loss`: a period of message loss on every link, with `probability` per message, for
 //! `duration_ms`. A later period replaces an earlier one; when it ends, the network's own
 //! `[network] loss_probability` applies again.
+//!
+//! Live mode: a window of the run's loss plan, which every proxy applies as TCP experiences
+//! loss, by resends after the RTO (`live/src/run/wire.rs`).
 
 use super::draw::Draw;
 use super::drawing::{Drawing, Lane, Shape};

@@ -10,7 +10,9 @@
 //! A kind's file owns all of it ([`spec::Spec`] and [`spec::RandomSpec`]): its `[[faults]]`
 //! table, validation, description, its `[faults_random]` keys, its random draw (which the
 //! profile samples and the search wraps as a proptest strategy, [`draw`]), how it acts on
-//! the world's subsystems, and how a timeline draws the events it records ([`drawing`]).
+//! the world's subsystems, how a timeline draws the events it records ([`drawing`]), and,
+//! if live mode cannot apply it, why ([`spec::ApplyIn`]: live mode implements it for every
+//! other kind, so a kind with neither does not compile).
 //! Adding a kind is its file plus one line in the [`registry!`] call below.
 
 pub mod draw;
@@ -27,7 +29,7 @@ use proptest::strategy::{BoxedStrategy, Strategy};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use spec::{DefaultNodes, NodeKey, RandomSpec, Space, Spec};
+use spec::{ApplyIn, DefaultNodes, NodeKey, RandomSpec, Space, Spec};
 
 /// Declares the kinds: for each, its module, its type and its variant of [`Fault`] and
 /// [`FaultKind`] (the `kind` in files is the variant in snake case). The order is the order
@@ -65,6 +67,17 @@ macro_rules! registry {
         impl FaultKind {
             /// Every kind, in the registry's order.
             pub const ALL: &'static [FaultKind] = &[$(FaultKind::$ty),*];
+
+            /// Why world `W` (live mode) cannot apply faults of this kind, if it cannot: the
+            /// reason the kind's file gives ([`spec::ApplyIn::CANNOT`]).
+            pub fn cannot_in<W: ?Sized>(self) -> Option<&'static str>
+            where
+                $($ty: ApplyIn<W>,)*
+            {
+                match self {
+                    $(FaultKind::$ty => <$ty as ApplyIn<W>>::CANNOT,)*
+                }
+            }
         }
 
         $(
@@ -76,6 +89,24 @@ macro_rules! registry {
         )*
 
         impl Fault {
+            /// Applies the fault now in a world other than the simulator (live mode), every
+            /// role already resolved: as that world defines it for the kind
+            /// ([`spec::ApplyIn`]), or the reason it cannot, as the kind's file gives it.
+            pub fn apply_in<W: ?Sized>(&self, world: &mut W, why: &str) -> Result<(), &'static str>
+            where
+                $($ty: ApplyIn<W>,)*
+            {
+                match self {
+                    $(Fault::$ty(f) => match <$ty as ApplyIn<W>>::CANNOT {
+                        Some(cannot) => Err(cannot),
+                        None => {
+                            f.apply_in(world, why);
+                            Ok(())
+                        }
+                    },)*
+                }
+            }
+
             /// The fault's kind, as written in files.
             pub fn kind(&self) -> FaultKind {
                 match self {

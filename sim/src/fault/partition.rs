@@ -3,6 +3,10 @@
 //! groups (or the isolated nodes) towards later ones (or everyone else). A partition also
 //! kills the messages in flight on the links it cuts. Partitions nest: a link heals when
 //! every partition that cut it has ended.
+//!
+//! Live mode: the proxies on the links it separates stall (`--partition stall`) or reset
+//! them until the heal; links between servers where the deployment proxies them
+//! (`live/src/nemesis.rs`, `refuse::partition_links`).
 
 use super::draw::{pick, Draw};
 use super::drawing::{no_label, Drawing, Lane, Shape};

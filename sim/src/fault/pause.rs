@@ -2,6 +2,9 @@
 //! clock runs on, timers fire late, inbound messages queue; the node resumes after
 //! `duration_ms`. Fires at `at_ms`, or at a named point of the node's code on its
 //! `occurrence`-th passage.
+//!
+//! Live mode: SIGSTOP to the node's process, SIGCONT after `duration_ms`; at a named point a
+//! client stops itself and the parent resumes it (`live/src/nemesis.rs`).
 
 use super::draw::{pick, Draw};
 use super::drawing::{target, Drawing, Lane, Shape};

@@ -9,6 +9,14 @@
 //! `db-generators`) draws `(rand-nth pause-targets)` for every `:pause`, and the etcd test
 //! (jepsen-io/etcd 0.1.0, `etcd.clj`) sets `:pause {:targets [:primaries :all]}` with
 //! `:interval 5`: `targets = ["@leader", "@servers"]`, `on_ms = off_ms = 5000`.
+//!
+//! What a cycle is, for both worlds: [`PausePeriodic::starts_ms`] times them and
+//! [`PausePeriodic::cycle`] picks each one's target. The simulator draws each pick from its
+//! own random stream as the cycle starts and records the cycles it ran
+//! ([`crate::SimOutcome::pause_plans`]); live mode (`live/src/run/faults.rs`) stops the same
+//! targets at the same times with SIGSTOP and SIGCONT, its picks taken from the simulated run
+//! of the same (scenario, seed), since no other stream can tell where the simulation's
+//! draws fall.
 
 use super::draw::{pick, Draw};
 use super::drawing::Drawing;
@@ -84,23 +92,68 @@ impl Spec for PausePeriodic {
     }
     fn apply(&self, world: &World, why: &str) {
         let (fault, w, why) = (self.clone(), world.clone(), why.to_owned());
-        let (on, period) = (self.on(), self.on() + Duration::from_millis(self.off_ms));
-        let until_ns = self.until_ms * 1_000_000;
+        let plan = world.start_plan(self.clone());
         world.spawn_on_nemesis(async move {
-            loop {
+            let mut last_ms = None;
+            for at_ms in fault.starts_ms() {
+                if let Some(last_ms) = last_ms {
+                    madsim::time::sleep(Duration::from_millis(at_ms - last_ms)).await;
+                }
+                last_ms = Some(at_ms);
+                // Drawn as the cycle starts, from the simulation's stream (its place in that
+                // stream is part of every trace hash of a run with `targets`).
+                let cycle = fault.cycle(at_ms, |len| madsim::rand::thread_rng().gen_range(0..len));
+                w.record_cycle(plan, cycle.clone());
+                let why = cycle.why(&fault, &why);
                 // A group is looked up every cycle: a node added since is paused too.
-                let (target, why) = fault.pick(&why);
-                match fault.resolve(&w, &target) {
-                    Some(idxs) => idxs.into_iter().for_each(|idx| w.pause(idx, on, &why)),
-                    None => w.record_fault(Op::Note, None, format!("skipped a pause: no {target}")),
+                match fault.resolve(&w, &cycle.target) {
+                    Some(idxs) => idxs.into_iter().for_each(|idx| w.pause(idx, fault.on(), &why)),
+                    None => w.record_fault(Op::Note, None, cycle.skipped()),
                 }
-                if w.now_ns() + period.as_nanos() as u64 >= until_ns {
-                    return;
-                }
-                madsim::time::sleep(period).await;
             }
         });
     }
+}
+
+/// One cycle of a periodic pause, as both worlds run it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cycle {
+    /// When it starts, in true ms since the start of the run.
+    pub at_ms: u64,
+    /// What it pauses: a node, a role (resolved when it starts) or a group.
+    pub target: String,
+    /// How long it pauses, in ms.
+    pub on_ms: u64,
+    /// Which of the fault's `targets` it picked (None: the fault names one `node`).
+    pub pick: Option<usize>,
+}
+
+impl Cycle {
+    /// Why its pause happened, for the history: `scheduled`, and which target it picked.
+    pub fn why(&self, fault: &PausePeriodic, scheduled: &str) -> String {
+        match self.pick {
+            None => scheduled.to_owned(),
+            Some(_) => format!(
+                "{scheduled}; this pause picked {} of {}",
+                self.target,
+                fault.targets.join(", ")
+            ),
+        }
+    }
+
+    /// The note of a cycle whose role nobody held when it started.
+    pub fn skipped(&self) -> String {
+        format!("skipped a pause: no {}", self.target)
+    }
+}
+
+/// A periodic pause of a run and the cycles it ran (see [`crate::SimOutcome::pause_plans`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PausePlan {
+    /// The fault, as scheduled (its `targets` unresolved).
+    pub fault: PausePeriodic,
+    /// Its cycles, in time order.
+    pub cycles: Vec<Cycle>,
 }
 
 impl PausePeriodic {
@@ -108,15 +161,39 @@ impl PausePeriodic {
         Duration::from_millis(self.on_ms)
     }
 
-    /// This pause's target and why: `node`, or one of `targets` drawn from the run's seed.
-    fn pick(&self, why: &str) -> (String, String) {
-        if self.targets.is_empty() {
-            return (self.node.clone(), why.to_owned());
+    /// When each cycle starts, in true ms since the start of the run: `at_ms`, then every
+    /// `on_ms + off_ms` while before `until_ms`. The same in both worlds (live mode times each
+    /// from the run's start, so a late timer does not shift the later ones).
+    pub fn starts_ms(&self) -> impl Iterator<Item = u64> + '_ {
+        let period_ms = self.on_ms + self.off_ms;
+        let starts = (0..).map(move |k| self.at_ms + k * period_ms);
+        starts.take_while(|at_ms| *at_ms < self.until_ms)
+    }
+
+    /// The cycle that starts at `at_ms`: its target is `node`, or one of `targets` at the
+    /// index `pick(targets.len())` returns (called once per cycle, only with `targets`).
+    pub fn cycle(&self, at_ms: u64, pick: impl FnOnce(usize) -> usize) -> Cycle {
+        let pick = (!self.targets.is_empty()).then(|| pick(self.targets.len()));
+        let target = match pick {
+            Some(i) => self.targets[i].clone(),
+            None => self.node.clone(),
+        };
+        Cycle {
+            at_ms,
+            target,
+            on_ms: self.on_ms,
+            pick,
         }
-        let i = madsim::rand::thread_rng().gen_range(0..self.targets.len());
-        let target = self.targets[i].clone();
-        let why = format!("{why}; this pause picked {target} of {}", self.targets.join(", "));
-        (target, why)
+    }
+
+    /// Every cycle of a periodic pause of one `node`, which draws nothing; None with
+    /// `targets`, whose picks only the simulated run can tell ([`PausePlan`]).
+    pub fn node_cycles(&self) -> Option<Vec<Cycle>> {
+        if !self.targets.is_empty() {
+            return None;
+        }
+        // `cycle` calls the pick only with `targets`.
+        Some(self.starts_ms().map(|at_ms| self.cycle(at_ms, |_| 0)).collect())
     }
 
     /// The nodes `target` names now: every node of a group, the node holding a role (None if

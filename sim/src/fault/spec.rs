@@ -198,3 +198,32 @@ pub fn at_point(space: &Space, d: &mut dyn Draw) -> Option<(String, String, u32)
     let occurrence = d.u64_in(1, u64::from(space.occurrence_max)) as u32;
     Some((node, point, occurrence))
 }
+
+/// How another world than the simulator (live mode, against real servers) applies a fault
+/// kind: that world implements it for each kind it can apply, and a kind no such world can
+/// apply says so in its own file, with the reason (`simulator_only!`). A world applies a
+/// fault through [`crate::fault::Fault::apply_in`], which needs this for every kind: a kind
+/// added without saying how it is applied there, or why it cannot be, does not compile.
+pub trait ApplyIn<W: ?Sized> {
+    /// Why `W` cannot apply this kind, if it cannot: that world refuses a scenario with such a
+    /// fault before anything starts.
+    const CANNOT: Option<&'static str> = None;
+
+    /// Applies the fault now in `world`, every role already resolved; `why` says what
+    /// scheduled it. Never called when [`ApplyIn::CANNOT`] is set.
+    fn apply_in(&self, world: &mut W, why: &str);
+}
+
+/// Declares that only the simulator can apply a kind: every other world refuses it, with
+/// `$why` (for the user: what the real world lacks, and to run it in the simulator).
+macro_rules! simulator_only {
+    ($ty:ty, $why:expr) => {
+        impl<W: ?Sized> $crate::fault::spec::ApplyIn<W> for $ty {
+            const CANNOT: Option<&'static str> = Some($why);
+            fn apply_in(&self, _world: &mut W, _why: &str) {
+                // Never called: `Fault::apply_in` refuses with `CANNOT` first.
+            }
+        }
+    };
+}
+pub(crate) use simulator_only;

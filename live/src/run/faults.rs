@@ -1,0 +1,117 @@
+//! The nemesis's verbs (`crate::nemesis::Nemesis`) on a run, and periodic pauses.
+//!
+//! Periodic pauses: live mode runs the cycles the simulator's definition plans
+//! (`locksim_sim::fault::pause_periodic`), each stopped with SIGSTOP for its `on_ms` and timed
+//! from the run's start (`at_ms + k × (on_ms + off_ms)`), so a late timer does not shift every
+//! later pause. A pause of one `node` draws nothing and its cycles follow from the fault; the
+//! picks of one with `targets` are draws of the simulation's own random stream, interleaved
+//! with everything else the simulation draws, so live mode takes them from a simulated run
+//! of the same (scenario, seed) ([`pause_plans`]): both worlds pause the same targets at the
+//! same times.
+
+use super::{Action, Live, NEMESIS};
+use crate::nemesis::Nemesis;
+use locksim_check::{Event, Kind, Op};
+use locksim_scenarios::Prepared;
+use locksim_sim::fault::pause_periodic::{Cycle, PausePeriodic, PausePlan};
+use locksim_sim::fault::{Loss, Partition};
+use locksim_sim::nemesis::{ROLE_CLIENTS, ROLE_SERVERS};
+use locksim_sim::Fault;
+
+/// The plan live mode runs for every periodic pause of `prepared`'s schedule on `seed`, in
+/// the schedule's order: the cycles of a pause of one `node` from the fault (its role, if it
+/// names one, is resolved when it starts), those of one with `targets` as the simulated run
+/// of the same seed ran them (none if that run never started it). The simulation runs on a
+/// thread of its own, only if a pause has `targets`: live code never runs inside a madsim
+/// runtime.
+pub fn pause_plans(prepared: &Prepared, seed: u64) -> anyhow::Result<Vec<PausePlan>> {
+    let periodic: Vec<PausePeriodic> = (prepared.faults_for(seed).into_iter())
+        .filter_map(|f| match f {
+            Fault::PausePeriodic(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    let mut simulated = match periodic.iter().any(|p| !p.targets.is_empty()) {
+        true => std::thread::scope(|s| s.spawn(|| prepared.pause_plans(seed)).join())
+            .map_err(|_| anyhow::anyhow!("the simulated run of seed {seed} panicked"))?
+            .map_err(anyhow::Error::msg)?,
+        false => vec![],
+    };
+    let plans = periodic.into_iter().map(|fault| {
+        let cycles = match fault.node_cycles() {
+            Some(cycles) => cycles,
+            None => match simulated.iter().position(|p| p.fault == fault) {
+                Some(i) => simulated.remove(i).cycles,
+                None => vec![],
+            },
+        };
+        PausePlan { fault, cycles }
+    });
+    Ok(plans.collect())
+}
+
+impl Live<'_> {
+    /// Starts a periodic pause (its `node` resolved if it named a role): schedules every cycle
+    /// of its plan.
+    pub(super) fn pause_periodic(&mut self, fault: &PausePeriodic, why: &str) {
+        let cycles = match fault.node_cycles() {
+            Some(cycles) => cycles,
+            // `targets` are never resolved before: the fault is the one scheduled.
+            None => match self.pause_plans.iter().position(|p| p.fault == *fault) {
+                Some(i) => self.pause_plans.remove(i).cycles,
+                None => vec![],
+            },
+        };
+        for cycle in cycles {
+            let at_ns = self.recorder.start_ns() + cycle.at_ms * 1_000_000;
+            let why = cycle.why(fault, why);
+            self.at(at_ns, Action::Cycle { cycle, why });
+        }
+    }
+
+    /// One cycle: pause its target for `on_ms` now.
+    pub(super) fn pause_cycle(&mut self, cycle: &Cycle, why: &str) {
+        match self.group(&cycle.target) {
+            Some(nodes) => {
+                for node in nodes {
+                    self.pause(&node, cycle.on_ms, why);
+                }
+            }
+            None => {
+                let skipped = Event::new(NEMESIS, Kind::Info, Op::Note).detail(cycle.skipped());
+                self.recorder.record(skipped);
+            }
+        }
+    }
+
+    /// The nodes `target` names now: every server or client of a group, the node holding a
+    /// role (None if nobody does), or the one node.
+    fn group(&self, target: &str) -> Option<Vec<String>> {
+        match target {
+            ROLE_SERVERS => Some(self.prepared.deployment.servers()),
+            ROLE_CLIENTS => Some(self.prepared.scenario.workload.client_names()),
+            other => self.resolve(other).map(|n| vec![n]),
+        }
+    }
+}
+
+impl Nemesis for Live<'_> {
+    fn pause(&mut self, node: &str, duration_ms: u64, why: &str) {
+        Live::pause(self, node, duration_ms, why);
+    }
+    fn kill(&mut self, node: &str, restart_after_ms: Option<u64>, why: &str) {
+        self.crash(node, restart_after_ms, why);
+    }
+    fn cut(&mut self, partition: &Partition) {
+        self.partition(&Fault::Partition(partition.clone()), partition.duration_ms);
+    }
+    fn stall(&mut self, sender: &str, to: &[String], duration_ms: u64, why: &str) {
+        self.delay_spike(sender, to, duration_ms, why);
+    }
+    fn loss(&mut self, loss: &Loss) {
+        self.loss_window(loss);
+    }
+    fn pause_periodic(&mut self, fault: &PausePeriodic, why: &str) {
+        Live::pause_periodic(self, fault, why);
+    }
+}
