@@ -53,7 +53,11 @@ impl CompareArgs {
         Options {
             matrix: self.matrix.clone(),
             seeds: self.seeds,
-            jobs: self.jobs.unwrap_or_else(crate::shared::default_jobs),
+            // Zero is refused by `compare` itself (exit 2); a number above the cap is capped.
+            jobs: match self.jobs {
+                Some(0) => 0,
+                asked => crate::shared::jobs(asked, u128::MAX).unwrap_or(1),
+            },
             out: self.out.clone(),
             resume: self.resume,
             progress: !self.quiet,

@@ -26,6 +26,31 @@ pub fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The most worker threads a command starts: a thread per run costs a stack and a start-up,
+/// and beyond the machine's cores more threads only share them.
+pub const JOBS_MAX: usize = 256;
+
+/// The worker threads for `--jobs` (default: one per core): at least 1 (else an
+/// [`InputError`]), at most [`JOBS_MAX`] and at most `units` (the runs to do), saying on
+/// stderr when it caps the number asked for.
+pub fn jobs(requested: Option<usize>, units: u128) -> anyhow::Result<usize> {
+    let asked = requested.unwrap_or_else(default_jobs);
+    if asked == 0 {
+        return Err(input("--jobs must be at least 1"));
+    }
+    let units = usize::try_from(units).unwrap_or(usize::MAX).max(1);
+    let jobs = asked.min(JOBS_MAX).min(units);
+    if requested.is_some() && jobs < asked {
+        let why = if jobs == JOBS_MAX {
+            format!("the most locksim starts is {JOBS_MAX}")
+        } else {
+            format!("there are {units} runs to do")
+        };
+        eprintln!("locksim: --jobs {asked} capped at {jobs}: {why}");
+    }
+    Ok(jobs)
+}
+
 /// Checks an output file before any work (an [`InputError`] naming `flag` if it cannot be
 /// one): it must be a regular file or creatable as one, and none of the command's `inputs`.
 pub fn check_output_file(

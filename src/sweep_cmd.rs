@@ -46,16 +46,17 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let path = args.scenario.display().to_string();
     let prepared = crate::shared::load(&path, registry).map_err(input)?;
     let shard = args.shard.unwrap_or(Shard::ALL);
-    let jobs = args.jobs.unwrap_or_else(crate::shared::default_jobs);
-    if jobs == 0 {
-        return Err(input("--jobs must be at least 1"));
-    }
     check_output_file("--out", &args.out, &[&args.scenario])?;
     let fingerprint = prepared.scenario.fingerprint();
     let (mut file, mut summary, done) = open_results(&args, &prepared, &fingerprint, shard)?;
     let from_earlier = summary.runs;
+    let jobs = crate::shared::jobs(
+        args.jobs,
+        args.seeds.count(shard) - u128::from(from_earlier),
+    )?;
     let todo = args.seeds.seeds(shard).filter(|s| !done.contains(s));
-    let bar = progress_bar(args.seeds.count(shard) - from_earlier, args.quiet);
+    let to_run = args.seeds.count(shard) - u128::from(from_earlier);
+    let bar = progress_bar(u64::try_from(to_run).unwrap_or(u64::MAX), args.quiet);
     bar.set_message(format!("{} violations", summary.violated()));
     // Wall time is for people (runs/s); it never reaches a result line.
     #[allow(clippy::disallowed_methods)]

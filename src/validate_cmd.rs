@@ -244,7 +244,7 @@ pub fn run(args: ValidateArgs, registry: &Registry) -> anyhow::Result<ExitCode> 
         .truncate(!args.resume)
         .open(&state)
         .with_context(|| format!("cannot write {}", state.display()))?;
-    let jobs = args.jobs.unwrap_or_else(crate::shared::default_jobs);
+    let jobs = crate::shared::jobs(args.jobs, u128::from(args.seeds))?;
     let mut v = Validation {
         args: &args,
         entries: set.iter().map(|(e, _)| e.clone()).collect(),

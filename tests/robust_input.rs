@@ -544,3 +544,34 @@ fn faults_scheduled_and_fired_are_told_apart_and_expect_can_require_them() {
     let e = scenario_error("robust-fired-word", &fault(1, "faults_fired = \"some\""));
     assert!(e.contains("s.toml:11: expect.faults_fired"), "{e}");
 }
+
+#[test]
+fn sweep_jobs_are_capped_at_the_runs_to_do_and_a_maximum_with_a_message() {
+    let dir = scratch("robust-jobs");
+    let file = dir.join("s.toml");
+    std::fs::write(&file, SINGLE_REDIS).unwrap();
+    let out_file = dir.join("r.jsonl").display().to_string();
+    let scenario = file.display().to_string();
+    let sweep = |jobs: &str| {
+        let args = [
+            "sweep", &scenario, "--seeds", "0..5", "--quiet", "--out", &out_file,
+        ];
+        let mut args = args.to_vec();
+        args.extend(["--jobs", jobs]);
+        let _ = std::fs::remove_file(&out_file);
+        locksim(&args)
+    };
+    let out = sweep("100000");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--jobs 100000 capped at 5: there are 5 runs to do"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("5 jobs"), "{}", stdout(&out));
+    let out = sweep("0");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    // Asked for no more than there is to do: nothing said.
+    let out = sweep("2");
+    assert!(!stderr(&out).contains("capped"), "{}", stderr(&out));
+}

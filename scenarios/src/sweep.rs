@@ -45,10 +45,11 @@ impl SeedRange {
         (first..=last).step_by(shard.count.try_into().unwrap_or(usize::MAX))
     }
 
-    /// How many seeds of the range belong to `shard`.
-    pub fn count(&self, shard: Shard) -> u64 {
+    /// How many seeds of the range belong to `shard`: a `u128`, since `0..=u64::MAX` holds
+    /// 2^64 of them.
+    pub fn count(&self, shard: Shard) -> u128 {
         self.first(shard)
-            .map_or(0, |first| (self.last - first) / shard.count + 1)
+            .map_or(0, |first| u128::from((self.last - first) / shard.count) + 1)
     }
 
     /// The first seed of the range that belongs to `shard`, if any.
@@ -595,6 +596,18 @@ mod tests {
     }
 
     #[test]
+    fn the_whole_u64_range_counts_two_to_the_64_seeds() {
+        let all: SeedRange = "0..=18446744073709551615".parse().unwrap();
+        assert_eq!(all.count(Shard::ALL), 1u128 << 64);
+        let half = Shard { index: 1, count: 2 };
+        assert_eq!(all.count(half), 1u128 << 63);
+        let one: SeedRange = "18446744073709551615..=18446744073709551615"
+            .parse()
+            .unwrap();
+        assert_eq!(one.count(Shard::ALL), 1);
+    }
+
+    #[test]
     fn shards_partition_the_range() {
         let range: SeedRange = "3..40".parse().unwrap();
         let mut all: Vec<u64> = (0..3)
@@ -616,7 +629,7 @@ mod tests {
                         naive,
                         "{range} {shard}"
                     );
-                    assert_eq!(range.count(shard), naive.len() as u64, "{range} {shard}");
+                    assert_eq!(range.count(shard), naive.len() as u128, "{range} {shard}");
                 }
             }
         }
