@@ -575,3 +575,47 @@ fn sweep_jobs_are_capped_at_the_runs_to_do_and_a_maximum_with_a_message() {
     let out = sweep("2");
     assert!(!stderr(&out).contains("capped"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_seed_twice_with_two_results_is_refused_naming_both_lines() {
+    let dir = scratch("robust-duplicate");
+    let file = dir.join("s.toml");
+    std::fs::write(&file, SINGLE_REDIS).unwrap();
+    let results = dir.join("r.jsonl");
+    let (scenario, out_file) = (file.display().to_string(), results.display().to_string());
+    let sweep = || {
+        let args = ["sweep", &scenario, "--seeds", "0..3", "--quiet", "--resume"];
+        locksim(&[&args[..], &["--out", &out_file]].concat())
+    };
+    assert_eq!(code(&sweep()), 0);
+    let text = std::fs::read_to_string(&results).unwrap();
+    let first = text.lines().next().unwrap().to_owned();
+    // The same line again (shards concatenated with an overlap): accepted, counted once.
+    std::fs::write(&results, format!("{text}{first}\n")).unwrap();
+    let again = sweep();
+    assert_eq!(code(&again), 0, "{}", stderr(&again));
+    assert!(
+        stdout(&again).contains("runs       3 "),
+        "{}",
+        stdout(&again)
+    );
+    // The same seed with another result: refused, naming both lines.
+    let hash = first.split("\"trace_hash\":\"").nth(1).unwrap()[..16].to_owned();
+    let other = first.replace(&hash, "0123456789abcdef");
+    std::fs::write(&results, format!("{text}{other}\n")).unwrap();
+    let out = sweep();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let seed = first
+        .split("\"seed\":")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
+    let expected = format!("r.jsonl:4: seed {seed} again, with another result than on line 1");
+    assert!(
+        stderr(&out).contains(&expected),
+        "{expected} not in {}",
+        stderr(&out)
+    );
+}

@@ -260,12 +260,38 @@ pub enum SweepError {
         /// The fingerprint the line was written with.
         found: String,
     },
+    /// The file holds two different results for one seed (a run is a function of its seed:
+    /// one of them is not this scenario's, or was edited).
+    #[error(
+        "{path}:{line}: seed {seed} again, with another result than on line {first}: one of \
+         the two lines is wrong (edited, or from another build); remove one"
+    )]
+    ConflictingDuplicate {
+        /// The file.
+        path: String,
+        /// 1-based line number of the second result.
+        line: usize,
+        /// 1-based line number of the first.
+        first: usize,
+        /// The seed.
+        seed: u64,
+    },
     /// The file has content and `resume` was not asked for.
     #[error("{path} is not empty: add --resume to continue that sweep, or remove the file")]
     NotEmpty {
         /// The file.
         path: String,
     },
+}
+
+/// A digest of a result line's content (SipHash with fixed keys: the same in every process).
+fn digest_of(r: &SeedResult) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    serde_json::to_string(r)
+        .expect("results always serialise")
+        .hash(&mut h);
+    h.finish()
 }
 
 /// The results file of a sweep, open for appending.
@@ -302,6 +328,9 @@ impl ResultsFile {
         if !resume && !blank(&mut reader).map_err(io)? {
             return Err(SweepError::NotEmpty { path: shown });
         }
+        // Each seed's first line and a digest of its result: the same seed twice is fine if
+        // the lines agree (shards concatenated with an overlap), and refused if they do not.
+        let mut seen: BTreeMap<u64, (usize, u64)> = BTreeMap::new();
         let complete = scan(&shown, reader, |line, r| {
             if r.scenario != scenario {
                 return Err(SweepError::OtherScenario {
@@ -321,6 +350,19 @@ impl ResultsFile {
                     found: r.scenario_hash,
                 });
             }
+            let digest = digest_of(&r);
+            match seen.get(&r.seed) {
+                Some(&(_, d)) if d == digest => return Ok(()),
+                Some(&(first, _)) => {
+                    return Err(SweepError::ConflictingDuplicate {
+                        path: shown.clone(),
+                        line,
+                        first,
+                        seed: r.seed,
+                    })
+                }
+                None => seen.insert(r.seed, (line, digest)),
+            };
             earlier(r);
             Ok(())
         })?;
