@@ -323,6 +323,18 @@ fn run_group(jobs: &[Job], seed: u64, members: &[usize]) -> (Vec<(usize, RunResu
     (out, count)
 }
 
+/// A compare stopped by SIGINT or SIGTERM: its results so far are in its files.
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
 /// Runs rounds until every job has stopped. Results are written to the job's file as they
 /// arrive (a kill keeps them) and counted in any order (the accumulators do not care).
 /// Returns how many results were shared from another job's run.
@@ -344,6 +356,9 @@ pub(crate) fn run_rounds(
         if tasks.is_empty() {
             return Ok(shared_runs.into_inner());
         }
+        if crate::signals::STOP.load(Ordering::SeqCst) {
+            return Err(anyhow::Error::new(Interrupted));
+        }
         if opts.offline {
             let (j, seed) = tasks[0];
             return Err(input(format!(
@@ -363,8 +378,10 @@ pub(crate) fn run_rounds(
             for _ in 0..threads {
                 let (tx, next, groups, shared_runs) = (tx.clone(), &next, &groups, &shared_runs);
                 scope.spawn(move || {
-                    while let Some((seed, members)) =
-                        groups.get(next.fetch_add(1, Ordering::Relaxed))
+                    // After a SIGINT or SIGTERM no new run starts; those running finish.
+                    while let Some((seed, members)) = (!crate::signals::STOP.load(Ordering::SeqCst))
+                        .then(|| groups.get(next.fetch_add(1, Ordering::Relaxed)))
+                        .flatten()
                     {
                         let (runs, count) = run_group(shared, *seed, members);
                         shared_runs.fetch_add(count, Ordering::Relaxed);

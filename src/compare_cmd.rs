@@ -83,6 +83,51 @@ pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         .map(|p| p.as_path())
         .collect();
     crate::compare::check_reports_spare(&opts.out, &inputs)?;
+    crate::signals::install();
+    match run_or_merge(&args, &opts, shard, &dirs, validation.as_ref(), registry) {
+        Err(e) if e.downcast_ref::<crate::compare::Interrupted>().is_some() => {
+            Ok(interrupted(&args))
+        }
+        other => other,
+    }
+}
+
+/// What a compare stopped by a signal says: where its results are, how to resume; the
+/// signal's exit code (130, 143).
+fn interrupted(args: &CompareArgs) -> ExitCode {
+    let signal = crate::signals::received().unwrap_or("SIGINT");
+    let mut resume = String::from("locksim compare");
+    if let Some(m) = &args.matrix {
+        resume += &format!(" --matrix {}", m.display());
+    }
+    if let Some(n) = args.seeds {
+        resume += &format!(" --seeds {n}");
+    }
+    if let Some(shard) = args.shard {
+        resume += &format!(" --shard {}/{}", shard.index, shard.count);
+    }
+    if let Some(v) = &args.validation {
+        resume += &format!(" --validation {}", v.display());
+    }
+    resume += &format!(" --out {} --resume", args.out.display());
+    eprintln!(
+        "interrupted by {signal}: the results so far are saved in {}/results/; resume with:\n  \
+         {resume}",
+        args.out.display()
+    );
+    ExitCode::from(crate::signals::exit_code(signal))
+}
+
+/// The compare proper: a shard, a merge or the whole matrix, and its reports.
+fn run_or_merge(
+    args: &CompareArgs,
+    opts: &Options,
+    shard: Option<Shard>,
+    dirs: &[PathBuf],
+    validation: Option<&serde_json::Value>,
+    registry: &Registry,
+) -> anyhow::Result<ExitCode> {
+    let opts = opts.clone();
     if let Some(shard) = shard {
         let m = run_shard(&opts, shard, registry)?;
         outln!(
@@ -99,9 +144,9 @@ pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let mut c = if dirs.is_empty() {
         compare(&opts, registry)?
     } else {
-        merge(&dirs, &opts, registry)?
+        merge(dirs, &opts, registry)?
     };
-    if let Some(v) = &validation {
+    if let Some(v) = validation {
         // The cost tables gain the real systems' loopback latencies: written again.
         add_live_latencies(&mut c, v);
         crate::compare::write_reports(&c, &opts.out)?;

@@ -20,6 +20,7 @@ pub mod report_cmd;
 pub mod run_cmd;
 pub mod search_cmd;
 pub mod shared;
+pub mod signals;
 pub mod stdout;
 pub mod sweep_cmd;
 pub mod text;

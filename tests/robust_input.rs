@@ -619,3 +619,48 @@ fn a_seed_twice_with_two_results_is_refused_naming_both_lines() {
         stderr(&out)
     );
 }
+
+/// Whether any results file under `dir/results/` has a line.
+fn some_result_in(dir: &std::path::Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir.join("results")) else {
+        return false;
+    };
+    entries
+        .flatten()
+        .any(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.len() > 0))
+}
+
+#[test]
+fn an_interrupted_compare_says_where_its_results_are_and_how_to_resume() {
+    let dir = scratch("robust-compare-sigint");
+    let out_dir = dir.join("r");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_locksim"))
+        .args(["compare", "--quiet", "--jobs", "1", "--out"])
+        .arg(&out_dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    #[allow(clippy::disallowed_methods)] // a bounded wait for a real process
+    let start = std::time::Instant::now();
+    while !some_result_in(&out_dir) && start.elapsed() < std::time::Duration::from_secs(120) {
+        #[allow(clippy::disallowed_methods)]
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(some_result_in(&out_dir), "no result within 120 s");
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let expected = format!(
+        "interrupted by SIGINT: the results so far are saved in {}/results/; resume with:\n  \
+         locksim compare --out {} --resume",
+        out_dir.display(),
+        out_dir.display()
+    );
+    assert!(
+        stderr(&out).contains(&expected),
+        "{expected}\nnot in\n{}",
+        stderr(&out)
+    );
+}
