@@ -648,6 +648,16 @@ fn decision_section(s: &mut String, c: &Comparison) {
             s.push_str("</tr>");
         }
         s.push_str("</table></div>");
+        note(
+            s,
+            &format!(
+                "Configurations {}–{} of {}: ✘ breaks, ◐ can break rarely, ✔ no break found, ? undecided \
+                 or not exercised; each cell's small print is its evidence.",
+                group.start + 1,
+                group.end,
+                labels.len()
+            ),
+        );
     }
 }
 
