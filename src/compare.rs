@@ -323,6 +323,17 @@ fn run_group(jobs: &[Job], seed: u64, members: &[usize]) -> (Vec<(usize, RunResu
     (out, count)
 }
 
+/// A merge whose shards' results lack `tasks`: bad input, naming the first.
+fn lacking(jobs: &[Job], tasks: &[(usize, u64)]) -> anyhow::Error {
+    let (j, seed) = tasks[0];
+    input(format!(
+        "the results lack {} run(s), the first: seed {seed} of {} (was a shard interrupted? \
+         run it again with --resume, then merge)",
+        tasks.len(),
+        jobs[j].prepared.scenario.name
+    ))
+}
+
 /// A compare stopped by SIGINT or SIGTERM: its results so far are in its files.
 #[derive(Debug)]
 pub struct Interrupted;
@@ -360,13 +371,7 @@ pub(crate) fn run_rounds(
             return Err(anyhow::Error::new(Interrupted));
         }
         if opts.offline {
-            let (j, seed) = tasks[0];
-            return Err(input(format!(
-                "the results lack {} run(s), the first: seed {seed} of {} (was a shard \
-                 interrupted? run it again with --resume, then merge)",
-                tasks.len(),
-                jobs[j].prepared.scenario.name
-            )));
+            return Err(lacking(jobs, &tasks));
         }
         bar.inc_length(tasks.len() as u64);
         bar.set_message(round.to_string());

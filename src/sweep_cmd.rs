@@ -210,6 +210,27 @@ fn summary_text(h: &Header, s: &Summary) -> String {
         count(locksim_sim::Verdict::Invalid),
         count(locksim_sim::Verdict::Unknown)
     );
+    violations_text(&mut t, h, s);
+    for (property, u) in &s.unknown {
+        let _ = writeln!(
+            t,
+            "unknown    {property} in {} runs; seed {}: {}",
+            u.runs, u.seed, u.reason
+        );
+    }
+    if s.expect_not_met > 0 {
+        let _ = writeln!(t, "expect     not met in {} runs", s.expect_not_met);
+    }
+    if !s.errors.is_empty() {
+        let _ = writeln!(t, "errors     {} runs did not complete", s.errors.len());
+    }
+    let _ = writeln!(t, "results    {}", h.out.display());
+    t
+}
+
+/// The summary's violations: runs per property, then the first failing seeds with their
+/// replay commands.
+fn violations_text(t: &mut String, h: &Header, s: &Summary) {
     if s.violations_by_kind.is_empty() {
         let _ = writeln!(t, "violations none");
     } else {
@@ -231,21 +252,6 @@ fn summary_text(h: &Header, s: &Summary) -> String {
             );
         }
     }
-    for (property, u) in &s.unknown {
-        let _ = writeln!(
-            t,
-            "unknown    {property} in {} runs; seed {}: {}",
-            u.runs, u.seed, u.reason
-        );
-    }
-    if s.expect_not_met > 0 {
-        let _ = writeln!(t, "expect     not met in {} runs", s.expect_not_met);
-    }
-    if !s.errors.is_empty() {
-        let _ = writeln!(t, "errors     {} runs did not complete", s.errors.len());
-    }
-    let _ = writeln!(t, "results    {}", h.out.display());
-    t
 }
 
 /// The command that continues this sweep into the same file.

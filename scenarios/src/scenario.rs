@@ -545,31 +545,8 @@ impl Scenario {
                 .and_then(|()| check_point(fault, &clients, deployment.as_ref()))
                 .map_err(|m| fail(format!("faults[{i}]"), m))?;
         }
-        for (key, list) in self.faults_random.node_lists() {
-            let known = |n: &String| targets.contains(n) || is_group(n);
-            if let Some(bad) = list.iter().find(|n| !known(n)) {
-                let what = if is_role(bad) { "role" } else { "node" };
-                let field = format!("faults_random.{key}");
-                return Err(fail(field, format!("unknown {what} `{bad}`")));
-            }
-        }
-        for (i, link) in self.network.links.iter().enumerate() {
-            // A link naming no node would silently keep the default latency.
-            for (end, name) in [("from", &link.from), ("to", &link.to)] {
-                if !nodes.contains(name) {
-                    return Err(fail(
-                        format!("network.links[{i}].{end}"),
-                        format!("unknown node `{name}` (nodes: {})", nodes.join(", ")),
-                    ));
-                }
-            }
-        }
-        if let Some(bad) = self.clocks.nodes.keys().find(|n| !nodes.contains(n)) {
-            return Err(fail(
-                format!("clocks.nodes.{bad}"),
-                format!("unknown node `{bad}`"),
-            ));
-        }
+        self.check_node_names(&nodes, &targets)
+            .map_err(|(field, message)| fail(field, message))?;
         let text = text_of(path);
         let warnings = self
             .roles_resolved_once()
@@ -586,6 +563,41 @@ impl Scenario {
             deployment,
             warnings,
         })
+    }
+
+    /// Every node a random profile's lists, a link or the clocks name is one of `nodes` (the
+    /// lists may also name a role of `targets` or a group): else the field and the message.
+    fn check_node_names(
+        &self,
+        nodes: &[String],
+        targets: &[String],
+    ) -> Result<(), (String, String)> {
+        for (key, list) in self.faults_random.node_lists() {
+            let known = |n: &String| targets.contains(n) || is_group(n);
+            if let Some(bad) = list.iter().find(|n| !known(n)) {
+                let what = if is_role(bad) { "role" } else { "node" };
+                let field = format!("faults_random.{key}");
+                return Err((field, format!("unknown {what} `{bad}`")));
+            }
+        }
+        for (i, link) in self.network.links.iter().enumerate() {
+            // A link naming no node would silently keep the default latency.
+            for (end, name) in [("from", &link.from), ("to", &link.to)] {
+                if !nodes.contains(name) {
+                    return Err((
+                        format!("network.links[{i}].{end}"),
+                        format!("unknown node `{name}` (nodes: {})", nodes.join(", ")),
+                    ));
+                }
+            }
+        }
+        if let Some(bad) = self.clocks.nodes.keys().find(|n| !nodes.contains(n)) {
+            return Err((
+                format!("clocks.nodes.{bad}"),
+                format!("unknown node `{bad}`"),
+            ));
+        }
+        Ok(())
     }
 
     /// A role as the `node` of a repeating fault (`pause_periodic`) is resolved once, when
