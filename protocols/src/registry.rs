@@ -241,6 +241,7 @@ mod tests {
                 "redisson",
                 "redisson-reschedule",
                 "redsync",
+                "redsync-pre-61",
                 "node-redlock"
             ]
         );
