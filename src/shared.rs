@@ -73,3 +73,44 @@ pub fn load(path: &str, registry: &Registry) -> Result<Prepared, ScenarioError> 
     }
     Ok(prepared)
 }
+
+/// An exclusive advisory lock (`flock`) on a results file, held while the value lives: a
+/// second process resuming the same file would run every seed again beside the first.
+pub struct FileLock(#[allow(dead_code)] std::fs::File);
+
+/// Locks `path` (creating it if needed) or fails with an [`InputError`] naming the process
+/// that holds it (from `/proc/locks`, where the system has one).
+pub fn lock_results(flag: &str, path: &std::path::Path) -> anyhow::Result<FileLock> {
+    use std::os::unix::io::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| input(format!("{flag} {}: {e}", path.display())))?;
+    // SAFETY: flock on an fd this function owns; no memory is shared.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    if locked {
+        return Ok(FileLock(file));
+    }
+    let holder = holder_of(&file).map_or("another process".into(), |pid| format!("process {pid}"));
+    Err(input(format!(
+        "{flag} {}: {holder} is writing this file (it holds its lock); wait for it or write \
+         elsewhere",
+        path.display()
+    )))
+}
+
+/// The pid holding an flock on `file`, read from `/proc/locks` (`1: FLOCK ADVISORY WRITE
+/// PID MAJ:MIN:INODE 0 EOF`).
+fn holder_of(file: &std::fs::File) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = file.metadata().ok()?.ino();
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (kind, pid, id) = (fields.get(1)?, fields.get(4)?, fields.get(5)?);
+        let ours = *kind == "FLOCK" && id.rsplit(':').next()? == inode.to_string();
+        ours.then(|| pid.parse().ok()).flatten()
+    })
+}

@@ -48,6 +48,8 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     let prepared = crate::shared::load(&path, registry).map_err(input)?;
     let shard = args.shard.unwrap_or(Shard::ALL);
     check_output_file("--out", &args.out, &[&args.scenario])?;
+    // Held to the end of the run: a second sweep on this file is refused, not doubled.
+    let _lock = crate::shared::lock_results("--out", &args.out)?;
     let fingerprint = prepared.scenario.fingerprint();
     let (mut file, mut summary, done) = open_results(&args, &prepared, &fingerprint, shard)?;
     let from_earlier = summary.runs;

@@ -664,3 +664,43 @@ fn an_interrupted_compare_says_where_its_results_are_and_how_to_resume() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_second_sweep_on_a_results_file_in_use_is_refused_naming_the_first() {
+    let dir = scratch("robust-sweep-lock");
+    let file = dir.join("s.toml");
+    std::fs::write(&file, SINGLE_REDIS).unwrap();
+    let results = dir.join("r.jsonl");
+    let args = |extra: &[&str]| {
+        let mut a = vec!["sweep".to_owned(), file.display().to_string()];
+        a.extend(["--seeds", "0..1000000", "--quiet", "--jobs", "1", "--out"].map(String::from));
+        a.push(results.display().to_string());
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_locksim"))
+        .args(args(&[]))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    #[allow(clippy::disallowed_methods)] // a bounded wait for a real process
+    let start = std::time::Instant::now();
+    let has_a_line = || std::fs::metadata(&results).is_ok_and(|m| m.len() > 0);
+    while !has_a_line() && start.elapsed() < std::time::Duration::from_secs(60) {
+        #[allow(clippy::disallowed_methods)]
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let strs: Vec<String> = args(&["--resume"]);
+    let second = locksim(&strs.iter().map(String::as_str).collect::<Vec<_>>());
+    let _ = first.kill();
+    let _ = first.wait();
+    assert!(has_a_line(), "the first sweep wrote nothing within 60 s");
+    assert_eq!(code(&second), 2, "{}", stderr(&second));
+    let expected = format!("process {} is writing this file", first.id());
+    assert!(
+        stderr(&second).contains(&expected),
+        "{expected} not in {}",
+        stderr(&second)
+    );
+}
