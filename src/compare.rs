@@ -384,10 +384,13 @@ pub(crate) fn run_rounds(
                 let (tx, next, groups, shared_runs) = (tx.clone(), &next, &groups, &shared_runs);
                 scope.spawn(move || {
                     // After a SIGINT or SIGTERM no new run starts; those running finish.
-                    while let Some((seed, members)) = (!crate::signals::STOP.load(Ordering::SeqCst))
-                        .then(|| groups.get(next.fetch_add(1, Ordering::Relaxed)))
-                        .flatten()
+                    let stopped = || crate::signals::STOP.load(Ordering::SeqCst);
+                    while let Some((seed, members)) =
+                        groups.get(next.fetch_add(1, Ordering::Relaxed))
                     {
+                        if stopped() {
+                            break;
+                        }
                         let (runs, count) = run_group(shared, *seed, members);
                         shared_runs.fetch_add(count, Ordering::Relaxed);
                         if runs.into_iter().any(|run| tx.send(run).is_err()) {

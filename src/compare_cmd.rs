@@ -69,7 +69,6 @@ impl CompareArgs {
 /// Runs the matrix, writes the reports, prints the table. Violations are findings, not
 /// errors: the exit code is 0 when the reports were written, 2 on bad input.
 pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
-    let (shard, dirs) = (args.shard, args.merge.clone());
     let opts = args.options();
     let validation = args
         .validation
@@ -84,7 +83,7 @@ pub fn run(args: CompareArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         .collect();
     crate::compare::check_reports_spare(&opts.out, &inputs)?;
     crate::signals::install();
-    match run_or_merge(&args, &opts, shard, &dirs, validation.as_ref(), registry) {
+    match run_or_merge(&args, &opts, validation.as_ref(), registry) {
         Err(e) if e.downcast_ref::<crate::compare::Interrupted>().is_some() => {
             Ok(interrupted(&args))
         }
@@ -122,14 +121,11 @@ fn interrupted(args: &CompareArgs) -> ExitCode {
 fn run_or_merge(
     args: &CompareArgs,
     opts: &Options,
-    shard: Option<Shard>,
-    dirs: &[PathBuf],
     validation: Option<&serde_json::Value>,
     registry: &Registry,
 ) -> anyhow::Result<ExitCode> {
-    let opts = opts.clone();
-    if let Some(shard) = shard {
-        let m = run_shard(&opts, shard, registry)?;
+    if let Some(shard) = args.shard {
+        let m = run_shard(opts, shard, registry)?;
         outln!(
             "shard {}/{}: {} jobs, {} runs; results in {out}/results/, manifest {out}/shard.json",
             shard.index,
@@ -141,10 +137,10 @@ fn run_or_merge(
         outln!("when every shard is done: locksim compare --merge DIR... --out DIR");
         return Ok(ExitCode::SUCCESS);
     }
-    let mut c = if dirs.is_empty() {
-        compare(&opts, registry)?
+    let mut c = if args.merge.is_empty() {
+        compare(opts, registry)?
     } else {
-        merge(dirs, &opts, registry)?
+        merge(&args.merge, opts, registry)?
     };
     if let Some(v) = validation {
         // The cost tables gain the real systems' loopback latencies: written again.

@@ -228,16 +228,15 @@ fn done<'a>(records: &[&'a Record]) -> Vec<&'a Record> {
         .collect()
 }
 
-/// The liveness figures of one side, its run counts, and `share`.
-fn side_with(records: &[&Record], share: Share) -> Side {
-    let done = done(records);
+/// The liveness figures of one side's `done` runs (of `all` records), and `share`.
+fn side_with(all: usize, done: &[&Record], share: Share) -> Side {
     let runs = done.len() as u64;
     let acquisitions: u64 = done.iter().map(|r| r.acquisitions).sum();
     let granted: Vec<&&Record> = done.iter().filter(|r| r.acquisitions > 0).collect();
     Side {
         share,
         runs,
-        failed: records.len() as u64 - runs,
+        failed: all as u64 - runs,
         acquisitions_per_run: if runs == 0 {
             0.0
         } else {
@@ -258,7 +257,7 @@ fn side(records: &[&Record], property: Property) -> Side {
     let k = (done.iter())
         .filter(|r| verdict(r) == Some(Verdict::Invalid))
         .count() as u64;
-    side_with(records, Share::of(k, n))
+    side_with(records.len(), &done, Share::of(k, n))
 }
 
 /// One side of the updates-lost row: acknowledged updates lost, pooled over the runs, with a
@@ -269,7 +268,7 @@ fn lost_side(records: &[&Record]) -> Side {
     let (lost, acked): (u64, u64) = (done.iter()).fold((0, 0), |(l, a), r| {
         (l + r.updates_lost, a + r.updates_acked)
     });
-    side_with(records, clustered_share(&done, lost, acked))
+    side_with(records.len(), &done, clustered_share(&done, lost, acked))
 }
 
 /// `lost` of `acked` with the cluster-robust 95% interval over `runs`; Wilson's where a run

@@ -641,13 +641,9 @@ fn an_interrupted_compare_says_where_its_results_are_and_how_to_resume() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    #[allow(clippy::disallowed_methods)] // a bounded wait for a real process
-    let start = std::time::Instant::now();
-    while !some_result_in(&out_dir) && start.elapsed() < std::time::Duration::from_secs(120) {
-        #[allow(clippy::disallowed_methods)]
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(some_result_in(&out_dir), "no result within 120 s");
+    let limit = std::time::Duration::from_secs(120);
+    let started = common::wait_until(limit, || some_result_in(&out_dir));
+    assert!(started, "no result within 120 s");
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
@@ -684,18 +680,13 @@ fn a_second_sweep_on_a_results_file_in_use_is_refused_naming_the_first() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    #[allow(clippy::disallowed_methods)] // a bounded wait for a real process
-    let start = std::time::Instant::now();
     let has_a_line = || std::fs::metadata(&results).is_ok_and(|m| m.len() > 0);
-    while !has_a_line() && start.elapsed() < std::time::Duration::from_secs(60) {
-        #[allow(clippy::disallowed_methods)]
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let strs: Vec<String> = args(&["--resume"]);
-    let second = locksim(&strs.iter().map(String::as_str).collect::<Vec<_>>());
+    let wrote = common::wait_until(std::time::Duration::from_secs(60), has_a_line);
+    let resume = args(&["--resume"]);
+    let second = locksim(&resume.iter().map(String::as_str).collect::<Vec<_>>());
     let _ = first.kill();
     let _ = first.wait();
-    assert!(has_a_line(), "the first sweep wrote nothing within 60 s");
+    assert!(wrote, "the first sweep wrote nothing within 60 s");
     assert_eq!(code(&second), 2, "{}", stderr(&second));
     let expected = format!("process {} is writing this file", first.id());
     assert!(

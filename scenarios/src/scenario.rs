@@ -416,23 +416,18 @@ impl Scenario {
                     .into(),
             });
         }
+        // A (field, message) error at the field's line.
+        let at_field = |(field, message): (String, String)| ScenarioError {
+            path: path.into(),
+            line: locate(text, &field),
+            field: Some(field),
+            message,
+        };
         crate::renamed::check(&raw)
             .and_then(|()| crate::bounds::check(&raw))
-            .map_err(|(field, message)| ScenarioError {
-                path: path.into(),
-                line: locate(text, &field),
-                field: Some(field),
-                message,
-            })?;
+            .map_err(at_field)?;
         let scenario: Scenario = toml::from_str(text).map_err(toml_error)?;
-        scenario
-            .validate()
-            .map_err(|(field, message)| ScenarioError {
-                path: path.into(),
-                line: locate(text, &field),
-                field: Some(field),
-                message,
-            })?;
+        scenario.validate().map_err(at_field)?;
         Ok(scenario)
     }
 

@@ -69,3 +69,17 @@ pub fn in_repo_to(args: &[&str], stdout: impl Into<std::process::Stdio>) -> Outp
         .output()
         .expect("locksim runs")
 }
+
+/// Polls `condition` every 20 ms until it holds or `limit` passes; whether it held.
+#[allow(dead_code)] // not every test binary waits
+#[allow(clippy::disallowed_methods)] // a bounded wait for a real process
+pub fn wait_until(limit: std::time::Duration, condition: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while !condition() {
+        if start.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
