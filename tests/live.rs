@@ -1550,7 +1550,22 @@ fn a_zookeeper_session_moves_to_another_server_when_the_leader_crashes() {
         .filter(|e| e["op"] == "acquire" && e["kind"] == "ok")
         .filter(|e| e["time_ns"].as_u64() > crash["time_ns"].as_u64())
         .count();
-    assert!(granted_after > 0, "{saved_at}");
+    // The raw recipe has no protection GUID: a create applied by the crashing leader whose
+    // reply was lost leaves a node of the surviving session that nobody deletes, and the
+    // queue waits behind it while that session lives (the ZooKeeper recipes page's
+    // "Recoverable Errors and the GUID"; Curator's protected mode; the catalog's
+    // zookeeper-lost-create-raw). So the lock goes on after the crash unless a create went
+    // unanswered.
+    let lost_create = events.iter().any(|e| {
+        e["op"] == "acquire"
+            && e["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("no answer to create"))
+    });
+    assert!(
+        granted_after > 0 || lost_create,
+        "no grant after the crash and no unanswered create to explain it: {saved_at}"
+    );
 }
 
 #[test]

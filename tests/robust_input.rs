@@ -695,3 +695,45 @@ fn a_second_sweep_on_a_results_file_in_use_is_refused_naming_the_first() {
         stderr(&second)
     );
 }
+
+#[test]
+fn node_counts_and_search_faults_are_bounded_by_what_a_run_can_finish() {
+    let text = |protocol: &str, clients: u64| {
+        format!("duration_ms = 1_000\n[protocol]\n{protocol}\n[workload]\nclients = {clients}\n")
+    };
+    let e = scenario_error("robust-clients", &text("name = \"single-redis\"", 1_000_000));
+    assert!(
+        e.contains("s.toml:5: workload.clients: 1000000 is out of bounds: a number of clients must be between 0 and 10000"),
+        "{e}"
+    );
+    let redlock = "name = \"redlock\"\ninstances = 999999";
+    let e = scenario_error("robust-instances", &text(redlock, 3));
+    assert!(
+        e.contains("s.toml:4: protocol.instances: 999999 is out of bounds: a number of servers must be between 0 and 99"),
+        "{e}"
+    );
+    let out = locksim(&["search", HEALTHY, "--faults-max", "1000000"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--faults-max 1000000: must be between 1 and 256"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_run_whose_history_fills_up_stops_with_a_message_instead_of_growing() {
+    // A billion ms of three busy clients would be some 14 GB of history.
+    let dir = scratch("robust-history-full");
+    let file = dir.join("s.toml");
+    let text = "duration_ms = 1_000_000_000\n[protocol]\nname = \"single-redis\"\n\
+                [workload]\nclients = 3\ncs_ms_min = 10\ncs_ms_max = 100\n";
+    std::fs::write(&file, text).unwrap();
+    let out = locksim(&["run", &file.display().to_string(), "--seed", "1"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("its history reached 2000000 events, the most one run may hold"),
+        "{}",
+        stderr(&out)
+    );
+}

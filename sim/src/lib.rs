@@ -97,11 +97,24 @@ pub enum RunError {
         /// The panic message.
         message: String,
     },
+    /// The history reached [`world::HISTORY_EVENTS_MAX`] events: the run was stopped.
+    #[error(
+        "the run stopped at {sim_ms} ms of simulated time: its history reached {events} \
+         events, the most one run may hold (about 0.5 GB); shorten duration_ms, or give the \
+         workload fewer clients or longer critical sections"
+    )]
+    HistoryFull {
+        /// Events in the history.
+        events: usize,
+        /// Simulated time when it filled, in ms.
+        sim_ms: u64,
+    },
 }
 
 /// Runs one simulation: builds a madsim runtime with `spec.seed`, lets `setup` add the
 /// nodes, runs the nemesis for `duration_ms` (then the liveness phase), and returns the
-/// history. Panics inside are caught and returned as [`RunError::Panic`].
+/// history. Panics inside are caught and returned as [`RunError::Panic`]; a history that reaches
+/// [`world::HISTORY_EVENTS_MAX`] events stops the run with [`RunError::HistoryFull`].
 pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome, RunError> {
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let rt =
@@ -115,10 +128,16 @@ pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome
             });
             setup(&world);
             nemesis::start(&world, &spec.faults, spec.duration_ms);
-            madsim::time::sleep(Duration::from_millis(spec.duration_ms)).await;
-            if spec.heal_ms > 0 {
+            let mut full = world.sleep_unless_full(Duration::from_millis(spec.duration_ms)).await;
+            if spec.heal_ms > 0 && !full {
                 world.heal_all();
-                madsim::time::sleep(Duration::from_millis(spec.heal_ms)).await;
+                full = world.sleep_unless_full(Duration::from_millis(spec.heal_ms)).await;
+            }
+            if full {
+                let (events, sim_ms) = (world.history_len(), world.now_ns() / 1_000_000);
+                world.finish();
+                madsim::time::sleep(Duration::from_millis(1)).await;
+                return Err(RunError::HistoryFull { events, sim_ms });
             }
             let sim_ms = world.now_ns() / 1_000_000;
             let server_fsyncs = world.fsyncs_started(Role::Server);
@@ -128,19 +147,21 @@ pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome
             let (history, net) = world.finish();
             // Let the killed nodes' timers fire so their tasks are dropped, not leaked.
             madsim::time::sleep(Duration::from_millis(1)).await;
-            SimOutcome {
+            Ok(SimOutcome {
                 history,
                 net,
                 server_fsyncs,
                 sim_ms,
                 faults_fired,
                 pause_plans,
-            }
+            })
         })
     }));
-    result.map_err(|payload| RunError::Panic {
-        seed: spec.seed,
-        message: panic_message(&payload),
+    result.unwrap_or_else(|payload| {
+        Err(RunError::Panic {
+            seed: spec.seed,
+            message: panic_message(&payload),
+        })
     })
 }
 

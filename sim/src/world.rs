@@ -52,6 +52,22 @@ struct State {
     faults_fired: u64,
     /// Each periodic pause that started, with the cycles it ran so far.
     pause_plans: Vec<PausePlan>,
+    /// Set once the history holds [`HISTORY_EVENTS_MAX`] events; wakes the run's main task,
+    /// which then ends the run with an error.
+    full: FullSignal,
+}
+
+/// The most events one run's history may hold: about 0.5 GB of memory (about 250 bytes
+/// an event, measured in docs/exit-codes-and-limits.md), some 3 hours of simulated time for
+/// three clients with 10–100 ms critical sections. A run that reaches it stops with an
+/// error instead of growing without bound (`duration_ms = 1e9` would need some 14 GB).
+pub const HISTORY_EVENTS_MAX: usize = 2_000_000;
+
+/// Whether the history is full, and the task waiting to hear it.
+#[derive(Default)]
+struct FullSignal {
+    full: bool,
+    waiter: Option<std::task::Waker>,
 }
 
 struct Inner {
@@ -90,6 +106,7 @@ impl World {
             resolvers: BTreeMap::new(),
             faults_fired: 0,
             pause_plans: vec![],
+            full: FullSignal::default(),
         };
         let time = madsim::time::TimeHandle::current();
         let disks = DiskHost {
@@ -136,7 +153,37 @@ impl World {
         event.time_ns = now;
         tracing::debug!(target: "locksim::history", "{}", event.describe());
         state.history.push(event);
+        if state.history.len() == HISTORY_EVENTS_MAX {
+            state.full.full = true;
+            if let Some(waiter) = state.full.waiter.take() {
+                waiter.wake();
+            }
+        }
         state.history.len() as u64 - 1
+    }
+
+    /// Sleeps `duration` of true time, or less if the history fills up first: true then.
+    /// (Polling the signal beside the timer wakes the task only when the history fills, so
+    /// a run that never fills it draws and schedules exactly as a plain sleep would.)
+    pub(crate) async fn sleep_unless_full(&self, duration: Duration) -> bool {
+        let mut sleep = std::pin::pin!(madsim::time::sleep(duration));
+        std::future::poll_fn(|cx| {
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(false);
+            }
+            let mut state = self.state();
+            if state.full.full {
+                return Poll::Ready(true);
+            }
+            state.full.waiter = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Events in the history so far.
+    pub(crate) fn history_len(&self) -> usize {
+        self.state().history.len()
     }
 
     /// Adds a node. `init` builds the node's main task; it runs at the start and again at
