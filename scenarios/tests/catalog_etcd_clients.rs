@@ -55,6 +55,37 @@ fn concurrency_35_done_fires_after_the_paused_holders_check_and_on_signal_aborts
     }
 }
 
+/// Why the done-abort file does not pin lost update: on seed 819 the session's first
+/// keep-alive is on its way when the pause strikes; its answer ("kept alive", from before the
+/// revocation) is read on waking before the deadline loop looks, as etcd's `recvKeepAlive` may,
+/// and moves the deadline to now + TTL. `Done()` does not fire before the work ends: nothing is
+/// aborted and the stale write lands.
+#[test]
+fn concurrency_35_a_keep_alive_answer_read_on_waking_keeps_done_from_firing() {
+    let file = "etcd-concurrency-35-done-abort.toml";
+    let (r, h) = common::prepared(&format!("catalog/{file}")).run_with_history(819);
+    assert!(r.expect.as_ref().is_some_and(|e| e.met), "{}", r.replay);
+    assert_eq!(
+        r.properties[&Property::LostUpdate],
+        Verdict::Invalid,
+        "{}",
+        r.replay
+    );
+    assert!(
+        common::notes(&h, "c1", "work aborted").is_empty(),
+        "{}",
+        r.replay
+    );
+    let stale = h
+        .iter()
+        .any(|e| e.op == Op::ResourceAccept && e.grant.as_deref() == Some("c1#1"));
+    assert!(
+        stale,
+        "c1's first write lands after the pause: {}",
+        r.replay
+    );
+}
+
 /// One holder with a 5 s session cut off from every member at 2 s.
 const CUT_OFF: &str = r#"
 duration_ms = 14_000
