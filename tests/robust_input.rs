@@ -701,7 +701,10 @@ fn node_counts_and_search_faults_are_bounded_by_what_a_run_can_finish() {
     let text = |protocol: &str, clients: u64| {
         format!("duration_ms = 1_000\n[protocol]\n{protocol}\n[workload]\nclients = {clients}\n")
     };
-    let e = scenario_error("robust-clients", &text("name = \"single-redis\"", 1_000_000));
+    let e = scenario_error(
+        "robust-clients",
+        &text("name = \"single-redis\"", 1_000_000),
+    );
     assert!(
         e.contains("s.toml:5: workload.clients: 1000000 is out of bounds: a number of clients must be between 0 and 10000"),
         "{e}"

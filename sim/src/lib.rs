@@ -128,10 +128,14 @@ pub fn simulate(spec: &SimSpec, setup: impl FnOnce(&World)) -> Result<SimOutcome
             });
             setup(&world);
             nemesis::start(&world, &spec.faults, spec.duration_ms);
-            let mut full = world.sleep_unless_full(Duration::from_millis(spec.duration_ms)).await;
+            let mut full = world
+                .sleep_unless_full(Duration::from_millis(spec.duration_ms))
+                .await;
             if spec.heal_ms > 0 && !full {
                 world.heal_all();
-                full = world.sleep_unless_full(Duration::from_millis(spec.heal_ms)).await;
+                full = world
+                    .sleep_unless_full(Duration::from_millis(spec.heal_ms))
+                    .await;
             }
             if full {
                 let (events, sim_ms) = (world.history_len(), world.now_ns() / 1_000_000);
