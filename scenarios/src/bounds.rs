@@ -171,9 +171,14 @@ mod tests {
         assert_eq!(e.0, "network.latency_ms_max");
         let e = check_text("[faults_random]\npause_probability = 1.5").unwrap_err();
         assert!(e.1.contains("a probability"), "{e:?}");
-        let e = check_text("[workload]\nclients = -1").unwrap_err();
+        let e = check_text("[expect]\nacquisitions_min = -1").unwrap_err();
         assert!(
             e.1.contains("a count must be between 0 and 1000000"),
+            "{e:?}"
+        );
+        let e = check_text("[workload]\nclients = 10001").unwrap_err();
+        assert!(
+            e.1.contains("a number of clients must be between 0 and 10000"),
             "{e:?}"
         );
         let e = check_text("[clocks.nodes.redis]\ndrift_ppm = 600000").unwrap_err();
