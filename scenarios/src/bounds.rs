@@ -52,10 +52,10 @@ pub const BOUNDS: &[Bound] = &[
     ),
     ("a factor", |k| k.ends_with("factor"), 0.0, 1.0),
     // Each client is a node with its own tasks: 10,000 clients run 10 s of simulated time
-    // in about 32 s and 150 MB (docs/exit-codes-and-limits.md), a million would need 1.3 GB
+    // in about 32 s and 150 MB (docs/scenarios.md), a million would need 1.3 GB
     // before the first grant.
     ("a number of clients", |k| k == "clients", 0.0, CLIENTS_MAX),
-    // Servers talk to each other or are asked in turn by every client: 99 Redlock
+    // Servers talk to each other or are asked in turn by every client: 101 Redlock
     // instances run 10 s in a quarter of a second; 999,999 never finished starting.
     (
         "a number of servers",

@@ -58,7 +58,7 @@ struct State {
 }
 
 /// The most events one run's history may hold: about 0.5 GB of memory (about 250 bytes
-/// an event, measured in docs/exit-codes-and-limits.md), some 3 hours of simulated time for
+/// an event, measured in docs/scenarios.md), some 3 hours of simulated time for
 /// three clients with 10–100 ms critical sections. A run that reaches it stops with an
 /// error instead of growing without bound (`duration_ms = 1e9` would need some 14 GB).
 pub const HISTORY_EVENTS_MAX: usize = 2_000_000;
