@@ -1,7 +1,9 @@
 //! `report.html` in a real browser: headless Chromium (Debian's `chromium`, which `.ci/run`
 //! installs; `LOCKSIM_CHROMIUM` names another binary) loads the page. The test fails on any
 //! console message, checks that the sections and their SVG drawings are in the parsed page,
-//! and saves full-page screenshots, 1200 and 800 px wide, under `target/tmp/`.
+//! that at 1280 px no table or figure is wider than the window (nothing scrolls sideways),
+//! that the bar chart draws an n/a share as "n/a" and not as a 0% bar, and saves full-page
+//! screenshots, 1200 and 800 px wide, under `target/tmp/`.
 
 mod common;
 
@@ -64,6 +66,103 @@ fn a_console_error_is_caught() {
     .unwrap();
     let (_, console) = load(&chromium, &page, &["--dump-dom"]);
     assert!(console.iter().any(|l| l.contains("canary")), "{console:?}");
+}
+
+/// Appended to a copy of a page: after layout, lists in `<pre id="overflow">` the page's
+/// width against the window's and every block (table, figure, paragraph…) that reaches past
+/// the window's right edge or scrolls sideways inside its own box.
+const OVERFLOW_PROBE: &str = r#"<script>
+window.addEventListener('load', () => {
+  const vw = document.documentElement.clientWidth;
+  const found = [];
+  if (document.documentElement.scrollWidth > vw) {
+    found.push('the page is ' + document.documentElement.scrollWidth + ' px wide');
+  }
+  const blocks = 'table, svg, img, pre, div, p, ul, ol, h1, h2, h3, section, figure';
+  document.querySelectorAll(blocks).forEach(e => {
+    if (e.parentElement && e.parentElement.closest('svg')) return;
+    const r = e.getBoundingClientRect();
+    const scrolls = e.scrollWidth > e.clientWidth + 1
+      && getComputedStyle(e).overflowX !== 'visible';
+    if (r.right > vw + 0.5 || scrolls) {
+      let head = e.previousElementSibling;
+      while (head && !/^H[1-3]$/.test(head.tagName)) head = head.previousElementSibling;
+      found.push(e.tagName.toLowerCase() + ' ' + Math.round(e.scrollWidth) + ' px wide, right edge '
+        + Math.round(r.right) + ' px' + (scrolls ? ', scrolls sideways' : '')
+        + (head ? ', after "' + head.textContent.slice(0, 60) + '"' : ''));
+    }
+  });
+  const out = document.createElement('pre');
+  out.id = 'overflow';
+  out.textContent = 'window ' + vw + ' px\n' + found.join('\n');
+  document.body.appendChild(out);
+});
+</script>"#;
+
+/// What [`OVERFLOW_PROBE`] finds in `page` at `width` px: the blocks wider than the window.
+fn too_wide(chromium: &str, page: &Path, width: u32) -> Vec<String> {
+    let probe = page.with_file_name(format!("overflow-probe-{width}.html"));
+    let mut html = std::fs::read_to_string(page).unwrap();
+    html.push_str(OVERFLOW_PROBE);
+    std::fs::write(&probe, html).unwrap();
+    let size = format!("--window-size={width},900");
+    let (dom, console) = load(chromium, &probe, &[&size, "--dump-dom"]);
+    assert!(console.is_empty(), "console messages: {console:?}");
+    let start = dom.find("<pre id=\"overflow\">").expect("the probe ran") + 19;
+    let text = &dom[start..start + dom[start..].find("</pre>").unwrap()];
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(format!("window {width} px").as_str()));
+    lines.map(String::from).collect()
+}
+
+#[test]
+fn a_block_wider_than_the_window_is_caught() {
+    let Some(chromium) = chromium("browser::a_block_wider_than_the_window_is_caught") else {
+        return;
+    };
+    // The probe itself: a table of 2000 px in a scrolling box, and a fitting page.
+    let page = tmp().join("overflow-canary.html");
+    std::fs::write(
+        &page,
+        "<!doctype html><h2>wide</h2><div style=\"overflow-x:auto\">\
+         <table style=\"width:2000px\"><tr><td>x</td></tr></table></div>",
+    )
+    .unwrap();
+    let found = too_wide(&chromium, &page, 1280);
+    assert!(
+        found
+            .iter()
+            .any(|l| l.contains("scrolls sideways") && l.contains("\"wide\"")),
+        "{found:?}"
+    );
+    assert!(
+        found.iter().any(|l| l.starts_with("table 2000 px")),
+        "{found:?}"
+    );
+    std::fs::write(&page, "<!doctype html><p>narrow</p>").unwrap();
+    assert_eq!(too_wide(&chromium, &page, 1280), Vec::<String>::new());
+}
+
+/// The bar chart's n/a shares, against the report's JSON: per cell, latent is n/a where
+/// fencing is (no tokens), damage where fencing and lost update both are; an n/a share is
+/// written "n/a", and no bar is drawn for it.
+fn n_a_shares_are_not_drawn_as_bars(html: &str, json: &serde_json::Value) {
+    let at = html.find("class=\"chart\"").unwrap();
+    let chart = &html[at..at + html[at..].find("</svg>").unwrap()];
+    let (mut n_a, mut latent_bars) = (0, 0);
+    for cell in json["cells"].as_array().unwrap() {
+        let p = &cell["properties"];
+        let fencing = !p["fencing"].is_null();
+        latent_bars += usize::from(fencing);
+        n_a += usize::from(!fencing) + usize::from(!fencing && p["lost_update"].is_null());
+    }
+    assert!(n_a > 0, "the matrix has rows without fencing tokens");
+    assert_eq!(chart.matches("class=\"na\">n/a").count(), n_a, "n/a marks");
+    assert_eq!(
+        chart.matches("<title>latent: ").count(),
+        latent_bars,
+        "latent bars"
+    );
 }
 
 /// Full-page height: the page's content fits in this many px at the narrowest width.
@@ -177,6 +276,15 @@ fn the_report_loads_in_chromium_with_every_section_and_no_console_error() {
 
     let html = std::fs::read_to_string(&page).unwrap();
     legends_under_every_table_and_chart(&html);
+    let json = std::fs::read_to_string(dir.join("report.json")).unwrap();
+    n_a_shares_are_not_drawn_as_bars(&html, &serde_json::from_str(&json).unwrap());
+    let wide = too_wide(&chromium, &page, 1280);
+    assert!(
+        wide.is_empty(),
+        "at 1280 px these are wider than the window ({}):\n{}",
+        page.display(),
+        wide.join("\n")
+    );
     let height = page_height(&html);
     for width in [1200, 800] {
         let shot = tmp().join(format!("report-{width}.png"));

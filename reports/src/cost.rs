@@ -24,15 +24,27 @@ pub struct Cost {
     pub acquire_ms_p50: f64,
     /// Uncontended acquire latency, 99th percentile (mean over runs of each run's), in ms.
     pub acquire_ms_p99: f64,
+    /// 95% interval of `acquire_ms_p50` over the runs (Student's; `None` below 2 runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acquire_ms_p50_ci95: Option<[f64; 2]>,
+    /// 95% interval of `acquire_ms_p99`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acquire_ms_p99_ci95: Option<[f64; 2]>,
     /// Grants per simulated second with the row's clients contending, no faults (`None`
     /// without a fault-free profile).
     pub handoffs_per_s: Option<f64>,
+    /// 95% interval of `handoffs_per_s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handoffs_per_s_ci95: Option<[f64; 2]>,
     /// Lock messages per acquisition, uncontended.
     pub messages_per_acquire: f64,
     /// Lock-server fsyncs per acquisition, uncontended.
     pub fsyncs_per_acquire: f64,
     /// Time stuck (wanted while free) per simulated second under `stuck_profile`, in ms.
     pub stuck_ms_per_s: Option<f64>,
+    /// 95% interval of `stuck_ms_per_s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stuck_ms_per_s_ci95: Option<[f64; 2]>,
     /// The profile the handoffs were measured under.
     pub contended_profile: String,
     /// The profile the time stuck was measured under.
@@ -65,6 +77,14 @@ fn per_s(x: f64, cell: &CellSummary) -> Option<f64> {
     (cell.sim_ms_mean > 0.0).then(|| x / (cell.sim_ms_mean / 1e3))
 }
 
+/// A per-run interval as a rate per simulated second: every run of a cell simulates the same
+/// duration (the scenario's), so dividing by the mean is dividing each run's figure by it.
+fn per_s_interval(x: Option<[f64; 2]>, cell: &CellSummary) -> Option<[f64; 2]> {
+    let [lo, hi] = x?;
+    let round = |v: f64| (v * 1e3).round() / 1e3;
+    Some([round(per_s(lo, cell)?), round(per_s(hi, cell)?)])
+}
+
 impl Cost {
     /// The cost from the uncontended runs, the contended fault-free cell and the reference
     /// cell (each where there is one).
@@ -76,7 +96,11 @@ impl Cost {
         let cost = Cost {
             acquire_ms_p50: uncontended.acquire_latency_ms_p50_mean,
             acquire_ms_p99: uncontended.acquire_latency_ms_p99_mean,
+            acquire_ms_p50_ci95: uncontended.acquire_latency_ms_p50_ci95,
+            acquire_ms_p99_ci95: uncontended.acquire_latency_ms_p99_ci95,
             handoffs_per_s: contended.and_then(|c| per_s(c.acquisitions_mean, c)),
+            handoffs_per_s_ci95: contended.and_then(|c| per_s_interval(c.acquisitions_ci95, c)),
+            stuck_ms_per_s_ci95: reference.and_then(|c| per_s_interval(c.wanted_free_ms_ci95, c)),
             messages_per_acquire: uncontended.lock_messages_per_acquire.unwrap_or(0.0),
             fsyncs_per_acquire: uncontended.server_fsyncs_per_acquire.unwrap_or(0.0),
             stuck_ms_per_s: reference.and_then(|c| per_s(c.wanted_free_ms_mean, c)),
@@ -99,9 +123,12 @@ impl Cost {
     }
 }
 
-/// A figure for tables: `–` where there is none.
-pub fn figure(x: Option<f64>, decimals: usize) -> String {
-    x.map_or("–".into(), |v| format!("{v:.decimals$}"))
+/// A figure with its 95% interval's half-width for tables (`6.2 ±0.3`): `–` where there is
+/// none.
+pub fn figure_ci(x: Option<f64>, ci: Option<[f64; 2]>, decimals: usize) -> String {
+    x.map_or("–".into(), |v| {
+        crate::stats::with_interval(v, ci, decimals)
+    })
 }
 
 #[cfg(test)]
@@ -137,6 +164,34 @@ mod tests {
         assert_eq!(c.stuck_ms_per_s, Some(50.0));
         assert_eq!((c.messages_per_acquire, c.fsyncs_per_acquire), (4.0, 1.0));
         assert_eq!((c.contended_profile.as_str(), c.runs), ("none", 5));
+        assert_eq!(
+            c.acquire_ms_p50_ci95, None,
+            "no interval given, none made up"
+        );
         assert_eq!(Cost::of(&one, None, None).handoffs_per_s, None);
+    }
+
+    #[test]
+    fn rates_per_second_carry_their_runs_interval() {
+        let one = CellSummary {
+            acquire_latency_ms_p50_mean: 3.0,
+            acquire_latency_ms_p50_ci95: Some([2.5, 3.5]),
+            acquire_latency_ms_p99_mean: 7.5,
+            ..CellSummary::default()
+        };
+        let calm = CellSummary {
+            acquisitions_mean: 80.0,
+            acquisitions_ci95: Some([70.0, 90.0]),
+            sim_ms_mean: 10_000.0,
+            ..CellSummary::default()
+        };
+        let c = Cost::of(&one, Some(&calm), None);
+        assert_eq!(c.acquire_ms_p50_ci95, Some([2.5, 3.5]));
+        assert_eq!(c.handoffs_per_s_ci95, Some([7.0, 9.0]));
+        assert_eq!(
+            figure_ci(c.handoffs_per_s, c.handoffs_per_s_ci95, 1),
+            "8.0 ±1.0"
+        );
+        assert_eq!(figure_ci(None, None, 1), "–");
     }
 }

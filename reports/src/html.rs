@@ -4,7 +4,7 @@
 //! overlap), `ranking`, `chart`, `phase`, `catalog`, `details`, `liveness`, `timelines`. Every
 //! table and chart has a one-line legend under it (`p.note`).
 
-use crate::cost::figure;
+use crate::cost::figure_ci;
 use crate::decide;
 use crate::markdown::{
     catalog_agrees, catalog_outcome, latent_text, lost_text, not_run, property_text, rejected_text,
@@ -25,13 +25,14 @@ td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;vertical-align:top}
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
 td small{color:#555;white-space:nowrap}\
 code{background:#f4f4f4;padding:1px 3px;word-break:break-all}.cx{margin:1.5em 0;border-top:1px solid #ddd}\
-svg{max-width:100%;height:auto}.grid{display:flex;flex-wrap:wrap;gap:8px}\
+svg{max-width:100%;height:auto}.grid{display:flex;flex-wrap:wrap;gap:8px;margin-bottom:1em}\
 .note{font-size:90%;color:#555;margin-top:-0.6em}.ev{font-size:85%;color:#444}\
 td.meets{background:#e9f5ec}td.fails{background:#fbe3e4}td.only{background:#fff4d6}\
 table.decide{table-layout:fixed;width:100%}table.decide th:first-child{width:11em}\
 table.decide th{overflow-wrap:anywhere}table.decide td{text-align:left;overflow-wrap:anywhere}\
 table.decide small{white-space:normal;display:block;font-size:80%}\
 .legend{display:flex;flex-wrap:wrap;gap:0 1.2em}.legend span{white-space:nowrap}.nw{white-space:nowrap}\
+table.details{font-size:88%}\
 .same{color:#666;font-style:italic;background:#f4f4f4;text-align:left}.caption{font-style:italic}";
 
 /// What the timeline's marks mean.
@@ -60,9 +61,11 @@ fn heat(rate: f64) -> String {
     format!("hsl(0,70%,{light:.0}%)")
 }
 
+/// A share with its interval; the interval may wrap under its figure, so that a table of
+/// them fits the page.
 fn share_cell(label: &str, s: &Share) -> String {
     format!(
-        "<span class=\"nw\">{label} <b>{}</b> <small>({}–{})</small></span>",
+        "<span class=\"nw\">{label} <b>{}</b></span> <small>({}–{})</small>",
         pct(s.rate()),
         pct(s.lo),
         pct(s.hi)
@@ -79,7 +82,7 @@ fn latent_cell(cell: &CellSummary) -> String {
 fn headline_table(s: &mut String, c: &Comparison) {
     s.push_str("<div class=\"wide\"><table><tr><th>protocol</th>");
     for (p, _) in &c.profiles {
-        let _ = write!(s, "<th>{}</th>", escape(p));
+        let _ = write!(s, "<th>{}</th>", escape(decide::display_profile(p)));
     }
     s.push_str("</tr>");
     for (proto, _) in &c.protocols {
@@ -117,10 +120,28 @@ fn headline_table(s: &mut String, c: &Comparison) {
 
 /// A cell's label in the chart: `row · profile`, and `(= ROW)` for a cell not run.
 fn chart_label(cell: &CellSummary) -> String {
+    let profile = decide::display_profile(&cell.profile);
     match &cell.same_as {
-        None => format!("{} · {}", cell.protocol, cell.profile),
-        Some(row) => format!("{} · {} (= {row})", cell.protocol, cell.profile),
+        None => format!("{} · {profile}", cell.protocol),
+        Some(row) => format!("{} · {profile} (= {row})", cell.protocol),
     }
+}
+
+/// A cell's three bars: damage, latent and overlap, each `None` where the configuration
+/// cannot show it (n/a: latent without fencing tokens; damage, without tokens and without
+/// an acknowledged write).
+fn chart_bars(cell: &CellSummary) -> [(Option<&Share>, &'static str, &'static str); 3] {
+    let fencing = cell.property(Property::Fencing).is_some();
+    let lost = cell.property(Property::LostUpdate).is_some();
+    [
+        (
+            (fencing || lost).then_some(&cell.damage),
+            HARM_COLOUR,
+            "damage",
+        ),
+        (fencing.then_some(&cell.latent), LATENT_COLOUR, "latent"),
+        (Some(&cell.overlap), OVERLAP_COLOUR, "overlap"),
+    ]
 }
 
 /// Horizontal bars with 95% whiskers: per cell, damage (red), latent (purple), overlap
@@ -180,14 +201,19 @@ fn chart(c: &Comparison) -> String {
         let y = i as f64 * row + 4.0;
         let name = chart_label(cell);
         labels.place_shrinking(&name, (left - 8.0, y + 20.0), "end", 11.0, "#222");
-        let bars = [
-            (&cell.damage, HARM_COLOUR, "damage"),
-            (&cell.latent, LATENT_COLOUR, "latent"),
-            (&cell.overlap, OVERLAP_COLOUR, "overlap"),
-        ];
-        for (k, (share, colour, what)) in bars.into_iter().enumerate() {
+        for (k, (share, colour, what)) in chart_bars(cell).into_iter().enumerate() {
             let at = y + 11.0 * k as f64;
-            bar(&mut s, &mut labels, at, share, colour, what);
+            match share {
+                Some(share) => bar(&mut s, &mut labels, at, share, colour, what),
+                // Not a 0% bar: nothing was measured.
+                None => {
+                    let _ = write!(
+                        s,
+                        r##"<text x="{left}" y="{:.1}" font-size="9" fill="#666" class="na">n/a<title>{what} n/a: the configuration cannot show it</title></text>"##,
+                        at + 8.5
+                    );
+                }
+            }
         }
     }
     s.push_str(&labels.finish());
@@ -438,9 +464,15 @@ fn zombie_html(cell: &CellSummary) -> String {
     }
 }
 
+/// A row label that may wrap after its `/` and `+` (`single-redis/<wbr>redsync`), so a wide
+/// table fits the page without breaking inside a name.
+fn breakable(label: &str) -> String {
+    escape(label).replace('/', "/<wbr>").replace('+', "+<wbr>")
+}
+
 fn details_table(s: &mut String, c: &Comparison) {
     s.push_str(
-        "<h2 id=\"details\">Each property</h2><div class=\"wide\"><table><tr><th>protocol</th>\
+        "<h2 id=\"details\">Each property</h2><div class=\"wide\"><table class=\"details\"><tr><th>protocol</th>\
          <th>profile</th><th>seeds</th><th>damage</th><th>latent</th>\
          <th title=\"a holder going on after another client was let in: longest, median of each run's longest, runs with one\">zombie window</th>\
          <th>mutual exclusion</th><th>fencing</th>\
@@ -452,7 +484,7 @@ fn details_table(s: &mut String, c: &Comparison) {
             let _ = write!(
                 s,
                 "<tr><td>{}</td><td>{}</td><td class=\"same\" colspan=\"11\">{}</td></tr>",
-                escape(&cell.protocol),
+                breakable(&cell.protocol),
                 escape(&cell.profile),
                 escape(&same_as_text(cell))
             );
@@ -462,7 +494,7 @@ fn details_table(s: &mut String, c: &Comparison) {
             s,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&cell.protocol),
+            breakable(&cell.protocol),
             escape(&cell.profile),
             escape(&cell.seeds),
             escape(&cell.damage.text()),
@@ -697,16 +729,16 @@ fn cost_section(s: &mut String, c: &Comparison) {
         let Some(x) = &r.cost else { continue };
         let _ = write!(
             s,
-            "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{:.1}</td><td>{:.2}</td>\
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.2}</td>\
              <td title=\"under {}\">{}</td><td>{}</td>",
             escape(&r.label),
-            x.acquire_ms_p50,
-            x.acquire_ms_p99,
-            figure(x.handoffs_per_s, 1),
+            figure_ci(Some(x.acquire_ms_p50), x.acquire_ms_p50_ci95, 1),
+            figure_ci(Some(x.acquire_ms_p99), x.acquire_ms_p99_ci95, 1),
+            figure_ci(x.handoffs_per_s, x.handoffs_per_s_ci95, 1),
             x.messages_per_acquire,
             x.fsyncs_per_acquire,
             escape(&x.stuck_profile),
-            figure(x.stuck_ms_per_s, 0),
+            figure_ci(x.stuck_ms_per_s, x.stuck_ms_per_s_ci95, 0),
             x.runs
         );
         if live {
@@ -831,6 +863,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_n_a_share_is_written_n_a_and_gets_no_bar() {
+        let cell = |fencing: Option<Share>, lost: Option<Share>| {
+            let mut c = CellSummary {
+                protocol: "p".into(),
+                profile: "none".into(),
+                damage: Share::of(0, 4),
+                latent: Share::of(0, 4),
+                overlap: Share::of(1, 4),
+                ..CellSummary::default()
+            };
+            c.properties.insert("fencing".into(), fencing);
+            c.properties.insert("lost_update".into(), lost);
+            c
+        };
+        let zero = Some(Share::of(0, 4));
+        let bars = |c: CellSummary| {
+            let svg = chart(&Comparison {
+                cells: vec![c],
+                ..Comparison::default()
+            });
+            let na = svg.matches("class=\"na\">n/a").count();
+            (
+                na,
+                svg.matches("<rect").count(),
+                svg.contains("p · no faults"),
+            )
+        };
+        assert_eq!(bars(cell(zero, zero)), (0, 3, true), "all three measured");
+        assert_eq!(
+            bars(cell(None, zero)),
+            (1, 2, true),
+            "no tokens: latent n/a"
+        );
+        assert_eq!(
+            bars(cell(None, None)),
+            (2, 1, true),
+            "and nothing acked: damage n/a"
+        );
+    }
+
+    #[test]
     fn the_chart_names_every_cell_even_long_ones() {
         let cell = |protocol: &str, profile: &str| CellSummary {
             protocol: protocol.into(),
@@ -849,7 +922,7 @@ mod tests {
         };
         let svg = chart(&c);
         for x in [&c.cells[0], &c.cells[2]] {
-            let name = escape(&format!("{} · {}", x.protocol, x.profile));
+            let name = escape(&chart_label(x));
             assert!(
                 svg.contains(&format!(">{name}</text>")),
                 "{name} missing: {svg}"

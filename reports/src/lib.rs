@@ -26,7 +26,7 @@ pub mod verdict;
 use locksim_scenarios::sweep::SeedResult;
 use locksim_sim::{History, Property, Verdict};
 use serde::{Deserialize, Serialize};
-use stats::Share;
+use stats::{mean_interval, Share};
 use std::collections::BTreeMap;
 
 /// The version of `report.json`'s layout: 2 added overlap/harm, intervals, phase diagrams
@@ -91,10 +91,23 @@ pub struct CellSummary {
     pub acquire_latency_ms_p50_mean: f64,
     /// Mean over runs of each run's 99th percentile acquire latency, in ms.
     pub acquire_latency_ms_p99_mean: f64,
+    /// 95% interval of `acquire_latency_ms_p50_mean` (Student's, over the runs; `None`
+    /// below 2 runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquire_latency_ms_p50_ci95: Option<[f64; 2]>,
+    /// 95% interval of `acquire_latency_ms_p99_mean`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquire_latency_ms_p99_ci95: Option<[f64; 2]>,
+    /// 95% interval of `acquisitions_mean`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquisitions_ci95: Option<[f64; 2]>,
     /// Largest time anyone wanted the lock while it was free, over all runs, in ms.
     pub wanted_free_ms_max: f64,
     /// Mean per run of the total time someone wanted the lock while it was free, in ms.
     pub wanted_free_ms_mean: f64,
+    /// 95% interval of `wanted_free_ms_mean`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wanted_free_ms_ci95: Option<[f64; 2]>,
     /// Messages of the lock itself (the resource's excluded) per acquisition, over all runs
     /// (`None` without acquisitions).
     pub lock_messages_per_acquire: Option<f64>,
@@ -224,6 +237,11 @@ pub struct CellAccumulator {
     latency_p50_us: u64,
     latency_p99_us: u64,
     wanted_free_us: u64,
+    /// Sums of squares of the per-run figures above (and of acquisitions), for intervals.
+    acquisitions_sq: u128,
+    latency_p50_us_sq: u128,
+    latency_p99_us_sq: u128,
+    wanted_free_us_sq: u128,
     lock_messages: u64,
     server_fsyncs: u64,
     sim_ms: u64,
@@ -326,10 +344,21 @@ impl CellAccumulator {
         s.updates_lost += st.updates_lost;
         s.writes_accepted += l.writes_accepted;
         s.writes_rejected += l.writes_rejected;
+        let us = |ms: f64| (ms * 1e3).round() as u64;
+        let sq = |x: u64| u128::from(x) * u128::from(x);
+        let (p50, p99, free) = (
+            us(l.acquire_latency_ms_p50),
+            us(l.acquire_latency_ms_p99),
+            us(l.wanted_free_ms),
+        );
         self.acquisitions += l.acquisitions;
-        self.latency_p50_us += (l.acquire_latency_ms_p50 * 1e3).round() as u64;
-        self.latency_p99_us += (l.acquire_latency_ms_p99 * 1e3).round() as u64;
-        self.wanted_free_us += (l.wanted_free_ms * 1e3).round() as u64;
+        self.latency_p50_us += p50;
+        self.latency_p99_us += p99;
+        self.wanted_free_us += free;
+        self.acquisitions_sq += sq(l.acquisitions);
+        self.latency_p50_us_sq += sq(p50);
+        self.latency_p99_us_sq += sq(p99);
+        self.wanted_free_us_sq += sq(free);
         // Simulated runs count both; a live one (uncounted: `None`) adds nothing.
         let lock_messages = st
             .messages
@@ -357,6 +386,11 @@ impl CellAccumulator {
             s.wanted_free_ms_mean = self.wanted_free_us as f64 / 1e3 / n;
             s.sim_ms_mean = self.sim_ms as f64 / n;
         }
+        let ci = |sum, sum_sq, scale| mean_interval(self.completed, sum, sum_sq, scale);
+        s.acquire_latency_ms_p50_ci95 = ci(self.latency_p50_us, self.latency_p50_us_sq, 1e3);
+        s.acquire_latency_ms_p99_ci95 = ci(self.latency_p99_us, self.latency_p99_us_sq, 1e3);
+        s.acquisitions_ci95 = ci(self.acquisitions, self.acquisitions_sq, 1.0);
+        s.wanted_free_ms_ci95 = ci(self.wanted_free_us, self.wanted_free_us_sq, 1e3);
         if self.acquisitions > 0 {
             let per = |x: u64| Some(x as f64 / self.acquisitions as f64);
             s.lock_messages_per_acquire = per(self.lock_messages);

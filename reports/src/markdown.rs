@@ -1,6 +1,6 @@
 //! The comparison as Markdown (and as the plain table the CLI prints).
 
-use crate::cost::figure;
+use crate::cost::figure_ci;
 use crate::decide;
 use crate::stats::pct;
 use crate::verdict::{group_text, ranking, verdicts};
@@ -47,7 +47,7 @@ pub fn table(c: &Comparison) -> String {
     let mut s = String::new();
     let _ = write!(s, "| protocol |");
     for (p, _) in &c.profiles {
-        let _ = write!(s, " {p} |");
+        let _ = write!(s, " {} |", crate::decide::display_profile(p));
     }
     let _ = write!(s, "\n|---|");
     for _ in &c.profiles {
@@ -210,7 +210,9 @@ pub const COST_LEGEND: &str = "Simulated under the matrix's network. Uncontended
     no faults, mean over the runs of each run's p50 / p99 from acquire to grant; messages (the \
     lock's own, heartbeats included, the resource's excluded) and server fsyncs per grant in \
     those runs; handoffs: grants per second with the row's clients contending, no faults; \
-    stuck: ms per second someone wanted the lock while nobody held it, under the named profile.";
+    stuck: ms per second someone wanted the lock while nobody held it, under the named profile; \
+    ±: half the 95% interval of the mean over the runs (Student's t; the spread between runs, \
+    not a bound on any one run); messages and fsyncs are pooled over the runs.";
 
 /// The legend of the live column (shown when `compare --validation` gave live figures).
 pub const LIVE_COST_LEGEND: &str = "Loopback live · sim: the acquire latency's median against \
@@ -249,7 +251,7 @@ pub fn cost_table(c: &Comparison) -> String {
     };
     for r in &c.rows {
         let Some(x) = &r.cost else { continue };
-        let stuck = figure(x.stuck_ms_per_s, 0);
+        let stuck = figure_ci(x.stuck_ms_per_s, x.stuck_ms_per_s_ci95, 0);
         let tail = if live {
             format!(" {} |", live_cell(x))
         } else {
@@ -257,11 +259,11 @@ pub fn cost_table(c: &Comparison) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {:.1} | {:.1} | {} | {:.1} | {:.2} | {} ({}) | {} |{tail}",
+            "| {} | {} | {} | {} | {:.1} | {:.2} | {} ({}) | {} |{tail}",
             r.label,
-            x.acquire_ms_p50,
-            x.acquire_ms_p99,
-            figure(x.handoffs_per_s, 1),
+            figure_ci(Some(x.acquire_ms_p50), x.acquire_ms_p50_ci95, 1),
+            figure_ci(Some(x.acquire_ms_p99), x.acquire_ms_p99_ci95, 1),
+            figure_ci(x.handoffs_per_s, x.handoffs_per_s_ci95, 1),
             x.messages_per_acquire,
             x.fsyncs_per_acquire,
             stuck,

@@ -169,6 +169,17 @@ pub fn svg(c: &Comparison, profile: &str) -> String {
             let left: Vec<(f64, f64)> = spots.iter().map(|(_, sy)| (x - 8.0, *sy)).collect();
             labels.place(label, &left, "end", 11.0, "#222");
         }
+        if latent.k > 0 {
+            // The ring says what it is and whose it is: its row's mark is straight below or
+            // above it, and the legend alone would leave a reader to guess.
+            let ring = format!("latent {} ({label})", pct(latent.rate()));
+            let (rx, ry) = (x, f.y(latent.rate()));
+            let at = [4.0, -8.0, 16.0, -20.0, 28.0].map(|dy| (rx + 9.0, ry + dy));
+            if !labels.place(&ring, &at, "start", 10.0, "#7b2cbf") {
+                let left: Vec<(f64, f64)> = at.iter().map(|(_, sy)| (rx - 9.0, *sy)).collect();
+                labels.place(&ring, &left, "end", 10.0, "#7b2cbf");
+            }
+        }
     }
     s.push_str(&labels.finish());
     s.push_str("</svg>");
@@ -180,7 +191,7 @@ pub fn legend(profile: &str) -> String {
     format!(
         "One mark per row: x its uncontended acquire median (ms, log scale), y its share of runs \
          with damage under {profile} (whisker: 95% interval); hollow purple ring: its latent \
-         share; colour: red no guard, teal fencing, dark blue compare-and-set; rows of equal \
+         share, labelled with its row; colour: red no guard, teal fencing, dark blue compare-and-set; rows of equal \
          latency stand side by side."
     )
 }
@@ -220,6 +231,10 @@ mod tests {
         let svg = svg(&c, "mixed");
         assert_eq!(svg.matches("r=\"5\"").count(), 2, "{svg}");
         assert_eq!(svg.matches("r=\"6\"").count(), 1, "one latent ring: {svg}");
+        assert!(
+            svg.contains(">latent 40% (slow)</text>"),
+            "the ring is labelled: {svg}"
+        );
         assert!(
             svg.contains(">fast</text>") && svg.contains(">slow</text>"),
             "{svg}"
