@@ -5,7 +5,7 @@
 //! that the bar chart draws an n/a share as "n/a" and not as a 0% bar, and saves full-page
 //! screenshots, 1200 and 800 px wide, under `target/tmp/`.
 
-mod common;
+use crate::common;
 
 use common::tools;
 

@@ -1,7 +1,7 @@
 //! `locksim check`: reference histories give their known verdicts and exit codes; malformed
 //! history files exit 2 with an error naming the line.
 
-mod common;
+use crate::common;
 
 use common::{code, repo, run, scratch, stderr};
 

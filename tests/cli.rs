@@ -1,7 +1,7 @@
 //! The command line as users run it: exit codes, bad input, history files, and determinism
 //! across separate processes.
 
-mod common;
+use crate::common;
 
 use common::in_repo as locksim;
 use locksim_protocols::Registry;

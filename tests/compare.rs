@@ -2,7 +2,7 @@
 //! they do not depend on thread count, that an interrupted compare resumes, and that it runs
 //! from any directory.
 
-mod common;
+use crate::common;
 
 use common::in_repo as locksim;
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! adaptive stopping rule, the phase diagrams and the catalog; a merge of incomplete or
 //! mismatched shards is refused.
 
-mod common;
+use crate::common;
 
 use common::in_repo as locksim;
 use std::path::{Path, PathBuf};

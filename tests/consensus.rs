@@ -2,7 +2,7 @@
 //! in two fresh `locksim` processes, for runs with elections (randomised timeouts drawn from
 //! the seed, not from raft-rs's `thread_rng`), crashes, restarts from disk and partitions.
 
-mod common;
+use crate::common;
 
 use common::{code, in_repo, stdout};
 use locksim_protocols::Registry;

@@ -8,11 +8,11 @@
 //! must be exactly what that command prints (stdout, then stderr), run from a scratch folder
 //! that sees the repository's `scenarios/`. A changed trace hash or a reworded line fails
 //! here until the docs are regenerated:
-//! `LOCKSIM_BLESS=1 cargo test --release -p locksim --test docs_samples` rewrites the blocks.
+//! `LOCKSIM_BLESS=1 cargo test --release -p locksim --test suite docs_samples` rewrites the blocks.
 //! A marker `<!-- sample (wall times vary): ... -->` masks the figures that measure wall time
 //! (`, 0.2 s)`), which are the only part of a deterministic command's output that changes.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

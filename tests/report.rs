@@ -1,6 +1,6 @@
 //! `locksim report`: reports from the results files of earlier sweeps.
 
-mod common;
+use crate::common;
 
 use common::in_repo as locksim;
 

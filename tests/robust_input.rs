@@ -1,7 +1,7 @@
 //! Bad input answered with exit 2 and the file, line and field, never with a memory
 //! blow-up or a silent no-op; and fencing's `n/a` the same in every output.
 
-mod common;
+use crate::common;
 
 use common::{code, in_repo as locksim, scratch, stderr, stdout};
 

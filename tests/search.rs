@@ -2,7 +2,7 @@
 //! shrinks it to one pause, saves a counterexample that replays to the same violation and
 //! trace hash, and does all that the same way twice for the same `--seed`.
 
-mod common;
+use crate::common;
 
 use common::{code, repo, run, scratch, stderr};
 use serde_json::Value;

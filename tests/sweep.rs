@@ -1,7 +1,7 @@
 //! `locksim sweep`: shards merge into the unsharded sweep, the thread count does not change
 //! a result, a killed sweep resumes with every seed exactly once, bad input exits 2.
 
-mod common;
+use crate::common;
 
 use common::{code, locksim, repo, run, scratch, stderr, stdout};
 use locksim_scenarios::sweep::{read_results, SeedResult};

@@ -16,7 +16,7 @@ use locksim_scenarios::Prepared;
 use locksim_sim::history::Op;
 use locksim_sim::Verdict;
 
-mod common;
+use crate::common;
 use common::{describe, parsed, path, prepared, with_variant};
 
 /// Seeds per catalog scenario.

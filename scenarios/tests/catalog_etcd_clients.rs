@@ -3,7 +3,7 @@
 //! behaviour it names (the same file with that behaviour taken away comes out differently),
 //! and `Session.Done()` fires when `client/v3/lease.go` would close the keep-alive channel.
 
-mod common;
+use crate::common;
 
 use locksim_sim::history::Op;
 use locksim_sim::{Property, Verdict};

@@ -3,7 +3,7 @@
 //! every seed, and each story turns on the library behaviour it names: the same file with
 //! that behaviour taken away comes out differently.
 
-mod common;
+use crate::common;
 
 use locksim_check::zombie::zombie_windows;
 use locksim_sim::history::{Kind, Op};

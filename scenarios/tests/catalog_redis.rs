@@ -13,7 +13,7 @@ use locksim_sim::history::Op;
 use locksim_sim::Verdict;
 use std::collections::BTreeMap;
 
-mod common;
+use crate::common;
 use common::{describe, prepared, with_variant};
 
 /// Seeds per catalog scenario.

@@ -1,7 +1,7 @@
 //! Every single-Redis catalog scenario meets its `expect` on every one of 25 seeds, and the
 //! witnesses are the ones the scenario's story names.
 
-mod common;
+use crate::common;
 
 use locksim_protocols::Registry;
 use locksim_scenarios::{load, Prepared, RunResult};

@@ -2,9 +2,9 @@
 //! `scenarios/golden/trace_hashes.tsv`. A run depends only on (scenario, seed), so these hashes
 //! are the same on every machine and in every build; a refactor that changes one changed
 //! behaviour. Re-blessing them is a deliberate commit of its own, with the reason:
-//! `LOCKSIM_BLESS=1 cargo test --release -p locksim-scenarios --test golden_trace_hashes`.
+//! `LOCKSIM_BLESS=1 cargo test --release -p locksim-scenarios --test scenarios golden_trace_hashes`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 
