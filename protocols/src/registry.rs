@@ -230,6 +230,22 @@ mod tests {
     }
 
     #[test]
+    fn redis_py_is_offered_by_single_redis_only() {
+        let r = Registry::builtin();
+        for client in ["redis-py", "redis-py-shared-token"] {
+            let table = toml::toml! { client = client };
+            r.get("single-redis")
+                .unwrap()
+                .configure(&table)
+                .expect("single-redis models redis-py");
+            for other in ["replicated-redis", "redlock"] {
+                let e = r.get(other).unwrap().configure(&table).err().unwrap();
+                assert_eq!(e.field.as_deref(), Some("client"), "{other} {client}");
+            }
+        }
+    }
+
+    #[test]
     fn a_client_profile_fills_the_keys_the_scenario_does_not_set() {
         let r = Registry::builtin();
         let profiles = r.get("single-redis").unwrap().clients();
@@ -242,7 +258,9 @@ mod tests {
                 "redisson-reschedule",
                 "redsync",
                 "redsync-pre-61",
-                "node-redlock"
+                "node-redlock",
+                "redis-py",
+                "redis-py-shared-token"
             ]
         );
         let table = toml::toml! {

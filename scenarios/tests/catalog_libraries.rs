@@ -1,12 +1,12 @@
-//! The catalog files of client libraries (Redisson old and new, redsync, node-redlock) and of what the
-//! application does with its lock (`check`, `writes_per_cs`): each meets its `[expect]` on
-//! every seed, and each story turns on the library behaviour it names: the same file with
-//! that behaviour taken away comes out differently.
+//! The catalog files of client libraries (Redisson old and new, redsync, node-redlock,
+//! redis-py) and of what the application does with its lock (`check`, `writes_per_cs`): each
+//! meets its `[expect]` on every seed, and each story turns on the library behaviour it names:
+//! the same file with that behaviour taken away comes out differently.
 
 use crate::common;
 
 use locksim_check::zombie::zombie_windows;
-use locksim_sim::history::{Kind, Op};
+use locksim_sim::history::{Event, History, Kind, Op};
 use locksim_sim::{Property, Verdict};
 
 const SEEDS: u64 = 20;
@@ -95,6 +95,67 @@ fn redsync_before_pr_61_extends_a_lost_lock_and_after_it_stops() {
         .count();
     assert_eq!(failed, 1, "one failed extension, then the work stops");
     assert_eq!(common::notes(&h, &paused, "work aborted").len(), 1);
+}
+
+/// What c1's stalled release of its first grant did to the key: the holder of the key when
+/// the release began (the value's client), and whether the server deleted the key before
+/// the release answered.
+fn stalled_release(h: &History) -> (String, bool, Kind) {
+    let invoke = h
+        .iter()
+        .find(|e| e.node == "c1" && e.op == Op::Release && e.kind == Kind::Invoke)
+        .expect("c1 released");
+    let done = h
+        .iter()
+        .find(|e| e.index > invoke.index && e.node == "c1" && e.op == Op::Release)
+        .expect("c1's release answered");
+    let server_note = |e: &&Event| e.node == "redis" && e.op == Op::Note;
+    let before = h
+        .iter()
+        .rev()
+        .filter(|e| e.index < invoke.index)
+        .filter(server_note)
+        .find_map(|e| e.detail.as_deref()?.strip_prefix("key lock = "))
+        .expect("the key was set before");
+    let holder = before.split(':').next().unwrap().to_owned();
+    let deleted = h
+        .iter()
+        .filter(|e| e.index > invoke.index && e.index < done.index)
+        .filter(server_note)
+        .any(|e| e.detail.as_deref() == Some("key lock deleted"));
+    (holder, deleted, done.kind)
+}
+
+/// redis/redis-py#416: threads sharing one `Lock` object with the token on the instance; the
+/// thread whose lease expired before its release deletes the key of the thread that
+/// acquired since (its release reads that thread's token), and a third gets in; with the
+/// token thread-local (#491, #492) the same release deletes nothing.
+#[test]
+fn a_shared_lock_token_releases_another_threads_key_and_a_thread_local_one_does_not() {
+    let (old, new) = (
+        "redis-py-416-shared-lock-token.toml",
+        "redis-py-thread-local-token.toml",
+    );
+    common::assert_expect_met(old, SEEDS);
+    common::assert_expect_met(new, SEEDS);
+    for seed in 1..=5 {
+        let (_, h) = common::prepared(&format!("catalog/{old}")).run_with_history(seed);
+        let (holder, deleted, kind) = stalled_release(&h);
+        assert_ne!(holder, "c1", "seed {seed}: another thread held the key");
+        assert!(deleted, "seed {seed}: c1's release deleted {holder}'s key");
+        assert_eq!(kind, Kind::Ok, "seed {seed}");
+        assert!(!common::notes(&h, "c1", "another thread's").is_empty());
+        let (_, h) = common::prepared(&format!("catalog/{new}")).run_with_history(seed);
+        let (holder, deleted, kind) = stalled_release(&h);
+        assert_ne!(holder, "c1", "seed {seed}: another thread held the key");
+        assert!(!deleted, "seed {seed}: c1's release left {holder}'s key");
+        assert_eq!(kind, Kind::Fail, "seed {seed}");
+        assert!(h.iter().all(|e| !e
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("another thread's")));
+    }
 }
 
 #[test]

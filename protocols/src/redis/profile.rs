@@ -38,6 +38,27 @@
 //!   throws, an extension that fails while time is left is retried at once, and one that
 //!   fails after the expiration sets `signal.aborted` (with `signal.error`). The routine is
 //!   expected to look at `signal.aborted` (the workload's `check = "on_signal"`).
+//! - **`redis-py`** (Python; `redis/redis-py`, `redis/lock.py`, `Lock`): `SET NX PX` with a
+//!   fresh uuid token, polled every `sleep` (0.1 s) while `blocking_timeout` lasts; release
+//!   and extend run compare-and-delete and compare-and-`PEXPIRE` scripts with the token the
+//!   lock object stores. Since redis/redis-py#491 and #492 (2014) the object keeps that
+//!   token in `self.local`, a `threading.local()` when `thread_local=True`, the default from
+//!   2.10 on (`self.local = threading.local() if self.thread_local else dummy()`, later
+//!   `SimpleNamespace()`): each thread of a process that shares one `Lock` object releases
+//!   only the token its own `acquire()` stored; the `thread_local` paragraph of
+//!   `Lock.__init__`'s docstring tells the #416 timeline as the reason. There is no
+//!   client-side validity: `owned()` asks the server.
+//! - **`redis-py-shared-token`**: the same `Lock` object shared by several threads with its
+//!   token stored on the instance, as before #491 and as `thread_local=False` still does
+//!   (redis/redis-py#416, "releasing shared Lock instances with timeouts", 2013-12): thread
+//!   0 acquires with a `timeout`, its key expires while it still holds the object, thread 1's
+//!   `acquire()` succeeds and overwrites `self.token`; thread 0's late `release()` reads
+//!   thread 1's token (`expected_token = self.local.token`, then `self.local.token = None`)
+//!   and its compare-and-delete matches: it deletes thread 1's key, and anyone waiting gets
+//!   in while thread 1 is inside. A `release()` that finds no token raises `LockError("Cannot
+//!   release an unlocked lock")` without a command. Here the threads of the one Python
+//!   process are the scenario's clients: every client of a `single-redis` run shares one
+//!   stored token (the deployment's [`InstanceToken`]).
 //!
 //! Where the model simplifies: Redisson's lock is a hash with a reentrancy count and its
 //! waiters wait on a pub/sub channel; here it is the same `SET NX PX` key as the others and
@@ -45,7 +66,12 @@
 //! here one task per grant. node-redlock counts a lock's expiration from the start of its
 //! first attempt; here from the start of the attempt that won (both are before the grant).
 //! Every library's timers run on the client's monotonic clock and stop while its process is
-//! paused, as a JVM's, Go's and Node's do.
+//! paused, as a JVM's, Go's and Node's do. redis-py's threads are modelled as client nodes
+//! sharing the one stored token: each has its own connection (as redis-py's connection pool
+//! gives each thread), and a pause or a crash strikes one thread, not the whole process (a
+//! GIL-wide stall would stop them all); the shared object is only its token, read and
+//! written atomically (the GIL makes each attribute access so); `blocking_timeout = None`
+//! (wait forever) is `acquire_timeout_ms` 60 s here. Only `single-redis` offers redis-py.
 
 use crate::protocol::{Acquired, ClientProfile, Grant, LockClient, LostSignal, Outcome, Validity};
 use async_trait::async_trait;
@@ -76,6 +102,27 @@ pub enum Library {
     RedsyncPre61,
     /// node-redlock's `using()`: automatic extension and an abort signal.
     NodeRedlock,
+    /// redis-py's `Lock` shared by the threads of a process, its token thread-local (the
+    /// default since redis/redis-py#491, #492): each thread releases its own token.
+    RedisPy,
+    /// redis-py's `Lock` shared by the threads of a process with its token on the instance
+    /// (redis/redis-py#416; `thread_local=False`): a late release uses another's token.
+    RedisPySharedToken,
+}
+
+/// The token a redis-py `Lock` object stores on the instance, shared by every client of a
+/// deployment (the threads of one process): `redis-py-shared-token` reads and writes it.
+pub type InstanceToken = std::sync::Arc<std::sync::Mutex<Option<String>>>;
+
+/// Refuses the libraries only `single-redis` offers (redis-py) on another protocol.
+pub fn check_single_redis_library(library: Library) -> Result<(), crate::protocol::ParamError> {
+    if matches!(library, Library::RedisPy | Library::RedisPySharedToken) {
+        return Err(crate::protocol::ParamError::field(
+            "client",
+            "redis-py's Lock is modelled on single-redis only",
+        ));
+    }
+    Ok(())
 }
 
 /// node-redlock's default `automaticExtensionThreshold`, in ms.
@@ -176,6 +223,32 @@ pub fn one_server_profiles() -> Vec<ClientProfile> {
     ]
 }
 
+/// The profiles of `single-redis`: the one-server profiles and redis-py's pair, whose
+/// threads share one stored token through the deployment.
+pub fn single_redis_profiles() -> Vec<ClientProfile> {
+    let redis_py = [
+        ("retry_delay_ms_min", 100),
+        ("retry_delay_ms_max", 100),
+        ("acquire_timeout_ms", 60_000),
+    ];
+    let mut all = one_server_profiles();
+    all.push(profile(
+        "redis-py",
+        "redis-py Lock shared by a process's threads, token in threading.local \
+         (thread_local=True): polled every 0.1 s, each thread releases its own token; no \
+         client-side validity",
+        &redis_py,
+    ));
+    all.push(profile(
+        "redis-py-shared-token",
+        "redis-py Lock shared by a process's threads with its token on the instance \
+         (redis-py#416, thread_local=False): a late release() deletes the key of the \
+         thread that acquired since",
+        &redis_py,
+    ));
+    all
+}
+
 /// The profiles of `redlock` (the same libraries on N masters; Redisson's `RedissonRedLock`
 /// is deprecated and left out).
 pub fn redlock_profiles() -> Vec<ClientProfile> {
@@ -234,6 +307,8 @@ pub struct Profiled<C> {
     threshold: Duration,
     /// Redisson's lease (the watchdog renews every third of it).
     lease: Duration,
+    /// redis-py's stored token (shared with the other clients for `redis-py-shared-token`).
+    instance: InstanceToken,
 }
 
 impl<C: LockClient + 'static> Profiled<C> {
@@ -253,7 +328,48 @@ impl<C: LockClient + 'static> Profiled<C> {
             held: None,
             threshold: Duration::from_millis(threshold_ms),
             lease: Duration::from_millis(lease_ms),
+            instance: InstanceToken::default(),
         }
+    }
+
+    /// Shares `instance`, the token a redis-py `Lock` object stores, with the other clients
+    /// given it.
+    pub fn sharing(mut self, instance: InstanceToken) -> Self {
+        self.instance = instance;
+        self
+    }
+
+    /// The grant with the token the library releases and extends with: for
+    /// `redis-py-shared-token` the instance's (`None`: no token stored, a `LockError`),
+    /// noting when it is not this thread's.
+    fn token_for(&self, grant: &Grant, op: &str) -> Option<Grant> {
+        if self.library != Library::RedisPySharedToken {
+            return Some(grant.clone());
+        }
+        let mut stored = self.instance.lock().unwrap();
+        let token = if op == "release" {
+            stored.take()
+        } else {
+            stored.clone()
+        };
+        drop(stored);
+        let Some(token) = token else {
+            let why = format!("Cannot {op} an unlocked lock");
+            self.ctx.note(format!(
+                "redis-py {op}(): no token on the instance: LockError ({why})"
+            ));
+            return None;
+        };
+        if token != grant.handle {
+            self.ctx.note(format!(
+                "redis-py {op}(): the instance's token is {token}, another thread's, not {}",
+                grant.handle
+            ));
+        }
+        Some(Grant {
+            handle: token,
+            ..grant.clone()
+        })
     }
 
     /// Starts the library's own timers for a fresh grant.
@@ -280,7 +396,11 @@ impl<C: LockClient + 'static> Profiled<C> {
                 self.ctx
                     .spawn(auto_extend(ctx, inner, grant, alive, signal, threshold));
             }
-            Library::Careful | Library::Redsync | Library::RedsyncPre61 => {}
+            Library::Careful
+            | Library::Redsync
+            | Library::RedsyncPre61
+            | Library::RedisPy
+            | Library::RedisPySharedToken => {}
         }
         self.held = Some(held);
     }
@@ -380,6 +500,9 @@ impl<C: LockClient + 'static> LockClient for Profiled<C> {
         let acquired = self.inner.lock().await.acquire().await;
         if let Acquired::Granted(grant) = &acquired {
             self.hold(grant);
+            if self.library == Library::RedisPySharedToken {
+                *self.instance.lock().unwrap() = Some(grant.handle.clone());
+            }
         }
         acquired
     }
@@ -388,11 +511,20 @@ impl<C: LockClient + 'static> LockClient for Profiled<C> {
         if let Some(held) = self.held.take() {
             held.alive.set(false);
         }
-        self.inner.lock().await.release(grant).await
+        let Some(used) = self.token_for(grant, "release") else {
+            return Outcome::Failed("Cannot release an unlocked lock".into());
+        };
+        self.inner.lock().await.release(&used).await
     }
 
     async fn extend(&mut self, grant: &mut Grant) -> Outcome {
-        let outcome = self.inner.lock().await.extend(grant).await;
+        let Some(mut used) = self.token_for(grant, "extend") else {
+            return Outcome::Failed("Cannot extend an unlocked lock".into());
+        };
+        let outcome = self.inner.lock().await.extend(&mut used).await;
+        if used.handle == grant.handle {
+            *grant = used;
+        }
         if let (Library::RedsyncPre61, Outcome::Failed(why)) = (self.library, &outcome) {
             self.ctx.note(format!(
                 "redsync Extend(): {why}, read as success (the touch reply check before PR #61)"
@@ -407,7 +539,10 @@ impl<C: LockClient + 'static> LockClient for Profiled<C> {
 
     fn validity(&mut self, grant: &Grant) -> Validity {
         match self.library {
-            Library::Redisson | Library::RedissonReschedule => return Validity::Indefinite,
+            Library::Redisson
+            | Library::RedissonReschedule
+            | Library::RedisPy
+            | Library::RedisPySharedToken => return Validity::Indefinite,
             Library::Careful => {
                 if let Some(mut inner) = self.inner.try_lock() {
                     return inner.validity(grant);

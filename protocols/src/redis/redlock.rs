@@ -50,7 +50,8 @@ use super::client::{
     drift_allowance_ms, lock_value, release_cmd, Attempt, Attempts, GiveUp, Retry,
 };
 use super::profile::{
-    check_library, default_extension_threshold_ms, redlock_profiles, Library, Profiled,
+    check_library, check_single_redis_library, default_extension_threshold_ms, redlock_profiles,
+    Library, Profiled,
 };
 use super::server::{start_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
@@ -219,6 +220,7 @@ impl Params {
                 "redisson has no Redlock client here (RedissonRedLock is deprecated)",
             ));
         }
+        check_single_redis_library(self.client)?;
         check_library(self.client, self.ttl_ms, self.extension_threshold_ms)
     }
 

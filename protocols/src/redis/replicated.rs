@@ -53,8 +53,8 @@ use super::client::{
     Attempts, OneServer, OneServerLock, Retry,
 };
 use super::profile::{
-    check_library, default_extension_threshold_ms, one_server_profiles, one_server_retry, Library,
-    Profiled,
+    check_library, check_single_redis_library, default_extension_threshold_ms, one_server_profiles,
+    one_server_retry, Library, Profiled,
 };
 use super::replication::{ReplNet, ReplRole, Replicated, ReplicationConfig};
 use super::sentinel::{
@@ -251,6 +251,7 @@ impl Params {
             }
         }
         check_drift_factor(self.clock_drift_factor)?;
+        check_single_redis_library(self.client)?;
         check_library(self.client, self.ttl_ms, self.extension_threshold_ms)
     }
 

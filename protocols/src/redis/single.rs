@@ -23,8 +23,8 @@ use super::client::{
     release_cmd, validity, Attempt, Attempts, OneServer, OneServerLock, Retry,
 };
 use super::profile::{
-    check_library, default_extension_threshold_ms, one_server_profiles, one_server_retry, Library,
-    Profiled,
+    check_library, default_extension_threshold_ms, one_server_retry, single_redis_profiles,
+    InstanceToken, Library, Profiled,
 };
 use super::server::{start_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
@@ -130,6 +130,8 @@ pub const SERVER: &str = "redis";
 pub struct Servers {
     net: RedisNet,
     server: NodeIdx,
+    /// The token a redis-py `Lock` object shared by every client stores on the instance.
+    instance: InstanceToken,
 }
 
 impl Protocol for SingleRedis {
@@ -141,7 +143,7 @@ impl Protocol for SingleRedis {
     type Client = Profiled<SingleRedisClient>;
 
     fn clients(&self) -> Vec<ClientProfile> {
-        one_server_profiles()
+        single_redis_profiles()
     }
 
     fn lease_ms(&self, params: &Params) -> Option<u64> {
@@ -173,7 +175,11 @@ impl Protocol for SingleRedis {
             ..ServerConfig::default()
         };
         let server = start_server(world, SERVER, &net, config);
-        Servers { net, server }
+        Servers {
+            net,
+            server,
+            instance: InstanceToken::default(),
+        }
     }
 
     fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> Self::Client {
@@ -192,6 +198,7 @@ impl Protocol for SingleRedis {
             ),
         };
         Profiled::new(ctx, p.client, inner, p.ttl_ms, p.extension_threshold_ms)
+            .sharing(servers.instance.clone())
     }
 }
 
