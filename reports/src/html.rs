@@ -144,6 +144,21 @@ fn chart_bars(cell: &CellSummary) -> [(Option<&Share>, &'static str, &'static st
     ]
 }
 
+/// The bar chart's share lines (0–100% by 25%) with their labels, `(left, plot)` the plot's
+/// x and width, `h` the drawing's height.
+fn chart_grid(s: &mut String, labels: &mut Labels, (left, plot): (f64, f64), h: f64) {
+    for k in 0..=4 {
+        let x = left + plot * k as f64 / 4.0;
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" y1="0" x2="{x:.1}" y2="{:.1}" stroke="#eee"/>"##,
+            h - 20.0
+        );
+        let text = format!("{}%", k * 25);
+        labels.place(&text, &[(x, h - 6.0)], "middle", 11.0, "#666");
+    }
+}
+
 /// Horizontal bars with 95% whiskers: per cell, damage (red), latent (purple), overlap
 /// (orange).
 fn chart(c: &Comparison) -> String {
@@ -154,21 +169,7 @@ fn chart(c: &Comparison) -> String {
     let mut s = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {w} {h}" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#
     );
-    for k in 0..=4 {
-        let x = left + plot * k as f64 / 4.0;
-        let _ = write!(
-            s,
-            r##"<line x1="{x:.1}" y1="0" x2="{x:.1}" y2="{:.1}" stroke="#eee"/>"##,
-            h - 20.0
-        );
-        labels.place(
-            &format!("{}%", k * 25),
-            &[(x, h - 6.0)],
-            "middle",
-            11.0,
-            "#666",
-        );
-    }
+    chart_grid(&mut s, &mut labels, (left, plot), h);
     let bar = |s: &mut String,
                labels: &mut Labels,
                y: f64,
