@@ -792,8 +792,7 @@ fn a_partition_cuts_a_clients_links_through_the_proxies() {
 fn etcd_statuses(
     mut child: std::process::Child,
     keep: &Path,
-    history: &Path,
-) -> Vec<(u64, String, String)> {
+) -> (Vec<(u64, String, String)>, std::process::ExitStatus) {
     let start = Instant::now();
     let mut seen = vec![];
     while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(60) {
@@ -818,8 +817,7 @@ fn etcd_statuses(
             }
         }
     }
-    assert_ended_valid(child, history);
-    seen
+    (seen, child.wait().unwrap())
 }
 
 /// A scenario whose links between servers carry `peer_ms` each way and whose one client's
@@ -890,6 +888,113 @@ fn reset_or_one_way_cuts_from_the_etcd_leader_also_make_the_others_elect_another
     isolate_the_etcd_leader("stall", true);
 }
 
+/// The etcd client's request timeout (the model's `request_timeout_ms` default), in ms.
+const ETCD_REQUEST_TIMEOUT_MS: f64 = 300.0;
+
+/// Asserts the live run of an isolated etcd leader ended valid, or that each of its overlaps
+/// is etcd-io/etcd#22082's mechanism, which the cut can bring about whatever the timing: the
+/// first holder's release (a Delete of its session's key, `prefix/<leaseID>`) went unanswered
+/// through the cut and was retried elsewhere, the same session locked again under the same
+/// key name, and the stalled first Delete, delivered when the cut healed, removed the new
+/// key, so that the other client was let in after the heal while the holder was inside.
+/// What the history cannot show (the server's delete) the message says is inferred.
+fn valid_unless_a_late_delete(
+    status: std::process::ExitStatus,
+    history: &Path,
+    events: &[serde_json::Value],
+) {
+    if status.success() {
+        return;
+    }
+    let read = |ext| std::fs::read_to_string(history.with_extension(ext)).unwrap_or_default();
+    let shown = format!("{}\n{}", read("out"), read("err"));
+    let ms = |e: &serde_json::Value| e["time_ns"].as_f64().unwrap_or(0.0) / 1e6;
+    let (cut, heal) = (
+        ms(first_partition(events)),
+        events
+            .iter()
+            .find(|e| e["op"] == "heal")
+            .map_or(f64::MAX, ms),
+    );
+    let check = in_repo(&["check", &history.display().to_string(), "--json"]);
+    let result: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    let at = |i: &serde_json::Value| &events[i.as_u64().unwrap() as usize];
+    for v in result["violations"].as_array().unwrap() {
+        let kind = v["kind"].as_str().unwrap();
+        assert!(
+            ["mutual_exclusion", "lost_update"].contains(&kind),
+            "{kind} is no late delete's: {shown}"
+        );
+        if kind != "mutual_exclusion" {
+            continue; // an update lost to an overlap: the overlap is what is explained
+        }
+        let (first, second) = (at(&v["events"][0]), at(&v["events"][1]));
+        let holder = first["node"].as_str().unwrap();
+        // The holder's releases invoked during the cut, with how long each took.
+        let slow_release_in_cut = events.iter().any(|e| {
+            let invoked = e["node"] == holder && e["op"] == "release" && e["kind"] == "invoke";
+            let t = ms(e);
+            invoked
+                && (cut..heal).contains(&t)
+                && events.iter().any(|r| {
+                    r["node"] == holder
+                        && r["op"] == "release"
+                        && r["kind"] != "invoke"
+                        && r["grant"] == e["grant"]
+                        && ms(r) - t > ETCD_REQUEST_TIMEOUT_MS
+                })
+        });
+        assert!(
+            ms(second) > heal && slow_release_in_cut,
+            "an overlap that no late delete explains (expected: the second grant after the heal \
+             at {heal:.0} ms, and a release by {holder} during the cut that took over \
+             {ETCD_REQUEST_TIMEOUT_MS} ms): {shown}\nhistory: {}",
+            history.display()
+        );
+        eprintln!(
+            "{}: {} — a release {holder} sent during the cut went unanswered and was retried; \
+             its first Delete, delivered at the heal ({heal:.0} ms), removed the key its \
+             session held again (inferred: the history has no server-side delete); \
+             etcd-io/etcd#22082",
+            history.display(),
+            v["description"].as_str().unwrap()
+        );
+    }
+}
+
+#[test]
+fn an_overlap_after_the_heal_is_explained_only_by_a_release_stalled_in_the_cut() {
+    use std::os::unix::process::ExitStatusExt;
+    // A live run of the isolation test below (etcd 3.4.23, 3 members, "stall" cut of the
+    // leader 2002–6005 ms): c2's release of c2#8 at 2020.8 ms was answered at 3323.5 ms, after
+    // a retry; after the heal c2 (c2#11, 6038 ms) and c1 (c1#12, 6062 ms) were inside at once.
+    let saved = PathBuf::from(common::repo(
+        "tests/histories/etcd-isolated-leader-late-delete.jsonl",
+    ));
+    let events = |text: &str| -> Vec<serde_json::Value> {
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let text = std::fs::read_to_string(&saved).unwrap();
+    let failed = std::process::ExitStatus::from_raw(1 << 8);
+    valid_unless_a_late_delete(failed, &saved, &events(&text));
+    // The same run with that release answered at once: nothing explains the overlap.
+    let dir = scratch("late-delete");
+    let fast = dir.join("h.jsonl");
+    let answered = "\"time_ns\":3323548894";
+    assert!(
+        text.contains(answered),
+        "the saved history has c2#8's slow release"
+    );
+    std::fs::write(&fast, text.replace(answered, "\"time_ns\":2120800000")).unwrap();
+    let fast_text = std::fs::read_to_string(&fast).unwrap();
+    let caught = std::panic::catch_unwind(|| {
+        valid_unless_a_late_delete(failed, &fast, &events(&fast_text));
+    });
+    assert!(caught.is_err(), "an unexplained overlap must fail the test");
+}
+
 /// Cuts the etcd member that leads at 2 s from the others and from c1 for 4 s (`--partition
 /// MODE`, one way, from it, if `one_way`) and checks: the cut's links in the history, another
 /// leader named by the members meanwhile, grants after the cut, a valid history.
@@ -899,9 +1004,10 @@ fn isolate_the_etcd_leader(mode: &str, one_way: bool) {
     let history = dir.join("h.jsonl");
     let path = scenario(&dir, "isolate", &format!("duration_ms = 9000\n[protocol]\nname = \"etcd\"\npeers = 3\nlease_ttl_ms = 2000\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 4000\nisolate = [\"@leader\"]\none_way = {one_way}\n"));
     let child = spawn_live(&path, &["--partition", mode], &keep, &history);
-    let statuses = etcd_statuses(child, &keep, &history);
+    let (statuses, status) = etcd_statuses(child, &keep);
     let (saved_at, events) = read_history(&history);
     let cut = first_partition(&events);
+    valid_unless_a_late_delete(status, &history, &events);
     // The member that led is cut from both others (both ways unless one-way) and from c1.
     let detail = cut["detail"].as_str().unwrap();
     let to_c1 = if one_way { "c1<-" } else { "c1-" };
