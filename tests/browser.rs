@@ -285,13 +285,18 @@ fn the_report_loads_in_chromium_with_every_section_and_no_console_error() {
         page.display(),
         wide.join("\n")
     );
-    let height = page_height(&html);
+    full_page_screenshots(&chromium, &page, page_height(&html));
+}
+
+/// Full-page screenshots of `page`, 1200 and 800 px wide, under `target/tmp/`: each loads
+/// without a console message and is a PNG of its width.
+fn full_page_screenshots(chromium: &str, page: &Path, height: u32) {
     for width in [1200, 800] {
         let shot = tmp().join(format!("report-{width}.png"));
         let _ = std::fs::remove_file(&shot);
         let size = format!("--window-size={width},{height}");
         let file = format!("--screenshot={}", shot.display());
-        let (_, console) = load(&chromium, &page, &[&size, &file]);
+        let (_, console) = load(chromium, page, &[&size, &file]);
         assert!(console.is_empty(), "console messages: {console:?}");
         let png = std::fs::read(&shot).unwrap();
         assert_eq!(&png[1..4], b"PNG", "{} is a PNG", shot.display());

@@ -908,7 +908,7 @@ fn valid_unless_a_late_delete(
     }
     let read = |ext| std::fs::read_to_string(history.with_extension(ext)).unwrap_or_default();
     let shown = format!("{}\n{}", read("out"), read("err"));
-    let ms = |e: &serde_json::Value| e["time_ns"].as_f64().unwrap_or(0.0) / 1e6;
+    let ms = event_ms;
     let (cut, heal) = (
         ms(first_partition(events)),
         events
@@ -931,19 +931,7 @@ fn valid_unless_a_late_delete(
         let (first, second) = (at(&v["events"][0]), at(&v["events"][1]));
         let holder = first["node"].as_str().unwrap();
         // The holder's releases invoked during the cut, with how long each took.
-        let slow_release_in_cut = events.iter().any(|e| {
-            let invoked = e["node"] == holder && e["op"] == "release" && e["kind"] == "invoke";
-            let t = ms(e);
-            invoked
-                && (cut..heal).contains(&t)
-                && events.iter().any(|r| {
-                    r["node"] == holder
-                        && r["op"] == "release"
-                        && r["kind"] != "invoke"
-                        && r["grant"] == e["grant"]
-                        && ms(r) - t > ETCD_REQUEST_TIMEOUT_MS
-                })
-        });
+        let slow_release_in_cut = slow_release_during(events, holder, cut..heal);
         assert!(
             ms(second) > heal && slow_release_in_cut,
             "an overlap that no late delete explains (expected: the second grant after the heal \
@@ -993,6 +981,35 @@ fn an_overlap_after_the_heal_is_explained_only_by_a_release_stalled_in_the_cut()
         valid_unless_a_late_delete(failed, &fast, &events(&fast_text));
     });
     assert!(caught.is_err(), "an unexplained overlap must fail the test");
+}
+
+/// An event's time, in ms.
+fn event_ms(e: &serde_json::Value) -> f64 {
+    e["time_ns"].as_f64().unwrap_or(0.0) / 1e6
+}
+
+/// Whether `holder` invoked a release during `cut` (ms) that was answered only after more
+/// than one request timeout: its first attempt went unanswered and was retried.
+fn slow_release_during(
+    events: &[serde_json::Value],
+    holder: &str,
+    cut: std::ops::Range<f64>,
+) -> bool {
+    let ms = event_ms;
+    let releases = || {
+        events
+            .iter()
+            .filter(|e| e["node"] == holder && e["op"] == "release")
+    };
+    releases()
+        .filter(|e| e["kind"] == "invoke" && cut.contains(&ms(e)))
+        .any(|invoke| {
+            releases().any(|r| {
+                r["kind"] != "invoke"
+                    && r["grant"] == invoke["grant"]
+                    && ms(r) - ms(invoke) > ETCD_REQUEST_TIMEOUT_MS
+            })
+        })
 }
 
 /// Cuts the etcd member that leads at 2 s from the others and from c1 for 4 s (`--partition
