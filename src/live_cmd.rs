@@ -37,6 +37,11 @@ pub struct LiveArgs {
     /// `partition = "delay"`), `reset` closes its connections (its `"drop"`).
     #[arg(long, value_name = "MODE", default_value = "stall", value_parser = ["stall", "reset"])]
     partition: String,
+    /// Run the real client library that the scenario's `protocol.client` profile models,
+    /// through its driver in live/drivers/ (redis-py on single-redis), instead of
+    /// locksim's own client. A profile without a driver is refused (exit 2).
+    #[arg(long)]
+    library: bool,
 }
 
 /// `locksim live-client` arguments (started by `locksim live`, not by people).
@@ -74,6 +79,7 @@ pub fn run(args: LiveArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         } else {
             locksim_live::proxy::CutMode::Stall
         },
+        library: args.library,
     };
     let live = locksim_live::run(&prepared, &opts).map_err(classify)?;
     let result = locksim_live::result(&prepared, seed, &live);
@@ -93,6 +99,12 @@ pub fn run(args: LiveArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
         let mut json = serde_json::to_value(&result)?;
         json["mode"] = "live".into();
         json["servers"] = serde_json::to_value(locksim_live::servers_json(&live))?;
+        json["library"] = match &live.library {
+            Some(l) => serde_json::json!({
+                "profile": l.profile, "version": l.version, "driver": l.driver,
+            }),
+            None => serde_json::Value::Null,
+        };
         outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         out!(
@@ -125,6 +137,12 @@ fn summary(
         .map(|s| format!("{} {} ({})", s.software, s.version, s.name))
         .collect();
     out.push(format!("mode      live: {}", servers.join(", ")));
+    if let Some(l) = &live.library {
+        out.push(format!(
+            "client    {} {}: the real library, through {}",
+            l.profile, l.version, l.driver
+        ));
+    }
     out.push(format!(
         "run       {} events in {} ms of real time, {} faults; messages {}, server fsyncs {} \
          (not counted live)",
@@ -143,6 +161,8 @@ fn summary(
 fn classify(e: anyhow::Error) -> anyhow::Error {
     let bad_input = e.downcast_ref::<locksim_live::Refused>().is_some()
         || e.downcast_ref::<locksim_live::servers::MissingBinary>()
+            .is_some()
+        || e.downcast_ref::<locksim_live::driver::MissingLibrary>()
             .is_some()
         || e.downcast_ref::<locksim_protocols::ParamError>().is_some();
     if bad_input {

@@ -202,6 +202,7 @@ fn live(v: &mut Validation, e: &Entry, p: &Prepared) -> anyhow::Result<()> {
             keep: None,
             exe: exe.clone(),
             cut_mode: locksim_live::proxy::CutMode::Stall,
+            library: false,
         };
         let (record, stop) = match locksim_live::run(p, &opts) {
             Ok(run) => {

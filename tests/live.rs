@@ -2005,3 +2005,134 @@ fn random_loss_periods_and_delay_spikes_run_live() {
     };
     assert!(drawn("loss"), "a drawn loss period: {saved_at}");
 }
+
+/// A live test of a real client library: its turn, if redis-server and redis-py are
+/// installed (skips, or fails under CI, naming what to install).
+fn redis_py_test() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let serial = live_test("redis-server", "redis-server")?;
+    let probe = Command::new("python3")
+        .args(["-c", "import redis"])
+        .output();
+    if probe.is_ok_and(|o| o.status.success()) {
+        return Some(serial);
+    }
+    tools::missing(
+        "live",
+        "redis-py (python3 -c 'import redis')",
+        "pip install redis",
+    );
+    None
+}
+
+/// The real redis-py `Lock` (`live --library`, through live/drivers/redis_py.py) breaks
+/// under Kleppmann's GC pause as its model does: both runs violate mutual exclusion and
+/// lose an update, and the library itself says so at the paused client's release.
+#[test]
+fn the_real_redis_py_lock_breaks_under_a_gc_pause_as_its_model_does() {
+    let Some(_serial) = redis_py_test() else {
+        return;
+    };
+    let file = "live/scenarios/redis-py-gc-pause.toml";
+    let model = json(&in_repo(&["run", file, "--json"]));
+    let dir = scratch("redis-py-gc");
+    let (out, events, saved_at) = live_history(file, &dir, "h", &["--library", "--json"]);
+    let j = json(&out);
+    assert_eq!(code(&out), 1, "a violation exits 1: {}", brief(&j));
+    assert_eq!(j["mode"], "live");
+    assert_eq!(j["library"]["profile"], "redis-py", "{}", brief(&j));
+    assert_eq!(j["library"]["driver"], "live/drivers/redis_py.py");
+    for property in ["mutual_exclusion", "lost_update"] {
+        assert_eq!(
+            model["properties"][property], "invalid",
+            "the model: {property}"
+        );
+        assert_eq!(
+            j["properties"][property], "invalid",
+            "{property}: {saved_at}"
+        );
+    }
+    assert_eq!(j["expect"]["met"], true, "{}", brief(&j));
+    assert!(
+        j["stats"]["zombie_window_ms_max"].as_f64().unwrap() > 0.0,
+        "{saved_at}"
+    );
+    // redis-py's own answer to c1's late release: its key expired in the 3 s pause.
+    let release = events
+        .iter()
+        .find(|e| e["op"] == "release" && e["grant"] == "c1#1" && e["kind"] != "invoke")
+        .unwrap_or_else(|| panic!("c1#1's release answered: {saved_at}"));
+    assert_eq!(release["kind"], "fail", "{saved_at}");
+    let detail = release["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.starts_with("LockNotOwnedError"),
+        "{detail}: {saved_at}"
+    );
+    let note = events.iter().find(|e| e["op"] == "note").expect("a note");
+    let note = note["detail"].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with("client library: redis-py "),
+        "{note}: {saved_at}"
+    );
+}
+
+/// redis-py's fixed side of redis/redis-py#416 (the catalog's redis-py-thread-local-token):
+/// a release after the key expired uses the thread's own token, so it deletes nobody's
+/// lock, and the real library meets the file's expectation as the model does.
+#[test]
+fn the_real_redis_py_lock_releases_only_its_own_token() {
+    let Some(_serial) = redis_py_test() else {
+        return;
+    };
+    let file = "scenarios/catalog/redis-py-thread-local-token.toml";
+    let dir = scratch("redis-py-token");
+    let (out, events, saved_at) = live_history(file, &dir, "h", &["--library", "--json"]);
+    let j = json(&out);
+    assert_eq!(code(&out), 0, "{}: {saved_at}", brief(&j));
+    assert_eq!(j["verdict"], "valid", "{saved_at}");
+    assert_eq!(j["expect"]["met"], true, "{saved_at}");
+    let late = events.iter().any(|e| {
+        e["op"] == "release"
+            && e["kind"] == "fail"
+            && e["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("LockNotOwnedError"))
+    });
+    assert!(late, "a late release refused by the library: {saved_at}");
+}
+
+/// `--library` runs only profiles with a driver; the others are refused by name before
+/// anything starts, and a missing interpreter or library is named with how to install it.
+#[test]
+fn live_library_refuses_profiles_without_a_driver_and_names_a_missing_library() {
+    let _serial = one_at_a_time();
+    for (file, says) in [
+        (
+            "scenarios/catalog/redis-single-gc-pause.toml",
+            "locksim's own client",
+        ),
+        (
+            "scenarios/catalog/redis-py-416-shared-lock-token.toml",
+            "\"redis-py-shared-token\"",
+        ),
+    ] {
+        let out = in_repo(&["live", file, "--library"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 2, "{file}: {err}");
+        assert!(
+            err.contains(says) && err.contains("redis-py on single-redis"),
+            "{err}"
+        );
+    }
+    let out = common::locksim()
+        .args(["live", "live/scenarios/redis-py-gc-pause.toml", "--library"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(
+        err.contains("cannot run python3") && err.contains("pip install redis"),
+        "{err}"
+    );
+}

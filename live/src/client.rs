@@ -41,6 +41,13 @@ pub fn main(spec: ClientSpec) -> anyhow::Result<()> {
 
 /// The lock library of the scenario's protocol.
 fn library(spec: &ClientSpec, ctx: &Arc<Ctx>) -> anyhow::Result<Box<dyn LiveLock>> {
+    if let Some(profile) = &spec.driver {
+        let driver = crate::driver::named(profile)
+            .ok_or_else(|| anyhow::anyhow!("no driver for the client profile {profile}"))?;
+        return Ok(Box::new(crate::driver::DriverLock::start(
+            driver, &spec.lock, ctx,
+        )?));
+    }
     Ok(match &spec.lock {
         LockSpec::SingleRedis { params, server } => Box::new(
             crate::redis_lock::SingleRedisLock::new(params.clone(), server.parse()?),

@@ -21,6 +21,7 @@ pub mod client;
 pub mod clock;
 pub mod cluster;
 pub mod deploy;
+pub mod driver;
 pub mod etcd_lock;
 pub mod history;
 pub mod http;
@@ -45,7 +46,7 @@ pub mod zk_lock;
 pub mod zookeeper_deploy;
 
 pub use refuse::Refused;
-pub use run::{run, LiveOptions, LiveRun};
+pub use run::{run, LibraryInfo, LiveOptions, LiveRun};
 
 use locksim_scenarios::{Prepared, RunResult};
 use std::collections::BTreeMap;
@@ -61,8 +62,13 @@ pub fn result(prepared: &Prepared, seed: u64, live: &LiveRun) -> RunResult {
     let mut result = prepared.judged(seed, live.faults, &live.history);
     result.trace_hash = NOT_REPLAYABLE.into();
     result.stats.sim_ms = live.run_ms;
+    let library = if live.library.is_some() {
+        " --library"
+    } else {
+        ""
+    };
     result.replay = format!(
-        "locksim live {} --seed {seed} (a new live run, not a replay)",
+        "locksim live {}{library} --seed {seed} (a new live run, not a replay)",
         prepared.path
     );
     result

@@ -27,9 +27,10 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
     kind.cannot_in::<dyn crate::nemesis::Nemesis>()
 }
 
-/// Live mode's clients run the `careful` library, one write per critical section, checked
-/// before it or not at all.
-fn workload_and_client(prepared: &Prepared) -> Result<(), Refused> {
+/// Live mode's clients run one write per critical section, checked before it or not at all;
+/// locksim's own client is the `careful` Redis one or the raw ZooKeeper one, and with
+/// `library` the client profile's real library, where it has a driver ([`crate::driver`]).
+fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     let w = &prepared.scenario.workload;
     if w.check == Check::OnSignal || w.writes_per_cs != 1 {
         return Err(Refused(format!(
@@ -38,13 +39,32 @@ fn workload_and_client(prepared: &Prepared) -> Result<(), Refused> {
             prepared.path
         )));
     }
+    let protocol = &prepared.scenario.protocol.name;
     let client = prepared.scenario.protocol.params.get("client");
+    let profile = client.and_then(|c| c.as_str());
+    if library {
+        if profile.is_some_and(|p| crate::driver::for_profile(protocol, p).is_some()) {
+            return Ok(());
+        }
+        let named = profile.map_or("none: locksim's own client".into(), |p| format!("\"{p}\""));
+        return Err(Refused(format!(
+            "{}: protocol.client = {named}: live --library runs a real library only where it \
+             has a driver ({}); this profile is modelled only: run it in the simulator, or \
+             live without --library",
+            prepared.path,
+            crate::driver::profiles()
+        )));
+    }
     // Each protocol's default library: the careful Redis client, the raw ZooKeeper one.
     let default = |c: &toml::Value| matches!(c.as_str(), Some("careful" | "zookeeper"));
     if client.is_some_and(|c| !default(c)) {
+        let real = profile.and_then(|p| crate::driver::for_profile(protocol, p));
+        let hint = real.map_or(String::new(), |d| {
+            format!(" (or its real library: live --library, {})", d.path)
+        });
         return Err(Refused(format!(
             "{}: protocol.client: live mode runs the careful Redis client and the raw \
-             ZooKeeper one only; run other client libraries in the simulator",
+             ZooKeeper one only; run other client libraries in the simulator{hint}",
             prepared.path
         )));
     }
@@ -56,9 +76,9 @@ fn workload_and_client(prepared: &Prepared) -> Result<(), Refused> {
 /// A kind live mode cannot inject is refused as soon as the profile can draw it, whatever
 /// the seed; a drawn fault it cannot apply (a partition it has no proxies for) is refused
 /// for the seed that draws it, named with its number and in words.
-pub fn check(prepared: &Prepared, seed: u64, mode: CutMode) -> Result<(), Refused> {
+pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Result<(), Refused> {
     let s = &prepared.scenario;
-    workload_and_client(prepared)?;
+    workload_and_client(prepared, library)?;
     network(prepared)?;
     cut_mode(prepared, mode)?;
     if s.expect.as_ref().is_some_and(|e| e.faults_fired.is_some()) {

@@ -38,6 +38,9 @@ pub struct LiveOptions {
     pub exe: PathBuf,
     /// How a partition cuts a link (stall, as the simulator does, or reset).
     pub cut_mode: CutMode,
+    /// Run the client profile's real library behind its driver ([`crate::driver`]), not
+    /// locksim's own client.
+    pub library: bool,
 }
 
 /// What a live run produced.
@@ -50,6 +53,19 @@ pub struct LiveRun {
     pub run_ms: u64,
     /// Faults in the schedule.
     pub faults: u64,
+    /// The real library the clients ran (`--library`): its profile, version and driver.
+    pub library: Option<LibraryInfo>,
+}
+
+/// A real client library a live run used.
+#[derive(Clone, Debug)]
+pub struct LibraryInfo {
+    /// The client profile it is the real counterpart of.
+    pub profile: String,
+    /// The installed version.
+    pub version: String,
+    /// The driver's path in the repository.
+    pub driver: String,
 }
 
 enum Action {
@@ -115,6 +131,8 @@ struct Live<'a> {
     loss: Option<Arc<LossPlan>>,
     /// Loss windows started so far (the latest one is in force).
     loss_epoch: u64,
+    /// The real library the clients run (`--library`).
+    library: Option<LibraryInfo>,
 }
 
 mod faults;
@@ -127,7 +145,8 @@ const CLIENT_SPAWN_MS: u64 = 500;
 /// Runs `prepared` live. Every process it starts is gone when it returns (or unwinds).
 pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     clock::assert_real();
-    crate::refuse::check(prepared, opts.seed, opts.cut_mode)?;
+    crate::refuse::check(prepared, opts.seed, opts.cut_mode, opts.library)?;
+    let library = real_library(prepared, opts)?;
     crate::procs::install_signal_handlers();
     let (dir, _temp) = run_dir(opts)?;
     crate::procs::log_pids_to(dir.join("pids.txt"));
@@ -166,6 +185,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         pause_plans,
         loss,
         loss_epoch: 0,
+        library,
     };
     for fault in faults.iter().filter(|f| f.at_ms().is_some()) {
         let at_ns = start_ns + fault.at_ms().unwrap_or(0) * 1_000_000;
@@ -183,6 +203,24 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     }
     let run_ms = clock::since(start_ns).as_millis() as u64;
     Ok(live.finish(&rx, run_ms, faults.len() as u64))
+}
+
+/// With `--library`, the real library of the scenario's client profile (the parent checked
+/// that it has a driver): its version, asked before anything starts.
+fn real_library(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<Option<LibraryInfo>> {
+    if !opts.library {
+        return Ok(None);
+    }
+    let s = &prepared.scenario;
+    let profile = s.protocol.params.get("client").and_then(|c| c.as_str());
+    let driver = profile
+        .and_then(|p| crate::driver::for_profile(&s.protocol.name, p))
+        .expect("refuse::check refuses a profile without a driver");
+    Ok(Some(LibraryInfo {
+        profile: driver.profile.into(),
+        version: driver.version()?,
+        driver: driver.path.into(),
+    }))
 }
 
 /// Starts every server and waits until each is ready: first those that need no other,
@@ -279,6 +317,7 @@ impl Live<'_> {
             servers,
             run_ms,
             faults,
+            library: self.library,
         }
     }
 
@@ -318,6 +357,7 @@ impl Live<'_> {
             lock,
             resource,
             stops,
+            driver: self.library.as_ref().map(|l| l.profile.clone()),
         };
         let spec_file = self.dir.join(format!("{name}.{}.json", entry.incarnation));
         std::fs::write(&spec_file, serde_json::to_string_pretty(&spec)?)?;

@@ -32,6 +32,10 @@ pub struct ClientSpec {
     pub resource: String,
     /// Where the client stops itself.
     pub stops: Vec<PointStop>,
+    /// The client profile whose real library runs behind its driver (`live --library`);
+    /// `None`: locksim's own client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
 }
 
 /// A scripted pause or crash at a named point of the workload.

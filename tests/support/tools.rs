@@ -50,7 +50,8 @@ pub fn require_file(test: &str, path: &Path, install: &str) -> bool {
     found
 }
 
-fn missing(test: &str, what: &str, install: &str) {
+/// Skips (or, under CI, fails) a test whose tool is missing, naming how to install it.
+pub fn missing(test: &str, what: &str, install: &str) {
     assert!(
         std::env::var_os("CI").is_none(),
         "{test}: CI is set and {what} ({install}): the test cannot run, so it fails"

@@ -1,0 +1,251 @@
+//! The real client libraries as live mode's third world (`locksim live --library`): instead
+//! of locksim's own client, each client process calls the library a scenario's
+//! `protocol.client` profile models, through a small driver kept in `live/drivers/`. The
+//! workload, the named points, the resource and the faults stay locksim's, so the same
+//! checker judges the library itself against the servers.
+//!
+//! A driver is a program the client process starts as its child, in its process group (a
+//! pause, SIGSTOP to the group, stops the library's threads too; a crash kills both; it dies
+//! with the client, `PR_SET_PDEATHSIG`), speaking one JSON object per line: it answers its
+//! first line with the library's name and version, then each `{"op": "acquire" | "release"
+//! | "extend"}` with `{"ok": true, "handle": ...}`, `{"ok": false, "why": ...}` or
+//! `{"unknown": ...}` (the library raised a timeout or a connection error). The library's
+//! own timeouts bound each call.
+//!
+//! Drivers here: `redis-py` (redis-py's `Lock` on `single-redis`, Python). A profile without
+//! a driver is refused by name, its row "modelled only".
+
+use crate::lock::{Ctx, LiveLock};
+use crate::spec::LockSpec;
+use locksim_protocols::{Acquired, Grant, Outcome, Validity};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+/// A library live mode can run for real.
+pub struct Driver {
+    /// The `protocol.client` profile it is the real counterpart of.
+    pub profile: &'static str,
+    /// The protocol whose servers it talks to.
+    pub protocol: &'static str,
+    /// The interpreter that runs the driver.
+    pub program: &'static str,
+    /// The driver's source, run as `program -c SOURCE ARGS` (no file to find at run time).
+    source: &'static str,
+    /// Where the source lives in the repository.
+    pub path: &'static str,
+    /// A one-line program that prints the installed library's version.
+    version_probe: &'static str,
+    /// How to install the library.
+    pub install: &'static str,
+}
+
+/// Every driver.
+pub const DRIVERS: &[Driver] = &[Driver {
+    profile: "redis-py",
+    protocol: "single-redis",
+    program: "python3",
+    source: include_str!("../drivers/redis_py.py"),
+    path: "live/drivers/redis_py.py",
+    version_probe: "import redis; print(redis.__version__)",
+    install: "pip install redis",
+}];
+
+/// The driver of `profile` on `protocol`, if there is one.
+pub fn for_profile(protocol: &str, profile: &str) -> Option<&'static Driver> {
+    DRIVERS
+        .iter()
+        .find(|d| d.profile == profile && d.protocol == protocol)
+}
+
+/// The driver of `profile` (a client spec names it; the parent checked its protocol).
+pub fn named(profile: &str) -> Option<&'static Driver> {
+    DRIVERS.iter().find(|d| d.profile == profile)
+}
+
+/// The names of the profiles with a driver, for messages.
+pub fn profiles() -> String {
+    let names: Vec<String> = DRIVERS
+        .iter()
+        .map(|d| format!("{} on {}", d.profile, d.protocol))
+        .collect();
+    names.join(", ")
+}
+
+/// A library that is not installed: the error names how to install it (exit 2).
+#[derive(Debug)]
+pub struct MissingLibrary {
+    /// The profile whose library is missing.
+    pub profile: String,
+    /// What the version probe said.
+    pub why: String,
+    /// How to install it.
+    pub install: &'static str,
+}
+
+impl std::fmt::Display for MissingLibrary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "live --library needs {}'s library, which is not installed ({}): {}",
+            self.profile,
+            self.why.trim(),
+            self.install
+        )
+    }
+}
+
+impl std::error::Error for MissingLibrary {}
+
+impl Driver {
+    /// The installed library's version (the parent asks before any server starts).
+    pub fn version(&self) -> Result<String, MissingLibrary> {
+        let missing = |why: String| MissingLibrary {
+            profile: self.profile.into(),
+            why,
+            install: self.install,
+        };
+        let out = Command::new(self.program)
+            .args(["-c", self.version_probe])
+            .output()
+            .map_err(|e| missing(format!("cannot run {}: {e}", self.program)))?;
+        if !out.status.success() {
+            return Err(missing(String::from_utf8_lossy(&out.stderr).into_owned()));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// The driver's arguments (one JSON object) for the client of `lock`.
+    fn args(&self, lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
+        let LockSpec::SingleRedis { params, server } = lock else {
+            anyhow::bail!("the {} driver runs on {} only", self.profile, self.protocol);
+        };
+        let addr: std::net::SocketAddr = server.parse()?;
+        // redis-py polls at one fixed `sleep`: the middle of the scenario's retry delay.
+        let sleep_ms = (params.retry_delay_ms_min + params.retry_delay_ms_max) / 2;
+        Ok(serde_json::json!({
+            "host": addr.ip().to_string(),
+            "port": addr.port(),
+            "name": locksim_protocols::redis::client::KEY,
+            "ttl_ms": params.ttl_ms,
+            "sleep_ms": sleep_ms,
+            "blocking_timeout_ms": params.acquire_timeout_ms,
+            "request_timeout_ms": params.request_timeout_ms,
+        }))
+    }
+}
+
+/// A client process's lock: the real library, behind its driver.
+pub struct DriverLock {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+impl DriverLock {
+    /// Starts `driver` for the client of `lock` and notes the library's name and version
+    /// on the timeline.
+    pub fn start(driver: &Driver, lock: &LockSpec, ctx: &Ctx) -> anyhow::Result<DriverLock> {
+        let mut cmd = Command::new(driver.program);
+        cmd.arg("-c")
+            .arg(driver.source)
+            .arg(driver.args(lock)?.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        die_with_client(&mut cmd);
+        let mut child = cmd.spawn()?;
+        let input = child.stdin.take().expect("piped");
+        let output = BufReader::new(child.stdout.take().expect("piped"));
+        let mut lock = DriverLock {
+            child,
+            input,
+            output,
+        };
+        let hello = lock.read()?;
+        ctx.note(format!(
+            "client library: {} {} (the real library, {})",
+            hello["library"].as_str().unwrap_or("?"),
+            hello["version"].as_str().unwrap_or("?"),
+            driver.path
+        ));
+        Ok(lock)
+    }
+
+    fn read(&mut self) -> anyhow::Result<serde_json::Value> {
+        let mut line = String::new();
+        if self.output.read_line(&mut line)? == 0 {
+            let status = self.child.try_wait()?;
+            anyhow::bail!("the library's driver ended ({status:?})");
+        }
+        Ok(serde_json::from_str(&line)?)
+    }
+
+    /// One request and its answer: `Err` only when the driver itself failed.
+    fn call(&mut self, op: &str) -> anyhow::Result<serde_json::Value> {
+        writeln!(self.input, "{}", serde_json::json!({ "op": op }))?;
+        self.input.flush()?;
+        self.read()
+    }
+
+    /// A release's or an extension's answer.
+    fn outcome(&mut self, op: &str) -> Outcome {
+        match self.call(op) {
+            Ok(a) if a["ok"] == true => Outcome::Ok,
+            Ok(a) if a["ok"] == false => Outcome::Failed(why(&a["why"])),
+            Ok(a) => Outcome::Unknown(why(&a["unknown"])),
+            Err(e) => Outcome::Unknown(format!("driver: {e:#}")),
+        }
+    }
+}
+
+fn why(v: &serde_json::Value) -> String {
+    v.as_str().unwrap_or("(no reason given)").to_owned()
+}
+
+/// Kills the driver when the client process ends, however it ends.
+fn die_with_client(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure only calls prctl, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            Ok(())
+        });
+    }
+}
+
+impl LiveLock for DriverLock {
+    fn acquire(&mut self, _ctx: &Ctx) -> Acquired {
+        match self.call("acquire") {
+            Ok(a) if a["ok"] == true => Acquired::Granted(Grant {
+                // The libraries with a driver give no fencing token.
+                token: None,
+                valid_until: None,
+                handle: why(&a["handle"]),
+            }),
+            Ok(a) if a["ok"] == false => Acquired::Failed(why(&a["why"])),
+            Ok(a) => Acquired::Unknown(why(&a["unknown"])),
+            Err(e) => Acquired::Unknown(format!("driver: {e:#}")),
+        }
+    }
+
+    fn release(&mut self, _ctx: &Ctx, _grant: &Grant) -> Outcome {
+        self.outcome("release")
+    }
+
+    fn extend(&mut self, _ctx: &Ctx, _grant: &mut Grant) -> Outcome {
+        self.outcome("extend")
+    }
+
+    fn validity(&mut self, _ctx: &Ctx, _grant: &Grant) -> Validity {
+        // redis-py keeps no validity on the client (`owned()` asks the server), as its
+        // model's `Validity::Indefinite`.
+        Validity::Indefinite
+    }
+}
+
+impl Drop for DriverLock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
