@@ -2123,6 +2123,24 @@ fn live_library_refuses_profiles_without_a_driver_and_names_a_missing_library() 
             "{err}"
         );
     }
+    let inside = scratch("library-point");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("live/scenarios/etcd-lease-recheck-bug-pause.toml"),
+    )
+    .unwrap()
+    .replace(
+        "variant = \"no-lease-recheck-after-wait\"",
+        "client = \"etcd-concurrency-3.4\"",
+    );
+    let file = scenario(&inside, "after-wait", &text);
+    let out = in_repo(&["live", &file, "--library"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(
+        err.contains("`after_wait` of c2 is inside the client library"),
+        "{err}"
+    );
     let out = common::locksim()
         .args(["live", "live/scenarios/redis-py-gc-pause.toml", "--library"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -2135,4 +2153,56 @@ fn live_library_refuses_profiles_without_a_driver_and_names_a_missing_library() 
         err.contains("cannot run python3") && err.contains("pip install redis"),
         "{err}"
     );
+}
+
+/// etcd's own lock client, `etcdctl lock` (live/drivers/etcdctl.py; the profile
+/// `etcd-concurrency-3.4`), under the fenced GC pause: as its model, the paused holder
+/// writes after its lease expired and another took the lock (mutual exclusion violated),
+/// and the key's create revision, the token, gets its stale write rejected.
+#[test]
+fn the_real_etcdctl_lock_breaks_under_a_gc_pause_as_its_model_does_and_fencing_holds() {
+    let Some(_serial) = live_test("etcd", "etcd-server") else {
+        return;
+    };
+    if !have("etcdctl", "etcd-client") {
+        return;
+    }
+    let file = "live/scenarios/etcdctl-gc-pause-fenced.toml";
+    let model = json(&in_repo(&["run", file, "--json"]));
+    let dir = scratch("etcdctl-gc");
+    let (out, events, saved_at) = live_history(file, &dir, "h", &["--library", "--json"]);
+    let j = json(&out);
+    assert_eq!(code(&out), 1, "a violation exits 1: {}", brief(&j));
+    assert_eq!(
+        j["library"]["driver"],
+        "live/drivers/etcdctl.py",
+        "{}",
+        brief(&j)
+    );
+    for property in ["mutual_exclusion", "fencing", "lost_update"] {
+        let (sim, real) = (&model["properties"][property], &j["properties"][property]);
+        assert_eq!(
+            sim, real,
+            "{property}: model {sim}, etcdctl {real}: {saved_at}"
+        );
+    }
+    assert_eq!(j["properties"]["mutual_exclusion"], "invalid", "{saved_at}");
+    assert!(
+        rejected(&events),
+        "c1's stale write rejected by its token: {saved_at}"
+    );
+    // Every grant carries etcd's create revision, and they grow.
+    let tokens: Vec<u64> = events
+        .iter()
+        .filter(|e| e["op"] == "acquire" && e["kind"] == "ok")
+        .map(|e| e["token"].as_u64().expect("a token"))
+        .collect();
+    assert!(tokens.len() >= 2, "{saved_at}");
+}
+
+/// Whether the resource rejected a write by its fencing token.
+fn rejected(events: &[serde_json::Value]) -> bool {
+    events
+        .iter()
+        .any(|e| e["op"] == "write" && e["kind"] == "fail")
 }

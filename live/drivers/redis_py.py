@@ -12,6 +12,7 @@ Requests and answers:
   {"op": "acquire"}  -> {"ok": true, "handle": TOKEN} | {"ok": false, "why": ...}
   {"op": "release"}  -> {"ok": true} | {"ok": false, "why": ...}
   {"op": "extend"}   -> {"ok": true} | {"ok": false, "why": ...}
+  {"op": "valid"}    -> {"held": true}: redis-py keeps no validity on the client
   any of them        -> {"unknown": ...} when the library raised a connection error or a
                         timeout (the command may or may not have taken effect)
 The first line the driver writes names the library and its version.
@@ -58,6 +59,9 @@ def main():
             elif op == "release":
                 lock.release()
                 answer({"ok": True})
+            elif op == "valid":
+                # owned() would ask the server; the library itself never looks.
+                answer({"held": True})
             elif op == "extend":
                 lock.extend(ttl_s, replace_ttl=True)
                 answer({"ok": True})

@@ -12,8 +12,9 @@
 //! `{"unknown": ...}` (the library raised a timeout or a connection error). The library's
 //! own timeouts bound each call.
 //!
-//! Drivers here: `redis-py` (redis-py's `Lock` on `single-redis`, Python). A profile without
-//! a driver is refused by name, its row "modelled only".
+//! Drivers here: `redis-py` (redis-py's `Lock` on `single-redis`) and
+//! `etcd-concurrency-3.4` (`etcdctl lock`, etcd's Go `concurrency` package, on `etcd`), both
+//! Python programs. A profile without a driver is refused by name, as modelled only.
 
 use crate::lock::{Ctx, LiveLock};
 use crate::spec::LockSpec;
@@ -37,18 +38,70 @@ pub struct Driver {
     version_probe: &'static str,
     /// How to install the library.
     pub install: &'static str,
+    /// The driver's arguments (one JSON object) for the client of a lock.
+    args: fn(&LockSpec) -> anyhow::Result<serde_json::Value>,
 }
 
 /// Every driver.
-pub const DRIVERS: &[Driver] = &[Driver {
-    profile: "redis-py",
-    protocol: "single-redis",
-    program: "python3",
-    source: include_str!("../drivers/redis_py.py"),
-    path: "live/drivers/redis_py.py",
-    version_probe: "import redis; print(redis.__version__)",
-    install: "pip install redis",
-}];
+pub const DRIVERS: &[Driver] = &[
+    Driver {
+        profile: "redis-py",
+        protocol: "single-redis",
+        program: "python3",
+        source: include_str!("../drivers/redis_py.py"),
+        path: "live/drivers/redis_py.py",
+        version_probe: "import redis; print(redis.__version__)",
+        install: "pip install redis",
+        args: redis_py_args,
+    },
+    Driver {
+        profile: "etcd-concurrency-3.4",
+        protocol: "etcd",
+        program: "python3",
+        source: include_str!("../drivers/etcdctl.py"),
+        path: "live/drivers/etcdctl.py",
+        version_probe: "import subprocess; \
+            print(subprocess.run(['etcdctl', 'version'], capture_output=True, text=True, \
+            check=True).stdout.split()[2])",
+        install: "apt-get install -y etcd-client",
+        args: etcdctl_args,
+    },
+];
+
+/// redis-py's `Lock(name, timeout, sleep, blocking_timeout)` on the one server.
+fn redis_py_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
+    let LockSpec::SingleRedis { params, server } = lock else {
+        anyhow::bail!("the redis-py driver runs on single-redis only");
+    };
+    let addr: std::net::SocketAddr = server.parse()?;
+    // redis-py polls at one fixed `sleep`: the middle of the scenario's retry delay.
+    let sleep_ms = (params.retry_delay_ms_min + params.retry_delay_ms_max) / 2;
+    Ok(serde_json::json!({
+        "host": addr.ip().to_string(),
+        "port": addr.port(),
+        "name": locksim_protocols::redis::client::KEY,
+        "ttl_ms": params.ttl_ms,
+        "sleep_ms": sleep_ms,
+        "blocking_timeout_ms": params.acquire_timeout_ms,
+        "request_timeout_ms": params.request_timeout_ms,
+    }))
+}
+
+/// `etcdctl --endpoints=ALL lock --ttl=S`: every member an endpoint, the lease's TTL in
+/// whole seconds (live mode refuses others), etcdctl's own timeouts for the rest.
+fn etcdctl_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
+    let LockSpec::Etcd { params, endpoints } = lock else {
+        anyhow::bail!("the etcdctl driver runs on etcd only");
+    };
+    Ok(serde_json::json!({
+        "endpoints": endpoints,
+        "name": "locksim",
+        "ttl_s": params.lease_ttl_ms / 1000,
+        "acquire_timeout_ms": params.acquire_timeout_ms,
+        // Unlock is one Delete: etcdctl's own command timeout bounds it (5 s).
+        "release_timeout_ms": 6_000,
+    }))
+}
 
 /// The driver of `profile` on `protocol`, if there is one.
 pub fn for_profile(protocol: &str, profile: &str) -> Option<&'static Driver> {
@@ -113,25 +166,6 @@ impl Driver {
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
-
-    /// The driver's arguments (one JSON object) for the client of `lock`.
-    fn args(&self, lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
-        let LockSpec::SingleRedis { params, server } = lock else {
-            anyhow::bail!("the {} driver runs on {} only", self.profile, self.protocol);
-        };
-        let addr: std::net::SocketAddr = server.parse()?;
-        // redis-py polls at one fixed `sleep`: the middle of the scenario's retry delay.
-        let sleep_ms = (params.retry_delay_ms_min + params.retry_delay_ms_max) / 2;
-        Ok(serde_json::json!({
-            "host": addr.ip().to_string(),
-            "port": addr.port(),
-            "name": locksim_protocols::redis::client::KEY,
-            "ttl_ms": params.ttl_ms,
-            "sleep_ms": sleep_ms,
-            "blocking_timeout_ms": params.acquire_timeout_ms,
-            "request_timeout_ms": params.request_timeout_ms,
-        }))
-    }
 }
 
 /// A client process's lock: the real library, behind its driver.
@@ -148,7 +182,7 @@ impl DriverLock {
         let mut cmd = Command::new(driver.program);
         cmd.arg("-c")
             .arg(driver.source)
-            .arg(driver.args(lock)?.to_string())
+            .arg((driver.args)(lock)?.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
         die_with_client(&mut cmd);
@@ -217,8 +251,8 @@ impl LiveLock for DriverLock {
     fn acquire(&mut self, _ctx: &Ctx) -> Acquired {
         match self.call("acquire") {
             Ok(a) if a["ok"] == true => Acquired::Granted(Grant {
-                // The libraries with a driver give no fencing token.
-                token: None,
+                // A fencing token where the library gives one (etcd's create revision).
+                token: a["token"].as_u64(),
                 valid_until: None,
                 handle: why(&a["handle"]),
             }),
@@ -237,9 +271,12 @@ impl LiveLock for DriverLock {
     }
 
     fn validity(&mut self, _ctx: &Ctx, _grant: &Grant) -> Validity {
-        // redis-py keeps no validity on the client (`owned()` asks the server), as its
-        // model's `Validity::Indefinite`.
-        Validity::Indefinite
+        // What the library itself tells its user: etcd's `Session.Done()`; redis-py nothing
+        // (`owned()` would ask the server), as its model's `Validity::Indefinite`.
+        match self.call("valid") {
+            Ok(a) if a["held"] == false => Validity::Lost(why(&a["why"])),
+            _ => Validity::Indefinite,
+        }
     }
 }
 

@@ -212,10 +212,12 @@ pub fn die_with_parent() {
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
 }
 
-/// Stops this process (SIGSTOP to itself): the parent resumes it with SIGCONT.
+/// Stops this process and the rest of its process group (SIGSTOP to the group: a real
+/// library's driver and what it runs, e.g. `etcdctl lock` keeping a lease alive, stop with
+/// the client, as at a pause the parent signals): the parent resumes them with SIGCONT.
 pub fn stop_self() {
-    // SAFETY: raise has no memory-safety preconditions.
-    unsafe { libc::raise(libc::SIGSTOP) };
+    // SAFETY: kill has no memory-safety preconditions; pid 0 is the caller's own group.
+    unsafe { libc::kill(0, libc::SIGSTOP) };
 }
 
 /// The ports [`free_port`] handed out in this process.

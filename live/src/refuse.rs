@@ -71,6 +71,27 @@ fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused
     Ok(())
 }
 
+/// A real library is one call to locksim: a point inside it (etcd's `after_wait`) cannot be
+/// reached, only the workload's own ([`locksim_scenarios::workload::POINTS`]).
+fn library_points(prepared: &Prepared, seed: u64) -> Result<(), Refused> {
+    let faults = prepared.faults_for(seed);
+    let inside = faults.iter().filter_map(Fault::armed_point).find(|p| {
+        !locksim_scenarios::workload::POINTS.contains(&p.point.as_str())
+            && prepared.scenario.workload.client_names().contains(&p.node)
+    });
+    match inside {
+        Some(p) => Err(Refused(format!(
+            "{}: the point `{}` of {} is inside the client library: live --library runs the \
+             real library, which has no named points; use a workload point ({}) or `at_ms`",
+            prepared.path,
+            p.point,
+            p.node,
+            locksim_scenarios::workload::POINTS.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Checks the scenario and every fault live mode would apply on `seed`: the scripted ones and
 /// those its random profile draws (by the simulator's own draw, `Prepared::faults_for`).
 /// A kind live mode cannot inject is refused as soon as the profile can draw it, whatever
@@ -79,6 +100,9 @@ fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused
 pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Result<(), Refused> {
     let s = &prepared.scenario;
     workload_and_client(prepared, library)?;
+    if library {
+        library_points(prepared, seed)?;
+    }
     network(prepared)?;
     cut_mode(prepared, mode)?;
     if s.expect.as_ref().is_some_and(|e| e.faults_fired.is_some()) {
