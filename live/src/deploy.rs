@@ -267,7 +267,14 @@ fn etcd_member_args(
         "--election-timeout",
         &(params.tick_ms * params.election_ticks as u64).to_string(),
     ];
-    args.iter().map(|s| s.to_string()).collect()
+    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    if params.lease_checkpoint {
+        // etcd 3.4+ (the flags' names since 3.4; a Go duration for the interval).
+        args.push("--experimental-enable-lease-checkpoint".into());
+        let interval = format!("{}ms", params.checkpoint_interval_ms());
+        args.extend(["--experimental-lease-checkpoint-interval".into(), interval]);
+    }
+    args
 }
 
 /// One proxy in front of each member's peer port (from `ports`: (client, peer)), which every
