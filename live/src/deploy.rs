@@ -269,8 +269,10 @@ fn etcd_member_args(
     ];
     let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     if params.lease_checkpoint {
-        // etcd 3.4+ (the flags' names since 3.4; a Go duration for the interval).
+        // etcd 3.4.20+ (a Go duration for the interval); persisted, so that a restarted member
+        // keeps its leases' checkpoints as the model's does.
         args.push("--experimental-enable-lease-checkpoint".into());
+        args.push("--experimental-enable-lease-checkpoint-persist".into());
         let interval = format!("{}ms", params.checkpoint_interval_ms());
         args.extend(["--experimental-lease-checkpoint-interval".into(), interval]);
     }
