@@ -19,7 +19,7 @@
 //!   lease's remaining TTL through the log (`LeaseCheckpoint`, `checkpointScheduledLeases` in
 //!   the 500 ms `runLoop`), every member keeps it (`Checkpoint`), and a promotion restores it
 //!   instead of the full TTL (`Lease.refresh`: extend + `getRemainingTTL()`). A checkpoint
-//!   is scheduled an interval (`--experimental-lease-checkpoint-interval`,
+//!   is scheduled an interval (the server setting `LeaseCheckpointInterval`, no flag of the etcd binary,
 //!   `lease_checkpoint_interval_ms`, default 5 min) after a grant, a promotion or an applied
 //!   checkpoint, and only for a lease whose remaining TTL exceeds the interval in whole
 //!   seconds (`scheduleCheckpointIfNeeded`): with the default interval no lease of 5 min or
@@ -87,7 +87,10 @@ use client::EtcdClient;
 use kv::{Kv, Req, Resp};
 use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::{NodeCtx, World};
-pub use params::{ClientEndpoint, Library, LockApi, Params, TtlRounding, Variant, PREFIX};
+pub use params::{
+    ClientEndpoint, Library, LockApi, Params, TtlRounding, Variant,
+    LEASE_CHECKPOINT_INTERVAL_MS_DEFAULT, PREFIX,
+};
 use std::time::Duration;
 
 /// The `etcd` protocol.

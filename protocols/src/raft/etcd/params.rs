@@ -152,7 +152,7 @@ pub struct Params {
     /// instead of a full TTL ([`super::kv`]).
     #[serde(default, skip_serializing_if = "is_default")]
     pub lease_checkpoint: bool,
-    /// etcd's `--experimental-lease-checkpoint-interval`, in ms (default 5 min, etcd's): how
+    /// etcd's `LeaseCheckpointInterval` (server setting, no flag of the binary), in ms (default 5 min, etcd's): how
     /// long after a lease's last checkpoint (or grant, or promotion) the next is due. Only a
     /// lease whose remaining TTL exceeds this interval in whole seconds is scheduled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
