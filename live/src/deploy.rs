@@ -210,6 +210,9 @@ fn etcd_refusal(params: &etcd::Params) -> Option<String> {
             params.lease_ttl_ms
         ));
     }
+    if params.checkpoint_interval_ms() != etcd::LEASE_CHECKPOINT_INTERVAL_MS_DEFAULT {
+        return Some("protocol.lease_checkpoint_interval_ms: the etcd binary has no flag for it (LeaseCheckpointInterval is a server setting; 5 min)".into());
+    }
     if params.lock_delay_ms != 0 {
         return Some("protocol.lock_delay_ms: etcd has no lock-delay (it is Chubby's)".into());
     }
@@ -267,7 +270,12 @@ fn etcd_member_args(
         "--election-timeout",
         &(params.tick_ms * params.election_ticks as u64).to_string(),
     ];
-    args.iter().map(|s| s.to_string()).collect()
+    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    if params.lease_checkpoint {
+        // The interval has no flag: the binary checkpoints every 5 min (etcd_refusal).
+        args.push("--experimental-enable-lease-checkpoint".into());
+    }
+    args
 }
 
 /// One proxy in front of each member's peer port (from `ports`: (client, peer)), which every

@@ -1,7 +1,7 @@
 //! The replicated store: keys with revisions, leases and the leader's lessor, watches on a
 //! key's deletion; a [`Service`] applied from the Raft log.
 
-use super::params::Params;
+use super::params::{Params, TtlRounding};
 use crate::raft::client::Redirect;
 use crate::raft::host::{Env, Handling, Service};
 use locksim_sim::NodeIdx;
@@ -135,6 +135,18 @@ pub enum Cmd {
         /// The key.
         key: String,
     },
+    /// The leader's lessor wrote leases' remaining TTLs (etcd's `LeaseCheckpoint` request):
+    /// `(lease, remaining ms)`, 0 clearing it.
+    LeaseCheckpoint {
+        /// The checkpoints.
+        checkpoints: Vec<(u64, u64)>,
+    },
+    /// A keep-alive of a checkpointed lease: etcd's `Renew` first clears the remaining TTL
+    /// through the log (a checkpoint of 0), then renews.
+    RenewCheckpointed {
+        /// The lease.
+        lease: u64,
+    },
 }
 
 struct KeyMeta {
@@ -157,6 +169,11 @@ pub struct Kv {
     leases: BTreeMap<u64, (Duration, BTreeSet<String>)>,
     /// While leading: each lease's expiry on this peer's monotonic clock.
     expiry: BTreeMap<u64, Duration>,
+    /// Leases' checkpointed remaining TTLs (replicated; none while unset, etcd's 0).
+    remaining: BTreeMap<u64, Duration>,
+    /// While leading, with checkpoints on: when each lease's next checkpoint is due (etcd's
+    /// `leaseCheckpointHeap`: a lease may be in it twice).
+    checkpoints_due: BTreeSet<(Duration, u64)>,
     extend: Duration,
     /// The server's TTL policy (etcd's whole seconds and minimum TTL, or as asked).
     params: Params,
@@ -181,6 +198,8 @@ impl Kv {
             keys: BTreeMap::new(),
             leases: BTreeMap::new(),
             expiry: BTreeMap::new(),
+            remaining: BTreeMap::new(),
+            checkpoints_due: BTreeSet::new(),
             extend,
             params: params.clone(),
             lock_delay: Duration::from_millis(params.lock_delay_ms),
@@ -213,6 +232,103 @@ impl Kv {
             self.expiry.keys().all(|l| self.leases.contains_key(l)),
             "the lessor never tracks a revoked lease"
         );
+        assert!(
+            self.remaining.keys().all(|l| self.leases.contains_key(l)),
+            "a checkpoint goes with its lease"
+        );
+    }
+
+    /// A lease's TTL as a new leader would restore it: the checkpointed remaining TTL if
+    /// there is one, else the full TTL (`Lease.getRemainingTTL`).
+    fn remaining_ttl(&self, lease: u64) -> Option<Duration> {
+        let (ttl, _) = self.leases.get(&lease)?;
+        Some(self.remaining.get(&lease).copied().unwrap_or(*ttl))
+    }
+
+    /// etcd's `scheduleCheckpointIfNeeded`: with checkpoints on, a lease whose remaining TTL
+    /// exceeds the interval (in whole seconds, as etcd compares them) gets its next
+    /// checkpoint an interval from now.
+    fn schedule_checkpoint(&mut self, lease: u64, now: Duration) {
+        if !self.params.lease_checkpoint {
+            return;
+        }
+        let interval_ms = self.params.checkpoint_interval_ms();
+        let floor = Duration::from_secs(interval_ms / 1_000);
+        if self.remaining_ttl(lease).is_some_and(|r| r > floor) {
+            let due = now + Duration::from_millis(interval_ms);
+            self.checkpoints_due.insert((due, lease));
+        }
+    }
+
+    /// A remaining TTL as etcd writes it: rounded up to whole seconds (`math.Ceil`) where
+    /// TTLs are etcd's, to the millisecond where they are exact.
+    fn rounded_up(&self, d: Duration) -> u64 {
+        let ms = d.as_nanos().div_ceil(1_000_000) as u64;
+        match self.params.ttl_rounding {
+            TtlRounding::Etcd => ms.div_ceil(1_000) * 1_000,
+            TtlRounding::Exact => ms,
+        }
+    }
+
+    /// etcd's `findDueScheduledCheckpoints`: the due checkpoints of live, unexpired leases
+    /// whose remaining TTL is below their TTL, in one `LeaseCheckpoint` entry.
+    fn due_checkpoints(&mut self, now: Duration) -> Option<Cmd> {
+        let mut checkpoints = vec![];
+        while let Some(&(due, lease)) = self.checkpoints_due.first() {
+            if due > now {
+                break;
+            }
+            self.checkpoints_due.pop_first();
+            let (Some((ttl, _)), Some(&until)) = (self.leases.get(&lease), self.expiry.get(&lease))
+            else {
+                continue;
+            };
+            if until <= now {
+                continue;
+            }
+            let left_ms = self.rounded_up(until - now);
+            if left_ms < ttl.as_millis() as u64 {
+                checkpoints.push((lease, left_ms));
+            }
+        }
+        assert!(
+            checkpoints.iter().all(|(_, left)| *left > 0),
+            "a checkpoint of 0 only clears (Renew)"
+        );
+        (!checkpoints.is_empty()).then_some(Cmd::LeaseCheckpoint { checkpoints })
+    }
+
+    /// Applies a `LeaseCheckpoint` (etcd's `lessor.Checkpoint`): every member keeps the
+    /// remaining TTL for a promotion; the leader schedules the lease's next checkpoint.
+    fn checkpoint(&mut self, checkpoints: Vec<(u64, u64)>, env: &Env) -> Resp {
+        let now = env.ctx.mono_now();
+        for (lease, left_ms) in checkpoints {
+            if !self.leases.contains_key(&lease) {
+                continue;
+            }
+            match left_ms {
+                0 => self.remaining.remove(&lease),
+                ms => self.remaining.insert(lease, Duration::from_millis(ms)),
+            };
+            if env.leader && self.promoted {
+                self.schedule_checkpoint(lease, now);
+            }
+        }
+        Resp::Deleted
+    }
+
+    /// A keep-alive of a checkpointed lease, once its clearing checkpoint is applied.
+    fn renew_checkpointed(&mut self, lease: u64, env: &Env) -> Resp {
+        self.checkpoint(vec![(lease, 0)], env);
+        match self.leases.get(&lease) {
+            None => Resp::LeaseNotFound,
+            Some(_) if !(env.leader && self.promoted) => Resp::NotLeader(None),
+            Some(_) if self.expired(lease, env) => Resp::LeaseNotFound,
+            Some((ttl, _)) => {
+                self.expiry.insert(lease, env.ctx.mono_now() + *ttl);
+                Resp::KeptAlive
+            }
+        }
     }
 
     fn delete(&mut self, key: &str) -> bool {
@@ -247,6 +363,7 @@ impl Kv {
     /// Revokes `lease` and deletes its keys: it `expired` (the lessor) or a client asked.
     fn revoke(&mut self, lease: u64, expired: bool, env: &Env) -> Resp {
         self.expiry.remove(&lease);
+        self.remaining.remove(&lease);
         let Some((_, keys)) = self.leases.remove(&lease) else {
             return Resp::LeaseNotFound;
         };
@@ -330,6 +447,11 @@ impl Service for Kv {
             Req::TryAcquire { key, lease } => Handling::Propose(Cmd::TryAcquire { key, lease }),
             Req::Delete { key } => Handling::Propose(Cmd::Delete { key }),
             Req::LeaseRevoke { lease } => Handling::Propose(Cmd::Revoke { lease }),
+            // etcd's Renew of a checkpointed lease clears its remaining TTL through the log
+            // first (so a new leader does not restore it after this renewal).
+            Req::KeepAlive { lease } if self.remaining.contains_key(&lease) => {
+                Handling::Propose(Cmd::RenewCheckpointed { lease })
+            }
             Req::KeepAlive { .. } | Req::Get { .. } | Req::LastBefore { .. } | Req::LockDelay => {
                 Handling::Read(req)
             }
@@ -361,6 +483,7 @@ impl Service for Kv {
                 // `lessor.Grant`); the promotion starts its clock with every other.
                 if env.leader && self.promoted {
                     self.expiry.insert(lease, env.ctx.mono_now() + ttl);
+                    self.schedule_checkpoint(lease, env.ctx.mono_now());
                 }
                 Resp::Lease { lease }
             }
@@ -373,6 +496,8 @@ impl Service for Kv {
                 }
                 Resp::Deleted
             }
+            Cmd::LeaseCheckpoint { checkpoints } => self.checkpoint(checkpoints, env),
+            Cmd::RenewCheckpointed { lease } => self.renew_checkpointed(lease, env),
         };
         assert!(
             self.rev >= rev_before,
@@ -422,17 +547,20 @@ impl Service for Kv {
         self.ticks = 0;
         self.assert_leases();
         let now = env.ctx.mono_now();
-        self.expiry
-            .iter()
+        let mut cmds: Vec<Cmd> = (self.expiry.iter())
             .filter(|(_, until)| **until <= now)
             .map(|(lease, _)| Cmd::LeaseRevoke { lease: *lease })
-            .collect()
+            .collect();
+        // etcd's `runLoop`: revoke the expired leases, then write the due checkpoints.
+        cmds.extend(self.due_checkpoints(now));
+        cmds
     }
 
     /// A new leader's lessor starts empty and revokes nothing: it is promoted when the leader
     /// applies the first entry of its term ([`Service::term_opened`]).
     fn role_changed(&mut self, _env: &Env) {
         self.expiry.clear();
+        self.checkpoints_due.clear();
         self.promoted = false;
     }
 
@@ -443,10 +571,14 @@ impl Service for Kv {
         assert!(env.leader, "only a leader opens a term");
         assert!(!self.promoted, "one promotion per term");
         self.promoted = true;
-        // Nobody knows when the old leader last renewed a lease.
+        // Nobody knows when the old leader last renewed a lease: each gets a full TTL, or its
+        // checkpointed remaining TTL (`Lease.refresh(extend)`), and its next checkpoint.
         let now = env.ctx.mono_now();
-        for (lease, (ttl, _)) in &self.leases {
-            self.expiry.insert(*lease, now + self.extend + *ttl);
+        let leases: Vec<u64> = self.leases.keys().copied().collect();
+        for lease in leases {
+            let ttl = self.remaining_ttl(lease).expect("a live lease");
+            self.expiry.insert(lease, now + self.extend + ttl);
+            self.schedule_checkpoint(lease, now);
         }
         // Nor whether a lock-delay was running: once a holder's lease has ever expired,
         // assume one starts now.

@@ -11,6 +11,31 @@
 //!   (`applyEntryNormal` in `server.go`, not at the role change) its lessor is promoted and
 //!   extends every lease to now + election timeout + TTL (`Promote`), so a lease is never
 //!   revoked before a holder that kept it alive through the old leader could have noticed.
+//!   The price (etcd-io/etcd#9395, #9888): every leader change gives every lease a full TTL
+//!   again, also one nobody renews any more, so a crashed holder's lock outlives its TTL and
+//!   leader changes closer together than the TTL keep it forever.
+//! - **Lease checkpointing** (`--experimental-enable-lease-checkpoint`, 3.4+, PR #9924;
+//!   `lease_checkpoint = true`, off by default as in etcd): the leader's lessor writes a
+//!   lease's remaining TTL through the log (`LeaseCheckpoint`, `checkpointScheduledLeases` in
+//!   the 500 ms `runLoop`), every member keeps it (`Checkpoint`), and a promotion restores it
+//!   instead of the full TTL (`Lease.refresh`: extend + `getRemainingTTL()`). A checkpoint
+//!   is scheduled an interval (the server setting `LeaseCheckpointInterval`, no flag of the etcd binary,
+//!   `lease_checkpoint_interval_ms`, default 5 min) after a grant, a promotion or an applied
+//!   checkpoint, and only for a lease whose remaining TTL exceeds the interval in whole
+//!   seconds (`scheduleCheckpointIfNeeded`): with the default interval no lease of 5 min or
+//!   less is ever checkpointed, so a lock's session lease needs an interval below its TTL.
+//!   Due checkpoints are skipped for expired leases and ones with a full TTL left
+//!   (`findDueScheduledCheckpoints`; rounded up to a second, with `ttl_rounding = "etcd"`,
+//!   else to a millisecond). A keep-alive of a checkpointed lease first clears its checkpoint
+//!   through the log, then renews (`Renew`). The model is etcd 3.6's lessor (3.4.20+, 3.5.2+): before those, `Promote`
+//!   scheduled no checkpoints, so after the first leader change an unrenewed lease kept the
+//!   remaining TTL checkpointed before it (PR #13491). A restarted peer re-applies its log,
+//!   checkpoints with it, as 3.6 (or `--experimental-enable-lease-checkpoint-persist`) keeps
+//!   them in the backend; without persistence a restarted member recovers its leases with no
+//!   remaining TTL (#13491, #13508; #17132 reports a full TTL restored on a later leader
+//!   change of a cluster whose members were restarted). Left out: the rate limits (1,000
+//!   checkpoints a second, 1,000 per entry) and Promote's spreading of piled-up expiries,
+//!   both for thousands of leases.
 //! - **Session.** The client grants a lease with the session's TTL and keeps it alive every
 //!   TTL/3 (`lease.go`: `nextKeepAlive = now + TTL/3`); the session is over when a keep-alive
 //!   finds the lease gone or its TTL passes without one.
@@ -47,8 +72,8 @@
 //! its applied state, as a long poll). Keep-alives are confirmed by ReadIndex on the leader
 //! before they renew (a deposed leader that has not noticed yet cannot renew), and the client
 //! counts a lease's TTL from when it *sent* the keep-alive (etcd's Go client counts from the
-//! answer, a few ms more optimistic). Left out: compaction, lease checkpointing, auth, gRPC
-//! proxies, watch progress notifications.
+//! answer, a few ms more optimistic). Left out: compaction, auth, gRPC proxies, watch
+//! progress notifications.
 
 pub mod client;
 pub mod kv;
@@ -62,7 +87,10 @@ use client::EtcdClient;
 use kv::{Kv, Req, Resp};
 use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::{NodeCtx, World};
-pub use params::{ClientEndpoint, Library, LockApi, Params, TtlRounding, Variant, PREFIX};
+pub use params::{
+    ClientEndpoint, Library, LockApi, Params, TtlRounding, Variant,
+    LEASE_CHECKPOINT_INTERVAL_MS_DEFAULT, PREFIX,
+};
 use std::time::Duration;
 
 /// The `etcd` protocol.

@@ -147,6 +147,16 @@ pub struct Params {
     /// The client library (`[protocol] client`; its profile's defaults fill the keys not set).
     #[serde(default, skip_serializing_if = "is_default")]
     pub client: Library,
+    /// etcd's `--experimental-enable-lease-checkpoint` (3.4+; off by default, as in etcd): the
+    /// leader writes leases' remaining TTLs through the log, and a new leader restores them
+    /// instead of a full TTL ([`super::kv`]).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub lease_checkpoint: bool,
+    /// etcd's `LeaseCheckpointInterval` (server setting, no flag of the binary), in ms (default 5 min, etcd's): how
+    /// long after a lease's last checkpoint (or grant, or promotion) the next is due. Only a
+    /// lease whose remaining TTL exceeds this interval in whole seconds is scheduled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_checkpoint_interval_ms: Option<u64>,
 }
 
 fn d_peers() -> usize {
@@ -174,6 +184,9 @@ fn d_acquire_timeout() -> u64 {
     10_000
 }
 
+/// etcd's `defaultLeaseCheckpointInterval` (`server/lease/lessor.go`): 5 minutes.
+pub const LEASE_CHECKPOINT_INTERVAL_MS_DEFAULT: u64 = 300_000;
+
 impl Params {
     /// Checks the values serde cannot; the error names the field.
     pub fn validate(&self) -> Result<(), ParamError> {
@@ -185,11 +198,24 @@ impl Params {
             return Err(ParamError::field("lease_ttl_ms", why));
         }
         self.check_library()?;
+        if self.lease_checkpoint_interval_ms.is_some() && !self.lease_checkpoint {
+            let why = "sets the interval of checkpoints that are off: add lease_checkpoint = true";
+            return Err(ParamError::field("lease_checkpoint_interval_ms", why));
+        }
         self.host().validate(&[
             ("lease_check_interval_ms", self.lease_check_interval_ms),
             ("request_timeout_ms", self.request_timeout_ms),
             ("watch_poll_ms", self.watch_poll_ms),
+            (
+                "lease_checkpoint_interval_ms",
+                self.checkpoint_interval_ms(),
+            ),
         ])
+    }
+
+    /// The lease checkpoint interval, in ms (etcd's default unless set).
+    pub fn checkpoint_interval_ms(&self) -> u64 {
+        (self.lease_checkpoint_interval_ms).unwrap_or(LEASE_CHECKPOINT_INTERVAL_MS_DEFAULT)
     }
 
     /// Refuses a library asked to do what it does not: the Go Mutex runs in the client, jetcd's
@@ -284,5 +310,18 @@ mod tests {
         let err = half.validate().unwrap_err();
         assert_eq!(err.field.as_deref(), Some("lease_ttl_ms"));
         params("lease_ttl_ms = 1_500").validate().unwrap();
+    }
+
+    #[test]
+    fn a_checkpoint_interval_needs_checkpoints_on_and_is_positive() {
+        let off = params("lease_checkpoint_interval_ms = 1_000");
+        let err = off.validate().unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("lease_checkpoint_interval_ms"));
+        let zero = params("lease_checkpoint = true\nlease_checkpoint_interval_ms = 0");
+        let err = zero.validate().unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("lease_checkpoint_interval_ms"));
+        let on = params("lease_checkpoint = true");
+        on.validate().unwrap();
+        assert_eq!(on.checkpoint_interval_ms(), 300_000, "etcd's 5 min");
     }
 }
