@@ -2100,6 +2100,108 @@ fn the_real_redis_py_lock_releases_only_its_own_token() {
     assert!(late, "a late release refused by the library: {saved_at}");
 }
 
+/// The redis-server lock and node-redlock 5 (npm, global) are on the machine: the
+/// serializing guard, or `None` where a test cannot run (skipped; under CI a failure).
+fn node_redlock_test() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let serial = live_test("redis-server", "redis-server")?;
+    let probe = Command::new("node")
+        .args([
+            "-e",
+            "const root = require('child_process').execSync('npm root -g', \
+             {encoding: 'utf8'}).trim(); require(root + '/redlock'); require(root + '/ioredis')",
+        ])
+        .output();
+    if probe.is_ok_and(|o| o.status.success()) {
+        return Some(serial);
+    }
+    tools::missing(
+        "live",
+        "node-redlock (node: require('redlock'), global)",
+        "npm install --global redlock@5.0.0-beta.2 ioredis@5",
+    );
+    None
+}
+
+/// Runs a node-redlock catalog file in the model and with the real library; both meet the
+/// file's expectation. The live run's JSON, history and where it was saved.
+fn node_redlock_live(
+    file: &str,
+    dir: &Path,
+) -> (serde_json::Value, Vec<serde_json::Value>, String) {
+    let model = json(&in_repo(&["run", file, "--json"]));
+    assert_eq!(model["expect"]["met"], true, "the model of {file}");
+    let (out, events, saved_at) = live_history(file, dir, "h", &["--library", "--json"]);
+    let j = json(&out);
+    assert_eq!(
+        code(&out),
+        1,
+        "a violation exits 1: {}: {saved_at}",
+        brief(&j)
+    );
+    assert_eq!(j["library"]["profile"], "node-redlock", "{}", brief(&j));
+    assert_eq!(j["library"]["driver"], "live/drivers/node_redlock.js");
+    assert_eq!(j["expect"]["met"], true, "{}: {saved_at}", brief(&j));
+    for property in ["mutual_exclusion", "lost_update"] {
+        assert_eq!(
+            j["properties"][property], model["properties"][property],
+            "{property}: model and library differ: {saved_at}"
+        );
+    }
+    let note = events.iter().find(|e| e["op"] == "note").expect("a note");
+    let note = note["detail"].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with("client library: node-redlock v5."),
+        "{note}: {saved_at}"
+    );
+    (j, events, saved_at)
+}
+
+/// node-redlock's abort signal, for real (scenarios/catalog/node-redlock-abort-signal.toml,
+/// `check = "on_signal"`): c1's event loop stops for 3 s inside `using()`'s routine, over
+/// its extension time and its expiry; on waking, the library's late extension finds the
+/// lock expired and aborts the signal, and the routine stops before its write. The
+/// sections overlap; no update is lost, as the model derives.
+#[test]
+fn the_real_node_redlock_aborts_a_paused_routine_before_its_write_as_its_model_does() {
+    let Some(_serial) = node_redlock_test() else {
+        return;
+    };
+    let file = "scenarios/catalog/node-redlock-abort-signal.toml";
+    let (_, events, saved_at) = node_redlock_live(file, &scratch("node-redlock-abort"));
+    let aborted = events.iter().find(|e| {
+        e["op"] == "note"
+            && e["grant"] == "c1#1"
+            && e["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("Cannot extend an already-expired lock"))
+    });
+    assert!(
+        aborted.is_some(),
+        "c1#1 aborted by node-redlock's own signal: {saved_at}"
+    );
+    let wrote = events
+        .iter()
+        .any(|e| e["op"] == "write" && e["grant"] == "c1#1");
+    assert!(!wrote, "c1#1 wrote after its signal: {saved_at}");
+}
+
+/// The limit of node-redlock's signal, for real (node-redlock-abort-after-write.toml): a
+/// pause after the routine's last look, just before its write, lets the stale write land
+/// before the late extension aborts anything: an update is lost, as in the model.
+#[test]
+fn the_real_node_redlock_signal_cannot_stop_a_write_already_past_its_look() {
+    let Some(_serial) = node_redlock_test() else {
+        return;
+    };
+    let file = "scenarios/catalog/node-redlock-abort-after-write.toml";
+    let (j, events, saved_at) = node_redlock_live(file, &scratch("node-redlock-late"));
+    assert_eq!(j["properties"]["lost_update"], "invalid", "{saved_at}");
+    let wrote = events
+        .iter()
+        .any(|e| e["op"] == "write" && e["grant"] == "c1#1" && e["kind"] == "ok");
+    assert!(wrote, "c1#1's stale write accepted: {saved_at}");
+}
+
 /// `--library` runs only profiles with a driver; the others are refused by name before
 /// anything starts, and a missing interpreter or library is named with how to install it.
 #[test]
@@ -2123,6 +2225,14 @@ fn live_library_refuses_profiles_without_a_driver_and_names_a_missing_library() 
             "{err}"
         );
     }
+    // locksim's own clients have no lost-lock signal: on_signal needs the real library.
+    let out = in_repo(&["live", "scenarios/catalog/node-redlock-abort-signal.toml"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(
+        err.contains("workload.check = \"on_signal\"") && err.contains("node-redlock on redlock"),
+        "{err}"
+    );
     let inside = scratch("library-point");
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -2164,7 +2274,13 @@ fn the_real_etcdctl_lock_breaks_under_a_gc_pause_as_its_model_does_and_fencing_h
     let Some(_serial) = live_test("etcd", "etcd-server") else {
         return;
     };
-    if !have("etcdctl", "etcd-client") {
+    // etcdctl 3.4 has `version`, not `--version`.
+    if !tools::require_runs(
+        "live",
+        "etcdctl",
+        &["version"],
+        "apt-get install -y etcd-client",
+    ) {
         return;
     }
     let file = "live/scenarios/etcdctl-gc-pause-fenced.toml";

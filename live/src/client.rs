@@ -161,12 +161,18 @@ fn write_if_valid(
     value: i64,
 ) {
     let w = &ctx.spec.workload;
-    let validity = lock.validity(ctx, grant);
-    if w.check == Check::BeforeWrite && !validity.holds_at(ctx.mono_now()) {
-        let why = match validity {
-            Validity::Lost(why) => format!("lock lost ({why}): write skipped"),
-            _ => "lease expired on the client's clock: write skipped".into(),
-        };
+    let skip = match w.check {
+        Check::Never => None,
+        Check::OnSignal => lock
+            .lost_signal(ctx, grant)
+            .map(|why| format!("lock lost ({why}): write skipped")),
+        Check::BeforeWrite => match lock.validity(ctx, grant) {
+            v if v.holds_at(ctx.mono_now()) => None,
+            Validity::Lost(why) => Some(format!("lock lost ({why}): write skipped")),
+            _ => Some("lease expired on the client's clock: write skipped".into()),
+        },
+    };
+    if let Some(why) = skip {
         return ctx.record(ctx.ev(Kind::Info, Op::Note).grant(id).detail(why));
     }
     ctx.point("after_validity_check");
@@ -193,7 +199,8 @@ fn write_if_valid(
 }
 
 /// As `work_extending` in `locksim_scenarios::workload`: `Err` when an extension failed and
-/// the workload stops there (`on_extend_failure = "stop"`).
+/// the workload stops there (`on_extend_failure = "stop"`), or when the library raised its
+/// lost-lock signal under `check = "on_signal"`.
 fn work_extending(
     ctx: &Ctx,
     lock: &mut dyn LiveLock,
@@ -203,18 +210,16 @@ fn work_extending(
 ) -> Result<(), String> {
     let every_ms = ctx.spec.workload.extend_every_ms;
     if every_ms == 0 {
-        clock::sleep(work);
-        return Ok(());
+        return sleep_or_lost(ctx, lock, grant, work);
     }
     let every = Duration::from_millis(every_ms);
     let end = ctx.mono_now() + work;
     loop {
         let left = end.saturating_sub(ctx.mono_now());
         if left <= every {
-            clock::sleep(left);
-            return Ok(());
+            return sleep_or_lost(ctx, lock, grant, left);
         }
-        clock::sleep(every);
+        sleep_or_lost(ctx, lock, grant, every)?;
         ctx.record(ctx.ev(Kind::Invoke, Op::Extend).grant(id));
         let done = match lock.extend(ctx, grant) {
             Outcome::Ok => ctx.ev(Kind::Ok, Op::Extend),
@@ -223,11 +228,41 @@ fn work_extending(
                 if ctx.spec.workload.on_extend_failure == OnExtendFailure::Stop {
                     return Err(format!("extend failed: {why}"));
                 }
-                clock::sleep(end.saturating_sub(ctx.mono_now()));
-                return Ok(());
+                return sleep_or_lost(ctx, lock, grant, end.saturating_sub(ctx.mono_now()));
             }
             Outcome::Unknown(why) => ctx.ev(Kind::Info, Op::Extend).detail(why),
         };
         ctx.record(done.grant(id));
+    }
+}
+
+/// How often work under `check = "on_signal"` looks at the library's signal, in ms. The
+/// simulator's work wakes the moment the signal is raised; here the client asks the
+/// library this often (a driver answers from the library's own state, without a request
+/// to a server), so an abort comes up to this much later than the library raised it.
+const SIGNAL_POLL_MS: u64 = 10;
+
+/// As `sleep_or_lost` in `locksim_scenarios::workload`: sleeps `local`, or, under `check =
+/// "on_signal"`, until the library raises its lost-lock signal (its reason).
+fn sleep_or_lost(
+    ctx: &Ctx,
+    lock: &mut dyn LiveLock,
+    grant: &Grant,
+    local: Duration,
+) -> Result<(), String> {
+    if ctx.spec.workload.check != Check::OnSignal {
+        clock::sleep(local);
+        return Ok(());
+    }
+    let end = ctx.mono_now() + local;
+    loop {
+        if let Some(why) = lock.lost_signal(ctx, grant) {
+            return Err(why);
+        }
+        let left = end.saturating_sub(ctx.mono_now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        clock::sleep(left.min(Duration::from_millis(SIGNAL_POLL_MS)));
     }
 }

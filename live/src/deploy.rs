@@ -75,7 +75,13 @@ const PEER_DELAY_SEED: u64 = 0x5e7e_5e7e;
 /// servers add the scenario's latency, drawn from `seed`.
 pub fn plan(prepared: &Prepared, dir: &Path, seed: u64) -> anyhow::Result<Deployment> {
     let scenario = &prepared.scenario;
-    let params = &scenario.protocol.params;
+    // As the simulator's `configure`: the client profile's defaults under the keys the
+    // file does not set (node-redlock's 11 tries, redis-py's 0.1 s poll, ...).
+    let registry = locksim_protocols::Registry::builtin();
+    let protocol = registry.get(&scenario.protocol.name);
+    let profiles = protocol.map(|p| p.clients()).unwrap_or_default();
+    let params =
+        &locksim_protocols::registry::with_client_defaults(&profiles, &scenario.protocol.params)?;
     let names = prepared.deployment.servers();
     let peers = Delays::between_servers(&scenario.network, seed ^ PEER_DELAY_SEED);
     match scenario.protocol.name.as_str() {

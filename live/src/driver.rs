@@ -30,7 +30,9 @@ pub struct Driver {
     pub protocol: &'static str,
     /// The interpreter that runs the driver.
     pub program: &'static str,
-    /// The driver's source, run as `program -c SOURCE ARGS` (no file to find at run time).
+    /// The interpreter's flag that runs a program given inline (`-c`, node's `-e`).
+    inline: &'static str,
+    /// The driver's source, run as `program INLINE SOURCE ARGS` (no file to find at run time).
     source: &'static str,
     /// Where the source lives in the repository.
     pub path: &'static str,
@@ -48,6 +50,7 @@ pub const DRIVERS: &[Driver] = &[
         profile: "redis-py",
         protocol: "single-redis",
         program: "python3",
+        inline: "-c",
         source: include_str!("../drivers/redis_py.py"),
         path: "live/drivers/redis_py.py",
         version_probe: "import redis; print(redis.__version__)",
@@ -58,6 +61,7 @@ pub const DRIVERS: &[Driver] = &[
         profile: "etcd-concurrency-3.4",
         protocol: "etcd",
         program: "python3",
+        inline: "-c",
         source: include_str!("../drivers/etcdctl.py"),
         path: "live/drivers/etcdctl.py",
         version_probe: "import subprocess; \
@@ -66,7 +70,40 @@ pub const DRIVERS: &[Driver] = &[
         install: "apt-get install -y etcd-client",
         args: etcdctl_args,
     },
+    Driver {
+        profile: "node-redlock",
+        protocol: "single-redis",
+        program: "node",
+        inline: "-e",
+        source: include_str!("../drivers/node_redlock.js"),
+        path: "live/drivers/node_redlock.js",
+        version_probe: NODE_REDLOCK_VERSION,
+        install: NODE_REDLOCK_INSTALL,
+        args: node_redlock_args,
+    },
+    Driver {
+        profile: "node-redlock",
+        protocol: "redlock",
+        program: "node",
+        inline: "-e",
+        source: include_str!("../drivers/node_redlock.js"),
+        path: "live/drivers/node_redlock.js",
+        version_probe: NODE_REDLOCK_VERSION,
+        install: NODE_REDLOCK_INSTALL,
+        args: node_redlock_args,
+    },
 ];
+
+/// Prints the globally installed redlock's and ioredis's versions (their packages'
+/// `exports` hide `package.json` from `require`).
+const NODE_REDLOCK_VERSION: &str = "const fs = require('fs'), path = require('path'); \
+    const root = require('child_process').execSync('npm root -g', {encoding: 'utf8'}).trim(); \
+    require(path.join(root, 'redlock')); require(path.join(root, 'ioredis')); \
+    const v = (p) => JSON.parse(fs.readFileSync(path.join(root, p, 'package.json'))).version; \
+    console.log(`${v('redlock')} on ioredis ${v('ioredis')}`);";
+
+/// node-redlock 5 (its `using()` and abort signal) is published as a beta.
+const NODE_REDLOCK_INSTALL: &str = "npm install --global redlock@5.0.0-beta.2 ioredis@5";
 
 /// redis-py's `Lock(name, timeout, sleep, blocking_timeout)` on the one server.
 fn redis_py_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
@@ -84,6 +121,58 @@ fn redis_py_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
         "sleep_ms": sleep_ms,
         "blocking_timeout_ms": params.acquire_timeout_ms,
         "request_timeout_ms": params.request_timeout_ms,
+    }))
+}
+
+/// node-redlock's `using(resources, duration, settings, routine)` over one ioredis client
+/// per server: the scenario's parameters, which the `node-redlock` profile fills with the
+/// library's defaults (11 attempts 200 ± 100 ms apart, drift 0.01, 500 ms threshold).
+fn node_redlock_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
+    let (servers, ttl_ms, drift, timeout_ms, retries, delay, threshold_ms) = match lock {
+        LockSpec::SingleRedis { params: p, server } => (
+            vec![server.clone()],
+            p.ttl_ms,
+            p.clock_drift_factor,
+            p.request_timeout_ms,
+            p.retry_count,
+            (p.retry_delay_ms_min, p.retry_delay_ms_max),
+            p.extension_threshold_ms,
+        ),
+        LockSpec::Redlock { params: p, servers } => (
+            servers.clone(),
+            p.ttl_ms,
+            p.clock_drift_factor,
+            p.request_timeout_ms,
+            p.retry_count,
+            (p.retry_delay_ms_min, p.retry_delay_ms_max),
+            p.extension_threshold_ms,
+        ),
+        _ => anyhow::bail!("the node-redlock driver runs on single-redis and redlock only"),
+    };
+    // node-redlock gives up after a number of tries, never after a time.
+    anyhow::ensure!(
+        retries > 0,
+        "node-redlock gives up after retryCount tries, not after acquire_timeout_ms: set \
+         retry_count"
+    );
+    let servers: Vec<serde_json::Value> = servers
+        .iter()
+        .map(|s| {
+            let addr: std::net::SocketAddr = s.parse()?;
+            Ok(serde_json::json!({ "host": addr.ip().to_string(), "port": addr.port() }))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(serde_json::json!({
+        "servers": servers,
+        "name": locksim_protocols::redis::client::KEY,
+        "duration_ms": ttl_ms,
+        // retryCount counts the tries after the first.
+        "retry_count": retries - 1,
+        "retry_delay_ms": (delay.0 + delay.1) / 2,
+        "retry_jitter_ms": (delay.1 - delay.0) / 2,
+        "drift_factor": drift,
+        "automatic_extension_threshold_ms": threshold_ms,
+        "command_timeout_ms": timeout_ms,
     }))
 }
 
@@ -158,7 +247,7 @@ impl Driver {
             install: self.install,
         };
         let out = Command::new(self.program)
-            .args(["-c", self.version_probe])
+            .args([self.inline, self.version_probe])
             .output()
             .map_err(|e| missing(format!("cannot run {}: {e}", self.program)))?;
         if !out.status.success() {
@@ -180,7 +269,7 @@ impl DriverLock {
     /// on the timeline.
     pub fn start(driver: &Driver, lock: &LockSpec, ctx: &Ctx) -> anyhow::Result<DriverLock> {
         let mut cmd = Command::new(driver.program);
-        cmd.arg("-c")
+        cmd.arg(driver.inline)
             .arg(driver.source)
             .arg((driver.args)(lock)?.to_string())
             .stdin(Stdio::piped())
@@ -268,6 +357,14 @@ impl LiveLock for DriverLock {
 
     fn extend(&mut self, _ctx: &Ctx, _grant: &mut Grant) -> Outcome {
         self.outcome("extend")
+    }
+
+    fn lost_signal(&mut self, _ctx: &Ctx, _grant: &Grant) -> Option<String> {
+        // The same answer as `validity`: a library's only word on a held lock is its signal.
+        match self.call("valid") {
+            Ok(a) if a["held"] == false => Some(why(&a["why"])),
+            _ => None,
+        }
     }
 
     fn validity(&mut self, _ctx: &Ctx, _grant: &Grant) -> Validity {

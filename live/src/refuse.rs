@@ -27,16 +27,25 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
     kind.cannot_in::<dyn crate::nemesis::Nemesis>()
 }
 
-/// Live mode's clients run one write per critical section, checked before it or not at all;
-/// locksim's own client is the `careful` Redis one or the raw ZooKeeper one, and with
-/// `library` the client profile's real library, where it has a driver ([`crate::driver`]).
+/// Live mode's clients run one write per critical section; locksim's own client is the
+/// `careful` Redis one or the raw ZooKeeper one, and with `library` the client profile's
+/// real library, where it has a driver ([`crate::driver`]). Only a real library has a
+/// lost-lock signal live (`check = "on_signal"`).
 fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     let w = &prepared.scenario.workload;
-    if w.check == Check::OnSignal || w.writes_per_cs != 1 {
+    if w.writes_per_cs != 1 {
         return Err(Refused(format!(
-            "{}: workload: live mode runs one write per critical section with check = \
-             \"before_write\" or \"never\"; run it in the simulator",
+            "{}: workload.writes_per_cs: live mode runs one write per critical section; run \
+             it in the simulator",
             prepared.path
+        )));
+    }
+    if w.check == Check::OnSignal && !library {
+        return Err(Refused(format!(
+            "{}: workload.check = \"on_signal\": live mode's own clients have no lost-lock \
+             signal; run it in the simulator, or with the real library (live --library, {})",
+            prepared.path,
+            crate::driver::profiles()
         )));
     }
     let protocol = &prepared.scenario.protocol.name;

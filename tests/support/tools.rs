@@ -40,6 +40,20 @@ pub fn require(
     }
 }
 
+/// Whether `bin args` runs and succeeds (for a tool whose version is not `--version`:
+/// `etcdctl version`); if not, says the test skipped, or panics under `CI`.
+pub fn require_runs(test: &str, bin: &str, args: &[&str], install: &str) -> bool {
+    let runs = Command::new(bin)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        let what = format!("`{bin} {}` does not run", args.join(" "));
+        missing(test, &what, install);
+    }
+    runs
+}
+
 /// Whether a file the test needs (a jar, say) is there; if not, says the test skipped, or
 /// panics under `CI`.
 pub fn require_file(test: &str, path: &Path, install: &str) -> bool {
