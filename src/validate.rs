@@ -1,6 +1,8 @@
 //! The validation table: each scenario of a validation set run live and in the simulator,
-//! one row per (scenario, property) with both shares of violating runs and their Wilson 95%
-//! intervals, one row for the share of acknowledged updates lost (pooled over the runs, its
+//! and, where its client profile has a driver, live with the real library the profile
+//! models (`locksim live --library`, a third column judged against the simulator the same
+//! way); one row per (scenario, property) with the shares of violating runs and their
+//! Wilson 95% intervals, one row for the share of acknowledged updates lost (pooled over the runs, its
 //! interval clustered by run), liveness figures side by side, and a verdict with power:
 //!
 //! - `agrees`: the intervals overlap, each is at most ±[`HALF_WIDTH_MAX`] wide, and the two
@@ -43,6 +45,8 @@ pub enum Mode {
     Live,
     /// In the simulator.
     Sim,
+    /// Against real servers with the real client library (`locksim live --library`).
+    Library,
 }
 
 /// One run's result, as kept in `validation.jsonl`.
@@ -117,6 +121,20 @@ pub struct Entry {
     pub protocol: String,
     /// Per property, why live and simulated shares may disagree.
     pub explanation: BTreeMap<String, String>,
+    /// The real library of its client profile, for the third column.
+    pub library: RealLibrary,
+}
+
+/// What the third column can hold for a scenario: its client profile's real library.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "profile")]
+pub enum RealLibrary {
+    /// No profile: the client is locksim's own recipe, there is no library to run.
+    Own,
+    /// A profile with a driver: its library runs (`locksim live --library`).
+    Driver(String),
+    /// A profile without a driver here (Redisson, redsync): modelled only.
+    ModelledOnly(String),
 }
 
 /// One side's figures of a row.
@@ -195,9 +213,18 @@ pub struct Row {
     pub live: Side,
     /// The simulated runs.
     pub sim: Side,
-    /// Both sides have results (else the row validates nothing: a live run that failed).
+    /// The runs with the real library, where the profile has a driver.
+    pub library: Option<Side>,
+    /// The real library against the simulator, as `verdict` judges live against it.
+    pub library_verdict: Option<RowVerdict>,
+    /// The scenario's client profile's real library (what the third column can hold).
+    pub real_library: RealLibrary,
+    /// The live world and the simulator both have results (else the row validates nothing:
+    /// a live run that failed).
     pub validated: bool,
-    /// The verdict, with power ([`RowVerdict`]).
+    /// The verdict, with power ([`RowVerdict`]), of the live world the scenario runs in
+    /// against the simulator: locksim's own live client, or the real library where the
+    /// scenario's profile has a driver (locksim's live client runs no library profile).
     pub verdict: RowVerdict,
     /// The verdict is [`RowVerdict::Agrees`].
     pub agrees: bool,
@@ -306,37 +333,64 @@ pub fn rows(entries: &[Entry], records: &[Record]) -> Vec<Row> {
                 .collect()
         };
         let (live_records, sim_records) = (of(Mode::Live), of(Mode::Sim));
+        let lib_records = of(Mode::Library);
         if live_records.is_empty() && sim_records.is_empty() {
             continue;
         }
+        let with_library = matches!(e.library, RealLibrary::Driver(_));
+        let lib = |side: Side| with_library.then_some(side);
         for p in Property::ALL {
             let (live, sim) = (side(&live_records, p), side(&sim_records, p));
-            out.push(row(e, p.name(), live, sim, 1));
+            out.push(row(e, p.name(), live, sim, lib(side(&lib_records, p)), 1));
         }
         let (live, sim) = (lost_side(&live_records), lost_side(&sim_records));
-        if live.share.n > 0 || sim.share.n > 0 {
-            out.push(row(e, UPDATES_LOST, live, sim, CLUSTERS_MIN));
+        let library = lib(lost_side(&lib_records));
+        let acked = |s: &Side| s.share.n > 0;
+        if acked(&live) || acked(&sim) || library.as_ref().is_some_and(acked) {
+            out.push(row(e, UPDATES_LOST, live, sim, library, CLUSTERS_MIN));
         }
     }
     out
 }
 
-/// The row of `property` from its two sides; with fewer than `runs_min` runs on a side it
-/// is at best inconclusive.
-fn row(e: &Entry, property: &str, live: Side, sim: Side, runs_min: u64) -> Row {
-    let validated = live.runs > 0 && sim.runs > 0;
-    let verdict = match RowVerdict::of(&live, &sim) {
-        _ if !validated => RowVerdict::NotValidated,
-        RowVerdict::Agrees if live.runs.min(sim.runs) < runs_min => RowVerdict::Inconclusive,
+/// A side against the simulator's: without results on a side, not validated; with fewer
+/// than `runs_min` runs on a side, inconclusive whatever the intervals say (the clustered
+/// interval of a few runs knows nothing of the spread between runs, so it can neither
+/// agree nor disagree: two live runs that lost alike are not a narrow estimate).
+fn judge(side: &Side, sim: &Side, runs_min: u64) -> RowVerdict {
+    match RowVerdict::of(side, sim) {
+        _ if side.runs == 0 || sim.runs == 0 => RowVerdict::NotValidated,
+        _ if side.runs.min(sim.runs) < runs_min => RowVerdict::Inconclusive,
         v => v,
-    };
+    }
+}
+
+/// The row of `property` from its sides (the real library's, where it runs).
+fn row(
+    e: &Entry,
+    property: &str,
+    live: Side,
+    sim: Side,
+    library: Option<Side>,
+    runs_min: u64,
+) -> Row {
+    let library_verdict = library.as_ref().map(|l| judge(l, &sim, runs_min));
+    // The live world the scenario runs in: locksim's own client, or, for a profile with a
+    // driver (which locksim's live client refuses), the real library.
+    let world = library.as_ref().unwrap_or(&live);
+    let validated = world.runs > 0 && sim.runs > 0;
+    let verdict = judge(world, &sim, runs_min);
+    let detectable = world.half_width() + sim.half_width();
     Row {
         scenario: e.name.clone(),
         protocol: e.protocol.clone(),
         property: property.into(),
-        detectable: live.half_width() + sim.half_width(),
+        detectable,
         live,
         sim,
+        library,
+        library_verdict,
+        real_library: e.library.clone(),
         validated,
         verdict,
         agrees: verdict == RowVerdict::Agrees,
@@ -404,13 +458,53 @@ fn share_text(s: &Side) -> String {
 }
 
 fn verdict_text(r: &Row) -> &'static str {
-    match (r.verdict, &r.explanation) {
+    verdict_words(r.verdict, r.explanation.is_some())
+}
+
+fn verdict_words(v: RowVerdict, explained: bool) -> &'static str {
+    match (v, explained) {
         (RowVerdict::NotValidated, _) => "**not validated**",
         (RowVerdict::Agrees, _) => "agrees",
         (RowVerdict::Inconclusive, _) => "inconclusive",
-        (RowVerdict::Disagrees, Some(_)) => "disagrees (explained)",
-        (RowVerdict::Disagrees, None) => "**disagrees**",
+        (RowVerdict::Disagrees, true) => "disagrees (explained)",
+        (RowVerdict::Disagrees, false) => "**disagrees**",
     }
+}
+
+/// The third column: the real library's share, or why there is none.
+fn library_text(r: &Row) -> String {
+    match (&r.real_library, &r.library) {
+        (RealLibrary::Driver(_), Some(side)) => share_text(side),
+        (RealLibrary::ModelledOnly(p), _) => format!("modelled only ({p})"),
+        _ => "—".into(),
+    }
+}
+
+/// The real library's verdict against the simulator, or nothing.
+fn library_verdict_text(r: &Row) -> &'static str {
+    r.library_verdict
+        .map_or("—", |v| verdict_words(v, r.explanation.is_some()))
+}
+
+/// `live · sim`, and ` · library` where the library ran; `—` for a side without runs.
+fn three(r: &Row, f: impl Fn(&Side) -> f64) -> String {
+    let one = |s: &Side| {
+        if s.runs == 0 {
+            "—".to_owned()
+        } else {
+            format!("{:.1}", f(s))
+        }
+    };
+    let mut out = format!("{} · {}", one(&r.live), one(&r.sim));
+    if let Some(l) = &r.library {
+        out += &format!(" · {}", one(l));
+    }
+    out
+}
+
+/// Whether the row disagrees anywhere: live or the real library against the simulator.
+pub fn disagrees(r: &Row) -> bool {
+    r.verdict == RowVerdict::Disagrees || r.library_verdict == Some(RowVerdict::Disagrees)
 }
 
 /// The smallest difference a row could see, in points: `±12`.
@@ -433,15 +527,18 @@ pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
          ±{hw:.0} points wide and the estimates differ by less than {tol:.0} points; \
          `inconclusive` = they overlap but one is wider (too few runs to tell); `sees` = the \
          smallest difference in points the row could detect. Liveness: grants per run and the \
-         median of the runs' median (p50) and 99th-percentile (p99) acquire latency.\n\n",
+         median of the runs' median (p50) and 99th-percentile (p99) acquire latency. `real \
+         library`: where the scenario's client profile has a driver, the runs with the real \
+         library it models (`locksim live --library`), judged against the simulated runs by \
+         the same rule; `modelled only`: a profile whose library does not run here.\n\n",
         hw = HALF_WIDTH_MAX * 100.0,
         tol = TOLERANCE * 100.0
     );
-    out += "| scenario | protocol | property | live | simulated | verdict | sees | grants/run live · sim | acquire p50 ms live · sim | p99 ms live · sim |\n";
-    out += "|---|---|---|---|---|---|---|---|---|---|\n";
+    out += "| scenario | protocol | property | live | simulated | verdict | sees | real library | library verdict | grants/run live · sim · lib | acquire p50 ms live · sim · lib | p99 ms live · sim · lib |\n";
+    out += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for r in rows {
         out += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {:.1} · {:.1} | {:.1} · {:.1} | {:.1} · {:.1} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.scenario,
             r.protocol,
             r.property,
@@ -449,17 +546,14 @@ pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
             share_text(&r.sim),
             verdict_text(r),
             detectable_text(r),
-            r.live.acquisitions_per_run,
-            r.sim.acquisitions_per_run,
-            r.live.acquire_p50_ms,
-            r.sim.acquire_p50_ms,
-            r.live.acquire_p99_ms,
-            r.sim.acquire_p99_ms
+            library_text(r),
+            library_verdict_text(r),
+            three(r, |s| s.acquisitions_per_run),
+            three(r, |s| s.acquire_p50_ms),
+            three(r, |s| s.acquire_p99_ms)
         );
     }
-    let open: Vec<&Row> = (rows.iter())
-        .filter(|r| r.verdict == RowVerdict::Disagrees)
-        .collect();
+    let open: Vec<&Row> = rows.iter().filter(|r| disagrees(r)).collect();
     let count = |v: RowVerdict| rows.iter().filter(|r| r.verdict == v).count();
     out += &format!(
         "\n{} rows: {} agree, {} disagree, {} inconclusive (too few runs), {} not validated (a \
@@ -470,9 +564,27 @@ pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
         count(RowVerdict::Inconclusive),
         count(RowVerdict::NotValidated)
     );
+    let judged: Vec<RowVerdict> = rows.iter().filter_map(|r| r.library_verdict).collect();
+    if !judged.is_empty() {
+        let count = |v: RowVerdict| judged.iter().filter(|j| **j == v).count();
+        out += &format!(
+            "\nThe real libraries against the simulator: {} rows, {} agree, {} disagree, {} \
+             inconclusive, {} not validated.\n",
+            judged.len(),
+            count(RowVerdict::Agrees),
+            count(RowVerdict::Disagrees),
+            count(RowVerdict::Inconclusive),
+            count(RowVerdict::NotValidated)
+        );
+    }
     for r in open {
         let why = r.explanation.as_deref().unwrap_or("no explanation yet");
-        out += &format!("\n- {} / {}: {why}\n", r.scenario, r.property);
+        let side = if r.library.is_some() {
+            " (the real library)"
+        } else {
+            " (live)"
+        };
+        out += &format!("\n- {} / {}{side}: {why}\n", r.scenario, r.property);
     }
     if !missing.is_empty() {
         out += &format!(
@@ -494,12 +606,13 @@ pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
     let mut body = String::new();
     for r in rows {
         let class = match r.verdict {
+            _ if disagrees(r) => "bad",
             RowVerdict::Agrees => "ok",
             RowVerdict::Inconclusive => "weak",
             _ => "bad",
         };
         body += &format!(
-            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td><td>{:.1} · {:.1}</td><td>{:.1} · {:.1}</td></tr>\n",
+            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             escape(&r.scenario),
             escape(&r.protocol),
             r.property,
@@ -508,10 +621,10 @@ pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
             escape(r.explanation.as_deref().unwrap_or("")),
             verdict_text(r).replace("**", ""),
             detectable_text(r),
-            r.live.acquisitions_per_run,
-            r.sim.acquisitions_per_run,
-            r.live.acquire_p50_ms,
-            r.sim.acquire_p50_ms
+            escape(&library_text(r)),
+            library_verdict_text(r).replace("**", ""),
+            three(r, |s| s.acquisitions_per_run),
+            three(r, |s| s.acquire_p50_ms)
         );
     }
     let missing = if missing.is_empty() {
@@ -527,8 +640,9 @@ pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
          <style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;border-bottom:1px solid #ddd}}\
          tr.bad{{background:#fdd}}tr.weak{{background:#fff6d5}}</style></head><body><h1>Validation: live against simulated</h1>\
          <p>{}</p><table><tr><th>scenario</th><th>protocol</th><th>property</th><th>live</th>\
-         <th>simulated</th><th>verdict</th><th>sees (points)</th><th>grants/run live · sim</th>\
-         <th>acquire p50 ms live · sim</th></tr>\n{body}</table>{missing}</body></html>\n",
+         <th>simulated</th><th>verdict</th><th>sees (points)</th><th>real library</th>\
+         <th>library verdict</th><th>grants/run live · sim · lib</th>\
+         <th>acquire p50 ms live · sim · lib</th></tr>\n{body}</table>{missing}</body></html>\n",
         escape(header)
     )
 }
@@ -562,6 +676,7 @@ mod tests {
             name: "s".into(),
             protocol: "etcd".into(),
             explanation: BTreeMap::from([("fencing".into(), "because".into())]),
+            library: RealLibrary::Own,
         }]
     }
 
@@ -598,7 +713,52 @@ mod tests {
         );
         assert_eq!(status(&json, "redlock"), "not yet validated");
         let md = markdown(&rows, &["redlock".into()], "h");
-        assert!(md.contains("s / fencing: because") && md.contains("Not yet validated"));
+        assert!(md.contains("s / fencing (live): because") && md.contains("Not yet validated"));
+    }
+
+    #[test]
+    fn the_real_library_is_a_third_side_judged_against_the_simulator() {
+        let mut e = entries();
+        e[0].library = RealLibrary::Driver("redis-py".into());
+        // Live and simulated agree (200 runs a side, 10 and 14 violating); the library
+        // violates in 100 of 200: it disagrees with the model on its own.
+        let mut records = records(200, 10, 200, 14);
+        records.extend((1..=200).map(|s| record("s", Mode::Library, s, s <= 100)));
+        let rows = rows(&e, &records);
+        assert!(rows.iter().all(|r| r.verdict == RowVerdict::Disagrees
+            && r.library_verdict == Some(RowVerdict::Disagrees)
+            && disagrees(r)));
+        assert_eq!(rows[0].library.as_ref().unwrap().share.k, 100);
+        let md = markdown(&rows, &[], "h");
+        assert!(md.contains("100/200 [43, 57]%"), "{md}");
+        assert!(md.contains("s / mutual_exclusion (the real library): no explanation yet"));
+        assert!(
+            md.contains("The real libraries against the simulator: 3 rows, 0 agree, 3 disagree")
+        );
+        // A profile without a driver says so, and has no library verdict.
+        e[0].library = RealLibrary::ModelledOnly("redisson".into());
+        let rows = super::rows(&e, &records);
+        assert!(rows
+            .iter()
+            .all(|r| r.library.is_none() && r.library_verdict.is_none()));
+        assert!(markdown(&rows, &[], "h").contains("modelled only (redisson)"));
+        // A driver whose runs are not in yet: the row validates nothing yet.
+        e[0].library = RealLibrary::Driver("redis-py".into());
+        let rows = super::rows(&e, &super::tests::records(200, 10, 200, 14));
+        assert!(rows.iter().all(|r| !r.validated
+            && r.verdict == RowVerdict::NotValidated
+            && r.library_verdict == Some(RowVerdict::NotValidated)));
+        // The library agreeing with the model: the row agrees.
+        let mut agreeing: Vec<Record> = (1..=200)
+            .map(|s| record("s", Mode::Sim, s, s <= 14))
+            .collect();
+        agreeing.extend((1..=200).map(|s| record("s", Mode::Library, s, s <= 10)));
+        let rows = super::rows(&e, &agreeing);
+        assert!(rows.iter().all(|r| r.validated && r.agrees));
+        assert!(
+            markdown(&rows, &[], "h").contains("| — | 14/200"),
+            "no live column"
+        );
     }
 
     #[test]

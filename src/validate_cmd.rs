@@ -1,5 +1,6 @@
 //! `locksim validate`: every scenario of a validation set (`scenarios/validate/`) run live
-//! `--runs` times and in the simulator `--seeds` seeds, and the table of [`crate::validate`]
+//! `--runs` times (and as many with the real library, where the scenario's client profile
+//! has a driver) and in the simulator `--seeds` seeds, and the table of [`crate::validate`]
 //! written to `OUT/validation.{md,json,html}` after every result (the results themselves go
 //! to `OUT/validation.jsonl`, which `--resume` continues). Exit codes: 0 = no row disagrees
 //! without an explanation (rows may be inconclusive: the table says so, with each row's
@@ -74,6 +75,7 @@ fn load_set(args: &ValidateArgs, registry: &Registry) -> anyhow::Result<Vec<(Ent
                 name: s.name.clone(),
                 protocol: s.protocol.name.clone(),
                 explanation,
+                library: real_library(&prepared),
             };
             set.push((entry, prepared));
         }
@@ -88,6 +90,19 @@ fn load_set(args: &ValidateArgs, registry: &Registry) -> anyhow::Result<Vec<(Ent
         return Err(input(format!("{}: no scenario files", args.set.display())));
     }
     Ok(set)
+}
+
+/// The third column a scenario can have: its client profile's real library, if it runs here.
+fn real_library(prepared: &Prepared) -> validate::RealLibrary {
+    let s = &prepared.scenario;
+    let profile = s.protocol.params.get("client").and_then(|c| c.as_str());
+    match profile {
+        None => validate::RealLibrary::Own,
+        Some(p) if locksim_live::driver::for_profile(&s.protocol.name, p).is_some() => {
+            validate::RealLibrary::Driver(p.into())
+        }
+        Some(p) => validate::RealLibrary::ModelledOnly(p.into()),
+    }
 }
 
 /// The records of an earlier, interrupted validation.
@@ -191,30 +206,37 @@ fn simulate(v: &mut Validation, e: &Entry, p: &Prepared, jobs: usize) -> anyhow:
     Ok(())
 }
 
-/// The live runs of one scenario that are not in yet, one at a time.
-fn live(v: &mut Validation, e: &Entry, p: &Prepared) -> anyhow::Result<()> {
-    let have = v.has(&e.name, Mode::Live);
+/// The live runs of one scenario that are not in yet, one at a time: with locksim's own
+/// client (`Mode::Live`) or the real library (`Mode::Library`).
+fn live(v: &mut Validation, e: &Entry, p: &Prepared, mode: Mode) -> anyhow::Result<()> {
+    let have = v.has(&e.name, mode);
     let exe = std::env::current_exe().context("cannot find the locksim binary")?;
+    let what = if mode == Mode::Library {
+        "real-library run"
+    } else {
+        "live run"
+    };
     for seed in (1..=v.args.runs).filter(|s| !have.contains(s)) {
-        eprintln!("{}: live run {seed} of {}", printable(&e.name), v.args.runs);
+        eprintln!("{}: {what} {seed} of {}", printable(&e.name), v.args.runs);
         let opts = locksim_live::LiveOptions {
             seed,
             keep: None,
             exe: exe.clone(),
             cut_mode: locksim_live::proxy::CutMode::Stall,
-            library: false,
+            library: mode == Mode::Library,
         };
         let (record, stop) = match locksim_live::run(p, &opts) {
             Ok(run) => {
                 let result = locksim_live::result(p, seed, &run);
-                (Record::of(Mode::Live, seed, &result), false)
+                (Record::of(mode, seed, &result), false)
             }
             Err(err) => {
-                // A refusal or a missing server binary fails every run alike.
+                // A refusal, a missing server binary or library fails every run alike.
                 let stop = err.downcast_ref::<locksim_live::Refused>().is_some()
-                    || (err.downcast_ref::<locksim_live::servers::MissingBinary>()).is_some();
-                eprintln!("{}: live run {seed} failed: {err:#}", printable(&e.name));
-                let record = Record::failed(&e.name, Mode::Live, seed, format!("{err:#}"));
+                    || (err.downcast_ref::<locksim_live::servers::MissingBinary>()).is_some()
+                    || (err.downcast_ref::<locksim_live::driver::MissingLibrary>()).is_some();
+                eprintln!("{}: {what} {seed} failed: {err:#}", printable(&e.name));
+                let record = Record::failed(&e.name, mode, seed, format!("{err:#}"));
                 (record, stop)
             }
         };
@@ -255,7 +277,13 @@ pub fn run(args: ValidateArgs, registry: &Registry) -> anyhow::Result<ExitCode> 
     };
     for (entry, prepared) in &set {
         simulate(&mut v, entry, prepared, jobs)?;
-        live(&mut v, entry, prepared)?;
+        // locksim's live client runs no library profile: a profile with a driver runs live
+        // with its real library (the third column), one without is refused (not validated).
+        let world = match entry.library {
+            validate::RealLibrary::Driver(_) => Mode::Library,
+            validate::RealLibrary::Own | validate::RealLibrary::ModelledOnly(_) => Mode::Live,
+        };
+        live(&mut v, entry, prepared, world)?;
     }
     let rows = v.write()?;
     let missing = validate::not_validated(&v.protocols, &rows);
@@ -264,10 +292,9 @@ pub fn run(args: ValidateArgs, registry: &Registry) -> anyhow::Result<ExitCode> 
         "\ntables: {0}/validation.md, {0}/validation.json, {0}/validation.html",
         args.out.display()
     );
-    let unexplained = (rows.iter()).any(|r| match r.verdict {
-        validate::RowVerdict::NotValidated => true,
-        validate::RowVerdict::Disagrees => r.explanation.is_none(),
-        validate::RowVerdict::Agrees | validate::RowVerdict::Inconclusive => false,
+    let unexplained = (rows.iter()).any(|r| {
+        let open = validate::disagrees(r) && r.explanation.is_none();
+        open || r.verdict == validate::RowVerdict::NotValidated
     });
     Ok(ExitCode::from(u8::from(unexplained)))
 }

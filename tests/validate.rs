@@ -163,6 +163,76 @@ fn a_small_validation_agrees_resumes_and_feeds_compare() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The third column: a scenario whose client profile has a driver (redis-py) runs live with
+/// the real library, and its rows judge the library against the model; locksim's own live
+/// client, which runs no library profile, has no column there.
+#[test]
+fn a_library_profile_is_validated_against_the_real_library() {
+    if !have("redis-server", "redis-server") {
+        return;
+    }
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import redis"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        tools::missing(
+            "validate",
+            "redis-py (python3 -c 'import redis')",
+            "pip install redis",
+        );
+        return;
+    }
+    let dir = scratch("validate-library");
+    let out_dir = dir.display().to_string();
+    let args = [
+        "validate",
+        "--runs",
+        "2",
+        "--seeds",
+        "10",
+        "--only",
+        "v-redis-py-gc-pause",
+        "--out",
+        &out_dir,
+    ];
+    let run = in_repo(&args);
+    assert_eq!(code(&run), 0, "{}\n{}", stdout(&run), stderr(&run));
+    assert!(
+        stderr(&run).contains("real-library run 2 of 2"),
+        "{}",
+        stderr(&run)
+    );
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("validation.json")).unwrap())
+            .unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    for r in rows {
+        assert_eq!(r["real_library"]["kind"], "driver", "{r}");
+        assert_eq!(r["real_library"]["profile"], "redis-py", "{r}");
+        assert_eq!(r["live"]["runs"], 0, "no own-client live runs: {r}");
+        assert_eq!(r["library"]["runs"], 2, "{r}");
+        assert_eq!(r["validated"], true, "{r}");
+    }
+    // The real redis-py loses the lock under the pause in both runs, as the model does.
+    let me = (rows.iter())
+        .find(|r| r["property"] == "mutual_exclusion")
+        .unwrap();
+    assert_eq!(
+        (me["library"]["k"].as_u64(), me["sim"]["k"].as_u64()),
+        (Some(2), Some(10)),
+        "{me}"
+    );
+    let md = std::fs::read_to_string(dir.join("validation.md")).unwrap();
+    assert!(
+        md.contains("| v-redis-py-gc-pause | single-redis | mutual_exclusion | — | 10/10"),
+        "{md}"
+    );
+    assert!(
+        md.contains("The real libraries against the simulator: 4 rows"),
+        "{md}"
+    );
+}
+
 #[test]
 fn bad_input_exits_2_naming_what_is_wrong() {
     let dir = scratch("validate-bad");
