@@ -2241,7 +2241,7 @@ fn live_library_refuses_profiles_without_a_driver_and_names_a_missing_library() 
     .unwrap()
     .replace(
         "variant = \"no-lease-recheck-after-wait\"",
-        "client = \"etcd-concurrency-3.4\"",
+        "client = \"etcdctl-3.4\"",
     );
     let file = scenario(&inside, "after-wait", &text);
     let out = in_repo(&["live", &file, "--library"]);
@@ -2266,7 +2266,7 @@ fn live_library_refuses_profiles_without_a_driver_and_names_a_missing_library() 
 }
 
 /// etcd's own lock client, `etcdctl lock` (live/drivers/etcdctl.py; the profile
-/// `etcd-concurrency-3.4`), under the fenced GC pause: as its model, the paused holder
+/// `etcdctl-3.4`), under the fenced GC pause: as its model, the paused holder
 /// writes after its lease expired and another took the lock (mutual exclusion violated),
 /// and the key's create revision, the token, gets its stale write rejected.
 #[test]

@@ -13,7 +13,8 @@
 //! own timeouts bound each call.
 //!
 //! Drivers here: `redis-py` (redis-py's `Lock` on `single-redis`) and
-//! `etcd-concurrency-3.4` (`etcdctl lock`, etcd's Go `concurrency` package, on `etcd`), both
+//! `etcdctl-3.4` (`etcdctl lock`, etcd's Go `concurrency` package behind etcd's command, on
+//! `etcd`), both
 //! Python programs. A profile without a driver is refused by name, as modelled only.
 
 use crate::lock::{Ctx, LiveLock};
@@ -58,7 +59,7 @@ pub const DRIVERS: &[Driver] = &[
         args: redis_py_args,
     },
     Driver {
-        profile: "etcd-concurrency-3.4",
+        profile: "etcdctl-3.4",
         protocol: "etcd",
         program: "python3",
         inline: "-c",

@@ -65,6 +65,12 @@ pub enum Library {
     /// with `ErrSessionExpired` if it is gone; `Session.Done()` is all the user has.
     #[serde(rename = "etcd-concurrency-3.5")]
     Concurrency35,
+    /// `etcdctl lock` of etcd 3.4 (`etcdctl/ctlv3/command/lock_command.go`): 3.4's session
+    /// and `Mutex`, then a `Get` of its own key once `Lock` returns, exiting with "lock lost
+    /// on init" if it is gone, so a waiter whose key went with its lease does not hold: the
+    /// effect of 3.5's re-read, from the command around the library.
+    #[serde(rename = "etcdctl-3.4")]
+    Etcdctl34,
     /// jetcd's `Lock` client: the member-side Lock RPC on a lease the client keeps alive
     /// with jetcd's keep-alive (`lock_api = "lock-rpc"`).
     JetcdLock,
@@ -73,7 +79,10 @@ pub enum Library {
 impl Library {
     /// Whether this is etcd's Go `client/v3` (its lease client and `Session.Done()`).
     pub fn is_go(self) -> bool {
-        matches!(self, Library::Concurrency34 | Library::Concurrency35)
+        matches!(
+            self,
+            Library::Concurrency34 | Library::Concurrency35 | Library::Etcdctl34
+        )
     }
 }
 
@@ -224,7 +233,7 @@ impl Params {
         let rpc = self.lock_api == LockApi::LockRpc;
         let no_recheck = self.variant == Variant::NoLeaseRecheckAfterWait;
         let why = match self.client {
-            Library::Concurrency34 | Library::Concurrency35 if rpc => {
+            Library::Concurrency34 | Library::Concurrency35 | Library::Etcdctl34 if rpc => {
                 "etcd-concurrency runs the Mutex in the client: lock_api must be \"concurrency\""
             }
             Library::JetcdLock if !rpc => {
@@ -236,6 +245,10 @@ impl Params {
             }
             Library::Concurrency35 if no_recheck => {
                 "etcd-concurrency-3.5 reads its key after waiting: variant \
+                 \"no-lease-recheck-after-wait\" is etcd-concurrency-3.4"
+            }
+            Library::Etcdctl34 if no_recheck => {
+                "etcdctl-3.4 reads its key once Lock returns (\"lock lost on init\"): variant \
                  \"no-lease-recheck-after-wait\" is etcd-concurrency-3.4"
             }
             _ => return Ok(()),

@@ -22,6 +22,16 @@
 //!   `waitDeletes` without looking at its own key (#11456); 3.5's reads it (`client.Get(ctx,
 //!   m.myKey)`) and fails with `ErrSessionExpired` if it is gone, but the lease can still be
 //!   revoked between that read and the caller's first write: nothing re-checks it then.
+//! - **`etcdctl-3.4`** (`etcdctl lock NAME` of etcd 3.4, `etcdctl/ctlv3/command/
+//!   lock_command.go`, `lockUntilSignal`): 3.4's session (`--ttl`, 10 s by default) and
+//!   `Mutex`; once `m.Lock(ctx)` returns, etcdctl gets its own key (`c.Get(ctx, m.Key())`)
+//!   and exits with "lock lost on init" if it is gone, then prints it and waits for a signal
+//!   (`Unlock`) or `s.Done()` ("session expired"). So the command has the effect of 3.5's
+//!   re-read around 3.4's library: held to the real etcdctl under Jepsen's nemesis
+//!   (`live/scenarios/etcdctl-jepsen-periodic-pause.toml`, `locksim live --library`),
+//!   waiters whose key went with their lease exit "lock lost on init", which the 3.4
+//!   profile's bare `Mutex` would not (docs/validation.md). In the model it is 3.4's
+//!   session with the re-read after waiting.
 //! - **`jetcd-lock`** (jetcd 0.4.1 `LockImpl`, `LeaseImpl`; etcd
 //!   `server/etcdserver/api/v3lock/lock.go`): the member-side Lock RPC on the caller's lease,
 //!   kept alive by jetcd's 500 ms scheduler; what `lock_api = "lock-rpc"` did before profiles
@@ -48,6 +58,9 @@ fn profile(
 /// etcd's `defaultSessionTTL` (`client/v3/concurrency/session.go`), in ms.
 pub const SESSION_TTL_MS: i64 = 60_000;
 
+/// `etcdctl lock`'s session TTL unless `--ttl` is given (`lockTTL`), in ms.
+const ETCDCTL_TTL_MS: i64 = 10_000;
+
 /// The profiles of `etcd`, the default first.
 pub fn profiles() -> Vec<ClientProfile> {
     let ttl = ("lease_ttl_ms", toml::Value::Integer(SESSION_TTL_MS));
@@ -72,6 +85,13 @@ pub fn profiles() -> Vec<ClientProfile> {
             "etcd 3.5 client/v3/concurrency: as 3.4, but Lock reads its own key after waiting \
              (ErrSessionExpired if gone); the lease can still go right after that read",
             &[ttl],
+        ),
+        profile(
+            "etcdctl-3.4",
+            "etcdctl lock of etcd 3.4: 3.4's session (10 s, etcdctl's --ttl default) and Mutex, \
+             then its own Get of the key after Lock, exiting \"lock lost on init\" if it is gone \
+             (as 3.5's re-read)",
+            &[("lease_ttl_ms", toml::Value::Integer(ETCDCTL_TTL_MS))],
         ),
         profile(
             "jetcd-lock",
