@@ -257,6 +257,14 @@ impl Driver {
     }
 }
 
+impl Driver {
+    /// How long the driver may take to say hello after its start, in ms. The run starts
+    /// only after every driver has.
+    pub fn start_ms(&self) -> u64 {
+        2_000
+    }
+}
+
 /// A client process's lock: the real library, behind its driver.
 pub struct DriverLock {
     child: Child,
