@@ -111,14 +111,21 @@ public class Curator {
     }
 
     /**
-     * Takes and releases a lock of its own, on a path of its own, then removes it: a JVM's
-     * first acquire loads and interprets Curator's classes, which takes longer than a
-     * scenario's link latency (measured: 80 to 250 ms), and would decide which client's
-     * first create reaches the ensemble first. After this, the run's first acquire costs
-     * what a later one does. The lock's own directory is not touched (its sequence
-     * numbers, the tokens, start as the model's).
+     * Before the run: takes and releases a lock of its own, on a path of its own, then
+     * removes it (a JVM's first acquire loads and interprets Curator's classes), and makes
+     * the lock's directory as Curator makes it, a container (`createContainers`), if no
+     * client has yet. Without that, the run's first acquire is Curator's
+     * `creatingParentContainersIfNeeded`: the create fails with NoNode, the parents are
+     * made (`ZKPaths.mkdirs`: an exists and a create), and the create is sent again, three
+     * more quorum commits; meanwhile a client 40 to 50 ms away, whose first create finds
+     * the directory made, is served first (measured in the txn log: c1's NoNode error,
+     * c1's createContainer /lock, c2's node -0000000000, c1's node -0000000001). The
+     * model's client makes the directory before its first node instead (one commit,
+     * for every client). Creating the directory does not change its sequence counter: the
+     * first node is still -0000000000.
      */
     void warmUp() throws Exception {
+        client.createContainers(args.get("lock_path"));
         String path = "/locksim-warm-up-" + java.util.UUID.randomUUID();
         InterProcessMutex warm = new InterProcessMutex(client, path);
         if (warm.acquire(num("acquire_timeout_ms"), TimeUnit.MILLISECONDS)) {

@@ -14,7 +14,9 @@
 //!
 //! Drivers here: `redis-py` (redis-py's `Lock` on `single-redis`) and
 //! `etcd-concurrency-3.4` (`etcdctl lock`, etcd's Go `concurrency` package, on `etcd`), both
-//! Python programs. A profile without a driver is refused by name, as modelled only.
+//! Python programs; `node-redlock` (node); `curator` (Curator's `InterProcessMutex` on
+//! `zookeeper`, a Java program run from a file: [`JAVA`]). A profile without a driver is
+//! refused by name, as modelled only.
 
 use crate::lock::{Ctx, LiveLock};
 use crate::spec::LockSpec;
@@ -100,7 +102,7 @@ pub const DRIVERS: &[Driver] = &[
         source: include_str!("../drivers/Curator.java"),
         path: "live/drivers/Curator.java",
         version_probe: include_str!("../drivers/Curator.java"),
-        install: "apt-get install -y libcurator-recipes-java openjdk-17-jdk-headless",
+        install: "apt-get install -y libcurator-recipes-java openjdk-17-jre-headless",
         args: curator_args,
     },
 ];
@@ -113,13 +115,14 @@ pub const DRIVERS: &[Driver] = &[
 const JAVA: &str = "java";
 
 /// The JVM's flags for the Curator driver: Debian's jars (libcurator-recipes-java, which
-/// brings zookeeper, guava and slf4j), slf4j-nop to keep the logs off stdout, and a quick
-/// start (C1 only, the serial collector).
+/// brings zookeeper, guava and slf4j), slf4j-nop to keep the logs off stdout, a quick start
+/// (C1 only, the serial collector) and no `/tmp/hsperfdata_USER/PID` file (a driver killed
+/// with its client never removes it).
 const CURATOR_JVM: &str = "-cp /usr/share/java/curator-recipes.jar:\
     /usr/share/java/curator-framework.jar:/usr/share/java/curator-client.jar:\
     /usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:\
     /usr/share/java/guava.jar:/usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-nop.jar \
-    -XX:TieredStopAtLevel=1 -XX:+UseSerialGC --source 17";
+    -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData --source 17";
 
 /// The jars [`CURATOR_JVM`] names, each of which must exist.
 fn jvm_class_path(flags: &str) -> Vec<&str> {
