@@ -2202,6 +2202,133 @@ fn the_real_node_redlock_signal_cannot_stop_a_write_already_past_its_look() {
     assert!(wrote, "c1#1's stale write accepted: {saved_at}");
 }
 
+/// ZooKeeper, java and Debian's Curator jars (libcurator-recipes-java) are on the machine:
+/// the serializing guard, or `None` where a test cannot run (skipped; under CI a failure).
+fn curator_test() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let serial = live_test("java", "zookeeper")?;
+    let jars = ["curator-recipes", "curator-framework", "curator-client"];
+    let found = jars.iter().all(|jar| {
+        tools::require_file(
+            "live",
+            &Path::new("/usr/share/java").join(format!("{jar}.jar")),
+            "apt-get install -y libcurator-recipes-java",
+        )
+    });
+    found.then_some(serial)
+}
+
+/// Runs a Curator file in the model and with the real library (live/drivers/Curator.java);
+/// both meet the file's expectation, with the same verdict on each property. The live
+/// run's JSON, history and where it was saved.
+fn curator_live(file: &str, dir: &Path) -> (serde_json::Value, Vec<serde_json::Value>, String) {
+    let model = json(&in_repo(&["run", file, "--json"]));
+    assert_eq!(model["expect"]["met"], true, "the model of {file}");
+    let (out, events, saved_at) = live_history(file, dir, "h", &["--library", "--json"]);
+    let j = json(&out);
+    assert_eq!(j["library"]["profile"], "curator", "{}", brief(&j));
+    assert_eq!(j["library"]["driver"], "live/drivers/Curator.java");
+    assert_eq!(j["expect"]["met"], true, "{}: {saved_at}", brief(&j));
+    for property in ["mutual_exclusion", "fencing", "lost_update"] {
+        let (sim, real) = (&model["properties"][property], &j["properties"][property]);
+        assert_eq!(
+            sim, real,
+            "{property}: model {sim}, Curator {real}: {saved_at}"
+        );
+    }
+    let note = events.iter().find(|e| e["op"] == "note").expect("a note");
+    let note = note["detail"].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with("client library: curator 5."),
+        "{note}: {saved_at}"
+    );
+    (j, events, saved_at)
+}
+
+/// The note of `grant`'s aborted work, if the history has one.
+fn aborted<'a>(events: &'a [serde_json::Value], grant: &str) -> Option<&'a str> {
+    events
+        .iter()
+        .find(|e| {
+            e["op"] == "note"
+                && e["grant"] == grant
+                && e["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.ends_with("work aborted"))
+        })
+        .and_then(|e| e["detail"].as_str())
+}
+
+/// CURATOR-206's cut-off holder with the session policy, for real
+/// (scenarios/catalog/zookeeper-curator-lost-cut-off.toml): c1 is cut off from the ensemble
+/// while it works; the leader expires its session and c2 takes the lock, and only later
+/// does Curator's ConnectionStateManager inject the expiration: c1 hears LOST, aborts and
+/// never writes. The sections overlap, no update is lost, in the model and in Curator.
+#[test]
+fn the_real_curator_hears_lost_while_cut_off_and_aborts_before_writing_as_its_model_does() {
+    let Some(_serial) = curator_test() else {
+        return;
+    };
+    let file = "scenarios/catalog/zookeeper-curator-lost-cut-off.toml";
+    let (j, events, saved_at) = curator_live(file, &scratch("curator-lost"));
+    assert_eq!(j["properties"]["mutual_exclusion"], "invalid", "{saved_at}");
+    assert_eq!(j["properties"]["lost_update"], "valid", "{saved_at}");
+    let why = aborted(&events, "c1#1").unwrap_or_else(|| panic!("c1#1 aborted: {saved_at}"));
+    assert!(
+        why.contains("Curator connection state LOST")
+            && why.contains("SessionConnectionStateErrorPolicy"),
+        "{why}: {saved_at}"
+    );
+    let wrote = events
+        .iter()
+        .any(|e| e["op"] == "write" && e["grant"] == "c1#1");
+    assert!(!wrote, "c1#1 wrote after LOST: {saved_at}");
+}
+
+/// The same cut-off under Curator's default StandardConnectionStateErrorPolicy
+/// (zookeeper-curator-suspended-standard.toml): SUSPENDED already counts, so c1 aborts
+/// before its session expires and c2 is granted: everything holds, in both worlds.
+#[test]
+fn the_real_curator_standard_policy_aborts_on_suspended_before_the_next_grant() {
+    let Some(_serial) = curator_test() else {
+        return;
+    };
+    let file = "scenarios/catalog/zookeeper-curator-suspended-standard.toml";
+    let (j, events, saved_at) = curator_live(file, &scratch("curator-suspended"));
+    assert_eq!(j["verdict"], "valid", "{}: {saved_at}", brief(&j));
+    let why = aborted(&events, "c1#1").unwrap_or_else(|| panic!("c1#1 aborted: {saved_at}"));
+    assert!(
+        why.contains("Curator connection state SUSPENDED")
+            && why.contains("StandardConnectionStateErrorPolicy"),
+        "{why}: {saved_at}"
+    );
+}
+
+/// Curator Tech Note 10's GC pause with the real library and fencing
+/// (live/scenarios/curator-gc-pause-fenced.toml): c1's JVM stops with it for 10 s past its
+/// 3 s session, c2 is granted and writes, c1 writes on waking (mutual exclusion violated)
+/// and the resource rejects it by the real lock node's sequence number, lower than c2's.
+#[test]
+fn the_real_curator_lock_breaks_under_a_gc_pause_as_its_model_does_and_its_sequence_fences() {
+    let Some(_serial) = curator_test() else {
+        return;
+    };
+    let file = "live/scenarios/curator-gc-pause-fenced.toml";
+    let (j, events, saved_at) = curator_live(file, &scratch("curator-gc"));
+    assert_eq!(j["properties"]["mutual_exclusion"], "invalid", "{saved_at}");
+    assert!(rejected(&events), "c1's stale write rejected: {saved_at}");
+    // Every grant carries its node's sequence number, and they grow.
+    let tokens: Vec<u64> = events
+        .iter()
+        .filter(|e| e["op"] == "acquire" && e["kind"] == "ok")
+        .map(|e| e["token"].as_u64().expect("a token"))
+        .collect();
+    assert!(tokens.len() >= 2, "{saved_at}");
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "{tokens:?}: {saved_at}"
+    );
+}
+
 /// `--library` runs only profiles with a driver; the others are refused by name before
 /// anything starts, and a missing interpreter or library is named with how to install it.
 #[test]
@@ -2261,6 +2388,23 @@ fn live_library_refuses_profiles_without_a_driver_and_names_a_missing_library() 
     assert_eq!(code(&out), 2, "{err}");
     assert!(
         err.contains("cannot run python3") && err.contains("pip install redis"),
+        "{err}"
+    );
+    let out = common::locksim()
+        .args([
+            "live",
+            "scenarios/catalog/zookeeper-curator-lost-cut-off.toml",
+            "--library",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(
+        err.contains("cannot run java")
+            && err.contains("apt-get install -y libcurator-recipes-java"),
         "{err}"
     );
 }

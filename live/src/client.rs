@@ -21,6 +21,7 @@ pub fn main(spec: ClientSpec) -> anyhow::Result<()> {
     let resource_addr = spec.resource.parse()?;
     let ctx = Arc::new(Ctx::new(spec.clone()));
     let mut lock = library(&spec, &ctx)?;
+    ctx.ready();
     let mut resource = ResourceClient::new(resource_addr);
     let mut grants = spec.grants_before;
     // Spawned before the run's start, while the faults due at 0 take effect: wait until the

@@ -14,8 +14,9 @@
 //!
 //! Drivers here: `redis-py` (redis-py's `Lock` on `single-redis`) and
 //! `etcdctl-3.4` (`etcdctl lock`, etcd's Go `concurrency` package behind etcd's command, on
-//! `etcd`), both
-//! Python programs. A profile without a driver is refused by name, as modelled only.
+//! `etcd`), both Python programs; `node-redlock` (node); `curator` (Curator's
+//! `InterProcessMutex` on `zookeeper`, a Java program run from a file: [`JAVA`]). A profile
+//! without a driver is refused by name, as modelled only.
 
 use crate::lock::{Ctx, LiveLock};
 use crate::spec::LockSpec;
@@ -93,7 +94,126 @@ pub const DRIVERS: &[Driver] = &[
         install: NODE_REDLOCK_INSTALL,
         args: node_redlock_args,
     },
+    Driver {
+        profile: "curator",
+        protocol: "zookeeper",
+        program: JAVA,
+        inline: CURATOR_JVM,
+        source: include_str!("../drivers/Curator.java"),
+        path: "live/drivers/Curator.java",
+        version_probe: include_str!("../drivers/Curator.java"),
+        install: "apt-get install -y libcurator-recipes-java openjdk-17-jre-headless",
+        args: curator_args,
+    },
 ];
+
+/// Java runs a program from a file only (JEP 330's `java --source N FILE`): a driver whose
+/// program is `java` has its source written into a directory of its own, given as `inline`
+/// (the JVM's flags) then the file, and the directory removed once the JVM has compiled it
+/// (at its start, in memory: after its first line). The version probe is that source too,
+/// run with `--version`.
+const JAVA: &str = "java";
+
+/// The JVM's flags for the Curator driver: Debian's jars (libcurator-recipes-java, which
+/// brings zookeeper, guava and slf4j), slf4j-nop to keep the logs off stdout, a quick start
+/// (C1 only, the serial collector) and no `/tmp/hsperfdata_USER/PID` file (a driver killed
+/// with its client never removes it).
+const CURATOR_JVM: &str = "-cp /usr/share/java/curator-recipes.jar:\
+    /usr/share/java/curator-framework.jar:/usr/share/java/curator-client.jar:\
+    /usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:\
+    /usr/share/java/guava.jar:/usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-nop.jar \
+    -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData --source 17";
+
+/// The jars [`CURATOR_JVM`] names, each of which must exist.
+fn jvm_class_path(flags: &str) -> Vec<&str> {
+    let mut words = flags.split_whitespace();
+    let cp = words.by_ref().skip_while(|w| *w != "-cp").nth(1);
+    cp.map_or(vec![], |cp| cp.split(':').collect())
+}
+
+/// A Java driver's source file, removed (with its directory) when dropped. The directory
+/// is named as run directories are (`locksim-live-PID-NS`): if this process is killed
+/// first, the next live run sweeps it.
+struct JavaSource {
+    dir: std::path::PathBuf,
+}
+
+impl JavaSource {
+    fn write(path: &str, source: &str) -> std::io::Result<(JavaSource, std::path::PathBuf)> {
+        let name = format!(
+            "locksim-live-{}-{}",
+            std::process::id(),
+            crate::clock::now_ns()
+        );
+        let dir = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&dir)?;
+        let file = dir.join(std::path::Path::new(path).file_name().unwrap_or_default());
+        let source_dir = JavaSource { dir };
+        std::fs::write(&file, source)?;
+        Ok((source_dir, file))
+    }
+}
+
+impl Drop for JavaSource {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Driver {
+    /// The command that runs `source` (the driver's or its version probe): `program INLINE
+    /// SOURCE`, or for Java `java FLAGS FILE` and the file's directory, to remove after.
+    fn command(&self, source: &str) -> std::io::Result<(Command, Option<JavaSource>)> {
+        let mut cmd = Command::new(self.program);
+        if self.program != JAVA {
+            cmd.arg(self.inline).arg(source);
+            return Ok((cmd, None));
+        }
+        for jar in jvm_class_path(self.inline) {
+            if !std::path::Path::new(jar).exists() {
+                return Err(std::io::Error::other(format!("{jar} is missing")));
+            }
+        }
+        let (dir, file) = JavaSource::write(self.path, source)?;
+        cmd.args(self.inline.split_whitespace()).arg(file);
+        Ok((cmd, Some(dir)))
+    }
+
+    /// How long the driver may take to say hello after its start, in ms: a JVM compiles
+    /// the source, connects and warms up first (1 to 3 s measured, several at once on two
+    /// cores). The run starts only after every driver has.
+    pub fn start_ms(&self) -> u64 {
+        if self.program == JAVA {
+            10_000
+        } else {
+            2_000
+        }
+    }
+}
+
+/// Curator's `InterProcessMutex` on `/lock` (the model's lock directory), with the
+/// scenario's session and connection timeouts (the `curator` profile's defaults fill those
+/// not set), its acquire timeout, its retry interval (the request timeout) and its error
+/// policy.
+fn curator_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
+    use locksim_protocols::raft::zookeeper::profile::ErrorPolicy;
+    let LockSpec::ZooKeeper { params, servers } = lock else {
+        anyhow::bail!("the Curator driver runs on zookeeper only");
+    };
+    let policy = match params.error_policy.unwrap_or_default() {
+        ErrorPolicy::Standard => "standard",
+        ErrorPolicy::Session => "session",
+    };
+    Ok(serde_json::json!({
+        "connect": servers.join(","),
+        "lock_path": "/lock",
+        "session_timeout_ms": params.session_timeout_ms,
+        "connection_timeout_ms": params.connection_timeout_ms.unwrap_or(15_000),
+        "request_timeout_ms": params.request_timeout_ms,
+        "acquire_timeout_ms": params.acquire_timeout_ms,
+        "error_policy": policy,
+    }))
+}
 
 /// Prints the globally installed redlock's and ioredis's versions (their packages'
 /// `exports` hide `package.json` from `require`).
@@ -247,8 +367,13 @@ impl Driver {
             why,
             install: self.install,
         };
-        let out = Command::new(self.program)
-            .args([self.inline, self.version_probe])
+        let (mut cmd, _source) = self
+            .command(self.version_probe)
+            .map_err(|e| missing(format!("cannot run {}: {e}", self.program)))?;
+        if self.program == JAVA {
+            cmd.arg("--version");
+        }
+        let out = cmd
             .output()
             .map_err(|e| missing(format!("cannot run {}: {e}", self.program)))?;
         if !out.status.success() {
@@ -269,10 +394,8 @@ impl DriverLock {
     /// Starts `driver` for the client of `lock` and notes the library's name and version
     /// on the timeline.
     pub fn start(driver: &Driver, lock: &LockSpec, ctx: &Ctx) -> anyhow::Result<DriverLock> {
-        let mut cmd = Command::new(driver.program);
-        cmd.arg(driver.inline)
-            .arg(driver.source)
-            .arg((driver.args)(lock)?.to_string())
+        let (mut cmd, source) = driver.command(driver.source)?;
+        cmd.arg((driver.args)(lock)?.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
         die_with_client(&mut cmd);
@@ -285,6 +408,7 @@ impl DriverLock {
             output,
         };
         let hello = lock.read()?;
+        drop(source);
         ctx.note(format!(
             "client library: {} {} (the real library, {})",
             hello["library"].as_str().unwrap_or("?"),

@@ -129,6 +129,11 @@ impl Ctx {
         let _ = out.write_all(line.as_bytes()).and_then(|_| out.flush());
     }
 
+    /// Tells the parent that the lock is up and the client waits for the start.
+    pub fn ready(&self) {
+        self.send(&ClientMsg::Ready);
+    }
+
     /// Records an event, stamped now.
     pub fn record(&self, mut event: Event) {
         event.time_ns = clock::now_ns().saturating_sub(self.spec.start_ns);

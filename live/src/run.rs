@@ -161,7 +161,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     // step: spawned one by one, a client ran before a partition or pause at 0 took effect
     // (under load, for tens of ms: Redlock's first grant then reached all five masters).
     // They start only when told (`release`): a slow spawn cannot put them ahead of those.
-    let start_ns = clock::now_ns() + CLIENT_SPAWN_MS * 1_000_000;
+    let start_ns = clock::now_ns() + (CLIENT_SPAWN_MS + driver_start_ms(&library)) * 1_000_000;
     let recorder = Recorder::new(start_ns);
     let resource = crate::resource::start(s.resource.rules(), &dir, recorder.clone())?;
     let loss = wire::loss_plan(prepared, &faults, start_ns, &deployment);
@@ -194,6 +194,9 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     for name in s.workload.client_names() {
         live.start_client(&name, point_stops(&faults, &name))?;
     }
+    if live.library.is_some() {
+        live.await_drivers(&rx)?;
+    }
     live.fire_due(start_ns);
     live.release();
     live.main_loop(&rx, start_ns + s.duration_ms * 1_000_000)?;
@@ -221,6 +224,13 @@ fn real_library(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<Optio
         version: driver.version()?,
         driver: driver.path.into(),
     }))
+}
+
+/// With `--library`, how long its drivers may take to start before the run's clock starts
+/// (a JVM takes seconds): the clients are spawned that much earlier.
+fn driver_start_ms(library: &Option<LibraryInfo>) -> u64 {
+    let driver = |l: &LibraryInfo| crate::driver::named(&l.profile).map(|d| d.start_ms());
+    library.as_ref().and_then(driver).unwrap_or(0)
 }
 
 /// Starts every server and waits until each is ready: first those that need no other,
@@ -396,6 +406,34 @@ impl Live<'_> {
         Ok(())
     }
 
+    /// With `--library`: waits until every client's driver has said hello, so that neither
+    /// the workload nor a fault begins while a library is still starting; a driver not up
+    /// by the run's start fails the run.
+    fn await_drivers(&mut self, rx: &Receiver<(String, u32, ClientMsg)>) -> anyhow::Result<()> {
+        let mut waiting: std::collections::BTreeSet<String> =
+            self.clients.keys().cloned().collect();
+        while !waiting.is_empty() {
+            self.check_clients()?;
+            let left = self.recorder.start_ns().saturating_sub(clock::now_ns());
+            anyhow::ensure!(
+                left > 0,
+                "the real library of {} was not up by the run's start ({} ms after the \
+                 clients were spawned)",
+                waiting.into_iter().collect::<Vec<_>>().join(", "),
+                CLIENT_SPAWN_MS + driver_start_ms(&self.library)
+            );
+            let wait = Duration::from_nanos(left).min(Duration::from_millis(20));
+            match rx.recv_timeout(wait) {
+                Ok((who, _, ClientMsg::Ready)) => {
+                    waiting.remove(&who);
+                }
+                Ok((who, incarnation, msg)) => self.on_message(&who, incarnation, msg),
+                Err(_) => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Tells every client waiting for it that the run has started (one byte on its stdin):
     /// only after the faults due at 0 acted, however long spawning the clients took.
     fn release(&mut self) {
@@ -516,7 +554,7 @@ impl Live<'_> {
                 self.recorder.push_stamped(event);
             }
             ClientMsg::Stop(stop) if current => self.stop_at_point(who, stop),
-            ClientMsg::Stop(_) => {}
+            ClientMsg::Stop(_) | ClientMsg::Ready => {}
         }
     }
 

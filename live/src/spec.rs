@@ -111,6 +111,8 @@ pub enum ClientMsg {
     /// the fault and resumes (or kills) it; for a delay spike, it holds the client's links
     /// first and resumes it at once.
     Stop(PointStop),
+    /// The client's lock is up (a real library's driver said hello): it waits for the start.
+    Ready,
 }
 
 impl LockSpec {
