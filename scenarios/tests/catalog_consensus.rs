@@ -235,8 +235,9 @@ fn jepsen_lock_set_mitigations_meet_their_expectations() {
 /// `(lost, acknowledged, runs with a loss)` of `etcd-jepsen-lock-set` on seeds 1..=100
 /// (`locksim sweep scenarios/catalog/etcd-jepsen-lock-set.toml --seeds 1..101 --out r.jsonl`,
 /// summing `updates_lost` and `updates_acked`; since the lessor is promoted at the first
-/// entry of a leader's term).
-const PINNED: (u64, u64, u64) = (2_004, 8_608, 100);
+/// entry of a leader's term, and since it looks at once when a member wakes from a pause
+/// longer than its 500 ms interval, as etcd's overdue `time.After` does).
+const PINNED: (u64, u64, u64) = (2_424, 9_088, 100);
 
 const SWEEP: &str = r#"
 duration_ms = 10_000

@@ -183,7 +183,10 @@ pub struct Kv {
     /// How many times a revocation removed the lock's owner (replicated state).
     owner_expiries: u64,
     check_every_ticks: u64,
+    /// Raft ticks' worth of time since the lessor last looked (see [`Kv::tick`]).
     ticks: u64,
+    /// When the last tick came (local monotonic clock).
+    last_tick: Option<Duration>,
     /// Leading, and the lessor promoted: only then does it track and revoke leases.
     promoted: bool,
     watches: Vec<Watch>,
@@ -210,6 +213,7 @@ impl Kv {
                 .div_ceil(params.tick_ms)
                 .max(1),
             ticks: 0,
+            last_tick: None,
             promoted: false,
             watches: vec![],
             pushes: vec![],
@@ -539,14 +543,26 @@ impl Service for Kv {
         }
     }
 
+    /// etcd's lessor `runLoop` looks every 500 ms on a timer of its own (`time.After`), not
+    /// on raft's ticker: raft's ticker drops the ticks a paused or stalled peer missed, but
+    /// the lessor's timer, overdue when the peer wakes, fires at once. So a tick after a gap
+    /// counts the ticks' worth of time the gap held (at least one), and a peer woken from a
+    /// pause longer than the interval revokes its expired leases on its first tick, before
+    /// anything its clients sent in the pause is answered.
     fn tick(&mut self, env: &Env) -> Vec<Cmd> {
-        self.ticks += 1;
+        let now = env.ctx.mono_now();
+        let tick = Duration::from_millis(self.params.tick_ms);
+        let elapsed = self.last_tick.map_or(1, |last| {
+            let gap = now.saturating_sub(last).as_nanos() / tick.as_nanos().max(1);
+            (gap as u64).max(1)
+        });
+        self.last_tick = Some(now);
+        self.ticks += elapsed;
         if !env.leader || !self.promoted || self.ticks < self.check_every_ticks {
             return vec![];
         }
         self.ticks = 0;
         self.assert_leases();
-        let now = env.ctx.mono_now();
         let mut cmds: Vec<Cmd> = (self.expiry.iter())
             .filter(|(_, until)| **until <= now)
             .map(|(lease, _)| Cmd::LeaseRevoke { lease: *lease })
