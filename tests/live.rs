@@ -2460,6 +2460,88 @@ fn the_real_etcdctl_lock_breaks_under_a_gc_pause_as_its_model_does_and_fencing_h
     assert!(tokens.len() >= 2, "{saved_at}");
 }
 
+/// etcdctl's two lock commands under Jepsen's nemesis, 30 s of each file (the nemesis pauses
+/// the leader or every member 5 s in 10): `etcdctl lock NAME COMMAND` (the
+/// `etcd-concurrency-3.4` profile: 3.4's bare Mutex) lets a waiter whose key went with its
+/// lease hold beside the next one (#11456): mutual exclusion and the counter break, as the
+/// model derives on every seed; `etcdctl lock NAME` (`etcdctl-3.4`) reads its key after
+/// `Lock` and refuses such a grant with "lock lost on init". A check other than `never` is
+/// refused for the command form, which gives its command no `Session.Done()`.
+#[test]
+fn the_real_etcdctl_with_a_command_loses_updates_under_jepsens_nemesis_and_without_refuses_them() {
+    let Some(_serial) = live_test("etcd", "etcd-server") else {
+        return;
+    };
+    if !tools::require_runs(
+        "live",
+        "etcdctl",
+        &["version"],
+        "apt-get install -y etcd-client",
+    ) {
+        return;
+    }
+    let dir = scratch("etcdctl-jepsen");
+    let short = |name: &str| {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("live/scenarios/{name}.toml"));
+        let text = std::fs::read_to_string(path)
+            .unwrap()
+            .replace("120_000", "30_000");
+        scenario(&dir, name, &text)
+    };
+    let command = short("etcdctl-command-jepsen-periodic-pause");
+    let model = json(&in_repo(&["run", &command, "--json"]));
+    let (out, events, saved_at) = live_history(&command, &dir, "c", &["--library", "--json"]);
+    let j = json(&out);
+    assert_eq!(
+        j["library"]["profile"],
+        "etcd-concurrency-3.4",
+        "{}",
+        brief(&j)
+    );
+    for property in ["mutual_exclusion", "lost_update"] {
+        assert_eq!(
+            model["properties"][property], "invalid",
+            "the model: {property}"
+        );
+        assert_eq!(
+            j["properties"][property], "invalid",
+            "{property}: {saved_at}"
+        );
+    }
+    assert!(
+        events.iter().all(|e| !e["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("lock lost on init"))),
+        "the command form never reads its key: {saved_at}"
+    );
+    let plain = short("etcdctl-jepsen-periodic-pause");
+    let (out, events, saved_at) = live_history(&plain, &dir, "p", &["--library", "--json"]);
+    assert_eq!(json(&out)["library"]["profile"], "etcdctl-3.4");
+    let refused = events.iter().any(|e| {
+        e["op"] == "acquire"
+            && e["kind"] == "fail"
+            && e["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("lock lost on init"))
+    });
+    assert!(
+        refused,
+        "etcdctl's own Get refused a revoked waiter: {saved_at}"
+    );
+    let checked = std::fs::read_to_string(&command)
+        .unwrap()
+        .replace("check = \"never\"", "check = \"before_write\"");
+    let checked = scenario(&dir, "checked", &checked);
+    let out = in_repo(&["live", &checked, "--library"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(
+        err.contains("no Session.Done()") && err.contains("use check = \"never\""),
+        "{err}"
+    );
+}
+
 /// Whether the resource rejected a write by its fencing token.
 fn rejected(events: &[serde_json::Value]) -> bool {
     events

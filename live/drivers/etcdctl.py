@@ -11,6 +11,17 @@ answer said the lease is gone). This driver starts one `etcdctl lock` per acquir
 etcdctl process is its child, in the client's process group, so a pause stops it with the
 client and a crash kills it.
 
+Two ways to run it, as users do (`mode` in the arguments; lock_command.go's two paths):
+  signal   `etcdctl lock NAME` (the etcdctl-3.4 profile): once `Lock` returns, etcdctl gets
+           its own key and exits "lock lost on init" if it is gone (a failed acquire), then
+           prints it and holds until SIGTERM (Unlock) or `s.Done()` ("session expired").
+  command  `etcdctl lock NAME COMMAND` (the etcd-concurrency-3.4 profile): once `Lock` returns
+           etcdctl runs the command, then unlocks; no re-read of the key and no watch on
+           `s.Done()`: 3.4's bare Mutex. The command here is a shell that prints its pid,
+           `$ETCD_LOCK_KEY` and `$ETCD_LOCK_REV` (the lock response's revision: the token etcdctl
+           gives a command) and waits; the release is SIGTERM to that shell, which exits 0, and
+           etcdctl's exit code is its `Unlock`'s.
+
 Requests and answers (one JSON object per line, as every driver):
   {"op": "acquire"} -> {"ok": true, "handle": KEY, "token": CREATE_REVISION}
                      | {"ok": false, "why": ...} (acquire_timeout_ms passed, or etcdctl ended)
@@ -21,11 +32,20 @@ Requests and answers (one JSON object per line, as every driver):
 
 import base64
 import json
+import os
 import queue
 import signal
 import subprocess
 import sys
 import threading
+
+
+# The command `etcdctl lock NAME COMMAND` runs while it holds: it says who and what it holds,
+# then waits until SIGTERM, on which it exits 0 (so etcdctl's exit code is its Unlock's).
+HOLDER = (
+    'echo "$$ $ETCD_LOCK_KEY $ETCD_LOCK_REV"; '
+    'trap \'kill $! 2>/dev/null; exit 0\' TERM; sleep 1000000 & wait'
+)
 
 
 def answer(obj):
@@ -44,6 +64,7 @@ class Driver:
     def __init__(self, args):
         self.args = args
         self.proc = None
+        self.holder = None  # the command's pid while etcdctl runs it
 
     def start(self):
         a = self.args
@@ -56,6 +77,8 @@ class Driver:
             "--ttl=%d" % a["ttl_s"],
             a["name"],
         ]
+        if a["mode"] == "command":
+            cmd += ["--", "sh", "-c", HOLDER]
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -76,6 +99,10 @@ class Driver:
             why = ended(self.proc)
             self.proc = None
             return {"ok": False, "why": why}
+        if self.args["mode"] == "command":
+            pid, key, rev = line.split()
+            self.holder = int(pid)
+            return {"ok": True, "handle": key, "token": int(rev)}
         kv = json.loads(line)["kvs"][0]
         key = base64.b64decode(kv["key"]).decode()
         return {"ok": True, "handle": key, "token": kv["create_revision"]}
@@ -87,8 +114,16 @@ class Driver:
         return {"held": False, "why": why}
 
     def stop(self):
-        """SIGTERM: etcdctl cancels a Lock still waiting, or unlocks and exits 0."""
-        self.proc.send_signal(signal.SIGTERM)
+        """SIGTERM: etcdctl cancels a Lock still waiting, or unlocks and exits 0; with a
+        command, the command ends (SIGTERM to it) and etcdctl unlocks."""
+        if self.holder is not None:
+            try:
+                os.kill(self.holder, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            self.holder = None
+        else:
+            self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout=self.args["release_timeout_ms"] / 1000)
         except subprocess.TimeoutExpired:

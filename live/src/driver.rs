@@ -44,6 +44,9 @@ pub struct Driver {
     pub install: &'static str,
     /// The driver's arguments (one JSON object) for the client of a lock.
     args: fn(&LockSpec) -> anyhow::Result<serde_json::Value>,
+    /// Why the library gives the application no lost-lock signal to check, where it gives
+    /// none: such a driver runs `check = "never"` only.
+    pub no_signal: Option<&'static str>,
 }
 
 /// Every driver.
@@ -58,6 +61,7 @@ pub const DRIVERS: &[Driver] = &[
         version_probe: "import redis; print(redis.__version__)",
         install: "pip install redis",
         args: redis_py_args,
+        no_signal: None,
     },
     Driver {
         profile: "etcdctl-3.4",
@@ -71,6 +75,24 @@ pub const DRIVERS: &[Driver] = &[
             check=True).stdout.split()[2])",
         install: "apt-get install -y etcd-client",
         args: etcdctl_args,
+        no_signal: None,
+    },
+    Driver {
+        profile: "etcd-concurrency-3.4",
+        protocol: "etcd",
+        program: "python3",
+        inline: "-c",
+        source: include_str!("../drivers/etcdctl.py"),
+        path: "live/drivers/etcdctl.py",
+        version_probe: "import subprocess; \
+            print(subprocess.run(['etcdctl', 'version'], capture_output=True, text=True, \
+            check=True).stdout.split()[2])",
+        install: "apt-get install -y etcd-client",
+        args: etcdctl_command_args,
+        no_signal: Some(
+            "it runs as `etcdctl lock NAME COMMAND`, which gives its command no Session.Done() \
+             (the etcdctl-3.4 profile, `etcdctl lock NAME`, watches it)",
+        ),
     },
     Driver {
         profile: "node-redlock",
@@ -82,6 +104,7 @@ pub const DRIVERS: &[Driver] = &[
         version_probe: NODE_REDLOCK_VERSION,
         install: NODE_REDLOCK_INSTALL,
         args: node_redlock_args,
+        no_signal: None,
     },
     Driver {
         profile: "node-redlock",
@@ -93,6 +116,7 @@ pub const DRIVERS: &[Driver] = &[
         version_probe: NODE_REDLOCK_VERSION,
         install: NODE_REDLOCK_INSTALL,
         args: node_redlock_args,
+        no_signal: None,
     },
     Driver {
         profile: "curator",
@@ -104,6 +128,7 @@ pub const DRIVERS: &[Driver] = &[
         version_probe: include_str!("../drivers/Curator.java"),
         install: "apt-get install -y libcurator-recipes-java openjdk-17-jre-headless",
         args: curator_args,
+        no_signal: None,
     },
 ];
 
@@ -310,7 +335,18 @@ fn etcdctl_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
         "acquire_timeout_ms": params.acquire_timeout_ms,
         // Unlock is one Delete: etcdctl's own command timeout bounds it (5 s).
         "release_timeout_ms": 6_000,
+        "mode": "signal",
     }))
+}
+
+/// `etcdctl lock --ttl=S NAME COMMAND`: etcdctl runs the command once `Lock` returns and
+/// unlocks when it ends, without its own re-read of the key (that `Get` is on the path
+/// without a command only) and without watching `Session.Done()`: 3.4's bare `Mutex`, the
+/// `etcd-concurrency-3.4` profile, as a shell user or a Jepsen-style harness runs it.
+fn etcdctl_command_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
+    let mut args = etcdctl_args(lock)?;
+    args["mode"] = "command".into();
+    Ok(args)
 }
 
 /// The driver of `profile` on `protocol`, if there is one.

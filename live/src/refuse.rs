@@ -52,8 +52,16 @@ fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused
     let client = prepared.scenario.protocol.params.get("client");
     let profile = client.and_then(|c| c.as_str());
     if library {
-        if profile.is_some_and(|p| crate::driver::for_profile(protocol, p).is_some()) {
-            return Ok(());
+        let driver = profile.and_then(|p| crate::driver::for_profile(protocol, p));
+        if let Some(d) = driver {
+            return match d.no_signal {
+                Some(why) if w.check != Check::Never => Err(Refused(format!(
+                    "{}: workload.check: live --library runs {} with no lost-lock signal to \
+                     check: {why}; use check = \"never\"",
+                    prepared.path, d.profile
+                ))),
+                _ => Ok(()),
+            };
         }
         let named = profile.map_or("none: locksim's own client".into(), |p| format!("\"{p}\""));
         return Err(Refused(format!(
