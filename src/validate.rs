@@ -553,9 +553,15 @@ pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
             three(r, |s| s.acquire_p99_ms)
         );
     }
+    out + &summary(rows, missing)
+}
+
+/// The table's counts, the real libraries' counts, each open disagreement and what is not
+/// validated: the notes under the Markdown table.
+fn summary(rows: &[Row], missing: &[String]) -> String {
     let open: Vec<&Row> = rows.iter().filter(|r| disagrees(r)).collect();
     let count = |v: RowVerdict| rows.iter().filter(|r| r.verdict == v).count();
-    out += &format!(
+    let mut out = format!(
         "\n{} rows: {} agree, {} disagree, {} inconclusive (too few runs), {} not validated (a \
          side without results).\n",
         rows.len(),
