@@ -237,6 +237,10 @@ fn a_library_profile_is_validated_against_the_real_library() {
 fn bad_input_exits_2_naming_what_is_wrong() {
     let dir = scratch("validate-bad");
     let out = dir.join("o").display().to_string();
+    // --quick is a preset of --runs, --seeds and --only: not beside them.
+    let both = in_repo(&["validate", "--quick", "--runs", "3", "--out", &out]);
+    assert_eq!(code(&both), 2, "{}", stderr(&both));
+    assert!(stderr(&both).contains("--runs"), "{}", stderr(&both));
     let nope = in_repo(&["validate", "--only", "no-such-scenario", "--out", &out]);
     assert_eq!(code(&nope), 2);
     assert!(
