@@ -215,7 +215,8 @@ pub struct Row {
     pub sim: Side,
     /// The runs with the real library, where the profile has a driver.
     pub library: Option<Side>,
-    /// The real library against the simulator, as `verdict` judges live against it.
+    /// The real library against the simulator, where it runs: then `verdict` itself (kept
+    /// apart so the table's readers need not know which world a row ran in).
     pub library_verdict: Option<RowVerdict>,
     /// The scenario's client profile's real library (what the third column can hold).
     pub real_library: RealLibrary,
@@ -374,12 +375,12 @@ fn row(
     library: Option<Side>,
     runs_min: u64,
 ) -> Row {
-    let library_verdict = library.as_ref().map(|l| judge(l, &sim, runs_min));
     // The live world the scenario runs in: locksim's own client, or, for a profile with a
     // driver (which locksim's live client refuses), the real library.
     let world = library.as_ref().unwrap_or(&live);
     let validated = world.runs > 0 && sim.runs > 0;
     let verdict = judge(world, &sim, runs_min);
+    let library_verdict = library.is_some().then_some(verdict);
     let detectable = world.half_width() + sim.half_width();
     Row {
         scenario: e.name.clone(),
@@ -502,11 +503,6 @@ fn three(r: &Row, f: impl Fn(&Side) -> f64) -> String {
     out
 }
 
-/// Whether the row disagrees anywhere: live or the real library against the simulator.
-pub fn disagrees(r: &Row) -> bool {
-    r.verdict == RowVerdict::Disagrees || r.library_verdict == Some(RowVerdict::Disagrees)
-}
-
 /// The smallest difference a row could see, in points: `±12`.
 fn detectable_text(r: &Row) -> String {
     if r.validated {
@@ -559,7 +555,9 @@ pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
 /// The table's counts, the real libraries' counts, each open disagreement and what is not
 /// validated: the notes under the Markdown table.
 fn summary(rows: &[Row], missing: &[String]) -> String {
-    let open: Vec<&Row> = rows.iter().filter(|r| disagrees(r)).collect();
+    let open: Vec<&Row> = (rows.iter())
+        .filter(|r| r.verdict == RowVerdict::Disagrees)
+        .collect();
     let count = |v: RowVerdict| rows.iter().filter(|r| r.verdict == v).count();
     let mut out = format!(
         "\n{} rows: {} agree, {} disagree, {} inconclusive (too few runs), {} not validated (a \
@@ -612,7 +610,6 @@ pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
     let mut body = String::new();
     for r in rows {
         let class = match r.verdict {
-            _ if disagrees(r) => "bad",
             RowVerdict::Agrees => "ok",
             RowVerdict::Inconclusive => "weak",
             _ => "bad",
@@ -732,8 +729,7 @@ mod tests {
         records.extend((1..=200).map(|s| record("s", Mode::Library, s, s <= 100)));
         let rows = rows(&e, &records);
         assert!(rows.iter().all(|r| r.verdict == RowVerdict::Disagrees
-            && r.library_verdict == Some(RowVerdict::Disagrees)
-            && disagrees(r)));
+            && r.library_verdict == Some(RowVerdict::Disagrees)));
         assert_eq!(rows[0].library.as_ref().unwrap().share.k, 100);
         let md = markdown(&rows, &[], "h");
         assert!(md.contains("100/200 [43, 57]%"), "{md}");

@@ -309,7 +309,7 @@ pub fn run(mut args: ValidateArgs, registry: &Registry) -> anyhow::Result<ExitCo
         args.out.display()
     );
     let unexplained = (rows.iter()).any(|r| {
-        let open = validate::disagrees(r) && r.explanation.is_none();
+        let open = r.verdict == validate::RowVerdict::Disagrees && r.explanation.is_none();
         open || r.verdict == validate::RowVerdict::NotValidated
     });
     Ok(ExitCode::from(u8::from(unexplained)))

@@ -10,6 +10,7 @@ use common::tools;
 
 use common::{code, in_repo, scratch, stderr, stdout};
 use serde_json::Value;
+use std::path::Path;
 
 fn have(program: &str, package: &str) -> bool {
     let install = format!("apt-get install -y {package}");
@@ -96,9 +97,7 @@ fn a_small_validation_agrees_resumes_and_feeds_compare() {
         .to_vec();
     let first = in_repo(&args);
     assert_eq!(code(&first), 0, "{}\n{}", stdout(&first), stderr(&first));
-    let json: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("v/validation.json")).unwrap())
-            .unwrap();
+    let json = table(&dir.join("v"));
     let rows = json["rows"].as_array().unwrap();
     rows_without_power(rows);
     // A GC pause at a named point breaks mutual exclusion for real, every time.
@@ -132,7 +131,13 @@ fn a_small_validation_agrees_resumes_and_feeds_compare() {
     assert_eq!(code(&again), 0, "{}", stderr(&again));
     assert_eq!(stdout(&again), stdout(&first));
     assert!(!stderr(&again).contains("live run"), "{}", stderr(&again));
-    // compare shows each protocol's status beside it.
+    compare_shows_each_protocols_status(&dir, rows);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `compare --validation DIR/v/validation.json` on a tiny matrix shows each protocol's
+/// status beside it: single-redis's rows, and zookeeper not yet validated.
+fn compare_shows_each_protocols_status(dir: &Path, rows: &[Value]) {
     std::fs::write(dir.join("m.toml"), MATRIX).unwrap();
     let (m, v) = (dir.join("m.toml"), dir.join("v/validation.json"));
     let r = dir.join("r").display().to_string();
@@ -160,7 +165,11 @@ fn a_small_validation_agrees_resumes_and_feeds_compare() {
         report.contains("| zookeeper | not yet validated |"),
         "{report}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A validation's `validation.json`, from its `--out` directory.
+fn table(out: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap()).unwrap()
 }
 
 /// The third column: a scenario whose client profile has a driver (redis-py) runs live with
@@ -171,15 +180,12 @@ fn a_library_profile_is_validated_against_the_real_library() {
     if !have("redis-server", "redis-server") {
         return;
     }
-    let probe = std::process::Command::new("python3")
-        .args(["-c", "import redis"])
-        .output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        tools::missing(
-            "validate",
-            "redis-py (python3 -c 'import redis')",
-            "pip install redis",
-        );
+    if !tools::require_runs(
+        "validate",
+        "python3",
+        &["-c", "import redis"],
+        "pip install redis",
+    ) {
         return;
     }
     let dir = scratch("validate-library");
@@ -202,9 +208,7 @@ fn a_library_profile_is_validated_against_the_real_library() {
         "{}",
         stderr(&run)
     );
-    let json: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("validation.json")).unwrap())
-            .unwrap();
+    let json = table(&dir);
     let rows = json["rows"].as_array().unwrap();
     for r in rows {
         assert_eq!(r["real_library"]["kind"], "driver", "{r}");

@@ -49,6 +49,36 @@ pub struct Driver {
     pub no_signal: Option<&'static str>,
 }
 
+/// `etcdctl lock NAME` (`etcdctl-3.4`); its command form (below) differs in two fields.
+const ETCDCTL: Driver = Driver {
+    profile: "etcdctl-3.4",
+    protocol: "etcd",
+    program: "python3",
+    inline: "-c",
+    source: include_str!("../drivers/etcdctl.py"),
+    path: "live/drivers/etcdctl.py",
+    version_probe: "import subprocess; \
+        print(subprocess.run(['etcdctl', 'version'], capture_output=True, text=True, \
+        check=True).stdout.split()[2])",
+    install: "apt-get install -y etcd-client",
+    args: etcdctl_args,
+    no_signal: None,
+};
+
+/// node-redlock on one server; on Redlock's servers (below), the same driver.
+const NODE_REDLOCK: Driver = Driver {
+    profile: "node-redlock",
+    protocol: "single-redis",
+    program: "node",
+    inline: "-e",
+    source: include_str!("../drivers/node_redlock.js"),
+    path: "live/drivers/node_redlock.js",
+    version_probe: NODE_REDLOCK_VERSION,
+    install: NODE_REDLOCK_INSTALL,
+    args: node_redlock_args,
+    no_signal: None,
+};
+
 /// Every driver.
 pub const DRIVERS: &[Driver] = &[
     Driver {
@@ -63,60 +93,20 @@ pub const DRIVERS: &[Driver] = &[
         args: redis_py_args,
         no_signal: None,
     },
-    Driver {
-        profile: "etcdctl-3.4",
-        protocol: "etcd",
-        program: "python3",
-        inline: "-c",
-        source: include_str!("../drivers/etcdctl.py"),
-        path: "live/drivers/etcdctl.py",
-        version_probe: "import subprocess; \
-            print(subprocess.run(['etcdctl', 'version'], capture_output=True, text=True, \
-            check=True).stdout.split()[2])",
-        install: "apt-get install -y etcd-client",
-        args: etcdctl_args,
-        no_signal: None,
-    },
+    ETCDCTL,
     Driver {
         profile: "etcd-concurrency-3.4",
-        protocol: "etcd",
-        program: "python3",
-        inline: "-c",
-        source: include_str!("../drivers/etcdctl.py"),
-        path: "live/drivers/etcdctl.py",
-        version_probe: "import subprocess; \
-            print(subprocess.run(['etcdctl', 'version'], capture_output=True, text=True, \
-            check=True).stdout.split()[2])",
-        install: "apt-get install -y etcd-client",
         args: etcdctl_command_args,
         no_signal: Some(
             "it runs as `etcdctl lock NAME COMMAND`, which gives its command no Session.Done() \
              (the etcdctl-3.4 profile, `etcdctl lock NAME`, watches it)",
         ),
+        ..ETCDCTL
     },
+    NODE_REDLOCK,
     Driver {
-        profile: "node-redlock",
-        protocol: "single-redis",
-        program: "node",
-        inline: "-e",
-        source: include_str!("../drivers/node_redlock.js"),
-        path: "live/drivers/node_redlock.js",
-        version_probe: NODE_REDLOCK_VERSION,
-        install: NODE_REDLOCK_INSTALL,
-        args: node_redlock_args,
-        no_signal: None,
-    },
-    Driver {
-        profile: "node-redlock",
         protocol: "redlock",
-        program: "node",
-        inline: "-e",
-        source: include_str!("../drivers/node_redlock.js"),
-        path: "live/drivers/node_redlock.js",
-        version_probe: NODE_REDLOCK_VERSION,
-        install: NODE_REDLOCK_INSTALL,
-        args: node_redlock_args,
-        no_signal: None,
+        ..NODE_REDLOCK
     },
     Driver {
         profile: "curator",
@@ -523,20 +513,18 @@ impl LiveLock for DriverLock {
     }
 
     fn lost_signal(&mut self, _ctx: &Ctx, _grant: &Grant) -> Option<String> {
-        // The same answer as `validity`: a library's only word on a held lock is its signal.
+        // A library's only word on a held lock is its signal; `validity` is this answer.
         match self.call("valid") {
             Ok(a) if a["held"] == false => Some(why(&a["why"])),
             _ => None,
         }
     }
 
-    fn validity(&mut self, _ctx: &Ctx, _grant: &Grant) -> Validity {
+    fn validity(&mut self, ctx: &Ctx, grant: &Grant) -> Validity {
         // What the library itself tells its user: etcd's `Session.Done()`; redis-py nothing
         // (`owned()` would ask the server), as its model's `Validity::Indefinite`.
-        match self.call("valid") {
-            Ok(a) if a["held"] == false => Validity::Lost(why(&a["why"])),
-            _ => Validity::Indefinite,
-        }
+        self.lost_signal(ctx, grant)
+            .map_or(Validity::Indefinite, Validity::Lost)
     }
 }
 
