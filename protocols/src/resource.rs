@@ -19,7 +19,7 @@
 
 use futures::StreamExt;
 use locksim_sim::history::{Event, Kind, Op};
-use locksim_sim::rpc::{endpoint, Caller, RpcError, Wire};
+use locksim_sim::rpc::{endpoint, Caller, Links, RpcError, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -143,7 +143,10 @@ pub fn start_watching(world: &World, rules: ResourceRules, shadows: Vec<Shadow>)
     let node = world.add_node(RESOURCE, Role::Resource, move |ctx| {
         serve(ctx, server_net.clone(), rules, shadows.clone())
     });
-    ResourceHandle { net, node }
+    ResourceHandle {
+        links: Links::Sim(net),
+        node,
+    }
 }
 
 /// Why a write is refused, if it is: a stale token, or (compare-and-set) a value that
@@ -224,18 +227,22 @@ async fn serve(ctx: NodeCtx, net: ResourceNet, rules: ResourceRules, shadows: Ve
 /// Where clients find the resource.
 #[derive(Clone)]
 pub struct ResourceHandle {
-    net: ResourceNet,
+    links: Links<ResourceReq, ResourceResp>,
     node: NodeIdx,
 }
 
 impl ResourceHandle {
     /// A client for the node `ctx` (call at every start of the node).
     pub fn connect(&self, ctx: &NodeCtx) -> ResourceClient {
-        let (caller, _requests) = endpoint(&self.net, ctx);
         ResourceClient {
-            caller,
+            caller: self.links.caller(ctx),
             node: self.node,
         }
+    }
+
+    /// The resource as a live client reaches it: through `links`, as node `node`.
+    pub fn live(links: Links<ResourceReq, ResourceResp>, node: NodeIdx) -> ResourceHandle {
+        ResourceHandle { links, node }
     }
 }
 

@@ -232,8 +232,8 @@ impl Holders {
     }
 }
 
-fn between(lo: u64, hi: u64) -> Duration {
-    Duration::from_millis(madsim::rand::thread_rng().gen_range(lo..=hi))
+fn between(ctx: &NodeCtx, lo: u64, hi: u64) -> Duration {
+    Duration::from_millis(ctx.rng().gen_range(lo..=hi))
 }
 
 /// One client's main loop. `grants` numbers this client's grants across restarts.
@@ -252,7 +252,7 @@ pub async fn client_loop(
     let resource = resource.connect(&ctx);
     let ev = |kind, op| Event::new(ctx.name(), kind, op);
     loop {
-        ctx.sleep_local(between(workload.think_ms_min, workload.think_ms_max))
+        ctx.sleep_local(between(&ctx, workload.think_ms_min, workload.think_ms_max))
             .await;
         let Some(mut grant) = acquire(&ctx, lock.as_mut()).await else {
             continue;
@@ -348,7 +348,7 @@ impl Job<'_> {
             return false;
         };
         ctx.point("after_read").await;
-        let work = between(workload.cs_ms_min, workload.cs_ms_max) / workload.writes_per_cs;
+        let work = between(ctx, workload.cs_ms_min, workload.cs_ms_max) / workload.writes_per_cs;
         if let Err(why) = work_extending(ctx, lock, grant, id, work, workload, self.signal).await {
             let why = format!("lock lost ({why}): work aborted");
             ctx.record_event(ev(Kind::Info, Op::Note).grant(id).detail(why));

@@ -24,6 +24,7 @@ compile_error!(
 
 pub mod clock;
 pub mod disk;
+pub mod env;
 pub mod fault;
 mod links;
 pub mod mailbox;

@@ -38,6 +38,7 @@
 //! caller.push(client, Resp::SessionExpired);
 //! ```
 
+use crate::env::LocalFuture;
 use crate::mailbox::{self, Receiver, Sender};
 use crate::net::Net;
 use crate::world::{NodeCtx, NodeIdx};
@@ -47,6 +48,7 @@ use futures::StreamExt;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What travels on the wire.
@@ -158,7 +160,18 @@ impl<Resp> Connection<Resp> {
 }
 
 /// The calling half of an endpoint. Cheap to clone; all clones share one inbox.
-pub struct Caller<Req, Resp> {
+///
+/// The other half of the seam a client library is written against ([`crate::env`]): in
+/// the simulator its requests cross the simulated network; in live mode ([`Caller::live`])
+/// a [`LiveLink`] sends them to a real server over a real socket.
+pub struct Caller<Req, Resp>(CallerBacking<Req, Resp>);
+
+enum CallerBacking<Req, Resp> {
+    Sim(SimCaller<Req, Resp>),
+    Live(Rc<dyn LiveLink<Req, Resp>>),
+}
+
+struct SimCaller<Req, Resp> {
     net: Net<Wire<Req, Resp>>,
     ctx: NodeCtx,
     pending: Rc<RefCell<BTreeMap<u64, oneshot::Sender<Resp>>>>,
@@ -168,12 +181,62 @@ pub struct Caller<Req, Resp> {
 
 impl<Req, Resp> Clone for Caller<Req, Resp> {
     fn clone(&self) -> Self {
-        Caller {
-            net: self.net.clone(),
-            ctx: self.ctx.clone(),
-            pending: self.pending.clone(),
-            next_id: self.next_id.clone(),
-            conns: self.conns.clone(),
+        Caller(match &self.0 {
+            CallerBacking::Sim(c) => CallerBacking::Sim(SimCaller {
+                net: c.net.clone(),
+                ctx: c.ctx.clone(),
+                pending: c.pending.clone(),
+                next_id: c.next_id.clone(),
+                conns: c.conns.clone(),
+            }),
+            CallerBacking::Live(link) => CallerBacking::Live(link.clone()),
+        })
+    }
+}
+
+/// A live client's requests to real servers, in place of the simulated network: what
+/// [`Caller::live`] sends through. Node indexes name the servers as the protocol's client
+/// knows them (the index the live deployment gave each).
+pub trait LiveLink<Req, Resp> {
+    /// Sends `body` to server `to` and waits for its reply at most `timeout` (real time).
+    fn call(
+        &self,
+        to: NodeIdx,
+        body: Req,
+        timeout: Duration,
+    ) -> LocalFuture<Result<Resp, RpcError>>;
+    /// Sends `body` to server `to` without waiting for a reply.
+    fn notify(&self, to: NodeIdx, body: Req);
+}
+
+/// How a protocol's clients reach its servers: the simulated network, or in live mode a
+/// factory of live callers (one per client start, as [`endpoint`] binds one).
+pub enum Links<Req, Resp> {
+    /// The simulated network the servers listen on.
+    Sim(Net<Wire<Req, Resp>>),
+    /// Live mode: a caller over real sockets for the client node given.
+    Live(Arc<dyn Fn(&NodeCtx) -> Caller<Req, Resp> + Send + Sync>),
+}
+
+impl<Req, Resp> Clone for Links<Req, Resp> {
+    fn clone(&self) -> Self {
+        match self {
+            Links::Sim(net) => Links::Sim(net.clone()),
+            Links::Live(make) => Links::Live(make.clone()),
+        }
+    }
+}
+
+impl<Req, Resp> Links<Req, Resp>
+where
+    Req: Clone + Send + 'static,
+    Resp: Clone + Send + 'static,
+{
+    /// The caller of client node `ctx` (call at every start of the node).
+    pub fn caller(&self, ctx: &NodeCtx) -> Caller<Req, Resp> {
+        match self {
+            Links::Sim(net) => endpoint(net, ctx).0,
+            Links::Live(make) => make(ctx),
         }
     }
 }
@@ -224,13 +287,13 @@ where
             }
         }
     });
-    let caller = Caller {
+    let caller = Caller(CallerBacking::Sim(SimCaller {
         net: net.clone(),
         ctx: ctx.clone(),
         pending,
         next_id: Rc::new(Cell::new(0)),
         conns,
-    };
+    }));
     (caller, rx)
 }
 
@@ -259,16 +322,35 @@ where
     Req: Clone + Send + 'static,
     Resp: Clone + Send + 'static,
 {
+    /// A live client's caller: its requests go through `link` to real servers.
+    pub fn live(link: Rc<dyn LiveLink<Req, Resp>>) -> Self {
+        Caller(CallerBacking::Live(link))
+    }
+
+    /// The simulated caller, for what only the simulator's servers and sessions do.
+    fn sim(&self, what: &str) -> &SimCaller<Req, Resp> {
+        match &self.0 {
+            CallerBacking::Sim(this) => this,
+            CallerBacking::Live(_) => {
+                panic!("{what} needs the simulated network: live mode's links carry requests only")
+            }
+        }
+    }
+
     /// Sends `body` to `to` and waits up to `timeout` (local monotonic time) for the answer.
     pub async fn call(&self, to: NodeIdx, body: Req, timeout: Duration) -> Result<Resp, RpcError> {
-        let id = self.next_id.get();
-        self.next_id.set(id + 1);
+        let this = match &self.0 {
+            CallerBacking::Sim(this) => this,
+            CallerBacking::Live(link) => return link.call(to, body, timeout).await,
+        };
+        let id = this.next_id.get();
+        this.next_id.set(id + 1);
         let (tx, rx) = oneshot::channel();
-        self.pending.borrow_mut().insert(id, tx);
-        self.net
-            .send(self.ctx.idx(), to, Wire::Request { id, body });
-        let answer = self.ctx.timeout_local(timeout, rx).await;
-        self.pending.borrow_mut().remove(&id);
+        this.pending.borrow_mut().insert(id, tx);
+        this.net
+            .send(this.ctx.idx(), to, Wire::Request { id, body });
+        let answer = this.ctx.timeout_local(timeout, rx).await;
+        this.pending.borrow_mut().remove(&id);
         match answer {
             Some(Ok(resp)) => Ok(resp),
             _ => Err(RpcError::Timeout),
@@ -277,20 +359,26 @@ where
 
     /// Answers request `id` from `to`.
     pub fn reply(&self, to: NodeIdx, id: u64, body: Resp) {
-        self.net
-            .send(self.ctx.idx(), to, Wire::Response { id, body });
+        let this = self.sim("a reply");
+        this.net
+            .send(this.ctx.idx(), to, Wire::Response { id, body });
     }
 
     /// Sends a request without waiting for (or accepting) an answer.
     pub fn notify(&self, to: NodeIdx, body: Req) {
-        self.net
-            .send(self.ctx.idx(), to, Wire::Request { id: u64::MAX, body });
+        let this = match &self.0 {
+            CallerBacking::Sim(this) => this,
+            CallerBacking::Live(link) => return link.notify(to, body),
+        };
+        this.net
+            .send(this.ctx.idx(), to, Wire::Request { id: u64::MAX, body });
     }
 
     /// Server side: sends `body` unasked to the connection `to` has open to this node (it is
     /// lost if there is none, or on the way, like any message).
     pub fn push(&self, to: NodeIdx, body: Resp) {
-        self.net.send(self.ctx.idx(), to, Wire::Push { body });
+        let this = self.sim("a server push");
+        this.net.send(this.ctx.idx(), to, Wire::Push { body });
     }
 
     /// Opens a connection to `server` (replacing an earlier one to it): pings it every
@@ -306,16 +394,17 @@ where
             !heartbeat.is_zero() && timeout >= heartbeat,
             "ping before the timeout"
         );
+        let this = self.sim("a session connection");
         let (events, rx) = unbounded();
         let state = ConnState {
             events,
-            heard: self.ctx.mono_now(),
+            heard: this.ctx.mono_now(),
             incarnation: None,
             up: true,
         };
-        self.conns.borrow_mut().insert(server, state);
-        let (ctx, net, conns) = (self.ctx.clone(), self.net.clone(), self.conns.clone());
-        self.ctx.spawn(async move {
+        this.conns.borrow_mut().insert(server, state);
+        let (ctx, net, conns) = (this.ctx.clone(), this.net.clone(), this.conns.clone());
+        this.ctx.spawn(async move {
             loop {
                 ctx.sleep_local(heartbeat).await;
                 let mut all = conns.borrow_mut();

@@ -16,6 +16,7 @@
 
 use crate::clock::{Clocks, NodeClock};
 use crate::disk::{Disk, DiskConfig, DiskHost, Disks};
+use crate::env::{LiveNode, NodeRng};
 use crate::fault::pause_periodic::{Cycle, PausePeriodic, PausePlan};
 use crate::links::{Arrival, NetConfig, NetState, NetStats, Receiver, Route, Ticket};
 use crate::nodes::{ArmedPoint, Nodes, PointAction, Subsystem};
@@ -204,11 +205,11 @@ impl World {
             state.net.add_links(links);
             idx
         };
-        let ctx = NodeCtx {
+        let ctx = NodeCtx(Backing::Sim(SimNode {
             world: self.clone(),
             idx,
             name: name.into(),
-        };
+        }));
         let handle = Handle::current()
             .create_node()
             .name(name)
@@ -601,42 +602,206 @@ impl World {
 
 /// What a node's code sees of the world: its own name, its own clocks, the history, and
 /// named points. Cheap to clone.
+///
+/// It is one half of the seam a client library is written against ([`crate::env`]): in the
+/// simulator it reads the simulated world; in live mode the same methods are backed by a
+/// [`LiveNode`] (real time, the client process's history), so one library runs in both.
 #[derive(Clone)]
-pub struct NodeCtx {
+pub struct NodeCtx(Backing);
+
+#[derive(Clone)]
+enum Backing {
+    Sim(SimNode),
+    Live(Arc<dyn LiveNode>),
+}
+
+#[derive(Clone)]
+struct SimNode {
     world: World,
     idx: NodeIdx,
     name: Arc<str>,
 }
 
 impl NodeCtx {
+    /// A live node: the environment a live client process gives the same client code.
+    pub fn live(node: Arc<dyn LiveNode>) -> NodeCtx {
+        NodeCtx(Backing::Live(node))
+    }
+
+    /// The simulated node, for what only the simulator has (the world, a disk).
+    fn sim(&self, what: &str) -> &SimNode {
+        match &self.0 {
+            Backing::Sim(node) => node,
+            Backing::Live(node) => panic!(
+                "{what} is the simulator's: live node {} has none (server code runs only in \
+                 the simulator)",
+                node.name()
+            ),
+        }
+    }
+
     /// This node's index.
     pub fn idx(&self) -> NodeIdx {
-        self.idx
+        match &self.0 {
+            Backing::Sim(node) => node.idx,
+            Backing::Live(node) => node.idx(),
+        }
     }
 
     /// This node's name.
     pub fn name(&self) -> &str {
-        &self.name
+        match &self.0 {
+            Backing::Sim(node) => &node.name,
+            Backing::Live(node) => node.name(),
+        }
     }
 
-    /// The world (to find other nodes by name).
+    /// The world (to find other nodes by name). Simulator only.
     pub fn world(&self) -> &World {
-        &self.world
+        &self.sim("the world").world
+    }
+
+    /// Whether this node runs in live mode (real time, real servers).
+    pub fn is_live(&self) -> bool {
+        matches!(self.0, Backing::Live(_))
+    }
+
+    /// The name of node `idx`.
+    pub fn node_name(&self, idx: NodeIdx) -> String {
+        match &self.0 {
+            Backing::Sim(node) => node.world.name(idx),
+            Backing::Live(node) => node.node_name(idx),
+        }
     }
 
     /// This node's incarnation: 0 at the start, bumped by every crash.
     pub fn incarnation(&self) -> u64 {
-        self.world.incarnation(self.idx)
+        match &self.0 {
+            Backing::Sim(node) => node.world.incarnation(node.idx),
+            Backing::Live(node) => node.incarnation(),
+        }
+    }
+
+    /// This node's random stream (the run's seeded stream in the simulator).
+    pub fn rng(&self) -> NodeRng {
+        match &self.0 {
+            Backing::Sim(_) => NodeRng::Sim(madsim::rand::thread_rng()),
+            Backing::Live(node) => NodeRng::Live(node.clone()),
+        }
     }
 
     /// This node's monotonic clock now.
     pub fn mono_now(&self) -> Duration {
-        let now = self.world.now_ns();
-        Duration::from_nanos(self.world.state().clocks.get(self.idx).mono_ns(now))
+        match &self.0 {
+            Backing::Sim(node) => node.mono_now(),
+            Backing::Live(node) => node.mono_now(),
+        }
     }
 
     /// This node's wall clock now, in ms (may be negative if its offset is).
     pub fn wall_ms(&self) -> i64 {
+        match &self.0 {
+            Backing::Sim(node) => node.wall_ms(),
+            Backing::Live(node) => node.wall_ms(),
+        }
+    }
+
+    /// Sleeps until this node's monotonic clock has advanced by `local` (honours drift, and
+    /// re-checks if the drift changes meanwhile).
+    pub async fn sleep_local(&self, local: Duration) {
+        match &self.0 {
+            Backing::Sim(node) => node.sleep_local(local).await,
+            Backing::Live(node) => node.sleep(local).await,
+        }
+    }
+
+    /// Runs `future` with a timeout of `local` on this node's monotonic clock.
+    pub async fn timeout_local<F: Future>(&self, local: Duration, future: F) -> Option<F::Output> {
+        match &self.0 {
+            Backing::Sim(node) => {
+                let true_duration = node.world.clock(node.idx).true_duration(local);
+                madsim::time::timeout(true_duration, future).await.ok()
+            }
+            Backing::Live(node) => {
+                let future = std::pin::pin!(future);
+                match futures::future::select(future, node.sleep(local)).await {
+                    futures::future::Either::Left((output, _)) => Some(output),
+                    futures::future::Either::Right(((), _)) => None,
+                }
+            }
+        }
+    }
+
+    /// Records an event from this node; returns its index.
+    pub fn record(&self, kind: Kind, op: Op) -> u64 {
+        self.record_event(Event::new(self.name(), kind, op))
+    }
+
+    /// Records a fully built event (its `node` is set to this node).
+    pub fn record_event(&self, mut event: Event) -> u64 {
+        // Events are mostly built with this node's name already: no second copy of it then.
+        if event.node != self.name() {
+            event.node = self.name().to_string();
+        }
+        match &self.0 {
+            Backing::Sim(node) => node.world.record(event),
+            Backing::Live(node) => node.record(event),
+        }
+    }
+
+    /// Records a `note`: free text for people reading the history or a timeline.
+    pub fn note(&self, detail: impl Into<String>) -> u64 {
+        self.record_event(Event::new(self.name(), Kind::Info, Op::Note).detail(detail))
+    }
+
+    /// Records a protocol [`Op::Event`]: `name` (`failover`, `elected`, `lease_expired`,
+    /// ...) concerning node `about` (this node if `None`), with words in `detail`.
+    pub fn event(&self, name: &str, about: Option<NodeIdx>, detail: impl Into<String>) -> u64 {
+        let target = about.map_or_else(|| self.name().to_string(), |i| self.node_name(i));
+        self.record_event(
+            Event::new(self.name(), Kind::Info, Op::Event)
+                .name(name)
+                .target(target)
+                .detail(detail),
+        )
+    }
+
+    /// This node's disk: it outlives the node's crashes as far as it was synced. Simulator
+    /// only.
+    pub fn disk(&self) -> Disk {
+        let node = self.sim("a simulated disk");
+        node.world.disk(node.idx)
+    }
+
+    /// A named point in this node's code (e.g. `before_write`). If the fault schedule
+    /// armed a pause, crash or delay spike here for this passage, it happens now: a pause
+    /// stops the whole node at this exact step; a crash never returns; a delay spike holds
+    /// what the node sends from here on.
+    pub async fn point(&self, name: &str) {
+        match &self.0 {
+            Backing::Sim(node) => node.point(name).await,
+            Backing::Live(node) => node.point(name),
+        }
+    }
+
+    /// Spawns a task on this node (it dies with the node).
+    pub fn spawn<F: Future<Output = ()> + 'static>(&self, future: F) {
+        match &self.0 {
+            Backing::Sim(_) => {
+                madsim::task::spawn_local(future);
+            }
+            Backing::Live(node) => node.spawn(Box::pin(future)),
+        }
+    }
+}
+
+impl SimNode {
+    fn mono_now(&self) -> Duration {
+        let now = self.world.now_ns();
+        Duration::from_nanos(self.world.state().clocks.get(self.idx).mono_ns(now))
+    }
+
+    fn wall_ms(&self) -> i64 {
         let now = self.world.now_ns();
         self.world
             .state()
@@ -646,9 +811,7 @@ impl NodeCtx {
             .div_euclid(1_000_000)
     }
 
-    /// Sleeps until this node's monotonic clock has advanced by `local` (honours drift, and
-    /// re-checks if the drift changes meanwhile).
-    pub async fn sleep_local(&self, local: Duration) {
+    async fn sleep_local(&self, local: Duration) {
         let target = self.mono_now() + local;
         loop {
             let now = self.world.now_ns();
@@ -663,53 +826,7 @@ impl NodeCtx {
         }
     }
 
-    /// Runs `future` with a timeout of `local` on this node's monotonic clock.
-    pub async fn timeout_local<F: Future>(&self, local: Duration, future: F) -> Option<F::Output> {
-        let true_duration = self.world.clock(self.idx).true_duration(local);
-        madsim::time::timeout(true_duration, future).await.ok()
-    }
-
-    /// Records an event from this node; returns its index.
-    pub fn record(&self, kind: Kind, op: Op) -> u64 {
-        self.world.record(Event::new(&*self.name, kind, op))
-    }
-
-    /// Records a fully built event (its `node` is set to this node).
-    pub fn record_event(&self, mut event: Event) -> u64 {
-        // Events are mostly built with this node's name already: no second copy of it then.
-        if event.node != *self.name {
-            event.node = self.name.to_string();
-        }
-        self.world.record(event)
-    }
-
-    /// Records a `note`: free text for people reading the history or a timeline.
-    pub fn note(&self, detail: impl Into<String>) -> u64 {
-        self.record_event(Event::new(&*self.name, Kind::Info, Op::Note).detail(detail))
-    }
-
-    /// Records a protocol [`Op::Event`]: `name` (`failover`, `elected`, `lease_expired`,
-    /// ...) concerning node `about` (this node if `None`), with words in `detail`.
-    pub fn event(&self, name: &str, about: Option<NodeIdx>, detail: impl Into<String>) -> u64 {
-        let target = about.map_or_else(|| self.name.to_string(), |i| self.world.name(i));
-        self.record_event(
-            Event::new(&*self.name, Kind::Info, Op::Event)
-                .name(name)
-                .target(target)
-                .detail(detail),
-        )
-    }
-
-    /// This node's disk: it outlives the node's crashes as far as it was synced.
-    pub fn disk(&self) -> Disk {
-        self.world.disk(self.idx)
-    }
-
-    /// A named point in this node's code (e.g. `before_write`). If the fault schedule
-    /// armed a pause, crash or delay spike here for this passage, it happens now: a pause
-    /// stops the whole node at this exact step; a crash never returns; a delay spike holds
-    /// what the node sends from here on.
-    pub async fn point(&self, name: &str) {
+    async fn point(&self, name: &str) {
         let Some(action) = self.world.pass_point(self.idx, name) else {
             return;
         };
@@ -725,11 +842,6 @@ impl NodeCtx {
         }
         // The pause (or kill) takes effect when this task next yields.
         YieldNow(false).await;
-    }
-
-    /// Spawns a task on this node (it dies with the node).
-    pub fn spawn<F: Future<Output = ()> + 'static>(&self, future: F) {
-        madsim::task::spawn_local(future);
     }
 }
 

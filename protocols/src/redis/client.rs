@@ -52,7 +52,7 @@ pub fn default_active_expire_interval_ms() -> u64 {
 /// A fresh lock value, unique per attempt (real clients use 20 random bytes; unique is what
 /// matters: compare-and-delete must never match another attempt's key).
 pub fn lock_value(ctx: &NodeCtx) -> String {
-    let n: u64 = madsim::rand::thread_rng().gen();
+    let n: u64 = ctx.rng().gen();
     lock_value_text(ctx.name(), n)
 }
 
@@ -194,8 +194,7 @@ pub async fn acquire(client: &mut dyn Attempts, retry: Retry) -> Acquired {
         if matches!(retry.give_up, GiveUp::Tries(n) if tries >= n) {
             return gave_up(last, retry.give_up);
         }
-        let delay_ms =
-            madsim::rand::thread_rng().gen_range(retry.delay_ms_min..=retry.delay_ms_max);
+        let delay_ms = ctx.rng().gen_range(retry.delay_ms_min..=retry.delay_ms_max);
         let delay = Duration::from_millis(delay_ms);
         if matches!(retry.give_up, GiveUp::After(t) if ctx.mono_now() + delay >= start + t) {
             return gave_up(last, retry.give_up);

@@ -30,7 +30,7 @@ use super::server::{start_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
 use crate::protocol::{ClientProfile, Outcome, ParamError, Protocol};
 use async_trait::async_trait;
-use locksim_sim::rpc::{endpoint, Caller, RpcError};
+use locksim_sim::rpc::{Caller, Links, RpcError};
 use locksim_sim::{NodeCtx, NodeIdx, World};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -128,10 +128,22 @@ pub const SERVER: &str = "redis";
 
 /// What a client needs to reach the server.
 pub struct Servers {
-    net: RedisNet,
+    links: Links<Cmd, Reply>,
     server: NodeIdx,
     /// The token a redis-py `Lock` object shared by every client stores on the instance.
     instance: InstanceToken,
+}
+
+impl Servers {
+    /// The server as a live client reaches it: through `links`, as node `server`. Each live
+    /// client is a process of its own, so no two share a redis-py `Lock` instance.
+    pub fn live(links: Links<Cmd, Reply>, server: NodeIdx) -> Servers {
+        Servers {
+            links,
+            server,
+            instance: InstanceToken::default(),
+        }
+    }
 }
 
 impl Protocol for SingleRedis {
@@ -176,14 +188,14 @@ impl Protocol for SingleRedis {
         };
         let server = start_server(world, SERVER, &net, config);
         Servers {
-            net,
+            links: Links::Sim(net),
             server,
             instance: InstanceToken::default(),
         }
     }
 
     fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> Self::Client {
-        let (caller, _requests) = endpoint(&servers.net, ctx);
+        let caller = servers.links.caller(ctx);
         let p = params;
         let inner = SingleRedisClient {
             ctx: ctx.clone(),

@@ -143,7 +143,7 @@ impl ZkClient {
     async fn create(&mut self, session: u64) -> Result<(String, u64), Acquired> {
         let params = &self.link.params;
         let guid = (params.client == Library::Curator)
-            .then(|| format!("{:016x}", madsim::rand::thread_rng().gen::<u64>()));
+            .then(|| format!("{:016x}", self.link.ctx.rng().gen::<u64>()));
         let give_up = self.link.ctx.mono_now()
             + Duration::from_millis(params.connection_timeout_ms.unwrap_or(0));
         loop {
