@@ -43,3 +43,18 @@ pub fn sleep(d: Duration) {
 pub fn since(start_ns: u64) -> Duration {
     Duration::from_nanos(now_ns().saturating_sub(start_ns))
 }
+
+/// The machine's wall clock, in ms since the Unix epoch (what a live node's `wall_ms` reads).
+pub fn wall_ms() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    assert_eq!(
+        rc, 0,
+        "clock_gettime(CLOCK_REALTIME) fails only on a bad clock id"
+    );
+    ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+}

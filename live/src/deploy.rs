@@ -118,13 +118,6 @@ fn redis_instance(
 }
 
 fn single_redis(params: single_redis::Params, dir: &Path) -> anyhow::Result<Deployment> {
-    if params.variant != single_redis::Variant::Correct {
-        return Err(crate::Refused(format!(
-            "variant `{:?}` is a bug of the model's client: live mode runs the correct client",
-            params.variant
-        ))
-        .into());
-    }
     let name = single_redis::SERVER;
     let (server, info, addr) = redis_instance(
         name,

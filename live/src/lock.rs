@@ -4,13 +4,16 @@
 
 use crate::clock;
 use crate::spec::{ClientMsg, ClientSpec};
+use async_trait::async_trait;
 use locksim_check::{Event, Kind, Op};
 use locksim_protocols::redis::client::{gave_up, Attempt, GiveUp, Retry};
-use locksim_protocols::{Acquired, Grant, Outcome, Validity};
+use locksim_protocols::{Acquired, Grant, LockClient, LostSignal, Outcome, Validity};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -168,5 +171,75 @@ impl Ctx {
             self.send(&ClientMsg::Stop(stop.clone()));
             crate::procs::stop_self();
         }
+    }
+}
+
+/// How often a blocking library is asked for its lost-lock signal while the workload waits
+/// under `check = "on_signal"`, in ms: the simulator's work wakes the moment the signal is
+/// raised; here the signal is looked at this often (a driver answers from the library's own
+/// state, without a request to a server), so an abort comes up to this much later than the
+/// library raised it.
+pub const SIGNAL_POLL_MS: u64 = 10;
+
+/// A blocking library ([`LiveLock`]: live mode's own clients not yet on the protocols' code,
+/// and the real libraries' drivers) as the workload's [`LockClient`]. Its calls block the
+/// client's executor while they run, as the library blocks its caller; between calls, a
+/// task asks it for its lost-lock signal every [`SIGNAL_POLL_MS`].
+pub struct Blocking {
+    lock: Rc<RefCell<Box<dyn LiveLock + Send>>>,
+    ctx: Arc<Ctx>,
+    /// Releases so far: a signal's watcher stops once its grant is released.
+    releases: Rc<Cell<u64>>,
+}
+
+impl Blocking {
+    /// `lock`, called with the client's context `ctx`.
+    pub fn new(lock: Box<dyn LiveLock + Send>, ctx: Arc<Ctx>) -> Blocking {
+        Blocking {
+            lock: Rc::new(RefCell::new(lock)),
+            ctx,
+            releases: Rc::default(),
+        }
+    }
+}
+
+#[async_trait(?Send)]
+impl LockClient for Blocking {
+    async fn acquire(&mut self) -> Acquired {
+        self.lock.borrow_mut().acquire(&self.ctx)
+    }
+
+    async fn release(&mut self, grant: &Grant) -> Outcome {
+        self.releases.set(self.releases.get() + 1);
+        self.lock.borrow_mut().release(&self.ctx, grant)
+    }
+
+    async fn extend(&mut self, grant: &mut Grant) -> Outcome {
+        self.lock.borrow_mut().extend(&self.ctx, grant)
+    }
+
+    fn validity(&mut self, grant: &Grant) -> Validity {
+        self.lock.borrow_mut().validity(&self.ctx, grant)
+    }
+
+    fn lost_signal(&mut self, grant: &Grant) -> Option<LostSignal> {
+        let signal = LostSignal::new();
+        let (lock, ctx, grant, watched) = (
+            self.lock.clone(),
+            self.ctx.clone(),
+            grant.clone(),
+            signal.clone(),
+        );
+        let (releases, held) = (self.releases.clone(), self.releases.get());
+        tokio::task::spawn_local(async move {
+            while releases.get() == held {
+                if let Some(why) = lock.borrow_mut().lost_signal(&ctx, &grant) {
+                    watched.raise(why);
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(SIGNAL_POLL_MS)).await;
+            }
+        });
+        Some(signal)
     }
 }

@@ -27,27 +27,44 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
     kind.cannot_in::<dyn crate::nemesis::Nemesis>()
 }
 
-/// Live mode's clients run one write per critical section; locksim's own client is the
-/// `careful` Redis one or the raw ZooKeeper one, and with `library` the client profile's
-/// real library, where it has a driver ([`crate::driver`]). Only a real library has a
-/// lost-lock signal live (`check = "on_signal"`).
+/// Whether live mode runs `protocol`'s own client code (`locksim_protocols`), every profile
+/// and option as the simulator does; the other protocols still run live mode's blocking
+/// client of their default library.
+pub fn runs_protocol_client(protocol: &str) -> bool {
+    matches!(protocol, "single-redis" | "redlock")
+}
+
+/// What locksim's own live client cannot run of `protocol`'s client `profile`, and why.
+fn own_client(protocol: &str, profile: Option<&str>, check: Check) -> Option<String> {
+    if runs_protocol_client(protocol) {
+        return (profile == Some("redis-py-shared-token")).then(|| {
+            "\"redis-py-shared-token\" is one redis-py Lock object shared by the threads of \
+             one process; live mode runs each client in a process of its own, so no two \
+             share it: run it in the simulator"
+                .into()
+        });
+    }
+    // The blocking clients: the careful Redis client, the raw ZooKeeper one.
+    if profile.is_some_and(|p| !matches!(p, "careful" | "zookeeper")) {
+        return Some(format!(
+            "live mode runs {protocol}'s careful client only (the protocol's own client \
+             code runs live for single-redis); run other client libraries in the simulator"
+        ));
+    }
+    (check == Check::OnSignal).then(|| {
+        format!(
+            "workload.check = \"on_signal\": live mode's own {protocol} client has no \
+             lost-lock signal; run it in the simulator, or with the real library (live \
+             --library, {})",
+            crate::driver::profiles()
+        )
+    })
+}
+
+/// locksim's own live client runs what [`own_client`] allows; with `library`, the client
+/// profile's real library, where it has a driver ([`crate::driver`]).
 fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     let w = &prepared.scenario.workload;
-    if w.writes_per_cs != 1 {
-        return Err(Refused(format!(
-            "{}: workload.writes_per_cs: live mode runs one write per critical section; run \
-             it in the simulator",
-            prepared.path
-        )));
-    }
-    if w.check == Check::OnSignal && !library {
-        return Err(Refused(format!(
-            "{}: workload.check = \"on_signal\": live mode's own clients have no lost-lock \
-             signal; run it in the simulator, or with the real library (live --library, {})",
-            prepared.path,
-            crate::driver::profiles()
-        )));
-    }
     let protocol = &prepared.scenario.protocol.name;
     let client = prepared.scenario.protocol.params.get("client");
     let profile = client.and_then(|c| c.as_str());
@@ -72,20 +89,19 @@ fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused
             crate::driver::profiles()
         )));
     }
-    // Each protocol's default library: the careful Redis client, the raw ZooKeeper one.
-    let default = |c: &toml::Value| matches!(c.as_str(), Some("careful" | "zookeeper"));
-    if client.is_some_and(|c| !default(c)) {
-        let real = profile.and_then(|p| crate::driver::for_profile(protocol, p));
-        let hint = real.map_or(String::new(), |d| {
-            format!(" (or its real library: live --library, {})", d.path)
-        });
-        return Err(Refused(format!(
-            "{}: protocol.client: live mode runs the careful Redis client and the raw \
-             ZooKeeper one only; run other client libraries in the simulator{hint}",
-            prepared.path
-        )));
+    match own_client(protocol, profile, w.check) {
+        None => Ok(()),
+        Some(why) => {
+            let real = profile.and_then(|p| crate::driver::for_profile(protocol, p));
+            let hint = real.map_or(String::new(), |d| {
+                format!(" (its real library runs with live --library, {})", d.path)
+            });
+            Err(Refused(format!(
+                "{}: protocol.client: {why}{hint}",
+                prepared.path
+            )))
+        }
     }
-    Ok(())
 }
 
 /// A real library is one call to locksim: a point inside it (etcd's `after_wait`) cannot be

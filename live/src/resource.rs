@@ -7,7 +7,6 @@
 //! in the history with the parent's stamps. Protocol: one JSON request per line, one JSON
 //! answer per line.
 
-use crate::clock;
 use crate::history::Recorder;
 use locksim_check::{Event, Kind, Op};
 use locksim_protocols::resource::{Fencing, ResourceRules, WriteMode, RESOURCE};
@@ -16,7 +15,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// A request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -45,8 +43,11 @@ pub enum Answer {
     Value(i64),
     /// Applied (and on disk).
     Accepted,
-    /// Refused.
-    Rejected,
+    /// Refused; the highest token accepted so far (0 if none), as the model answers.
+    Rejected {
+        /// The highest token accepted so far.
+        highest: u64,
+    },
 }
 
 #[derive(Default, Serialize)]
@@ -107,7 +108,8 @@ impl Resource {
                 detail: Some(why),
                 ..event
             });
-            return Answer::Rejected;
+            let highest = s.highest_token.unwrap_or(0);
+            return Answer::Rejected { highest };
         }
         s.value = value;
         if let Some(t) = token {
@@ -165,48 +167,4 @@ pub fn start(
         }
     });
     Ok(addr)
-}
-
-/// A client's connection to the resource.
-pub struct ResourceClient {
-    addr: SocketAddr,
-    conn: Option<BufReader<TcpStream>>,
-}
-
-impl ResourceClient {
-    /// A client of the resource at `addr`.
-    pub fn new(addr: SocketAddr) -> Self {
-        ResourceClient { addr, conn: None }
-    }
-
-    /// One request with a timeout; `None` if no answer came in time (the connection is
-    /// then dropped: a late answer must not be taken for the next request's).
-    pub fn call(&mut self, req: &Request, timeout: Duration) -> Option<Answer> {
-        let answer = self.try_call(req, timeout).ok();
-        if answer.is_none() {
-            self.conn = None;
-        }
-        answer
-    }
-
-    fn try_call(&mut self, req: &Request, timeout: Duration) -> std::io::Result<Answer> {
-        let start_ns = clock::now_ns();
-        if self.conn.is_none() {
-            let stream = TcpStream::connect_timeout(&self.addr, timeout)?;
-            stream.set_nodelay(true)?;
-            self.conn = Some(BufReader::new(stream));
-        }
-        let left = timeout
-            .saturating_sub(clock::since(start_ns))
-            .max(Duration::from_millis(1));
-        let conn = self.conn.as_mut().expect("connected above");
-        conn.get_ref().set_read_timeout(Some(left))?;
-        let mut text = serde_json::to_string(req).expect("requests serialise");
-        text.push('\n');
-        conn.get_mut().write_all(text.as_bytes())?;
-        let mut line = String::new();
-        conn.read_line(&mut line)?;
-        serde_json::from_str(&line)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-    }
 }

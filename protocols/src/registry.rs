@@ -134,12 +134,22 @@ impl<P: Protocol> Deployment for Configured<P> {
 
     fn start(&self, world: &World) -> Arc<dyn Connector> {
         let servers = self.protocol.start(&self.params, world);
-        Arc::new(Started {
-            protocol: self.protocol.clone(),
-            params: self.params.clone(),
-            servers,
-        })
+        connector(self.protocol.clone(), self.params.clone(), servers)
     }
+}
+
+/// The connector of `protocol`'s clients to `servers`: the simulator's servers, or the real
+/// ones a live client reaches (each protocol's `Servers::live`).
+pub fn connector<P: Protocol>(
+    protocol: P,
+    params: P::Params,
+    servers: P::Servers,
+) -> Arc<dyn Connector> {
+    Arc::new(Started {
+        protocol,
+        params,
+        servers,
+    })
 }
 
 /// A protocol whose servers run.

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A future of the node's own thread (node code is single-threaded, in both worlds).
-pub type LocalFuture<T> = Pin<Box<dyn Future<Output = T>>>;
+pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// What live mode gives a node's code in place of the simulated world: one client
 /// process's clocks, executor, random stream and history.
@@ -43,13 +43,13 @@ pub trait LiveNode: Send + Sync {
     /// The machine's wall clock, in ms since the Unix epoch.
     fn wall_ms(&self) -> i64;
     /// Sleeps `local` in real time.
-    fn sleep(&self, local: Duration) -> LocalFuture<()>;
+    fn sleep(&self, local: Duration) -> LocalFuture<'static, ()>;
     /// Records an event (stamped now); returns its index in this node's stream.
     fn record(&self, event: Event) -> u64;
     /// Passes a named point: stops here if a scripted fault says so.
     fn point(&self, name: &str);
     /// Runs `future` beside the node's other tasks.
-    fn spawn(&self, future: LocalFuture<()>);
+    fn spawn(&self, future: LocalFuture<'static, ()>);
     /// The next 64 random bits of the node's stream.
     fn next_u64(&self) -> u64;
 }

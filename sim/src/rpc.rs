@@ -40,7 +40,7 @@
 
 use crate::env::LocalFuture;
 use crate::mailbox::{self, Receiver, Sender};
-use crate::net::Net;
+use crate::net::{Inbox, Net};
 use crate::world::{NodeCtx, NodeIdx};
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures::channel::oneshot;
@@ -204,25 +204,96 @@ pub trait LiveLink<Req, Resp> {
         to: NodeIdx,
         body: Req,
         timeout: Duration,
-    ) -> LocalFuture<Result<Resp, RpcError>>;
+    ) -> LocalFuture<'static, Result<Resp, RpcError>>;
     /// Sends `body` to server `to` without waiting for a reply.
     fn notify(&self, to: NodeIdx, body: Req);
 }
 
-/// How a protocol's clients reach its servers: the simulated network, or in live mode a
-/// factory of live callers (one per client start, as [`endpoint`] binds one).
+/// Requests fanned out to several servers and their replies read from one inbox, as a
+/// client reading its sockets does (Redlock asks every master at once and reads whatever has
+/// arrived before it looks at the clock). The caller numbers its requests; a reply comes
+/// back with its request's number.
+pub struct Mux<Req, Resp>(MuxBacking<Req, Resp>);
+
+enum MuxBacking<Req, Resp> {
+    Sim {
+        net: Net<Wire<Req, Resp>>,
+        inbox: Inbox<Wire<Req, Resp>>,
+        ctx: NodeCtx,
+    },
+    Live(Box<dyn LiveMux<Req, Resp>>),
+}
+
+/// Live mode's [`Mux`]: requests to real servers, replies gathered in arrival order.
+pub trait LiveMux<Req, Resp> {
+    /// Sends request `id` to server `to`.
+    fn send(&mut self, to: NodeIdx, id: u64, body: Req);
+    /// A reply already received, if any: its request's number and body.
+    fn try_recv(&mut self) -> Option<(u64, Resp)>;
+    /// The next reply.
+    fn next(&mut self) -> LocalFuture<'_, Option<(u64, Resp)>>;
+}
+
+impl<Req, Resp> Mux<Req, Resp>
+where
+    Req: Clone + Send + 'static,
+    Resp: Clone + Send + 'static,
+{
+    /// Sends request `id` to server `to`.
+    pub fn send(&mut self, to: NodeIdx, id: u64, body: Req) {
+        match &mut self.0 {
+            MuxBacking::Sim { net, ctx, .. } => net.send(ctx.idx(), to, Wire::Request { id, body }),
+            MuxBacking::Live(live) => live.send(to, id, body),
+        }
+    }
+
+    /// A reply already received, if any (what is not a reply is passed over).
+    pub fn try_recv(&mut self) -> Option<(u64, Resp)> {
+        match &mut self.0 {
+            MuxBacking::Sim { inbox, .. } => loop {
+                if let Wire::Response { id, body } = inbox.try_recv()?.msg {
+                    return Some((id, body));
+                }
+            },
+            MuxBacking::Live(live) => live.try_recv(),
+        }
+    }
+
+    /// The next reply; `None` if the inbox closed.
+    pub async fn next(&mut self) -> Option<(u64, Resp)> {
+        match &mut self.0 {
+            MuxBacking::Sim { inbox, .. } => loop {
+                if let Wire::Response { id, body } = inbox.next().await?.msg {
+                    return Some((id, body));
+                }
+            },
+            MuxBacking::Live(live) => live.next().await,
+        }
+    }
+}
+
+/// How a protocol's clients reach its servers: the simulated network, or in live mode real
+/// sockets ([`LiveLinks`]).
 pub enum Links<Req, Resp> {
     /// The simulated network the servers listen on.
     Sim(Net<Wire<Req, Resp>>),
-    /// Live mode: a caller over real sockets for the client node given.
-    Live(Arc<dyn Fn(&NodeCtx) -> Caller<Req, Resp> + Send + Sync>),
+    /// Live mode: real servers.
+    Live(Arc<dyn LiveLinks<Req, Resp>>),
+}
+
+/// Live mode's links to a protocol's real servers, for each client start.
+pub trait LiveLinks<Req, Resp>: Send + Sync {
+    /// A caller for client node `ctx`.
+    fn caller(&self, ctx: &NodeCtx) -> Caller<Req, Resp>;
+    /// A fan-out inbox for client node `ctx`.
+    fn mux(&self, ctx: &NodeCtx) -> Box<dyn LiveMux<Req, Resp>>;
 }
 
 impl<Req, Resp> Clone for Links<Req, Resp> {
     fn clone(&self) -> Self {
         match self {
             Links::Sim(net) => Links::Sim(net.clone()),
-            Links::Live(make) => Links::Live(make.clone()),
+            Links::Live(live) => Links::Live(live.clone()),
         }
     }
 }
@@ -236,8 +307,20 @@ where
     pub fn caller(&self, ctx: &NodeCtx) -> Caller<Req, Resp> {
         match self {
             Links::Sim(net) => endpoint(net, ctx).0,
-            Links::Live(make) => make(ctx),
+            Links::Live(live) => live.caller(ctx),
         }
+    }
+
+    /// The fan-out inbox of client node `ctx` (call at every start of the node).
+    pub fn mux(&self, ctx: &NodeCtx) -> Mux<Req, Resp> {
+        Mux(match self {
+            Links::Sim(net) => MuxBacking::Sim {
+                net: net.clone(),
+                inbox: net.bind(ctx),
+                ctx: ctx.clone(),
+            },
+            Links::Live(live) => MuxBacking::Live(live.mux(ctx)),
+        })
     }
 }
 

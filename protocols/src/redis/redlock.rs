@@ -57,9 +57,7 @@ use super::server::{start_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
 use crate::protocol::{Acquired, ClientProfile, Grant, LockClient, Outcome, ParamError, Protocol};
 use async_trait::async_trait;
-use futures::StreamExt;
-use locksim_sim::net::Inbox;
-use locksim_sim::rpc::Wire;
+use locksim_sim::rpc::{Links, Mux};
 use locksim_sim::{NodeCtx, NodeIdx, World};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -270,8 +268,15 @@ pub struct Redlock;
 
 /// What a client needs: the network and the instances, in order.
 pub struct Servers {
-    net: RedisNet,
+    links: Links<Cmd, Reply>,
     instances: Vec<NodeIdx>,
+}
+
+impl Servers {
+    /// The instances as a live client reaches them: through `links`, as nodes `instances`.
+    pub fn live(links: Links<Cmd, Reply>, instances: Vec<NodeIdx>) -> Servers {
+        Servers { links, instances }
+    }
 }
 
 impl Protocol for Redlock {
@@ -322,14 +327,16 @@ impl Protocol for Redlock {
                 start_server(world, name, &net, config)
             })
             .collect();
-        Servers { net, instances }
+        Servers {
+            links: Links::Sim(net),
+            instances,
+        }
     }
 
     fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> Self::Client {
         let inner = RedlockClient {
             ctx: ctx.clone(),
-            net: servers.net.clone(),
-            inbox: servers.net.bind(ctx),
+            mux: servers.links.mux(ctx),
             next_id: 0,
             instances: servers.instances.clone(),
             locked: BTreeMap::new(),
@@ -345,8 +352,7 @@ impl Protocol for Redlock {
 /// sockets does: replies that arrived while it was paused are seen, not timed out.
 pub struct RedlockClient {
     ctx: NodeCtx,
-    net: RedisNet,
-    inbox: Inbox<Wire<Cmd, Reply>>,
+    mux: Mux<Cmd, Reply>,
     next_id: u64,
     instances: Vec<NodeIdx>,
     /// Per grant handle, the instances that answered OK (for `release-quorum-only`).
@@ -362,11 +368,7 @@ impl RedlockClient {
             let id = self.next_id;
             self.next_id += 1;
             let body = cmd();
-            self.net.send(
-                self.ctx.idx(),
-                self.instances[i],
-                Wire::Request { id, body },
-            );
+            self.mux.send(self.instances[i], id, body);
             asked.insert(id, i);
         }
         asked
@@ -381,16 +383,14 @@ impl RedlockClient {
     ) -> Vec<Option<Reply>> {
         let mut replies = vec![None; self.instances.len()];
         let deadline = sent + Duration::from_millis(self.params.request_timeout_ms);
-        let take = |msg: Wire<Cmd, Reply>, replies: &mut Vec<Option<Reply>>| {
-            if let Wire::Response { id, body } = msg {
-                if let Some(&i) = asked.get(&id) {
-                    replies[i] = Some(body);
-                }
+        let take = |(id, body): (u64, Reply), replies: &mut Vec<Option<Reply>>| {
+            if let Some(&i) = asked.get(&id) {
+                replies[i] = Some(body);
             }
         };
         loop {
-            while let Some(envelope) = self.inbox.try_recv() {
-                take(envelope.msg, &mut replies);
+            while let Some(reply) = self.mux.try_recv() {
+                take(reply, &mut replies);
             }
             let answered = replies.iter().flatten().count();
             let now = self.ctx.mono_now();
@@ -399,10 +399,10 @@ impl RedlockClient {
             }
             match self
                 .ctx
-                .timeout_local(deadline - now, self.inbox.next())
+                .timeout_local(deadline - now, self.mux.next())
                 .await
             {
-                Some(Some(envelope)) => take(envelope.msg, &mut replies),
+                Some(Some(reply)) => take(reply, &mut replies),
                 Some(None) | None => return replies,
             }
         }

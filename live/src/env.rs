@@ -1,0 +1,102 @@
+//! The environment a live client process gives the protocols' own client code: the
+//! [`LiveNode`] behind its [`NodeCtx`] (real time, the client's seeded stream, its history
+//! sent to the parent, named points that stop the process) and the real-time executor it
+//! runs on (tokio's current-thread runtime with a `LocalSet`, since node code is
+//! single-threaded and holds `Rc`s, as in the simulator).
+//!
+//! The executor never runs inside a madsim runtime: [`block_on`] checks it
+//! ([`clock::assert_real`]) before it starts, and so does every [`LiveEnv`] it builds, so
+//! the clocks and random draws libc answers here are the machine's.
+
+use crate::clock;
+use crate::lock::Ctx;
+use locksim_check::Event;
+use locksim_sim::env::{LiveNode, LocalFuture};
+use locksim_sim::{NodeCtx, NodeIdx};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One live client node: its process's context and the names of the nodes it knows.
+pub struct LiveEnv {
+    ctx: Arc<Ctx>,
+    /// Node names by index: the servers, the resource, then this client.
+    names: Vec<String>,
+    recorded: AtomicU64,
+}
+
+impl LiveEnv {
+    /// The node of client `ctx`, which knows the nodes `names` by index (its own name
+    /// last). Panics inside a madsim runtime.
+    pub fn node(ctx: Arc<Ctx>, mut names: Vec<String>) -> NodeCtx {
+        clock::assert_real();
+        names.push(ctx.name().to_owned());
+        NodeCtx::live(Arc::new(LiveEnv {
+            ctx,
+            names,
+            recorded: AtomicU64::new(0),
+        }))
+    }
+}
+
+impl LiveNode for LiveEnv {
+    fn name(&self) -> &str {
+        self.ctx.name()
+    }
+
+    fn idx(&self) -> NodeIdx {
+        self.names.len() - 1
+    }
+
+    fn incarnation(&self) -> u64 {
+        self.ctx.spec.incarnation.into()
+    }
+
+    fn node_name(&self, idx: NodeIdx) -> String {
+        self.names
+            .get(idx)
+            .cloned()
+            .unwrap_or_else(|| format!("node {idx}"))
+    }
+
+    fn mono_now(&self) -> Duration {
+        self.ctx.mono_now()
+    }
+
+    fn wall_ms(&self) -> i64 {
+        clock::wall_ms()
+    }
+
+    fn sleep(&self, local: Duration) -> LocalFuture<'static, ()> {
+        Box::pin(tokio::time::sleep(local))
+    }
+
+    fn record(&self, event: Event) -> u64 {
+        self.ctx.record(event);
+        self.recorded.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn point(&self, name: &str) {
+        self.ctx.point(name);
+    }
+
+    fn spawn(&self, future: LocalFuture<'static, ()>) {
+        tokio::task::spawn_local(future);
+    }
+
+    fn next_u64(&self) -> u64 {
+        self.ctx.random()
+    }
+}
+
+/// Runs `future` to its end on a real-time, single-threaded executor. Panics inside a
+/// madsim runtime.
+pub fn block_on<T>(future: impl Future<Output = T>) -> anyhow::Result<T> {
+    clock::assert_real();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .enable_io()
+        .build()?;
+    Ok(tokio::task::LocalSet::new().block_on(&runtime, future))
+}

@@ -1,0 +1,345 @@
+//! Live mode's links: a client's requests to real servers over real sockets, in place of the
+//! simulated network ([`locksim_sim::rpc::LiveLink`]), so that the protocols' own client
+//! code runs against real servers.
+//!
+//! One connection per server, opened on the first request and again after it broke, with
+//! requests pipelined on it and replies matched in order (as Redis's and most clients'
+//! multiplexed connections do): a request that times out leaves its slot, and its late
+//! reply is read and dropped, as the simulator's caller drops a reply it gave up on. A
+//! connection that breaks (a killed server, a reset) fails every request waiting on it at
+//! once. Two wire formats: RESP for Redis (the very commands the model builds, through
+//! `Cmd::argv`) and JSON lines for locksim's resource server.
+
+use crate::resource::{Answer, Request};
+use futures::channel::{mpsc, oneshot};
+use futures::StreamExt;
+use locksim_protocols::redis::store::{Cmd, Reply};
+use locksim_protocols::resource::{ResourceReq, ResourceResp};
+use locksim_sim::env::LocalFuture;
+use locksim_sim::rpc::{Caller, Links, LiveLink, LiveLinks, LiveMux, RpcError};
+use locksim_sim::{NodeCtx, NodeIdx};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::TcpStream;
+
+/// A wire format: how a request is written and a reply read.
+pub trait Codec: 'static {
+    /// The model's request.
+    type Req: 'static;
+    /// The model's reply.
+    type Resp: 'static;
+    /// The request's bytes on the wire.
+    fn encode(req: &Self::Req) -> Vec<u8>;
+    /// Reads one reply.
+    fn decode(reader: &mut BufReader<OwnedReadHalf>) -> LocalFuture<'_, io::Result<Self::Resp>>;
+}
+
+/// Requests to the servers of one protocol, pipelined on a connection per server.
+pub struct Pipelined<C: Codec> {
+    /// Each server's address, by the node index the client knows it by.
+    addrs: BTreeMap<NodeIdx, SocketAddr>,
+    conns: RefCell<BTreeMap<NodeIdx, Conn<C::Resp>>>,
+}
+
+/// A request on its way: its bytes and who waits for the reply (nobody for a notify).
+type Outgoing<Resp> = (Vec<u8>, Option<oneshot::Sender<Resp>>);
+
+/// One open (or opening) connection: its writer task's queue.
+struct Conn<Resp> {
+    queue: mpsc::UnboundedSender<Outgoing<Resp>>,
+}
+
+impl<C: Codec> Pipelined<C> {
+    /// Links to `addrs` (loopback only).
+    pub fn new(addrs: BTreeMap<NodeIdx, SocketAddr>) -> Rc<Self> {
+        assert!(
+            addrs.values().all(|a| a.ip().is_loopback()),
+            "live mode talks to loopback only"
+        );
+        Rc::new(Pipelined {
+            addrs,
+            conns: RefCell::default(),
+        })
+    }
+
+    /// Queues `bytes` for server `to`, opening a connection if none is up.
+    fn send(&self, to: NodeIdx, bytes: Vec<u8>, waiter: Option<oneshot::Sender<C::Resp>>) {
+        let mut conns = self.conns.borrow_mut();
+        let conn = conns.entry(to).or_insert_with(|| self.open(to));
+        if let Err(e) = conn.queue.unbounded_send((bytes, waiter)) {
+            // The connection broke: a new one for this request and the next.
+            let item = e.into_inner();
+            let fresh = self.open(to);
+            let _ = fresh.queue.unbounded_send(item);
+            *conn = fresh;
+        }
+    }
+
+    /// Starts a connection to server `to`: a writer task (connects, then writes what is
+    /// queued) and a reader task (matches replies to waiters in order).
+    fn open(&self, to: NodeIdx) -> Conn<C::Resp> {
+        let addr = *self
+            .addrs
+            .get(&to)
+            .unwrap_or_else(|| panic!("no live address for server node {to}"));
+        let (queue, outgoing) = mpsc::unbounded::<Outgoing<C::Resp>>();
+        tokio::task::spawn_local(write_loop::<C>(addr, outgoing));
+        Conn { queue }
+    }
+}
+
+/// Connects to `addr` and writes each queued request, handing its waiter to the reader in
+/// send order. Ends (failing every waiter) when the connection breaks.
+async fn write_loop<C: Codec>(
+    addr: SocketAddr,
+    mut outgoing: mpsc::UnboundedReceiver<Outgoing<C::Resp>>,
+) {
+    let Ok(stream) = TcpStream::connect(addr).await else {
+        return; // Dropping the queue fails every waiter in it, and the next send reopens.
+    };
+    let _ = stream.set_nodelay(true);
+    let (read, mut write) = stream.into_split();
+    let waiting: Rc<RefCell<VecDeque<Option<oneshot::Sender<C::Resp>>>>> = Rc::default();
+    let reader = tokio::task::spawn_local(read_loop::<C>(BufReader::new(read), waiting.clone()));
+    while let Some((bytes, waiter)) = outgoing.next().await {
+        if reader.is_finished() {
+            break;
+        }
+        waiting.borrow_mut().push_back(waiter);
+        if write.write_all(&bytes).await.is_err() {
+            break;
+        }
+    }
+    reader.abort();
+}
+
+/// Reads replies and hands each to the oldest waiter; a waiter gone (its request timed
+/// out) drops its reply. Ends when the connection breaks.
+async fn read_loop<C: Codec>(
+    mut reader: BufReader<OwnedReadHalf>,
+    waiting: Rc<RefCell<VecDeque<Option<oneshot::Sender<C::Resp>>>>>,
+) {
+    while let Ok(reply) = C::decode(&mut reader).await {
+        let Some(waiter) = waiting.borrow_mut().pop_front() else {
+            return; // A reply nobody asked for: the connection is out of step.
+        };
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(reply);
+        }
+    }
+    waiting.borrow_mut().clear();
+}
+
+impl<C: Codec> LiveLink<C::Req, C::Resp> for Pipelined<C> {
+    fn call(
+        &self,
+        to: NodeIdx,
+        body: C::Req,
+        timeout: Duration,
+    ) -> LocalFuture<'static, Result<C::Resp, RpcError>> {
+        let (tx, rx) = oneshot::channel();
+        self.send(to, C::encode(&body), Some(tx));
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, rx).await {
+                Ok(Ok(reply)) => Ok(reply),
+                // No reply in time, or the connection broke first.
+                _ => Err(RpcError::Timeout),
+            }
+        })
+    }
+
+    fn notify(&self, to: NodeIdx, body: C::Req) {
+        self.send(to, C::encode(&body), None);
+    }
+}
+
+/// Redis's RESP2: the model's commands as the argv a client sends.
+pub struct Resp;
+
+/// `argv` as a RESP array of bulk strings.
+pub fn resp_bytes(argv: &[String]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", argv.len()).into_bytes();
+    for a in argv {
+        out.extend(format!("${}\r\n", a.len()).bytes());
+        out.extend(a.bytes());
+        out.extend(b"\r\n");
+    }
+    out
+}
+
+impl Codec for Resp {
+    type Req = Cmd;
+    type Resp = Reply;
+
+    fn encode(cmd: &Cmd) -> Vec<u8> {
+        let argv = cmd.argv().unwrap_or_else(|| {
+            panic!("{cmd:?} has no command line: the model's server-only command")
+        });
+        resp_bytes(&argv)
+    }
+
+    fn decode(reader: &mut BufReader<OwnedReadHalf>) -> LocalFuture<'_, io::Result<Reply>> {
+        Box::pin(read_resp(reader))
+    }
+}
+
+fn bad(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+/// One RESP value as the model's reply; an array (which the lock recipes never read) is
+/// read whole and answered as `OK`.
+async fn read_resp(reader: &mut BufReader<OwnedReadHalf>) -> io::Result<Reply> {
+    let mut line = String::new();
+    if reader.read_line(&mut line).await? == 0 {
+        return Err(bad("connection closed".into()));
+    }
+    let line = line.trim_end_matches("\r\n");
+    let (tag, rest) = line.split_at(1.min(line.len()));
+    let int = |s: &str| {
+        s.parse::<i64>()
+            .map_err(|_| bad(format!("bad integer {s:?}")))
+    };
+    Ok(match tag {
+        "+" if rest == "OK" => Reply::Ok,
+        "+" => Reply::Bulk(rest.to_owned()),
+        "-" => Reply::Error(rest.to_owned()),
+        ":" => Reply::Int(int(rest)?),
+        "$" | "*" if rest == "-1" => Reply::Nil,
+        "$" => {
+            let mut buf = vec![0; int(rest)? as usize + 2];
+            reader.read_exact(&mut buf).await?;
+            buf.truncate(buf.len() - 2);
+            Reply::Bulk(String::from_utf8_lossy(&buf).into_owned())
+        }
+        "*" => {
+            for _ in 0..int(rest)? {
+                Box::pin(read_resp(reader)).await?;
+            }
+            Reply::Ok
+        }
+        _ => return Err(bad(format!("unexpected reply line {line:?}"))),
+    })
+}
+
+/// locksim's resource server: one JSON request per line, one JSON answer per line.
+pub struct ResourceLines;
+
+impl Codec for ResourceLines {
+    type Req = ResourceReq;
+    type Resp = ResourceResp;
+
+    fn encode(req: &ResourceReq) -> Vec<u8> {
+        let req = match req.clone() {
+            ResourceReq::Read => Request::Read,
+            ResourceReq::Write {
+                value,
+                token,
+                grant,
+                expected,
+            } => Request::Write {
+                value,
+                token,
+                grant,
+                expected,
+            },
+        };
+        let mut text = serde_json::to_string(&req).expect("requests serialise");
+        text.push('\n');
+        text.into_bytes()
+    }
+
+    fn decode(reader: &mut BufReader<OwnedReadHalf>) -> LocalFuture<'_, io::Result<ResourceResp>> {
+        Box::pin(async move {
+            let mut line = String::new();
+            if reader.read_line(&mut line).await? == 0 {
+                return Err(bad("connection closed".into()));
+            }
+            let answer: Answer = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
+            Ok(match answer {
+                Answer::Value(v) => ResourceResp::Value(v),
+                Answer::Accepted => ResourceResp::Accepted,
+                Answer::Rejected { highest } => ResourceResp::Rejected { highest },
+            })
+        })
+    }
+}
+
+/// A protocol's real servers, by the node index its client knows each by: the live side
+/// of [`Links`] for codec `C`.
+pub struct LinksTo<C> {
+    addrs: BTreeMap<NodeIdx, SocketAddr>,
+    codec: PhantomData<fn() -> C>,
+}
+
+impl<C: Codec> LinksTo<C>
+where
+    C::Req: Clone + Send,
+    C::Resp: Clone + Send,
+{
+    /// Links to `addrs`, known as nodes `first`, `first + 1`, ...
+    pub fn links(first: NodeIdx, addrs: &[SocketAddr]) -> Links<C::Req, C::Resp> {
+        let addrs = (first..).zip(addrs.iter().copied()).collect();
+        Links::Live(Arc::new(LinksTo::<C> {
+            addrs,
+            codec: PhantomData,
+        }))
+    }
+}
+
+impl<C: Codec> LiveLinks<C::Req, C::Resp> for LinksTo<C>
+where
+    C::Req: Clone + Send,
+    C::Resp: Clone + Send,
+{
+    fn caller(&self, _: &NodeCtx) -> Caller<C::Req, C::Resp> {
+        Caller::live(Pipelined::<C>::new(self.addrs.clone()))
+    }
+
+    fn mux(&self, _: &NodeCtx) -> Box<dyn LiveMux<C::Req, C::Resp>> {
+        let (sender, replies) = mpsc::unbounded();
+        Box::new(Fanout::<C> {
+            link: Pipelined::new(self.addrs.clone()),
+            sender,
+            replies,
+        })
+    }
+}
+
+/// Live mode's fan-out inbox: requests pipelined on each server's connection, each reply
+/// put in one inbox, tagged with its request's number, as it arrives.
+struct Fanout<C: Codec> {
+    link: Rc<Pipelined<C>>,
+    sender: mpsc::UnboundedSender<(u64, C::Resp)>,
+    replies: mpsc::UnboundedReceiver<(u64, C::Resp)>,
+}
+
+impl<C: Codec> LiveMux<C::Req, C::Resp> for Fanout<C> {
+    fn send(&mut self, to: NodeIdx, id: u64, body: C::Req) {
+        let (tx, rx) = oneshot::channel();
+        self.link.send(to, C::encode(&body), Some(tx));
+        let sender = self.sender.clone();
+        tokio::task::spawn_local(async move {
+            // No reply (the connection broke): nothing arrives, as a lost reply.
+            if let Ok(reply) = rx.await {
+                let _ = sender.unbounded_send((id, reply));
+            }
+        });
+    }
+
+    fn try_recv(&mut self) -> Option<(u64, C::Resp)> {
+        self.replies.try_recv().ok()
+    }
+
+    fn next(&mut self) -> LocalFuture<'_, Option<(u64, C::Resp)>> {
+        Box::pin(self.replies.next())
+    }
+}
