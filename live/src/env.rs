@@ -18,6 +18,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How many times a node woken from a stop yields before it goes on: one turn for the I/O
+/// driver and the readers it wakes, and one to spare.
+const SETTLE_YIELDS: usize = 2;
+
 /// One live client node: its process's context and the names of the nodes it knows.
 pub struct LiveEnv {
     ctx: Arc<Ctx>,
@@ -77,8 +81,19 @@ impl LiveNode for LiveEnv {
         self.recorded.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn point(&self, name: &str) {
-        self.ctx.point(name);
+    fn point(&self, name: &str) -> LocalFuture<'static, ()> {
+        let stopped = self.ctx.point(name);
+        Box::pin(async move {
+            if stopped {
+                // A process woken from a stop finds its sockets full: let the readers take in
+                // what arrived meanwhile (tokio runs a yielded task after polling for I/O)
+                // before the code looks at its inbox and its clock, as the simulated node
+                // sees every reply delivered while it was paused.
+                for _ in 0..SETTLE_YIELDS {
+                    tokio::task::yield_now().await;
+                }
+            }
+        })
     }
 
     fn spawn(&self, future: LocalFuture<'static, ()>) {

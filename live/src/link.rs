@@ -26,8 +26,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::net::TcpStream;
 
 /// A wire format: how a request is written and a reply read.
@@ -39,7 +38,7 @@ pub trait Codec: 'static {
     /// The request's bytes on the wire.
     fn encode(req: &Self::Req) -> Vec<u8>;
     /// Reads one reply.
-    fn decode(reader: &mut BufReader<OwnedReadHalf>) -> LocalFuture<'_, io::Result<Self::Resp>>;
+    fn decode(reader: &mut BufReader<TcpStream>) -> LocalFuture<'_, io::Result<Self::Resp>>;
 }
 
 /// Requests to the servers of one protocol, pipelined on a connection per server.
@@ -49,12 +48,35 @@ pub struct Pipelined<C: Codec> {
     conns: RefCell<BTreeMap<NodeIdx, Conn<C::Resp>>>,
 }
 
-/// A request on its way: its bytes and who waits for the reply (nobody for a notify).
-type Outgoing<Resp> = (Vec<u8>, Option<oneshot::Sender<Resp>>);
+/// Who waits for a reply.
+pub enum Waiter<Resp> {
+    /// Nobody (a notify).
+    Nobody,
+    /// One call.
+    Call(oneshot::Sender<Resp>),
+    /// A fan-out inbox, under the request's number.
+    Inbox(u64, mpsc::UnboundedSender<(u64, Resp)>),
+}
 
-/// One open (or opening) connection: its writer task's queue.
+/// Who waits for the replies of a connection, in send order.
+type Waiters<Resp> = Rc<RefCell<VecDeque<Waiter<Resp>>>>;
+
+/// How long a connect may block the client, in ms: a loopback connect is answered at once
+/// (a server killed refuses it; a proxy, even one cutting its link, accepts it).
+const CONNECT_TIMEOUT_MS: u64 = 1_000;
+
+/// One open connection: written in the caller's own step, read by a task of its own.
 struct Conn<Resp> {
-    queue: mpsc::UnboundedSender<Outgoing<Resp>>,
+    stream: std::net::TcpStream,
+    waiting: Waiters<Resp>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl<Resp> Drop for Conn<Resp> {
+    fn drop(&mut self) {
+        // Its waiters go with the reader: every request still waiting fails at once.
+        self.reader.abort();
+    }
 }
 
 impl<C: Codec> Pipelined<C> {
@@ -70,69 +92,63 @@ impl<C: Codec> Pipelined<C> {
         })
     }
 
-    /// Queues `bytes` for server `to`, opening a connection if none is up.
-    fn send(&self, to: NodeIdx, bytes: Vec<u8>, waiter: Option<oneshot::Sender<C::Resp>>) {
+    /// Writes `bytes` to server `to` now, before returning (so that a named point right
+    /// after a send, as Redlock's `after_acquire_send`, stops a client whose requests are
+    /// on the wire, as in the simulator), opening a connection if none is up. A request
+    /// that cannot be written fails at once (its waiter is dropped).
+    fn send(&self, to: NodeIdx, bytes: Vec<u8>, waiter: Waiter<C::Resp>) {
         let mut conns = self.conns.borrow_mut();
-        let conn = conns.entry(to).or_insert_with(|| self.open(to));
-        if let Err(e) = conn.queue.unbounded_send((bytes, waiter)) {
-            // The connection broke: a new one for this request and the next.
-            let item = e.into_inner();
-            let fresh = self.open(to);
-            let _ = fresh.queue.unbounded_send(item);
-            *conn = fresh;
+        if conns.get(&to).is_some_and(|c| c.reader.is_finished()) {
+            conns.remove(&to); // The connection broke: a new one.
+        }
+        if let std::collections::btree_map::Entry::Vacant(slot) = conns.entry(to) {
+            match self.open(to) {
+                Ok(conn) => slot.insert(conn),
+                Err(_) => return,
+            };
+        }
+        let conn = conns.get_mut(&to).expect("opened above");
+        conn.waiting.borrow_mut().push_back(waiter);
+        // Non-blocking: a kernel buffer too full to take a request (a link stalled for long)
+        // breaks the connection, as a client's write timeout would.
+        if std::io::Write::write_all(&mut &conn.stream, &bytes).is_err() {
+            conns.remove(&to);
         }
     }
 
-    /// Starts a connection to server `to`: a writer task (connects, then writes what is
-    /// queued) and a reader task (matches replies to waiters in order).
-    fn open(&self, to: NodeIdx) -> Conn<C::Resp> {
+    /// Connects to server `to` and starts its reader task.
+    fn open(&self, to: NodeIdx) -> io::Result<Conn<C::Resp>> {
         let addr = *self
             .addrs
             .get(&to)
             .unwrap_or_else(|| panic!("no live address for server node {to}"));
-        let (queue, outgoing) = mpsc::unbounded::<Outgoing<C::Resp>>();
-        tokio::task::spawn_local(write_loop::<C>(addr, outgoing));
-        Conn { queue }
+        let timeout = Duration::from_millis(CONNECT_TIMEOUT_MS);
+        let stream = std::net::TcpStream::connect_timeout(&addr, timeout)?;
+        stream.set_nodelay(true)?;
+        stream.set_nonblocking(true)?;
+        let reading = TcpStream::from_std(stream.try_clone()?)?;
+        let waiting = Waiters::default();
+        let reader =
+            tokio::task::spawn_local(read_loop::<C>(BufReader::new(reading), waiting.clone()));
+        Ok(Conn {
+            stream,
+            waiting,
+            reader,
+        })
     }
-}
-
-/// Connects to `addr` and writes each queued request, handing its waiter to the reader in
-/// send order. Ends (failing every waiter) when the connection breaks.
-async fn write_loop<C: Codec>(
-    addr: SocketAddr,
-    mut outgoing: mpsc::UnboundedReceiver<Outgoing<C::Resp>>,
-) {
-    let Ok(stream) = TcpStream::connect(addr).await else {
-        return; // Dropping the queue fails every waiter in it, and the next send reopens.
-    };
-    let _ = stream.set_nodelay(true);
-    let (read, mut write) = stream.into_split();
-    let waiting: Rc<RefCell<VecDeque<Option<oneshot::Sender<C::Resp>>>>> = Rc::default();
-    let reader = tokio::task::spawn_local(read_loop::<C>(BufReader::new(read), waiting.clone()));
-    while let Some((bytes, waiter)) = outgoing.next().await {
-        if reader.is_finished() {
-            break;
-        }
-        waiting.borrow_mut().push_back(waiter);
-        if write.write_all(&bytes).await.is_err() {
-            break;
-        }
-    }
-    reader.abort();
 }
 
 /// Reads replies and hands each to the oldest waiter; a waiter gone (its request timed
-/// out) drops its reply. Ends when the connection breaks.
-async fn read_loop<C: Codec>(
-    mut reader: BufReader<OwnedReadHalf>,
-    waiting: Rc<RefCell<VecDeque<Option<oneshot::Sender<C::Resp>>>>>,
-) {
+/// out) drops its reply. Ends when the connection breaks, failing every waiter.
+async fn read_loop<C: Codec>(mut reader: BufReader<TcpStream>, waiting: Waiters<C::Resp>) {
     while let Ok(reply) = C::decode(&mut reader).await {
         let Some(waiter) = waiting.borrow_mut().pop_front() else {
-            return; // A reply nobody asked for: the connection is out of step.
+            break; // A reply nobody asked for: the connection is out of step.
         };
-        if let Some(waiter) = waiter {
-            let _ = waiter.send(reply);
+        match waiter {
+            Waiter::Nobody => {}
+            Waiter::Call(call) => drop(call.send(reply)),
+            Waiter::Inbox(id, inbox) => drop(inbox.unbounded_send((id, reply))),
         }
     }
     waiting.borrow_mut().clear();
@@ -146,7 +162,7 @@ impl<C: Codec> LiveLink<C::Req, C::Resp> for Pipelined<C> {
         timeout: Duration,
     ) -> LocalFuture<'static, Result<C::Resp, RpcError>> {
         let (tx, rx) = oneshot::channel();
-        self.send(to, C::encode(&body), Some(tx));
+        self.send(to, C::encode(&body), Waiter::Call(tx));
         Box::pin(async move {
             match tokio::time::timeout(timeout, rx).await {
                 Ok(Ok(reply)) => Ok(reply),
@@ -157,7 +173,7 @@ impl<C: Codec> LiveLink<C::Req, C::Resp> for Pipelined<C> {
     }
 
     fn notify(&self, to: NodeIdx, body: C::Req) {
-        self.send(to, C::encode(&body), None);
+        self.send(to, C::encode(&body), Waiter::Nobody);
     }
 }
 
@@ -186,7 +202,7 @@ impl Codec for Resp {
         resp_bytes(&argv)
     }
 
-    fn decode(reader: &mut BufReader<OwnedReadHalf>) -> LocalFuture<'_, io::Result<Reply>> {
+    fn decode(reader: &mut BufReader<TcpStream>) -> LocalFuture<'_, io::Result<Reply>> {
         Box::pin(read_resp(reader))
     }
 }
@@ -197,7 +213,7 @@ fn bad(what: String) -> io::Error {
 
 /// One RESP value as the model's reply; an array (which the lock recipes never read) is
 /// read whole and answered as `OK`.
-async fn read_resp(reader: &mut BufReader<OwnedReadHalf>) -> io::Result<Reply> {
+async fn read_resp(reader: &mut BufReader<TcpStream>) -> io::Result<Reply> {
     let mut line = String::new();
     if reader.read_line(&mut line).await? == 0 {
         return Err(bad("connection closed".into()));
@@ -257,7 +273,7 @@ impl Codec for ResourceLines {
         text.into_bytes()
     }
 
-    fn decode(reader: &mut BufReader<OwnedReadHalf>) -> LocalFuture<'_, io::Result<ResourceResp>> {
+    fn decode(reader: &mut BufReader<TcpStream>) -> LocalFuture<'_, io::Result<ResourceResp>> {
         Box::pin(async move {
             let mut line = String::new();
             if reader.read_line(&mut line).await? == 0 {
@@ -315,7 +331,8 @@ where
 }
 
 /// Live mode's fan-out inbox: requests pipelined on each server's connection, each reply
-/// put in one inbox, tagged with its request's number, as it arrives.
+/// put in one inbox by the connection's reader, tagged with its request's number, as it
+/// arrives.
 struct Fanout<C: Codec> {
     link: Rc<Pipelined<C>>,
     sender: mpsc::UnboundedSender<(u64, C::Resp)>,
@@ -324,15 +341,9 @@ struct Fanout<C: Codec> {
 
 impl<C: Codec> LiveMux<C::Req, C::Resp> for Fanout<C> {
     fn send(&mut self, to: NodeIdx, id: u64, body: C::Req) {
-        let (tx, rx) = oneshot::channel();
-        self.link.send(to, C::encode(&body), Some(tx));
-        let sender = self.sender.clone();
-        tokio::task::spawn_local(async move {
-            // No reply (the connection broke): nothing arrives, as a lost reply.
-            if let Ok(reply) = rx.await {
-                let _ = sender.unbounded_send((id, reply));
-            }
-        });
+        // No reply (the connection broke): nothing arrives, as a lost reply.
+        let waiter = Waiter::Inbox(id, self.sender.clone());
+        self.link.send(to, C::encode(&body), waiter);
     }
 
     fn try_recv(&mut self) -> Option<(u64, C::Resp)> {

@@ -154,8 +154,8 @@ impl Ctx {
     }
 
     /// Passes a named point: stops here if a scripted fault says so (the parent resumes
-    /// the process after the pause, or kills it for a crash).
-    pub fn point(&self, point: &str) {
+    /// the process after the pause, or kills it for a crash). Whether it stopped.
+    pub fn point(&self, point: &str) -> bool {
         let n = {
             let mut passages = self.passages.lock().unwrap();
             let n = passages.entry(point.to_owned()).or_insert(0);
@@ -171,6 +171,7 @@ impl Ctx {
             self.send(&ClientMsg::Stop(stop.clone()));
             crate::procs::stop_self();
         }
+        stop.is_some()
     }
 }
 

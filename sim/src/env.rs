@@ -46,8 +46,9 @@ pub trait LiveNode: Send + Sync {
     fn sleep(&self, local: Duration) -> LocalFuture<'static, ()>;
     /// Records an event (stamped now); returns its index in this node's stream.
     fn record(&self, event: Event) -> u64;
-    /// Passes a named point: stops here if a scripted fault says so.
-    fn point(&self, name: &str);
+    /// Passes a named point: stops here if a scripted fault says so. The future lets the
+    /// node's other tasks take in what arrived meanwhile before the node's code goes on.
+    fn point(&self, name: &str) -> LocalFuture<'static, ()>;
     /// Runs `future` beside the node's other tasks.
     fn spawn(&self, future: LocalFuture<'static, ()>);
     /// The next 64 random bits of the node's stream.

@@ -780,7 +780,7 @@ impl NodeCtx {
     pub async fn point(&self, name: &str) {
         match &self.0 {
             Backing::Sim(node) => node.point(name).await,
-            Backing::Live(node) => node.point(name),
+            Backing::Live(node) => node.point(name).await,
         }
     }
 
