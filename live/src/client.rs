@@ -12,6 +12,8 @@ use crate::env::LiveEnv;
 use crate::link::{LinksTo, ResourceLines, Resp};
 use crate::lock::{Blocking, Ctx, LiveLock};
 use crate::spec::{ClientSpec, LockSpec};
+use locksim_protocols::raft::etcd::Etcd;
+use locksim_protocols::raft::host::Cluster;
 use locksim_protocols::redis::redlock::{self, Redlock};
 use locksim_protocols::redis::single::{self as single_redis, SingleRedis};
 use locksim_protocols::registry::connector;
@@ -80,6 +82,17 @@ fn connector_for(
             let names = vec![single_redis::SERVER.to_owned()];
             return Ok((connector(SingleRedis, params.clone(), servers), names));
         }
+        if let LockSpec::Etcd { params, endpoints } = &spec.lock {
+            let clients = crate::etcd_gateway::Gateway::links(addrs(endpoints)?);
+            let cluster = Cluster {
+                clients,
+                peers: (0..endpoints.len()).collect(),
+            };
+            return Ok((
+                connector(Etcd, params.clone(), cluster),
+                params.host().peers,
+            ));
+        }
         if let LockSpec::Redlock { params, servers } = &spec.lock {
             let links = LinksTo::<Resp>::links(0, &addrs(servers)?);
             let servers = redlock::Servers::live(links, (0..servers.len()).collect());
@@ -123,8 +136,8 @@ fn library(spec: &ClientSpec, ctx: &Arc<Ctx>) -> anyhow::Result<Box<dyn LiveLock
         )?));
     }
     Ok(match &spec.lock {
-        LockSpec::SingleRedis { .. } | LockSpec::Redlock { .. } => {
-            unreachable!("single-redis and redlock run the protocol's own client (connector_for)")
+        LockSpec::SingleRedis { .. } | LockSpec::Redlock { .. } | LockSpec::Etcd { .. } => {
+            unreachable!("the protocol's own client runs these (connector_for)")
         }
         LockSpec::ReplicatedRedis {
             params,
@@ -137,17 +150,6 @@ fn library(spec: &ClientSpec, ctx: &Arc<Ctx>) -> anyhow::Result<Box<dyn LiveLock
             addrs(real)?,
             &addrs(sentinels)?,
         )),
-        LockSpec::Etcd { params, endpoints } => {
-            let endpoints = endpoints
-                .iter()
-                .map(|e| e.parse())
-                .collect::<Result<_, _>>()?;
-            Box::new(crate::etcd_lock::EtcdLock::new(
-                params.clone(),
-                endpoints,
-                ctx.clone(),
-            ))
-        }
         LockSpec::ZooKeeper { params, servers } => {
             let servers = servers
                 .iter()

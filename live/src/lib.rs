@@ -23,7 +23,7 @@ pub mod cluster;
 pub mod deploy;
 pub mod driver;
 pub mod env;
-pub mod etcd_lock;
+pub mod etcd_gateway;
 pub mod history;
 pub mod http;
 pub mod link;

@@ -1,8 +1,8 @@
 //! What every client of a Raft-replicated service does alike: talk to the leader, following
 //! redirections, trying the next peer when one does not answer.
 
-use locksim_sim::rpc::{endpoint, Caller, Wire};
-use locksim_sim::{Net, NodeCtx, NodeIdx};
+use locksim_sim::rpc::{Caller, Links};
+use locksim_sim::{NodeCtx, NodeIdx};
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -37,12 +37,12 @@ where
     /// cluster do.
     pub fn new(
         ctx: &NodeCtx,
-        net: &Net<Wire<Req, Resp>>,
+        links: &Links<Req, Resp>,
         peers: &[NodeIdx],
         params: P,
         request_timeout: Duration,
     ) -> Self {
-        let (caller, _requests) = endpoint(net, ctx);
+        let caller = links.caller(ctx);
         Link {
             ctx: ctx.clone(),
             caller,

@@ -38,7 +38,7 @@ use crate::protocol::ParamError;
 use futures::StreamExt;
 use locksim_sim::mailbox;
 use locksim_sim::nemesis::ROLE_LEADER;
-use locksim_sim::rpc::{endpoint, Caller, Request, Wire};
+use locksim_sim::rpc::{endpoint, Caller, Links, Request, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use raft::eraftpb::{Entry, EntryType, Message};
 use raft::storage::MemStorage;
@@ -167,8 +167,9 @@ pub trait Service: 'static {
 
 /// Everything the peers of one cluster share: their networks, disks and the audit.
 pub struct Cluster<Req, Resp> {
-    /// The client-facing request/response family.
-    pub clients: Net<Wire<Req, Resp>>,
+    /// How clients reach the peers: the simulated client network, or (live mode) the real
+    /// members' client ports.
+    pub clients: Links<Req, Resp>,
     /// The peers' node indexes, by peer number (from 0).
     pub peers: Vec<NodeIdx>,
 }
@@ -216,7 +217,10 @@ where
         ROLE_LEADER,
         Arc::new(move |world| current_leader(world, &leaders)),
     );
-    Cluster { clients, peers }
+    Cluster {
+        clients: Links::Sim(clients),
+        peers,
+    }
 }
 
 /// The peers that believe they lead, with their term.
