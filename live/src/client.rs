@@ -9,12 +9,13 @@
 
 use crate::clock;
 use crate::env::LiveEnv;
-use crate::link::{LinksTo, ResourceLines, Resp};
+use crate::link::{LinksTo, ResourceLines, Resp, SentinelLinks};
 use crate::lock::{Blocking, Ctx, LiveLock};
 use crate::spec::{ClientSpec, LockSpec};
 use locksim_protocols::raft::etcd::Etcd;
 use locksim_protocols::raft::host::Cluster;
 use locksim_protocols::redis::redlock::{self, Redlock};
+use locksim_protocols::redis::replicated::{self, ReplicatedRedis};
 use locksim_protocols::redis::single::{self as single_redis, SingleRedis};
 use locksim_protocols::registry::connector;
 use locksim_protocols::resource::{ResourceHandle, RESOURCE};
@@ -93,6 +94,22 @@ fn connector_for(
                 params.host().peers,
             ));
         }
+        if let LockSpec::ReplicatedRedis {
+            params,
+            servers,
+            sentinels,
+            real,
+        } = &spec.lock
+        {
+            let n = servers.len();
+            let redis = LinksTo::<Resp>::links(0, &addrs(servers)?);
+            let sentinel = SentinelLinks::links(n, &addrs(sentinels)?, addrs(real)?);
+            let nodes =
+                replicated::Servers::live(redis, sentinel, (n..n + sentinels.len()).collect());
+            let mut names = params.redis_names();
+            names.extend(params.sentinel_names());
+            return Ok((connector(ReplicatedRedis, params.clone(), nodes), names));
+        }
         if let LockSpec::Redlock { params, servers } = &spec.lock {
             let links = LinksTo::<Resp>::links(0, &addrs(servers)?);
             let servers = redlock::Servers::live(links, (0..servers.len()).collect());
@@ -136,20 +153,12 @@ fn library(spec: &ClientSpec, ctx: &Arc<Ctx>) -> anyhow::Result<Box<dyn LiveLock
         )?));
     }
     Ok(match &spec.lock {
-        LockSpec::SingleRedis { .. } | LockSpec::Redlock { .. } | LockSpec::Etcd { .. } => {
+        LockSpec::SingleRedis { .. }
+        | LockSpec::Redlock { .. }
+        | LockSpec::ReplicatedRedis { .. }
+        | LockSpec::Etcd { .. } => {
             unreachable!("the protocol's own client runs these (connector_for)")
         }
-        LockSpec::ReplicatedRedis {
-            params,
-            servers,
-            sentinels,
-            real,
-        } => Box::new(crate::replicated_lock::ReplicatedLock::new(
-            params.clone(),
-            &addrs(servers)?,
-            addrs(real)?,
-            &addrs(sentinels)?,
-        )),
         LockSpec::ZooKeeper { params, servers } => {
             let servers = servers
                 .iter()

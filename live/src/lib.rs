@@ -34,7 +34,6 @@ pub mod proxy;
 pub mod redis_server;
 pub mod refuse;
 pub mod replicated_deploy;
-pub mod replicated_lock;
 pub mod resource;
 pub mod resp;
 pub mod run;

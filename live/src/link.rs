@@ -10,9 +10,11 @@
 //! once. Two wire formats: RESP for Redis (the very commands the model builds, through
 //! `Cmd::argv`) and JSON lines for locksim's resource server.
 
+use crate::replicated_deploy::MASTER_NAME;
 use crate::resource::{Answer, Request};
 use futures::channel::{mpsc, oneshot};
 use futures::StreamExt;
+use locksim_protocols::redis::sentinel::{SentinelReq, SentinelResp};
 use locksim_protocols::redis::store::{Cmd, Reply};
 use locksim_protocols::resource::{ResourceReq, ResourceResp};
 use locksim_sim::env::LocalFuture;
@@ -352,5 +354,110 @@ impl<C: Codec> LiveMux<C::Req, C::Resp> for Fanout<C> {
 
     fn next(&mut self) -> LocalFuture<'_, Option<(u64, C::Resp)>> {
         Box::pin(self.replies.next())
+    }
+}
+
+/// A Sentinel's answer to `SENTINEL get-master-addr-by-name`: the primary's address, if it
+/// knows one.
+pub struct SentinelAddr;
+
+impl Codec for SentinelAddr {
+    type Req = SentinelReq;
+    type Resp = Option<SocketAddr>;
+
+    fn encode(req: &SentinelReq) -> Vec<u8> {
+        match req {
+            SentinelReq::GetPrimary => {
+                let argv = ["SENTINEL", "get-master-addr-by-name", MASTER_NAME];
+                resp_bytes(&argv.map(String::from))
+            }
+            other => panic!("{other:?} is between Sentinels: a client never sends it"),
+        }
+    }
+
+    fn decode(
+        reader: &mut BufReader<TcpStream>,
+    ) -> LocalFuture<'_, io::Result<Option<SocketAddr>>> {
+        Box::pin(async move {
+            let mut line = String::new();
+            if reader.read_line(&mut line).await? == 0 {
+                return Err(bad("connection closed".into()));
+            }
+            match line.trim_end() {
+                "*2" => {}
+                "*-1" => return Ok(None),
+                other => return Err(bad(format!("unexpected Sentinel answer {other:?}"))),
+            }
+            let (Reply::Bulk(ip), Reply::Bulk(port)) =
+                (read_resp(reader).await?, read_resp(reader).await?)
+            else {
+                return Err(bad("a Sentinel's address is two strings".into()));
+            };
+            Ok(format!("{ip}:{port}").parse().ok())
+        })
+    }
+}
+
+/// The Sentinels as a live client asks them: the model's `GetPrimary`, answered with the
+/// Redis node whose announced address (its proxy) the Sentinel names.
+pub struct SentinelLinks {
+    /// Each Sentinel's address, by node index.
+    sentinels: BTreeMap<NodeIdx, SocketAddr>,
+    /// Each Redis node's address as the Sentinels name it, by node index (from 0).
+    announced: Vec<SocketAddr>,
+}
+
+impl SentinelLinks {
+    /// Links to the Sentinels at `sentinels` (nodes `first`, `first + 1`, ...), which name
+    /// Redis node `i` by `announced[i]`.
+    pub fn links(
+        first: NodeIdx,
+        sentinels: &[SocketAddr],
+        announced: Vec<SocketAddr>,
+    ) -> Links<SentinelReq, SentinelResp> {
+        Links::Live(Arc::new(SentinelLinks {
+            sentinels: (first..).zip(sentinels.iter().copied()).collect(),
+            announced,
+        }))
+    }
+}
+
+impl LiveLinks<SentinelReq, SentinelResp> for SentinelLinks {
+    fn caller(&self, _: &NodeCtx) -> Caller<SentinelReq, SentinelResp> {
+        Caller::live(Rc::new(SentinelLink {
+            link: Pipelined::new(self.sentinels.clone()),
+            announced: self.announced.clone(),
+        }))
+    }
+
+    fn mux(&self, _: &NodeCtx) -> Box<dyn LiveMux<SentinelReq, SentinelResp>> {
+        panic!("a client asks one Sentinel at a time: there is no fan-out inbox")
+    }
+}
+
+struct SentinelLink {
+    link: Rc<Pipelined<SentinelAddr>>,
+    announced: Vec<SocketAddr>,
+}
+
+impl LiveLink<SentinelReq, SentinelResp> for SentinelLink {
+    fn call(
+        &self,
+        to: NodeIdx,
+        body: SentinelReq,
+        timeout: Duration,
+    ) -> LocalFuture<'static, Result<SentinelResp, RpcError>> {
+        let asked = self.link.call(to, body, timeout);
+        let announced = self.announced.clone();
+        Box::pin(async move {
+            // A Sentinel that knows no primary, or names a node not deployed, tells nothing.
+            let addr = asked.await?.ok_or(RpcError::Timeout)?;
+            let node = announced.iter().position(|a| *a == addr);
+            node.map(SentinelResp::Primary).ok_or(RpcError::Timeout)
+        })
+    }
+
+    fn notify(&self, to: NodeIdx, body: SentinelReq) {
+        self.link.notify(to, body);
     }
 }

@@ -31,7 +31,10 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
 /// and option as the simulator does; the other protocols still run live mode's blocking
 /// client of their default library.
 pub fn runs_protocol_client(protocol: &str) -> bool {
-    matches!(protocol, "single-redis" | "redlock" | "etcd")
+    matches!(
+        protocol,
+        "single-redis" | "redlock" | "replicated-redis" | "etcd"
+    )
 }
 
 /// What locksim's own live client cannot run of `protocol`'s client `profile`, and why.

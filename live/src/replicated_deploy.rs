@@ -229,11 +229,13 @@ fn node_proxies(
 
 /// The deployment: Redis nodes first (`redis1` primary), then the Sentinels.
 pub fn plan(p: Params, dir: &Path, delays: Delays) -> anyhow::Result<Deployment> {
-    if p.variant != Variant::Correct {
-        return Err(crate::Refused(format!(
-            "variant `{:?}` is a mistake modelled in the simulator's client and sentinels: live mode runs the correct ones",
-            p.variant
-        ))
+    // The client's mistakes run live (the model's own client runs); the Sentinels are real.
+    if p.variant == Variant::LaggingReplicaPromoted {
+        return Err(crate::Refused(
+            "variant `lagging-replica-promoted` is a mistake of the model's Sentinels: live \
+             mode runs real ones, which rank replicas by priority and then offset"
+                .into(),
+        )
         .into());
     }
     let program = find_binary("redis-server", "redis-server")?;

@@ -65,7 +65,7 @@ use super::store::{Cmd, Reply};
 use crate::protocol::{ClientProfile, ParamError, Protocol};
 use async_trait::async_trait;
 use locksim_sim::nemesis::ROLE_PRIMARY;
-use locksim_sim::rpc::{endpoint, Caller, RpcError};
+use locksim_sim::rpc::{Caller, Links, RpcError};
 use locksim_sim::{NodeCtx, NodeIdx, World};
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
@@ -281,9 +281,25 @@ pub struct ReplicatedRedis;
 
 /// What a client needs: the Redis and Sentinel networks and the sentinels.
 pub struct Servers {
-    net: RedisNet,
-    sentinel_net: SentinelNet,
+    redis: Links<Cmd, Reply>,
+    sentinel: Links<SentinelReq, SentinelResp>,
     sentinels: Vec<NodeIdx>,
+}
+
+impl Servers {
+    /// The deployment as a live client reaches it: the Redis nodes through `redis`, the
+    /// Sentinels (nodes `sentinels`) through `sentinel`.
+    pub fn live(
+        redis: Links<Cmd, Reply>,
+        sentinel: Links<SentinelReq, SentinelResp>,
+        sentinels: Vec<NodeIdx>,
+    ) -> Servers {
+        Servers {
+            redis,
+            sentinel,
+            sentinels,
+        }
+    }
 }
 
 impl Protocol for ReplicatedRedis {
@@ -350,15 +366,15 @@ impl Protocol for ReplicatedRedis {
             Arc::new(move |world| Some(current_primary(world, &watchers, primary))),
         );
         Servers {
-            net,
-            sentinel_net,
+            redis: Links::Sim(net),
+            sentinel: Links::Sim(sentinel_net),
             sentinels,
         }
     }
 
     fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> Self::Client {
-        let (redis, _requests) = endpoint(&servers.net, ctx);
-        let (sentinel, _requests) = endpoint(&servers.sentinel_net, ctx);
+        let redis = servers.redis.caller(ctx);
+        let sentinel = servers.sentinel.caller(ctx);
         let p = params;
         let inner = ReplicatedRedisClient {
             ctx: ctx.clone(),
