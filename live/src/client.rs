@@ -14,6 +14,7 @@ use crate::lock::{Blocking, Ctx, LiveLock};
 use crate::spec::{ClientSpec, LockSpec};
 use locksim_protocols::raft::etcd::Etcd;
 use locksim_protocols::raft::host::Cluster;
+use locksim_protocols::raft::zookeeper::ZooKeeper;
 use locksim_protocols::redis::redlock::{self, Redlock};
 use locksim_protocols::redis::replicated::{self, ReplicatedRedis};
 use locksim_protocols::redis::single::{self as single_redis, SingleRedis};
@@ -70,54 +71,70 @@ fn until_ns(ns: u64) -> Duration {
     Duration::from_nanos(ns.saturating_sub(clock::now_ns()))
 }
 
-/// The scenario's lock client, and the names of the servers it knows by index: the
-/// protocol's own client where it runs live, else a blocking one.
+/// The scenario's lock client, and the names of the servers it knows by index: the real
+/// library behind its driver (`live --library`), else the protocol's own client.
 fn connector_for(
     spec: &ClientSpec,
     ctx: &Arc<Ctx>,
 ) -> anyhow::Result<(Arc<dyn Connector>, Vec<String>)> {
-    if spec.driver.is_none() {
-        if let LockSpec::SingleRedis { params, server } = &spec.lock {
-            let servers =
-                single_redis::Servers::live(LinksTo::<Resp>::links(0, &[server.parse()?]), 0);
+    if let Some(profile) = &spec.driver {
+        let driver = crate::driver::named(profile)
+            .ok_or_else(|| anyhow::anyhow!("no driver for the client profile {profile}"))?;
+        let lock = crate::driver::DriverLock::start(driver, &spec.lock, ctx)?;
+        return Ok((Arc::new(Once::new(Box::new(lock), ctx.clone())), vec![]));
+    }
+    protocol_client(&spec.lock)
+}
+
+/// The protocol's own client (`locksim_protocols`), reaching the deployment's real servers
+/// through live links, and the servers' names by node index.
+fn protocol_client(lock: &LockSpec) -> anyhow::Result<(Arc<dyn Connector>, Vec<String>)> {
+    Ok(match lock {
+        LockSpec::SingleRedis { params, server } => {
+            let links = LinksTo::<Resp>::links(0, &[server.parse()?]);
+            let servers = single_redis::Servers::live(links, 0);
             let names = vec![single_redis::SERVER.to_owned()];
-            return Ok((connector(SingleRedis, params.clone(), servers), names));
+            (connector(SingleRedis, params.clone(), servers), names)
         }
-        if let LockSpec::Etcd { params, endpoints } = &spec.lock {
-            let clients = crate::etcd_gateway::Gateway::links(addrs(endpoints)?);
-            let cluster = Cluster {
-                clients,
-                peers: (0..endpoints.len()).collect(),
-            };
-            return Ok((
-                connector(Etcd, params.clone(), cluster),
-                params.host().peers,
-            ));
+        LockSpec::Redlock { params, servers } => {
+            let links = LinksTo::<Resp>::links(0, &addrs(servers)?);
+            let servers = redlock::Servers::live(links, (0..servers.len()).collect());
+            (connector(Redlock, params.clone(), servers), params.names())
         }
-        if let LockSpec::ReplicatedRedis {
+        LockSpec::ReplicatedRedis {
             params,
             servers,
             sentinels,
             real,
-        } = &spec.lock
-        {
+        } => {
             let n = servers.len();
             let redis = LinksTo::<Resp>::links(0, &addrs(servers)?);
             let sentinel = SentinelLinks::links(n, &addrs(sentinels)?, addrs(real)?);
-            let nodes =
-                replicated::Servers::live(redis, sentinel, (n..n + sentinels.len()).collect());
+            let watching = (n..n + sentinels.len()).collect();
+            let nodes = replicated::Servers::live(redis, sentinel, watching);
             let mut names = params.redis_names();
             names.extend(params.sentinel_names());
-            return Ok((connector(ReplicatedRedis, params.clone(), nodes), names));
+            (connector(ReplicatedRedis, params.clone(), nodes), names)
         }
-        if let LockSpec::Redlock { params, servers } = &spec.lock {
-            let links = LinksTo::<Resp>::links(0, &addrs(servers)?);
-            let servers = redlock::Servers::live(links, (0..servers.len()).collect());
-            return Ok((connector(Redlock, params.clone(), servers), params.names()));
+        LockSpec::Etcd { params, endpoints } => {
+            let clients = crate::etcd_gateway::Gateway::links(addrs(endpoints)?);
+            let peers = (0..endpoints.len()).collect();
+            let cluster = Cluster { clients, peers };
+            (
+                connector(Etcd, params.clone(), cluster),
+                params.host().peers,
+            )
         }
-    }
-    let lock = library(spec, ctx)?;
-    Ok((Arc::new(Once::new(lock, ctx.clone())), vec![]))
+        LockSpec::ZooKeeper { params, servers } => {
+            let clients = crate::zk_session::ZkLinks::links(addrs(servers)?);
+            let peers = (0..servers.len()).collect();
+            let cluster = Cluster { clients, peers };
+            (
+                connector(ZooKeeper, params.clone(), cluster),
+                params.host().peers,
+            )
+        }
+    })
 }
 
 /// A blocking client, handed out once (a live client process connects once).
@@ -141,36 +158,6 @@ impl Connector for Once {
         let lock = lock.expect("a live client process connects its lock once");
         Box::new(Blocking::new(lock, self.ctx.clone()))
     }
-}
-
-/// The lock library of the scenario's protocol.
-fn library(spec: &ClientSpec, ctx: &Arc<Ctx>) -> anyhow::Result<Box<dyn LiveLock + Send>> {
-    if let Some(profile) = &spec.driver {
-        let driver = crate::driver::named(profile)
-            .ok_or_else(|| anyhow::anyhow!("no driver for the client profile {profile}"))?;
-        return Ok(Box::new(crate::driver::DriverLock::start(
-            driver, &spec.lock, ctx,
-        )?));
-    }
-    Ok(match &spec.lock {
-        LockSpec::SingleRedis { .. }
-        | LockSpec::Redlock { .. }
-        | LockSpec::ReplicatedRedis { .. }
-        | LockSpec::Etcd { .. } => {
-            unreachable!("the protocol's own client runs these (connector_for)")
-        }
-        LockSpec::ZooKeeper { params, servers } => {
-            let servers = servers
-                .iter()
-                .map(|e| e.parse())
-                .collect::<Result<_, _>>()?;
-            Box::new(crate::zk_lock::ZkLock::new(
-                params.clone(),
-                servers,
-                ctx.clone(),
-            ))
-        }
-    })
 }
 
 fn addrs(list: &[String]) -> anyhow::Result<Vec<std::net::SocketAddr>> {

@@ -26,6 +26,7 @@ pub mod env;
 pub mod etcd_gateway;
 pub mod history;
 pub mod http;
+pub mod jute;
 pub mod link;
 pub mod lock;
 pub mod nemesis;
@@ -41,7 +42,7 @@ pub mod rundir;
 pub mod sender;
 pub mod servers;
 pub mod spec;
-pub mod zk_lock;
+pub mod zk_session;
 pub mod zookeeper_deploy;
 
 pub use refuse::Refused;

@@ -33,7 +33,7 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
 pub fn runs_protocol_client(protocol: &str) -> bool {
     matches!(
         protocol,
-        "single-redis" | "redlock" | "replicated-redis" | "etcd"
+        "single-redis" | "redlock" | "replicated-redis" | "etcd" | "zookeeper"
     )
 }
 

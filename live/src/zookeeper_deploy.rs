@@ -9,7 +9,7 @@ use crate::procs::free_port;
 use crate::proxy::{Delays, Proxy};
 use crate::servers::{find_binary, version_in, Probe, Server};
 use crate::spec::LockSpec;
-use locksim_protocols::raft::zookeeper::{Params, Variant};
+use locksim_protocols::raft::zookeeper::Params;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -58,18 +58,6 @@ pub fn leader(addrs: &[(String, SocketAddr)]) -> Option<String> {
         .map(|(n, _)| n.clone())
 }
 
-/// Why live mode cannot run the model's `params`, if it cannot: its client implements the
-/// recipe and the `ignore-suspended` bug only.
-fn refusal(params: &Params) -> Option<String> {
-    match params.variant {
-        Variant::Correct | Variant::IgnoreSuspended => None,
-        other => Some(format!(
-            "protocol.variant = {other:?}: live mode's ZooKeeper client runs `correct` and \
-             `ignore-suspended` only; run the others in the simulator"
-        )),
-    }
-}
-
 /// The deployment of `params.peers` servers named `names`.
 pub fn plan(
     params: Params,
@@ -77,9 +65,6 @@ pub fn plan(
     dir: &Path,
     delays: Delays,
 ) -> anyhow::Result<Deployment> {
-    if let Some(why) = refusal(&params) {
-        return Err(crate::Refused(why).into());
-    }
     let java = find_binary("java", "zookeeper")?;
     let jars: Vec<String> = JARS
         .iter()
