@@ -353,13 +353,16 @@ async fn connect(addr: SocketAddr, hello: jute::Hello, wait: Duration) -> Attach
     }
 }
 
+/// A reply: its zxid, error code and body.
+type Reply = (i64, i32, Vec<u8>);
+
 /// One connection a session is attached to: written in the caller's step, read by a task.
 struct Conn {
     stream: std::net::TcpStream,
     ctx: NodeCtx,
     last_zxid: Rc<Cell<i64>>,
     next_xid: Cell<i32>,
-    pending: RefCell<BTreeMap<i32, oneshot::Sender<(i64, i32, Vec<u8>)>>>,
+    pending: RefCell<BTreeMap<i32, oneshot::Sender<Reply>>>,
     pings: RefCell<Vec<oneshot::Sender<()>>>,
     watches: RefCell<Vec<(String, i32, oneshot::Sender<()>)>>,
     heard: Cell<Duration>,
