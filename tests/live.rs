@@ -2340,9 +2340,6 @@ fn live_library_refuses_profiles_without_a_driver_and_names_a_missing_library() 
         "scenarios/catalog/redis-py-416-shared-lock-token.toml",
     ]);
     assert_refused(&out, &["redis-py-shared-token", "a process of its own"]);
-    // The model's Lock RPC is the Mutex's requests from the client: a real member runs it.
-    let out = in_repo(&["live", "scenarios/catalog/etcd-jepsen-lock-set.toml"]);
-    assert_refused(&out, &["protocol.lock_api", "v3lock"]);
     let inside = scratch("library-point");
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))

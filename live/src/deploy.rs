@@ -215,17 +215,6 @@ fn etcd_refusal(params: &etcd::Params) -> Option<String> {
     if params.lock_delay_ms != 0 {
         return Some("protocol.lock_delay_ms: etcd has no lock-delay (it is Chubby's)".into());
     }
-    // Live mode runs the model's etcd client itself (pinned endpoints and a lease per acquire
-    // included); the model's Lock RPC is the Mutex's requests sent by the client, where a
-    // real member runs the Mutex inside itself (server/etcdserver/api/v3lock).
-    if params.lock_api != etcd::LockApi::default() {
-        return Some(
-            "protocol.lock_api: the model runs jetcd's Lock RPC as the Mutex's own requests \
-             from the client, where a real member runs it inside itself (v3lock), which live \
-             mode's client does not call; run it in the simulator"
-                .into(),
-        );
-    }
     None
 }
 

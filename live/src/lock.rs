@@ -6,7 +6,6 @@ use crate::clock;
 use crate::spec::{ClientMsg, ClientSpec};
 use async_trait::async_trait;
 use locksim_check::{Event, Kind, Op};
-use locksim_protocols::redis::client::{gave_up, Attempt, GiveUp, Retry};
 use locksim_protocols::{Acquired, Grant, LockClient, LostSignal, Outcome, Validity};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -46,36 +45,6 @@ pub trait LiveLock {
     }
 }
 
-/// The retry loop of a one-server Redis client, as the model's `redis::client::acquire`:
-/// tries `attempt` with random delays until `retry` gives up (`retry_count` tries, or the
-/// acquire timeout) or the run ends, and reports as the model does (`gave_up`).
-pub fn acquire_retrying(ctx: &Ctx, retry: Retry, mut attempt: impl FnMut() -> Attempt) -> Acquired {
-    let start = ctx.mono_now();
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        let last = match attempt() {
-            Attempt::Granted(grant) => return Acquired::Granted(grant),
-            other => other,
-        };
-        // No delay is drawn after the last of a number of tries; a timeout needs the delay
-        // to decide whether the next try would start too late.
-        if matches!(retry.give_up, GiveUp::Tries(n) if tries >= n) {
-            return gave_up(last, retry.give_up);
-        }
-        let delay = Duration::from_millis(ctx.between(retry.delay_ms_min, retry.delay_ms_max));
-        let late = ctx.mono_now() + delay;
-        if matches!(retry.give_up, GiveUp::After(t) if late >= start + t) {
-            return gave_up(last, retry.give_up);
-        }
-        if ctx.over() {
-            // The run's end, not the retry rule, stops it: reported as a timeout.
-            return gave_up(last, GiveUp::After(Duration::ZERO));
-        }
-        clock::sleep(delay);
-    }
-}
-
 /// The client process's context: its name, clock, random draws, output and named points.
 pub struct Ctx {
     pub(crate) spec: ClientSpec,
@@ -107,16 +76,6 @@ impl Ctx {
     /// Time since the run's zero (the client's monotonic clock is the machine's).
     pub fn mono_now(&self) -> Duration {
         clock::since(self.spec.start_ns)
-    }
-
-    /// Whether the run is over.
-    pub fn over(&self) -> bool {
-        clock::now_ns() >= self.spec.end_ns
-    }
-
-    /// A uniform draw in `lo..=hi`.
-    pub fn between(&self, lo: u64, hi: u64) -> u64 {
-        self.rng.lock().unwrap().gen_range(lo..=hi)
     }
 
     /// A random u64 (lock values).

@@ -83,11 +83,6 @@ impl Resp {
         }
     }
 
-    /// Forgets the connection (a request went unanswered).
-    pub fn drop_connection(&mut self) {
-        self.conn = None;
-    }
-
     fn try_send(&mut self, argv: &[String], timeout: Duration) -> std::io::Result<()> {
         if self.conn.is_none() {
             let stream = TcpStream::connect_timeout(&self.addr, timeout)?;

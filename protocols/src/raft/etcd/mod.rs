@@ -67,6 +67,14 @@
 //!   lease per add (`lease_per_acquire`) and gives each client one endpoint
 //!   (`client_endpoint = "pinned"`); `catalog/etcd-jepsen-lock-set.toml` is the whole shape.
 //!
+//! Where the model simplifies the Lock RPC: the member's `Mutex` steps (the acquire
+//! transaction, the wait for older keys' deletes, no re-check) are the same requests, but the
+//! model sends them from the client node, where a real member runs them inside itself
+//! against its own store. So a paused or cut-off client also pauses its wait (a real member
+//! goes on waiting and its answer waits in the client's socket), and the steps cross the
+//! client's link, not the member's loopback. Live mode runs the model's client, so it runs
+//! this simplification against real members too.
+//!
 //! What the model keeps and leaves out: one lock prefix, a flat key space with revisions,
 //! leases, the lessor with promotion and a watch on a key's deletion (served by the peer from
 //! its applied state, as a long poll). Keep-alives are confirmed by ReadIndex on the leader
