@@ -223,9 +223,9 @@ pub struct Row {
     /// The live world and the simulator both have results (else the row validates nothing:
     /// a live run that failed).
     pub validated: bool,
-    /// The verdict, with power ([`RowVerdict`]), of the live world the scenario runs in
-    /// against the simulator: locksim's own live client, or the real library where the
-    /// scenario's profile has a driver (locksim's live client runs no library profile).
+    /// The verdict, with power ([`RowVerdict`]), of locksim's own client live (the model's
+    /// code on real servers) against the simulator; where it did not run (refused) and the
+    /// profile has a driver, the real library's.
     pub verdict: RowVerdict,
     /// The verdict is [`RowVerdict::Agrees`].
     pub agrees: bool,
@@ -375,12 +375,16 @@ fn row(
     library: Option<Side>,
     runs_min: u64,
 ) -> Row {
-    // The live world the scenario runs in: locksim's own client, or, for a profile with a
-    // driver (which locksim's live client refuses), the real library.
-    let world = library.as_ref().unwrap_or(&live);
+    // Each live world against the simulator: locksim's own client (the row's verdict) and,
+    // for a profile with a driver, the real library (its own verdict). A row whose own live
+    // runs are missing (refused) stands on the library's.
+    let library_verdict = library.as_ref().map(|l| judge(l, &sim, runs_min));
+    let world = match &library {
+        Some(l) if live.runs == 0 => l,
+        _ => &live,
+    };
     let validated = world.runs > 0 && sim.runs > 0;
     let verdict = judge(world, &sim, runs_min);
-    let library_verdict = library.is_some().then_some(verdict);
     let detectable = world.half_width() + sim.half_width();
     Row {
         scenario: e.name.clone(),
@@ -581,13 +585,12 @@ fn summary(rows: &[Row], missing: &[String]) -> String {
             count(RowVerdict::NotValidated)
         );
     }
-    for r in open {
+    // Each disagreement, live (locksim's own client) and the real library's apart.
+    let library_open = (rows.iter()).filter(|r| r.library_verdict == Some(RowVerdict::Disagrees));
+    let notes = (open.iter().map(|r| (*r, " (live)")))
+        .chain(library_open.map(|r| (r, " (the real library)")));
+    for (r, side) in notes {
         let why = r.explanation.as_deref().unwrap_or("no explanation yet");
-        let side = if r.library.is_some() {
-            " (the real library)"
-        } else {
-            " (live)"
-        };
         out += &format!("\n- {} / {}{side}: {why}\n", r.scenario, r.property);
     }
     if !missing.is_empty() {
@@ -728,8 +731,10 @@ mod tests {
         let mut records = records(200, 10, 200, 14);
         records.extend((1..=200).map(|s| record("s", Mode::Library, s, s <= 100)));
         let rows = rows(&e, &records);
-        assert!(rows.iter().all(|r| r.verdict == RowVerdict::Disagrees
-            && r.library_verdict == Some(RowVerdict::Disagrees)));
+        assert!(rows
+            .iter()
+            .all(|r| r.verdict == RowVerdict::Agrees
+                && r.library_verdict == Some(RowVerdict::Disagrees)));
         assert_eq!(rows[0].library.as_ref().unwrap().share.k, 100);
         let md = markdown(&rows, &[], "h");
         assert!(md.contains("100/200 [43, 57]%"), "{md}");
@@ -744,11 +749,12 @@ mod tests {
             .iter()
             .all(|r| r.library.is_none() && r.library_verdict.is_none()));
         assert!(markdown(&rows, &[], "h").contains("modelled only (redisson)"));
-        // A driver whose runs are not in yet: the row validates nothing yet.
+        // A driver whose runs are not in yet: the own client's verdict stands, the library's
+        // validates nothing yet.
         e[0].library = RealLibrary::Driver("redis-py".into());
         let rows = super::rows(&e, &super::tests::records(200, 10, 200, 14));
-        assert!(rows.iter().all(|r| !r.validated
-            && r.verdict == RowVerdict::NotValidated
+        assert!(rows.iter().all(|r| r.validated
+            && r.verdict == RowVerdict::Agrees
             && r.library_verdict == Some(RowVerdict::NotValidated)));
         // The library agreeing with the model: the row agrees.
         let mut agreeing: Vec<Record> = (1..=200)

@@ -293,13 +293,12 @@ pub fn run(mut args: ValidateArgs, registry: &Registry) -> anyhow::Result<ExitCo
     };
     for (entry, prepared) in &set {
         simulate(&mut v, entry, prepared, jobs)?;
-        // locksim's live client runs no library profile: a profile with a driver runs live
-        // with its real library (the third column), one without is refused (not validated).
-        let world = match entry.library {
-            validate::RealLibrary::Driver(_) => Mode::Library,
-            validate::RealLibrary::Own | validate::RealLibrary::ModelledOnly(_) => Mode::Live,
-        };
-        live(&mut v, entry, prepared, world)?;
+        // locksim's live client runs every profile (the model's own client code); a profile
+        // with a driver also runs with its real library: the third column.
+        live(&mut v, entry, prepared, Mode::Live)?;
+        if let validate::RealLibrary::Driver(_) = entry.library {
+            live(&mut v, entry, prepared, Mode::Library)?;
+        }
     }
     let rows = v.write()?;
     let missing = validate::not_validated(&v.protocols, &rows);
@@ -309,8 +308,10 @@ pub fn run(mut args: ValidateArgs, registry: &Registry) -> anyhow::Result<ExitCo
         args.out.display()
     );
     let unexplained = (rows.iter()).any(|r| {
-        let open = r.verdict == validate::RowVerdict::Disagrees && r.explanation.is_none();
-        open || r.verdict == validate::RowVerdict::NotValidated
+        let disagrees =
+            |v: Option<validate::RowVerdict>| v == Some(validate::RowVerdict::Disagrees);
+        let open = disagrees(Some(r.verdict)) || disagrees(r.library_verdict);
+        (open && r.explanation.is_none()) || r.verdict == validate::RowVerdict::NotValidated
     });
     Ok(ExitCode::from(u8::from(unexplained)))
 }

@@ -173,8 +173,8 @@ fn table(out: &Path) -> Value {
 }
 
 /// The third column: a scenario whose client profile has a driver (redis-py) runs live with
-/// the real library, and its rows judge the library against the model; locksim's own live
-/// client, which runs no library profile, has no column there.
+/// the real library beside locksim's own client (the model's code, live), and its rows judge
+/// both against the simulator.
 #[test]
 fn a_library_profile_is_validated_against_the_real_library() {
     if !have("redis-server", "redis-server") {
@@ -213,22 +213,27 @@ fn a_library_profile_is_validated_against_the_real_library() {
     for r in rows {
         assert_eq!(r["real_library"]["kind"], "driver", "{r}");
         assert_eq!(r["real_library"]["profile"], "redis-py", "{r}");
-        assert_eq!(r["live"]["runs"], 0, "no own-client live runs: {r}");
+        // All three worlds: the model's client simulated and live, and the real library.
+        assert_eq!(r["live"]["runs"], 2, "locksim's own client live: {r}");
         assert_eq!(r["library"]["runs"], 2, "{r}");
         assert_eq!(r["validated"], true, "{r}");
     }
-    // The real redis-py loses the lock under the pause in both runs, as the model does.
+    // The real redis-py loses the lock under the pause in both runs, as the model does,
+    // simulated and live.
     let me = (rows.iter())
         .find(|r| r["property"] == "mutual_exclusion")
         .unwrap();
+    let k = |world: &str| me[world]["k"].as_u64();
     assert_eq!(
-        (me["library"]["k"].as_u64(), me["sim"]["k"].as_u64()),
-        (Some(2), Some(10)),
+        (k("library"), k("live"), k("sim")),
+        (Some(2), Some(2), Some(10)),
         "{me}"
     );
     let md = std::fs::read_to_string(dir.join("validation.md")).unwrap();
     assert!(
-        md.contains("| v-redis-py-gc-pause | single-redis | mutual_exclusion | — | 10/10"),
+        md.contains(
+            "| v-redis-py-gc-pause | single-redis | mutual_exclusion | 2/2 [34, 100]% | 10/10"
+        ),
         "{md}"
     );
     assert!(
