@@ -2508,10 +2508,13 @@ fn rejected(events: &[serde_json::Value]) -> bool {
 /// clients were hand-kept copies of the careful ones, and which now run on the protocols'
 /// own client code, one or more per protocol and library profile: Redisson's watchdog,
 /// redsync's `Until()`, node-redlock's abort signal, redis-py's thread-local token, a bug
-/// variant per Redis protocol, etcd 3.4's and 3.5's Mutex, Curator's LOST and SUSPENDED.
-/// Each story's outcome class is derived from its report, and the simulator meets it
-/// (`scenarios/tests`); here the real servers must give the same class.
-const PROTOCOL_CLIENT_SAMPLE: [&str; 13] = [
+/// variant of `single-redis` and of `redlock`, etcd 3.4's and 3.5's Mutex, Curator's LOST and
+/// SUSPENDED, ZooKeeper's check-then-create. Each story's outcome class is derived from its
+/// report, and the simulator meets it (`scenarios/tests`); here the real servers must give
+/// the same class. Left out: files whose class hangs on real Sentinels' failover timing
+/// (`redis-replicated-wait-ignored` lost no update in one run of three under load: c2's
+/// grant on the promoted replica came after c1's write), which `scripts/catalog-live.sh` runs.
+const PROTOCOL_CLIENT_SAMPLE: [&str; 12] = [
     "redisson-watchdog-gc-pause",
     "redsync-until-gc-pause",
     "redsync-no-until-gc-pause",
@@ -2519,7 +2522,6 @@ const PROTOCOL_CLIENT_SAMPLE: [&str; 13] = [
     "redis-py-thread-local-token",
     "redis-single-get-then-set",
     "redlock-pause-while-acquiring-no-validity-check",
-    "redis-replicated-wait-ignored",
     "etcd-concurrency-34-wait-deletes",
     "etcd-concurrency-35-done-abort",
     "zookeeper-curator-lost-cut-off",
@@ -2531,6 +2533,19 @@ const PROTOCOL_CLIENT_SAMPLE: [&str; 13] = [
 /// keep a two-core machine's load (three clusters' servers) within what the stories' margins
 /// (seconds-long pauses and cuts) absorb.
 const SAMPLE_JOBS: usize = 3;
+
+/// The verdicts of `result` on the properties the story of catalog file `file` pins (its
+/// `[expect]`); one it leaves open (a race the story names) may go either way in either world.
+fn pinned(file: &str, result: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
+    let text = std::fs::read_to_string(common::repo(file)).unwrap();
+    let scenario: toml::Table = toml::from_str(&text).unwrap();
+    let expect = scenario["expect"].as_table().unwrap();
+    let properties = result["properties"].as_object().unwrap();
+    (properties.iter())
+        .filter(|(p, _)| expect.contains_key(p.as_str()))
+        .map(|(p, v)| (p.clone(), v.clone()))
+        .collect()
+}
 
 /// One sample file live (`--json`, history kept in `dir`): its name, exit code, result and
 /// the history's path.
@@ -2572,11 +2587,9 @@ fn the_protocols_own_clients_run_live_and_meet_their_catalog_stories() {
     let results = results.into_inner().unwrap();
     let mut wrong = vec![];
     for (name, exit, j, history) in &results {
-        let simulated = in_repo(&["run", &format!("scenarios/catalog/{name}.toml"), "--json"]);
-        let (sim, live) = (
-            json(&simulated)["properties"].clone(),
-            j["properties"].clone(),
-        );
+        let file = format!("scenarios/catalog/{name}.toml");
+        let simulated = json(&in_repo(&["run", &file, "--json"]));
+        let (sim, live) = (pinned(&file, &simulated), pinned(&file, j));
         let expected_exit = if j["verdict"] == "valid" { 0 } else { 1 };
         if j["mode"] != "live"
             || j["expect"]["met"] != true
@@ -2584,8 +2597,8 @@ fn the_protocols_own_clients_run_live_and_meet_their_catalog_stories() {
             || *exit != expected_exit
         {
             wrong.push(format!(
-                "{name}: expected the simulator's {sim} (expect met, exit {expected_exit}), \
-                 observed {live}, exit {exit}: {} ({})",
+                "{name}: expected the simulator's {sim:?} (expect met, exit {expected_exit}), \
+                 observed {live:?}, exit {exit}: {} ({})",
                 brief(j),
                 saved(history)
             ));

@@ -58,6 +58,7 @@ impl LiveLinks<Req, Resp> for ZkLinks {
             session: RefCell::default(),
             conn: RefCell::default(),
             last_zxid: Rc::default(),
+            at: Cell::new(None),
         }))))
     }
 
@@ -80,6 +81,8 @@ struct Inner {
     conn: RefCell<Option<Rc<Conn>>>,
     /// The highest zxid the client has seen (what a reconnection carries).
     last_zxid: Rc<Cell<i64>>,
+    /// The server the session was last attached to.
+    at: Cell<Option<NodeIdx>>,
 }
 
 struct ZkLink(Rc<Inner>);
@@ -165,6 +168,7 @@ impl Inner {
             passwd,
             timeout,
         });
+        self.at.set(Some(to));
         let (err, _) = conn
             .request(jute::OP_CREATE, jute::create_body(DIR, 0), wait)
             .await?;
@@ -217,8 +221,13 @@ impl Inner {
         };
         let conn = Conn::start(stream, &self.ctx, self.last_zxid.clone());
         let conn = conn.map_err(|_| Failed::NoAnswer)?;
-        self.ctx
-            .note(format!("session attached to {}", self.ctx.node_name(to)));
+        let name = |i| self.ctx.node_name(i);
+        self.ctx.note(match self.at.replace(Some(to)) {
+            Some(from) if from != to => {
+                format!("session moved from {} to {}", name(from), name(to))
+            }
+            _ => format!("session back on {} (no other server took it)", name(to)),
+        });
         *self.conn.borrow_mut() = Some(conn.clone());
         Ok(conn)
     }
