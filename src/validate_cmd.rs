@@ -110,7 +110,7 @@ fn real_library(prepared: &Prepared) -> validate::RealLibrary {
     let profile = s.protocol.params.get("client").and_then(|c| c.as_str());
     match profile {
         None => validate::RealLibrary::Own,
-        Some(p) if locksim_live::driver::for_profile(&s.protocol.name, p).is_some() => {
+        Some(p) if locksim_live::client::driver::for_profile(&s.protocol.name, p).is_some() => {
             validate::RealLibrary::Driver(p.into())
         }
         Some(p) => validate::RealLibrary::ModelledOnly(p.into()),
@@ -245,8 +245,10 @@ fn live(v: &mut Validation, e: &Entry, p: &Prepared, mode: Mode) -> anyhow::Resu
             Err(err) => {
                 // A refusal, a missing server binary or library fails every run alike.
                 let stop = err.downcast_ref::<locksim_live::Refused>().is_some()
-                    || (err.downcast_ref::<locksim_live::servers::MissingBinary>()).is_some()
-                    || (err.downcast_ref::<locksim_live::driver::MissingLibrary>()).is_some();
+                    || (err.downcast_ref::<locksim_live::deploy::servers::MissingBinary>())
+                        .is_some()
+                    || (err.downcast_ref::<locksim_live::client::driver::MissingLibrary>())
+                        .is_some();
                 eprintln!("{}: {what} {seed} failed: {err:#}", printable(&e.name));
                 let record = Record::failed(&e.name, mode, seed, format!("{err:#}"));
                 (record, stop)

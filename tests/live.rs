@@ -803,7 +803,7 @@ fn etcd_statuses(
         let spec: serde_json::Value = serde_json::from_str(&spec).unwrap();
         for endpoint in spec["lock"]["etcd"]["endpoints"].as_array().unwrap() {
             let addr = endpoint.as_str().unwrap().parse().unwrap();
-            let status = locksim_live::http::call(
+            let status = locksim_live::links::http::call(
                 addr,
                 "/v3/maintenance/status",
                 &serde_json::json!({}),
@@ -1573,7 +1573,7 @@ fn zookeeper_modes(
         let servers = spec["lock"]["zoo-keeper"]["servers"].as_array().unwrap();
         for (i, server) in servers.iter().enumerate() {
             let addr = server.as_str().unwrap().parse().unwrap();
-            let Some(srvr) = locksim_live::zookeeper_deploy::four_letters(addr, "srvr") else {
+            let Some(srvr) = locksim_live::deploy::zookeeper::four_letters(addr, "srvr") else {
                 continue;
             };
             let mode = match srvr.lines().find_map(|l| l.strip_prefix("Mode: ")) {

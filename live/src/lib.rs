@@ -17,33 +17,23 @@
 //! inject for real (clock jumps and drift, fsync stalls, message duplication) are refused,
 //! never faked ([`refuse`]).
 
+// By concern: the servers a scenario deploys (`deploy`), the client process with its
+// environment and executor (`client`), the wires to real servers (`links`), the TCP proxies
+// that carry partitions, loss and latency (`proxy`), the fault verbs (`nemesis`), what live
+// mode refuses (`refuse`), the run that ties them together (`run`), and what they share.
 pub mod client;
 pub mod clock;
-pub mod cluster;
 pub mod deploy;
-pub mod driver;
-pub mod env;
-pub mod etcd_gateway;
 pub mod history;
-pub mod http;
-pub mod jute;
-pub mod link;
-pub mod lock;
+pub mod links;
 pub mod nemesis;
 pub mod procs;
 pub mod proxy;
-pub mod redis_server;
 pub mod refuse;
-pub mod replicated_deploy;
 pub mod resource;
-pub mod resp;
 pub mod run;
 pub mod rundir;
-pub mod sender;
-pub mod servers;
 pub mod spec;
-pub mod zk_session;
-pub mod zookeeper_deploy;
 
 pub use refuse::Refused;
 pub use run::{run, LibraryInfo, LiveOptions, LiveRun};

@@ -22,7 +22,7 @@ static GROUPS: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
 static HANDLERS_INSTALLED: AtomicBool = AtomicBool::new(false);
 static PID_LOG: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
 /// Each running child's name, by pid: the proxies between servers ask which server opened a
-/// connection ([`crate::sender`]).
+/// connection ([`crate::proxy::sender`]).
 static NAMES: std::sync::Mutex<std::collections::BTreeMap<i32, String>> =
     std::sync::Mutex::new(std::collections::BTreeMap::new());
 

@@ -59,20 +59,20 @@ fn own_client(protocol: &str, profile: Option<&str>, check: Check) -> Option<Str
             "workload.check = \"on_signal\": live mode's own {protocol} client has no \
              lost-lock signal; run it in the simulator, or with the real library (live \
              --library, {})",
-            crate::driver::profiles()
+            crate::client::driver::profiles()
         )
     })
 }
 
 /// locksim's own live client runs what [`own_client`] allows; with `library`, the client
-/// profile's real library, where it has a driver ([`crate::driver`]).
+/// profile's real library, where it has a driver ([`crate::client::driver`]).
 fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     let w = &prepared.scenario.workload;
     let protocol = &prepared.scenario.protocol.name;
     let client = prepared.scenario.protocol.params.get("client");
     let profile = client.and_then(|c| c.as_str());
     if library {
-        let driver = profile.and_then(|p| crate::driver::for_profile(protocol, p));
+        let driver = profile.and_then(|p| crate::client::driver::for_profile(protocol, p));
         if let Some(d) = driver {
             return match d.no_signal {
                 Some(why) if w.check != Check::Never => Err(Refused(format!(
@@ -89,13 +89,13 @@ fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused
              has a driver ({}); this profile is modelled only: run it in the simulator, or \
              live without --library",
             prepared.path,
-            crate::driver::profiles()
+            crate::client::driver::profiles()
         )));
     }
     match own_client(protocol, profile, w.check) {
         None => Ok(()),
         Some(why) => {
-            let real = profile.and_then(|p| crate::driver::for_profile(protocol, p));
+            let real = profile.and_then(|p| crate::client::driver::for_profile(protocol, p));
             let hint = real.map_or(String::new(), |d| {
                 format!(" (its real library runs with live --library, {})", d.path)
             });

@@ -38,7 +38,7 @@ pub struct LiveOptions {
     pub exe: PathBuf,
     /// How a partition cuts a link (stall, as the simulator does, or reset).
     pub cut_mode: CutMode,
-    /// Run the client profile's real library behind its driver ([`crate::driver`]), not
+    /// Run the client profile's real library behind its driver ([`crate::client::driver`]), not
     /// locksim's own client.
     pub library: bool,
 }
@@ -217,7 +217,7 @@ fn real_library(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<Optio
     let s = &prepared.scenario;
     let profile = s.protocol.params.get("client").and_then(|c| c.as_str());
     let driver = profile
-        .and_then(|p| crate::driver::for_profile(&s.protocol.name, p))
+        .and_then(|p| crate::client::driver::for_profile(&s.protocol.name, p))
         .expect("refuse::check refuses a profile without a driver");
     Ok(Some(LibraryInfo {
         profile: driver.profile.into(),
@@ -229,7 +229,7 @@ fn real_library(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<Optio
 /// With `--library`, how long its drivers may take to start before the run's clock starts
 /// (a JVM takes seconds): the clients are spawned that much earlier.
 fn driver_start_ms(library: &Option<LibraryInfo>) -> u64 {
-    let driver = |l: &LibraryInfo| crate::driver::named(&l.profile).map(|d| d.start_ms());
+    let driver = |l: &LibraryInfo| crate::client::driver::named(&l.profile).map(|d| d.start_ms());
     library.as_ref().and_then(driver).unwrap_or(0)
 }
 
@@ -242,11 +242,11 @@ fn start_servers(deployment: &mut Deployment) -> anyhow::Result<()> {
         for server in &mut wave {
             server.spawn()?;
         }
-        crate::servers::wait_all_ready(&mut wave)?;
+        crate::deploy::servers::wait_all_ready(&mut wave)?;
     }
     if deployment.infos.is_empty() {
         // ZooKeeper tells its version only once it runs.
-        deployment.infos = crate::zookeeper_deploy::infos(&deployment.client_addrs);
+        deployment.infos = crate::deploy::zookeeper::infos(&deployment.client_addrs);
     }
     Ok(())
 }
@@ -452,7 +452,7 @@ impl Live<'_> {
     fn check_clients(&mut self) -> anyhow::Result<()> {
         for (name, c) in &mut self.clients {
             if c.proc.as_mut().is_some_and(|p| p.failed()) {
-                let log = crate::servers::tail(&self.dir.join(format!("{name}.log")), 10);
+                let log = crate::deploy::servers::tail(&self.dir.join(format!("{name}.log")), 10);
                 anyhow::bail!("client {name} exited during the run; its log ends:\n{log}");
             }
         }

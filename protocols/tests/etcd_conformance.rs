@@ -3,7 +3,7 @@
 //!
 //! The test starts one `etcd` member of its own on free loopback ports with its data
 //! directory in a temporary directory, talks to its JSON gateway (`/v3/kv/txn`,
-//! `/v3/lease/grant`, ... with `live/src/http.rs`, the live mode's client, included by
+//! `/v3/lease/grant`, ... with `live/src/links/http.rs`, the live mode's client, included by
 //! source), and kills it when it ends, also when it fails. Without `etcd` on `PATH` it says it
 //! skipped and passes; with `CI` set it fails (`tests/support/tools.rs`).
 //!
@@ -49,7 +49,7 @@ mod tools;
 #[path = "../../tests/support/expiry.rs"]
 mod expiry;
 
-#[path = "../../live/src/http.rs"]
+#[path = "../../live/src/links/http.rs"]
 #[allow(dead_code)]
 mod http;
 

@@ -2,7 +2,7 @@
 //! below the replicated log) against a real ZooKeeper.
 //!
 //! The test starts one standalone ZooKeeper server of its own (Debian's jars, as live mode
-//! runs them: `live/src/zookeeper_deploy.rs`) on a free loopback port with its data directory
+//! runs them: `live/src/deploy/zookeeper.rs`) on a free loopback port with its data directory
 //! in a temporary directory, speaks ZooKeeper's binary protocol (jute) to it over plain
 //! `TcpStream`s, one connection per session, and kills it when it ends, also when it fails.
 //! Without `java` and the jars it says it skipped and passes; with `CI` set it fails
@@ -86,7 +86,7 @@ const XID_PING: i32 = -2;
 const EVENT_NODE_DELETED: i32 = 2;
 const ERR_NO_NODE: i32 = -101;
 
-/// The Debian jars a standalone server needs (`live/src/zookeeper_deploy.rs`'s list).
+/// The Debian jars a standalone server needs (`live/src/deploy/zookeeper.rs`'s list).
 const JARS: [&str; 16] = [
     "zookeeper.jar",
     "zookeeper-jute.jar",

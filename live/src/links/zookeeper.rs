@@ -5,7 +5,7 @@
 //!
 //! The model's requests name a session; a real session lives in a connection. So the link
 //! holds the client's one session and the connection it is attached to, speaking jute over
-//! TCP ([`crate::jute`]): `CreateSession` opens a connection to the server asked; a request
+//! TCP ([`crate::links::jute`]): `CreateSession` opens a connection to the server asked; a request
 //! goes on the session's connection; a connection that broke, or from which nothing was
 //! heard for two thirds of the session timeout (ZooKeeper's `ClientCnxn` read timeout),
 //! is dropped and the session moved to the server the model's client asks next (its id,
@@ -16,7 +16,7 @@
 //! state at a zxid (a watch armed at `min_zxid`), the real server answers from now: a change
 //! between the listing and the watch is seen at the client's next listing, a poll later.
 
-use crate::jute::{self, In, Out};
+use crate::links::jute::{self, In, Out};
 use futures::channel::oneshot;
 use locksim_protocols::raft::zookeeper::tree::{Req, Resp};
 use locksim_sim::env::LocalFuture;

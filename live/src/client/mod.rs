@@ -1,16 +1,20 @@
 //! The client role: one OS process per client, running the simulator's own workload
 //! (`locksim_scenarios::workload::client_loop`, step for step the same code) on a real-time
-//! executor ([`crate::env`]), and writing its events as JSON lines on stdout, each stamped
+//! executor ([`crate::client::env`]), and writing its events as JSON lines on stdout, each stamped
 //! on the machine's monotonic clock. Where a protocol's client runs live, it is the
 //! protocol's own client library (`locksim_protocols`), reaching real servers through live
-//! links ([`crate::link`]); the others run live mode's blocking clients and real libraries'
+//! links ([`crate::links`]); the others run live mode's blocking clients and real libraries'
 //! drivers behind [`Blocking`]. A pause is a real stop-the-world: SIGSTOP stops every thread
 //! of the process, timers and keep-alives included, as a GC pause does.
 
+pub mod driver;
+pub mod env;
+pub mod lock;
+
+use crate::client::env::LiveEnv;
+use crate::client::lock::{Blocking, Ctx, LiveLock};
 use crate::clock;
-use crate::env::LiveEnv;
-use crate::link::{LinksTo, ResourceLines, Resp, SentinelLinks};
-use crate::lock::{Blocking, Ctx, LiveLock};
+use crate::links::{LinksTo, ResourceLines, Resp, SentinelLinks};
 use crate::spec::{ClientSpec, LockSpec};
 use locksim_protocols::raft::etcd::Etcd;
 use locksim_protocols::raft::host::Cluster;
@@ -31,7 +35,7 @@ use std::time::Duration;
 pub fn main(spec: ClientSpec) -> anyhow::Result<()> {
     crate::procs::die_with_parent();
     let ctx = Arc::new(Ctx::new(spec.clone()));
-    crate::env::block_on(run(spec, ctx))?
+    crate::client::env::block_on(run(spec, ctx))?
 }
 
 async fn run(spec: ClientSpec, ctx: Arc<Ctx>) -> anyhow::Result<()> {
@@ -78,9 +82,9 @@ fn connector_for(
     ctx: &Arc<Ctx>,
 ) -> anyhow::Result<(Arc<dyn Connector>, Vec<String>)> {
     if let Some(profile) = &spec.driver {
-        let driver = crate::driver::named(profile)
+        let driver = crate::client::driver::named(profile)
             .ok_or_else(|| anyhow::anyhow!("no driver for the client profile {profile}"))?;
-        let lock = crate::driver::DriverLock::start(driver, &spec.lock, ctx)?;
+        let lock = crate::client::driver::DriverLock::start(driver, &spec.lock, ctx)?;
         return Ok((Arc::new(Once::new(Box::new(lock), ctx.clone())), vec![]));
     }
     protocol_client(&spec.lock)
@@ -117,7 +121,7 @@ fn protocol_client(lock: &LockSpec) -> anyhow::Result<(Arc<dyn Connector>, Vec<S
             (connector(ReplicatedRedis, params.clone(), nodes), names)
         }
         LockSpec::Etcd { params, endpoints } => {
-            let clients = crate::etcd_gateway::Gateway::links(addrs(endpoints)?);
+            let clients = crate::links::etcd::Gateway::links(addrs(endpoints)?);
             let peers = (0..endpoints.len()).collect();
             let cluster = Cluster { clients, peers };
             (
@@ -126,7 +130,7 @@ fn protocol_client(lock: &LockSpec) -> anyhow::Result<(Arc<dyn Connector>, Vec<S
             )
         }
         LockSpec::ZooKeeper { params, servers } => {
-            let clients = crate::zk_session::ZkLinks::links(addrs(servers)?);
+            let clients = crate::links::zookeeper::ZkLinks::links(addrs(servers)?);
             let peers = (0..servers.len()).collect();
             let cluster = Cluster { clients, peers };
             (

@@ -8,8 +8,8 @@
 //! ([`clock::assert_real`]) before it starts, and so does every [`LiveEnv`] it builds, so
 //! the clocks and random draws libc answers here are the machine's.
 
+use crate::client::lock::Ctx;
 use crate::clock;
-use crate::lock::Ctx;
 use locksim_check::Event;
 use locksim_sim::env::{LiveNode, LocalFuture};
 use locksim_sim::{NodeCtx, NodeIdx};

@@ -12,12 +12,12 @@
 //! proxy: replication and Sentinel links all go through proxies, before and after a failover,
 //! and a partition cuts them by pair ([`crate::proxy::Proxy::cut_from`]).
 
-use crate::cluster::{Deployment, ServerInfo};
+use crate::deploy::cluster::{Deployment, ServerInfo};
+use crate::deploy::redis_server::redis_args;
+use crate::deploy::servers::{find_binary, output_of, version_in, Probe, Server};
+use crate::links::resp::Resp;
 use crate::procs::free_port;
 use crate::proxy::{Delays, Proxy};
-use crate::redis_server::redis_args;
-use crate::resp::Resp;
-use crate::servers::{find_binary, output_of, version_in, Probe, Server};
 use crate::spec::LockSpec;
 use locksim_protocols::redis::replicated::{Params, Variant};
 use locksim_protocols::redis::store::Reply;

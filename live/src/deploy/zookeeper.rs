@@ -4,10 +4,10 @@
 //! session timeout to 2–20 ticks, and the scenario is refused outside them), and the
 //! `srvr` four-letter word to tell readiness, the version and who leads.
 
-use crate::cluster::{Deployment, ServerInfo};
+use crate::deploy::cluster::{Deployment, ServerInfo};
+use crate::deploy::servers::{find_binary, version_in, Probe, Server};
 use crate::procs::free_port;
 use crate::proxy::{Delays, Proxy};
-use crate::servers::{find_binary, version_in, Probe, Server};
 use crate::spec::LockSpec;
 use locksim_protocols::raft::zookeeper::Params;
 use std::collections::BTreeMap;

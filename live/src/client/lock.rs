@@ -38,7 +38,7 @@ pub trait LiveLock {
     }
     /// The library's own lost-lock signal, if it has one and has raised it (its reason):
     /// what the workload's `check = "on_signal"` looks at. Only real libraries behind a
-    /// driver ([`crate::driver`]) have one here.
+    /// driver ([`crate::client::driver`]) have one here.
     fn lost_signal(&mut self, ctx: &Ctx, grant: &Grant) -> Option<String> {
         let _ = (ctx, grant);
         None

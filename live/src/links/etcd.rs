@@ -4,13 +4,13 @@
 //! client (`EtcdClient`: etcd's `concurrency.Session` and `Mutex`, every client profile)
 //! runs against real members.
 //!
-//! Each request is one HTTP POST with a deadline ([`crate::http`], on a blocking thread of
+//! Each request is one HTTP POST with a deadline ([`crate::links::http`], on a blocking thread of
 //! the client's executor). A real member forwards what needs the leader itself, so no answer
 //! is ever "not leader". `WatchDelete` is a watch from the revision the key was read at,
 //! answered at its first `DELETE` event; keys travel base64-encoded, as the gateway's JSON
 //! carries bytes.
 
-use crate::http;
+use crate::links::http;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use locksim_protocols::raft::etcd::kv::{Req, Resp};

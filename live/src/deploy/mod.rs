@@ -1,11 +1,17 @@
 //! The deployment a scenario's `[protocol]` describes, as real servers: which binaries,
 //! which arguments, which ports, and how to answer roles such as `@leader`.
 
-pub use crate::cluster::{Deployment, ServerInfo};
+pub mod cluster;
+pub mod redis_server;
+pub mod replicated;
+pub mod servers;
+pub mod zookeeper;
+
+pub use crate::deploy::cluster::{Deployment, ServerInfo};
+use crate::deploy::redis_server::{redis_args, redis_probe};
+use crate::deploy::servers::{find_binary, output_of, version_in, Server};
 use crate::procs::free_port;
 use crate::proxy::{Delays, Proxy};
-use crate::redis_server::{redis_args, redis_probe};
-use crate::servers::{find_binary, output_of, version_in, Server};
 use crate::spec::LockSpec;
 use locksim_protocols::parse_params;
 use locksim_protocols::raft::etcd;
@@ -34,14 +40,14 @@ impl Deployment {
     /// Who has `role` now (`@leader`), asking the servers; None if nobody or unknown.
     pub fn resolve_role(&self, role: &str) -> Option<String> {
         if role == ROLE_PRIMARY && matches!(self.lock, LockSpec::ReplicatedRedis { .. }) {
-            return crate::replicated_deploy::primary(&self.client_addrs, &self.peer_proxies);
+            return crate::deploy::replicated::primary(&self.client_addrs, &self.peer_proxies);
         }
         if role != ROLE_LEADER {
             return None;
         }
         let ask = || match self.lock {
             LockSpec::Etcd { .. } => etcd_leader(&self.client_addrs),
-            LockSpec::ZooKeeper { .. } => crate::zookeeper_deploy::leader(&self.client_addrs),
+            LockSpec::ZooKeeper { .. } => crate::deploy::zookeeper::leader(&self.client_addrs),
             LockSpec::ReplicatedRedis { .. }
             | LockSpec::SingleRedis { .. }
             | LockSpec::Redlock { .. } => None,
@@ -87,9 +93,9 @@ pub fn plan(prepared: &Prepared, dir: &Path, seed: u64) -> anyhow::Result<Deploy
     match scenario.protocol.name.as_str() {
         "single-redis" => single_redis(parse_params(params)?, dir),
         "redlock" => redlock(parse_params(params)?, dir),
-        "replicated-redis" => crate::replicated_deploy::plan(parse_params(params)?, dir, peers),
+        "replicated-redis" => crate::deploy::replicated::plan(parse_params(params)?, dir, peers),
         "etcd" => etcd(parse_params(params)?, &names, dir, peers),
-        "zookeeper" => crate::zookeeper_deploy::plan(parse_params(params)?, &names, dir, peers),
+        "zookeeper" => crate::deploy::zookeeper::plan(parse_params(params)?, &names, dir, peers),
         other => Err(crate::Refused(format!(
             "protocol `{other}` has no live deployment yet (live mode runs single-redis, redlock, replicated-redis, etcd and zookeeper)"
         ))
@@ -170,7 +176,7 @@ fn redlock(params: redlock::Params, dir: &Path) -> anyhow::Result<Deployment> {
 
 /// A member's status: (its member id, the leader it knows), from etcd's maintenance API.
 fn etcd_status(addr: SocketAddr) -> Option<(String, String)> {
-    let v = crate::http::call(
+    let v = crate::links::http::call(
         addr,
         "/v3/maintenance/status",
         &json!({}),
@@ -324,7 +330,7 @@ fn etcd(
             &cluster.join(","),
         );
         let addr = SocketAddr::from(([127, 0, 0, 1], *client));
-        let probe: crate::servers::Probe = Box::new(move || etcd_status(addr).is_some());
+        let probe: crate::deploy::servers::Probe = Box::new(move || etcd_status(addr).is_some());
         deployment.servers.push(Server::new(
             name,
             dir.join(name),

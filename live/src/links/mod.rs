@@ -10,7 +10,13 @@
 //! once. Two wire formats: RESP for Redis (the very commands the model builds, through
 //! `Cmd::argv`) and JSON lines for locksim's resource server.
 
-use crate::replicated_deploy::MASTER_NAME;
+pub mod etcd;
+pub mod http;
+pub mod jute;
+pub mod resp;
+pub mod zookeeper;
+
+use crate::deploy::replicated::MASTER_NAME;
 use crate::resource::{Answer, Request};
 use futures::channel::{mpsc, oneshot};
 use futures::StreamExt;

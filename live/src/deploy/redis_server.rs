@@ -4,10 +4,10 @@
 use locksim_protocols::redis::server::Persistence;
 
 /// Ready when it answers `PING`.
-pub fn redis_probe(port: u16) -> crate::servers::Probe {
+pub fn redis_probe(port: u16) -> crate::deploy::servers::Probe {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     Box::new(move || {
-        let mut c = crate::resp::Resp::new(addr);
+        let mut c = crate::links::resp::Resp::new(addr);
         let ping = vec!["PING".to_owned()];
         matches!(c.call(&ping, std::time::Duration::from_millis(200)), Ok(locksim_protocols::redis::store::Reply::Bulk(p)) if p == "PONG")
     })

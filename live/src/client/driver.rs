@@ -18,7 +18,7 @@
 //! `InterProcessMutex` on `zookeeper`, a Java program run from a file: [`JAVA`]). A profile
 //! without a driver is refused by name, as modelled only.
 
-use crate::lock::{Ctx, LiveLock};
+use crate::client::lock::{Ctx, LiveLock};
 use crate::spec::LockSpec;
 use locksim_protocols::{Acquired, Grant, Outcome, Validity};
 use std::io::{BufRead, BufReader, Write};
@@ -55,7 +55,7 @@ const ETCDCTL: Driver = Driver {
     protocol: "etcd",
     program: "python3",
     inline: "-c",
-    source: include_str!("../drivers/etcdctl.py"),
+    source: include_str!("../../drivers/etcdctl.py"),
     path: "live/drivers/etcdctl.py",
     version_probe: "import subprocess; \
         print(subprocess.run(['etcdctl', 'version'], capture_output=True, text=True, \
@@ -71,7 +71,7 @@ const NODE_REDLOCK: Driver = Driver {
     protocol: "single-redis",
     program: "node",
     inline: "-e",
-    source: include_str!("../drivers/node_redlock.js"),
+    source: include_str!("../../drivers/node_redlock.js"),
     path: "live/drivers/node_redlock.js",
     version_probe: NODE_REDLOCK_VERSION,
     install: NODE_REDLOCK_INSTALL,
@@ -86,7 +86,7 @@ pub const DRIVERS: &[Driver] = &[
         protocol: "single-redis",
         program: "python3",
         inline: "-c",
-        source: include_str!("../drivers/redis_py.py"),
+        source: include_str!("../../drivers/redis_py.py"),
         path: "live/drivers/redis_py.py",
         version_probe: "import redis; print(redis.__version__)",
         install: "pip install redis",
@@ -113,9 +113,9 @@ pub const DRIVERS: &[Driver] = &[
         protocol: "zookeeper",
         program: JAVA,
         inline: CURATOR_JVM,
-        source: include_str!("../drivers/Curator.java"),
+        source: include_str!("../../drivers/Curator.java"),
         path: "live/drivers/Curator.java",
-        version_probe: include_str!("../drivers/Curator.java"),
+        version_probe: include_str!("../../drivers/Curator.java"),
         install: "apt-get install -y libcurator-recipes-java openjdk-17-jre-headless",
         args: curator_args,
         no_signal: None,

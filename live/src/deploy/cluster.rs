@@ -1,8 +1,8 @@
 //! What a deployment of real servers is, apart from how each system builds one (`deploy`,
 //! `zookeeper_deploy`), so that the builders and the dispatch import it without a ring.
 
+use crate::deploy::servers::Server;
 use crate::proxy::Proxy;
-use crate::servers::Server;
 use crate::spec::LockSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -13,7 +13,7 @@
 //! Cuts nest, as the simulator's do: a direction flows again when every cut of it healed.
 //! A proxy in front of a server that several servers dial (an etcd member's peer URL) cuts
 //! one sender's connections only ([`Proxy::cut_from`]): each connection's sender is asked of
-//! the kernel when it is accepted ([`crate::sender`]); one whose sender is unknown is cut by
+//! the kernel when it is accepted ([`crate::proxy::sender`]); one whose sender is unknown is cut by
 //! every cut of the proxy, since it may be any sender's.
 //! A proxy keeps only its open connections, and closing it (or dropping it) ends every thread
 //! it started, a stalled link's included.
@@ -29,6 +29,8 @@
 //! (`tcp_retries2`) the kernel gives up and the connection is reset. Later chunks of that
 //! connection and direction wait behind it, in order. The handshake is not lossy: the proxy
 //! sits behind the kernel's `accept`, so a lost SYN (1 s, `TCP_TIMEOUT_INIT`) is not modelled.
+
+pub mod sender;
 
 use crate::clock;
 use rand::{Rng, SeedableRng};
@@ -393,10 +395,10 @@ impl Proxy {
         Proxy::new(upstream, delays, None)
     }
 
-    /// A proxy that asks the kernel who opened each connection ([`crate::sender`]), so that
+    /// A proxy that asks the kernel who opened each connection ([`crate::proxy::sender`]), so that
     /// [`Proxy::cut_from`] can cut one sender's connections.
     pub fn identifying(upstream: SocketAddr, delays: Delays) -> std::io::Result<Proxy> {
-        Proxy::new(upstream, delays, Some(Box::new(crate::sender::of)))
+        Proxy::new(upstream, delays, Some(Box::new(crate::proxy::sender::of)))
     }
 
     fn new(
