@@ -226,31 +226,19 @@ async fn read_resp(reader: &mut BufReader<TcpStream>) -> io::Result<Reply> {
     if reader.read_line(&mut line).await? == 0 {
         return Err(bad("connection closed".into()));
     }
-    let line = line.trim_end_matches("\r\n");
-    let (tag, rest) = line.split_at(1.min(line.len()));
-    let int = |s: &str| {
-        s.parse::<i64>()
-            .map_err(|_| bad(format!("bad integer {s:?}")))
-    };
-    Ok(match tag {
-        "+" if rest == "OK" => Reply::Ok,
-        "+" => Reply::Bulk(rest.to_owned()),
-        "-" => Reply::Error(rest.to_owned()),
-        ":" => Reply::Int(int(rest)?),
-        "$" | "*" if rest == "-1" => Reply::Nil,
-        "$" => {
-            let mut buf = vec![0; int(rest)? as usize + 2];
+    Ok(match resp::head(&line)? {
+        resp::Head::Reply(reply) => reply,
+        resp::Head::Bulk(n) => {
+            let mut buf = vec![0; n + 2];
             reader.read_exact(&mut buf).await?;
-            buf.truncate(buf.len() - 2);
-            Reply::Bulk(String::from_utf8_lossy(&buf).into_owned())
+            resp::bulk_text(buf)
         }
-        "*" => {
-            for _ in 0..int(rest)? {
+        resp::Head::Array(n) => {
+            for _ in 0..n {
                 Box::pin(read_resp(reader)).await?;
             }
             Reply::Ok
         }
-        _ => return Err(bad(format!("unexpected reply line {line:?}"))),
     })
 }
 

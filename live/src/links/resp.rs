@@ -132,36 +132,60 @@ fn read_reply(conn: &mut BufReader<TcpStream>) -> std::io::Result<Reply> {
     })
 }
 
-fn read_value(conn: &mut BufReader<TcpStream>) -> std::io::Result<Value> {
-    let mut line = String::new();
-    if conn.read_line(&mut line)? == 0 {
-        return Err(bad("connection closed".into()));
-    }
+/// What a RESP value's first line says: a whole reply, or how long a bulk string or how
+/// many items an array holds. Both RESP readers (this one and the live links') read it so.
+pub enum Head {
+    /// A simple string, error, integer or nil: the whole reply.
+    Reply(Reply),
+    /// A bulk string of this many bytes follows (and its CRLF).
+    Bulk(usize),
+    /// An array of this many values follows.
+    Array(usize),
+}
+
+/// The head of a RESP value from its first line (CRLF included or not).
+pub fn head(line: &str) -> std::io::Result<Head> {
     let line = line.trim_end_matches("\r\n");
     let (tag, rest) = line.split_at(1.min(line.len()));
     let int = |s: &str| {
         s.parse::<i64>()
             .map_err(|_| bad(format!("bad integer {s:?}")))
     };
-    let reply = match tag {
-        "+" if rest == "OK" => Reply::Ok,
-        "+" => Reply::Bulk(rest.to_owned()),
-        "-" => Reply::Error(rest.to_owned()),
-        ":" => Reply::Int(int(rest)?),
-        "$" | "*" if rest == "-1" => Reply::Nil,
-        "$" => {
-            let mut buf = vec![0; int(rest)? as usize + 2];
-            conn.read_exact(&mut buf)?;
-            buf.truncate(buf.len() - 2);
-            Reply::Bulk(String::from_utf8_lossy(&buf).into_owned())
-        }
-        "*" => {
-            let items = (0..int(rest)?)
-                .map(|_| read_value(conn))
-                .collect::<std::io::Result<_>>()?;
-            return Ok(Value::Array(items));
-        }
+    let count = |s: &str| int(s).map(|n| n.max(0) as usize);
+    Ok(match tag {
+        "+" if rest == "OK" => Head::Reply(Reply::Ok),
+        "+" => Head::Reply(Reply::Bulk(rest.to_owned())),
+        "-" => Head::Reply(Reply::Error(rest.to_owned())),
+        ":" => Head::Reply(Reply::Int(int(rest)?)),
+        "$" | "*" if rest == "-1" => Head::Reply(Reply::Nil),
+        "$" => Head::Bulk(count(rest)?),
+        "*" => Head::Array(count(rest)?),
         _ => return Err(bad(format!("unexpected reply line {line:?}"))),
-    };
-    Ok(Value::Reply(reply))
+    })
+}
+
+/// A bulk string's bytes as read with their CRLF, as text.
+pub fn bulk_text(mut buf: Vec<u8>) -> Reply {
+    buf.truncate(buf.len().saturating_sub(2));
+    Reply::Bulk(String::from_utf8_lossy(&buf).into_owned())
+}
+
+fn read_value(conn: &mut BufReader<TcpStream>) -> std::io::Result<Value> {
+    let mut line = String::new();
+    if conn.read_line(&mut line)? == 0 {
+        return Err(bad("connection closed".into()));
+    }
+    Ok(match head(&line)? {
+        Head::Reply(reply) => Value::Reply(reply),
+        Head::Bulk(n) => {
+            let mut buf = vec![0; n + 2];
+            conn.read_exact(&mut buf)?;
+            Value::Reply(bulk_text(buf))
+        }
+        Head::Array(n) => Value::Array(
+            (0..n)
+                .map(|_| read_value(conn))
+                .collect::<std::io::Result<_>>()?,
+        ),
+    })
 }
