@@ -310,10 +310,9 @@ pub fn run(mut args: ValidateArgs, registry: &Registry) -> anyhow::Result<ExitCo
         args.out.display()
     );
     let unexplained = (rows.iter()).any(|r| {
-        let disagrees =
-            |v: Option<validate::RowVerdict>| v == Some(validate::RowVerdict::Disagrees);
-        let open = disagrees(Some(r.verdict)) || disagrees(r.library_verdict);
-        (open && r.explanation.is_none()) || r.verdict == validate::RowVerdict::NotValidated
+        use validate::RowVerdict::{Disagrees, NotValidated};
+        let open = r.verdict == Disagrees || r.library_verdict == Some(Disagrees);
+        (open && r.explanation.is_none()) || r.verdict == NotValidated
     });
     Ok(ExitCode::from(u8::from(unexplained)))
 }

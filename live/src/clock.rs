@@ -18,19 +18,21 @@ pub fn assert_real() {
     );
 }
 
-/// The machine's monotonic clock, in ns (the same clock in every process).
-pub fn now_ns() -> u64 {
+/// `clock`'s reading, in ns.
+fn read_ns(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    assert_eq!(
-        rc, 0,
-        "clock_gettime(CLOCK_MONOTONIC) fails only on a bad clock id"
-    );
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime fails only on a bad clock id");
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// The machine's monotonic clock, in ns (the same clock in every process).
+pub fn now_ns() -> u64 {
+    read_ns(libc::CLOCK_MONOTONIC) as u64
 }
 
 /// Sleeps in real time (a live run waits for real servers; nothing here is simulated).
@@ -46,15 +48,5 @@ pub fn since(start_ns: u64) -> Duration {
 
 /// The machine's wall clock, in ms since the Unix epoch (what a live node's `wall_ms` reads).
 pub fn wall_ms() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    assert_eq!(
-        rc, 0,
-        "clock_gettime(CLOCK_REALTIME) fails only on a bad clock id"
-    );
-    ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+    read_ns(libc::CLOCK_REALTIME).div_euclid(1_000_000)
 }

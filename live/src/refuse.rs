@@ -27,40 +27,14 @@ pub fn why_not(kind: FaultKind) -> Option<&'static str> {
     kind.cannot_in::<dyn crate::nemesis::Nemesis>()
 }
 
-/// Whether live mode runs `protocol`'s own client code (`locksim_protocols`), every profile
-/// and option as the simulator does; the other protocols still run live mode's blocking
-/// client of their default library.
-pub fn runs_protocol_client(protocol: &str) -> bool {
-    matches!(
-        protocol,
-        "single-redis" | "redlock" | "replicated-redis" | "etcd" | "zookeeper"
-    )
-}
-
-/// What locksim's own live client cannot run of `protocol`'s client `profile`, and why.
-fn own_client(protocol: &str, profile: Option<&str>, check: Check) -> Option<String> {
-    if runs_protocol_client(protocol) {
-        return (profile == Some("redis-py-shared-token")).then(|| {
-            "\"redis-py-shared-token\" is one redis-py Lock object shared by the threads of \
-             one process; live mode runs each client in a process of its own, so no two \
-             share it: run it in the simulator"
-                .into()
-        });
-    }
-    // The blocking clients: the careful Redis client, the raw ZooKeeper one.
-    if profile.is_some_and(|p| !matches!(p, "careful" | "zookeeper")) {
-        return Some(format!(
-            "live mode runs {protocol}'s careful client only (the protocol's own client \
-             code runs live for single-redis); run other client libraries in the simulator"
-        ));
-    }
-    (check == Check::OnSignal).then(|| {
-        format!(
-            "workload.check = \"on_signal\": live mode's own {protocol} client has no \
-             lost-lock signal; run it in the simulator, or with the real library (live \
-             --library, {})",
-            crate::client::driver::profiles()
-        )
+/// What locksim's own live client (the protocol's own client code, every profile and option
+/// as the simulator runs them) cannot run of client `profile`, and why.
+fn own_client(profile: Option<&str>) -> Option<String> {
+    (profile == Some("redis-py-shared-token")).then(|| {
+        "\"redis-py-shared-token\" is one redis-py Lock object shared by the threads of one \
+         process; live mode runs each client in a process of its own, so no two share it: \
+         run it in the simulator"
+            .into()
     })
 }
 
@@ -92,7 +66,7 @@ fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused
             crate::client::driver::profiles()
         )));
     }
-    match own_client(protocol, profile, w.check) {
+    match own_client(profile) {
         None => Ok(()),
         Some(why) => {
             let real = profile.and_then(|p| crate::client::driver::for_profile(protocol, p));

@@ -285,8 +285,12 @@ pub enum Links<Req, Resp> {
 pub trait LiveLinks<Req, Resp>: Send + Sync {
     /// A caller for client node `ctx`.
     fn caller(&self, ctx: &NodeCtx) -> Caller<Req, Resp>;
-    /// A fan-out inbox for client node `ctx`.
-    fn mux(&self, ctx: &NodeCtx) -> Box<dyn LiveMux<Req, Resp>>;
+    /// A fan-out inbox for client node `ctx`. Only a client that fans out asks for one
+    /// (Redlock); links whose client asks one server at a time keep this default.
+    fn mux(&self, ctx: &NodeCtx) -> Box<dyn LiveMux<Req, Resp>> {
+        let _ = ctx;
+        panic!("this protocol's client asks one server at a time: its links have no fan-out inbox")
+    }
 }
 
 impl<Req, Resp> Clone for Links<Req, Resp> {

@@ -661,11 +661,6 @@ impl NodeCtx {
         &self.sim("the world").world
     }
 
-    /// Whether this node runs in live mode (real time, real servers).
-    pub fn is_live(&self) -> bool {
-        matches!(self.0, Backing::Live(_))
-    }
-
     /// The name of node `idx`.
     pub fn node_name(&self, idx: NodeIdx) -> String {
         match &self.0 {
@@ -734,7 +729,12 @@ impl NodeCtx {
 
     /// Records an event from this node; returns its index.
     pub fn record(&self, kind: Kind, op: Op) -> u64 {
-        self.record_event(Event::new(self.name(), kind, op))
+        // Built with this node's name: no comparison of names (a hot path of every run).
+        let event = Event::new(self.name(), kind, op);
+        match &self.0 {
+            Backing::Sim(node) => node.world.record(event),
+            Backing::Live(node) => node.record(event),
+        }
     }
 
     /// Records a fully built event (its `node` is set to this node).

@@ -26,6 +26,7 @@ use locksim_protocols::registry::connector;
 use locksim_protocols::resource::{ResourceHandle, RESOURCE};
 use locksim_protocols::{Connector, LockClient};
 use locksim_scenarios::workload::{client_loop, Holders};
+use locksim_sim::rpc::Links;
 use locksim_sim::NodeCtx;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -121,18 +122,16 @@ fn protocol_client(lock: &LockSpec) -> anyhow::Result<(Arc<dyn Connector>, Vec<S
             (connector(ReplicatedRedis, params.clone(), nodes), names)
         }
         LockSpec::Etcd { params, endpoints } => {
-            let clients = crate::links::etcd::Gateway::links(addrs(endpoints)?);
-            let peers = (0..endpoints.len()).collect();
-            let cluster = Cluster { clients, peers };
+            let links = crate::links::etcd::Gateway::links(addrs(endpoints)?);
+            let cluster = cluster(links, endpoints.len());
             (
                 connector(Etcd, params.clone(), cluster),
                 params.host().peers,
             )
         }
         LockSpec::ZooKeeper { params, servers } => {
-            let clients = crate::links::zookeeper::ZkLinks::links(addrs(servers)?);
-            let peers = (0..servers.len()).collect();
-            let cluster = Cluster { clients, peers };
+            let links = crate::links::zookeeper::ZkLinks::links(addrs(servers)?);
+            let cluster = cluster(links, servers.len());
             (
                 connector(ZooKeeper, params.clone(), cluster),
                 params.host().peers,
@@ -161,6 +160,14 @@ impl Connector for Once {
         let lock = self.lock.lock().unwrap().take();
         let lock = lock.expect("a live client process connects its lock once");
         Box::new(Blocking::new(lock, self.ctx.clone()))
+    }
+}
+
+/// A Raft cluster as a live client reaches it: its peers, numbered from 0, through `links`.
+fn cluster<Req, Resp>(clients: Links<Req, Resp>, peers: usize) -> Cluster<Req, Resp> {
+    Cluster {
+        clients,
+        peers: (0..peers).collect(),
     }
 }
 

@@ -16,7 +16,7 @@ use base64::Engine;
 use locksim_protocols::raft::etcd::kv::{Req, Resp};
 use locksim_protocols::raft::etcd::PREFIX;
 use locksim_sim::env::LocalFuture;
-use locksim_sim::rpc::{Caller, Links, LiveLink, LiveLinks, LiveMux, RpcError};
+use locksim_sim::rpc::{Caller, Links, LiveLink, LiveLinks, RpcError};
 use locksim_sim::{NodeCtx, NodeIdx};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
@@ -45,10 +45,6 @@ impl LiveLinks<Req, Resp> for Gateway {
         Caller::live(Rc::new(Gateway {
             addrs: self.addrs.clone(),
         }))
-    }
-
-    fn mux(&self, _: &NodeCtx) -> Box<dyn LiveMux<Req, Resp>> {
-        panic!("etcd's client asks one member at a time: it has no fan-out inbox")
     }
 }
 

@@ -57,7 +57,7 @@ pub struct Pipelined<C: Codec> {
 }
 
 /// Who waits for a reply.
-pub enum Waiter<Resp> {
+enum Waiter<Resp> {
     /// Nobody (a notify).
     Nobody,
     /// One call.
@@ -422,10 +422,6 @@ impl LiveLinks<SentinelReq, SentinelResp> for SentinelLinks {
             link: Pipelined::new(self.sentinels.clone()),
             announced: self.announced.clone(),
         }))
-    }
-
-    fn mux(&self, _: &NodeCtx) -> Box<dyn LiveMux<SentinelReq, SentinelResp>> {
-        panic!("a client asks one Sentinel at a time: there is no fan-out inbox")
     }
 }
 

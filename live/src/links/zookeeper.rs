@@ -20,7 +20,7 @@ use crate::links::jute::{self, In, Out};
 use futures::channel::oneshot;
 use locksim_protocols::raft::zookeeper::tree::{Req, Resp};
 use locksim_sim::env::LocalFuture;
-use locksim_sim::rpc::{Caller, Links, LiveLink, LiveLinks, LiveMux, RpcError};
+use locksim_sim::rpc::{Caller, Links, LiveLink, LiveLinks, RpcError};
 use locksim_sim::{NodeCtx, NodeIdx};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -60,10 +60,6 @@ impl LiveLinks<Req, Resp> for ZkLinks {
             last_zxid: Rc::default(),
             at: Cell::new(None),
         }))))
-    }
-
-    fn mux(&self, _: &NodeCtx) -> Box<dyn LiveMux<Req, Resp>> {
-        panic!("ZooKeeper's client asks one server at a time: it has no fan-out inbox")
     }
 }
 
@@ -131,10 +127,7 @@ impl Inner {
                 persistent,
                 guid,
             } => self.create(to, session, persistent, guid, timeout).await,
-            Req::Children => self
-                .children(to, false, timeout)
-                .await
-                .map(|(c, zxid, _)| Resp::Children(c, zxid)),
+            Req::Children => self.children(to, timeout).await,
             Req::Watch { name, .. } => self.watch_deleted(to, &name, timeout).await,
             Req::WatchChildren { .. } => self.watch_children(to, timeout).await,
             Req::Delete { name } => self.delete(to, &name, timeout).await,
@@ -187,30 +180,23 @@ impl Inner {
         session: Option<u64>,
         wait: Duration,
     ) -> Result<Rc<Conn>, Failed> {
-        let (hello, timeout) = match self.session.borrow().as_ref() {
-            Some(s) if session.is_none_or(|asked| asked == s.id as u64) => (
-                jute::Hello {
-                    id: s.id,
-                    passwd: s.passwd.clone(),
-                    last_zxid: 0,
-                    timeout: s.timeout,
-                },
-                s.timeout,
-            ),
+        let hello = match self.session.borrow().as_ref() {
+            Some(s) if session.is_none_or(|asked| asked == s.id as u64) => jute::Hello {
+                id: s.id,
+                passwd: s.passwd.clone(),
+                last_zxid: self.last_zxid.get(),
+                timeout: s.timeout,
+            },
             Some(_) | None => return Err(Failed::Expired),
         };
         let current = self.conn.borrow().clone();
         if let Some(conn) = current {
-            if conn.up() && self.ctx.mono_now() < conn.heard.get() + timeout * 2 / 3 {
+            if conn.up() && self.ctx.mono_now() < conn.heard.get() + hello.timeout * 2 / 3 {
                 return Ok(conn);
             }
             conn.close();
             *self.conn.borrow_mut() = None;
         }
-        let hello = jute::Hello {
-            last_zxid: self.last_zxid.get(),
-            ..hello
-        };
         let stream = match connect(self.servers[to], hello, wait).await {
             Attach::Attached((stream, _, _)) => stream,
             Attach::Expired => {
@@ -271,15 +257,10 @@ impl Inner {
         Ok(Resp::Created(name, seq))
     }
 
-    /// The lock's children sorted by sequence, the zxid read at, and the connection asked.
-    async fn children(
-        &self,
-        to: NodeIdx,
-        watch: bool,
-        wait: Duration,
-    ) -> Result<(Vec<(String, u64)>, u64, Rc<Conn>), Failed> {
+    /// The lock's children sorted by sequence, and the zxid read at.
+    async fn children(&self, to: NodeIdx, wait: Duration) -> Result<Resp, Failed> {
         let conn = self.conn(to, None, wait).await?;
-        let body = Out::default().string(DIR).boolean(watch);
+        let body = Out::default().string(DIR).boolean(false);
         let (zxid, err, reply) = conn
             .request_zxid(jute::OP_GET_CHILDREN, body, wait)
             .await
@@ -294,7 +275,7 @@ impl Inner {
             .filter_map(|name| Some((name.clone(), jute::sequence(&name)?)))
             .collect();
         children.sort_by_key(|(_, seq)| *seq);
-        Ok((children, zxid.max(0) as u64, conn))
+        Ok(Resp::Children(children, zxid.max(0) as u64))
     }
 
     async fn watch_deleted(&self, to: NodeIdx, name: &str, wait: Duration) -> Result<Resp, Failed> {
