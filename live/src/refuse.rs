@@ -9,16 +9,9 @@ use locksim_sim::nodes::ArmedPoint;
 use locksim_sim::{Fault, FaultKind};
 
 /// A scenario live mode refuses: the message names the fault (or parameter) and why.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct Refused(pub String);
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Refused {}
 
 /// Why live mode cannot inject a fault of this kind, if it cannot: the reason the kind's
 /// own file gives (`locksim_sim::fault::spec::ApplyIn`, which live mode implements for each

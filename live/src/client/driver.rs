@@ -18,9 +18,9 @@
 //! `InterProcessMutex` on `zookeeper`, a Java program run from a file: [`JAVA`]). A profile
 //! without a driver is refused by name, as modelled only.
 
-use crate::client::lock::{Ctx, LiveLock};
+use crate::client::lock::Ctx;
 use crate::spec::LockSpec;
-use locksim_protocols::{Acquired, Grant, Outcome, Validity};
+use locksim_protocols::{Acquired, Grant, Outcome};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
@@ -266,25 +266,22 @@ fn redis_py_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
 /// per server: the scenario's parameters, which the `node-redlock` profile fills with the
 /// library's defaults (11 attempts 200 ± 100 ms apart, drift 0.01, 500 ms threshold).
 fn node_redlock_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
-    let (servers, ttl_ms, drift, timeout_ms, retries, delay, threshold_ms) = match lock {
-        LockSpec::SingleRedis { params: p, server } => (
-            vec![server.clone()],
-            p.ttl_ms,
-            p.clock_drift_factor,
-            p.request_timeout_ms,
-            p.retry_count,
-            (p.retry_delay_ms_min, p.retry_delay_ms_max),
-            p.extension_threshold_ms,
-        ),
-        LockSpec::Redlock { params: p, servers } => (
-            servers.clone(),
-            p.ttl_ms,
-            p.clock_drift_factor,
-            p.request_timeout_ms,
-            p.retry_count,
-            (p.retry_delay_ms_min, p.retry_delay_ms_max),
-            p.extension_threshold_ms,
-        ),
+    // The two protocols' parameters share these fields' names, not a type.
+    macro_rules! settings {
+        ($p:expr) => {
+            (
+                $p.ttl_ms,
+                $p.clock_drift_factor,
+                $p.request_timeout_ms,
+                $p.retry_count,
+                ($p.retry_delay_ms_min, $p.retry_delay_ms_max),
+                $p.extension_threshold_ms,
+            )
+        };
+    }
+    let (servers, (ttl_ms, drift, timeout_ms, retries, delay, threshold_ms)) = match lock {
+        LockSpec::SingleRedis { params, server } => (vec![server.clone()], settings!(params)),
+        LockSpec::Redlock { params, servers } => (servers.clone(), settings!(params)),
         _ => anyhow::bail!("the node-redlock driver runs on single-redis and redlock only"),
     };
     // node-redlock gives up after a number of tries, never after a time.
@@ -363,7 +360,11 @@ pub fn profiles() -> String {
 }
 
 /// A library that is not installed: the error names how to install it (exit 2).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "live --library needs {profile}'s library, which is not installed ({}): {install}",
+    why.trim()
+)]
 pub struct MissingLibrary {
     /// The profile whose library is missing.
     pub profile: String,
@@ -372,20 +373,6 @@ pub struct MissingLibrary {
     /// How to install it.
     pub install: &'static str,
 }
-
-impl std::fmt::Display for MissingLibrary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "live --library needs {}'s library, which is not installed ({}): {}",
-            self.profile,
-            self.why.trim(),
-            self.install
-        )
-    }
-}
-
-impl std::error::Error for MissingLibrary {}
 
 impl Driver {
     /// The installed library's version (the parent asks before any server starts).
@@ -462,13 +449,37 @@ impl DriverLock {
         self.read()
     }
 
-    /// A release's or an extension's answer.
-    fn outcome(&mut self, op: &str) -> Outcome {
+    /// An acquire's answer, with a fencing token where the library gives one (etcd's
+    /// create revision, the ZooKeeper lock node's sequence number).
+    pub fn acquire(&mut self) -> Acquired {
+        match self.call("acquire") {
+            Ok(a) if a["ok"] == true => Acquired::Granted(Grant {
+                token: a["token"].as_u64(),
+                valid_until: None,
+                handle: why(&a["handle"]),
+            }),
+            Ok(a) if a["ok"] == false => Acquired::Failed(why(&a["why"])),
+            Ok(a) => Acquired::Unknown(why(&a["unknown"])),
+            Err(e) => Acquired::Unknown(format!("driver: {e:#}")),
+        }
+    }
+
+    /// A release's or an extension's answer (`op`).
+    pub fn outcome(&mut self, op: &str) -> Outcome {
         match self.call(op) {
             Ok(a) if a["ok"] == true => Outcome::Ok,
             Ok(a) if a["ok"] == false => Outcome::Failed(why(&a["why"])),
             Ok(a) => Outcome::Unknown(why(&a["unknown"])),
             Err(e) => Outcome::Unknown(format!("driver: {e:#}")),
+        }
+    }
+
+    /// The library's own lost-lock signal, if it has raised it (its reason): what the
+    /// workload's `check = "on_signal"` looks at, and a library's only word on a held lock.
+    pub fn lost_signal(&mut self) -> Option<String> {
+        match self.call("valid") {
+            Ok(a) if a["held"] == false => Some(why(&a["why"])),
+            _ => None,
         }
     }
 }
@@ -486,45 +497,6 @@ fn die_with_client(cmd: &mut Command) {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
             Ok(())
         });
-    }
-}
-
-impl LiveLock for DriverLock {
-    fn acquire(&mut self, _ctx: &Ctx) -> Acquired {
-        match self.call("acquire") {
-            Ok(a) if a["ok"] == true => Acquired::Granted(Grant {
-                // A fencing token where the library gives one (etcd's create revision).
-                token: a["token"].as_u64(),
-                valid_until: None,
-                handle: why(&a["handle"]),
-            }),
-            Ok(a) if a["ok"] == false => Acquired::Failed(why(&a["why"])),
-            Ok(a) => Acquired::Unknown(why(&a["unknown"])),
-            Err(e) => Acquired::Unknown(format!("driver: {e:#}")),
-        }
-    }
-
-    fn release(&mut self, _ctx: &Ctx, _grant: &Grant) -> Outcome {
-        self.outcome("release")
-    }
-
-    fn extend(&mut self, _ctx: &Ctx, _grant: &mut Grant) -> Outcome {
-        self.outcome("extend")
-    }
-
-    fn lost_signal(&mut self, _ctx: &Ctx, _grant: &Grant) -> Option<String> {
-        // A library's only word on a held lock is its signal; `validity` is this answer.
-        match self.call("valid") {
-            Ok(a) if a["held"] == false => Some(why(&a["why"])),
-            _ => None,
-        }
-    }
-
-    fn validity(&mut self, ctx: &Ctx, grant: &Grant) -> Validity {
-        // What the library itself tells its user: etcd's `Session.Done()`; redis-py nothing
-        // (`owned()` would ask the server), as its model's `Validity::Indefinite`.
-        self.lost_signal(ctx, grant)
-            .map_or(Validity::Indefinite, Validity::Lost)
     }
 }
 

@@ -1,7 +1,8 @@
-//! What a live lock client library is (`LiveLock`) and the context its calls get (`Ctx`),
-//! apart from the client process (`client`) that picks a library: each library's file
-//! imports this, not the process that dispatches to it.
+//! The context of a client process (`Ctx`: its name, clock, random draws, output and named
+//! points) and the adapter that makes a real library's blocking driver the workload's
+//! `LockClient` ([`Blocking`]).
 
+use crate::client::driver::DriverLock;
 use crate::clock;
 use crate::spec::{ClientMsg, ClientSpec};
 use async_trait::async_trait;
@@ -15,35 +16,6 @@ use std::io::Write;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// A lock client library, as the model's `LockClient` (blocking: each call is bounded by
-/// the protocol's own timeouts).
-pub trait LiveLock {
-    /// Tries to take the lock (with the protocol's retries and timeout).
-    fn acquire(&mut self, ctx: &Ctx) -> Acquired;
-    /// Gives the lock back.
-    fn release(&mut self, ctx: &Ctx, grant: &Grant) -> Outcome;
-    /// Extends the lease.
-    fn extend(&mut self, ctx: &Ctx, grant: &mut Grant) -> Outcome {
-        let _ = (ctx, grant);
-        Outcome::Failed("this protocol cannot extend a lock".into())
-    }
-    /// How far `grant` may be trusted now.
-    fn validity(&mut self, ctx: &Ctx, grant: &Grant) -> Validity {
-        let _ = ctx;
-        match grant.valid_until {
-            Some(until) => Validity::Until(until),
-            None => Validity::Indefinite,
-        }
-    }
-    /// The library's own lost-lock signal, if it has one and has raised it (its reason):
-    /// what the workload's `check = "on_signal"` looks at. Only real libraries behind a
-    /// driver ([`crate::client::driver`]) have one here.
-    fn lost_signal(&mut self, ctx: &Ctx, grant: &Grant) -> Option<String> {
-        let _ = (ctx, grant);
-        None
-    }
-}
 
 /// The client process's context: its name, clock, random draws, output and named points.
 pub struct Ctx {
@@ -141,23 +113,20 @@ impl Ctx {
 /// library raised it.
 pub const SIGNAL_POLL_MS: u64 = 10;
 
-/// A blocking library ([`LiveLock`]: live mode's own clients not yet on the protocols' code,
-/// and the real libraries' drivers) as the workload's [`LockClient`]. Its calls block the
-/// client's executor while they run, as the library blocks its caller; between calls, a
-/// task asks it for its lost-lock signal every [`SIGNAL_POLL_MS`].
+/// A real library behind its driver ([`DriverLock`]) as the workload's [`LockClient`]. Its
+/// calls block the client's executor while they run, as the library blocks its caller;
+/// between calls, a task asks it for its lost-lock signal every [`SIGNAL_POLL_MS`].
 pub struct Blocking {
-    lock: Rc<RefCell<Box<dyn LiveLock + Send>>>,
-    ctx: Arc<Ctx>,
+    lock: Rc<RefCell<DriverLock>>,
     /// Releases so far: a signal's watcher stops once its grant is released.
     releases: Rc<Cell<u64>>,
 }
 
 impl Blocking {
-    /// `lock`, called with the client's context `ctx`.
-    pub fn new(lock: Box<dyn LiveLock + Send>, ctx: Arc<Ctx>) -> Blocking {
+    /// The workload's client of `lock`.
+    pub fn new(lock: DriverLock) -> Blocking {
         Blocking {
             lock: Rc::new(RefCell::new(lock)),
-            ctx,
             releases: Rc::default(),
         }
     }
@@ -166,34 +135,32 @@ impl Blocking {
 #[async_trait(?Send)]
 impl LockClient for Blocking {
     async fn acquire(&mut self) -> Acquired {
-        self.lock.borrow_mut().acquire(&self.ctx)
+        self.lock.borrow_mut().acquire()
     }
 
-    async fn release(&mut self, grant: &Grant) -> Outcome {
+    async fn release(&mut self, _grant: &Grant) -> Outcome {
         self.releases.set(self.releases.get() + 1);
-        self.lock.borrow_mut().release(&self.ctx, grant)
+        self.lock.borrow_mut().outcome("release")
     }
 
-    async fn extend(&mut self, grant: &mut Grant) -> Outcome {
-        self.lock.borrow_mut().extend(&self.ctx, grant)
+    async fn extend(&mut self, _grant: &mut Grant) -> Outcome {
+        self.lock.borrow_mut().outcome("extend")
     }
 
-    fn validity(&mut self, grant: &Grant) -> Validity {
-        self.lock.borrow_mut().validity(&self.ctx, grant)
+    fn validity(&mut self, _grant: &Grant) -> Validity {
+        // What the library itself tells its user: etcd's `Session.Done()`; redis-py nothing
+        // (`owned()` would ask the server), as its model's `Validity::Indefinite`.
+        let signal = self.lock.borrow_mut().lost_signal();
+        signal.map_or(Validity::Indefinite, Validity::Lost)
     }
 
-    fn lost_signal(&mut self, grant: &Grant) -> Option<LostSignal> {
+    fn lost_signal(&mut self, _grant: &Grant) -> Option<LostSignal> {
         let signal = LostSignal::new();
-        let (lock, ctx, grant, watched) = (
-            self.lock.clone(),
-            self.ctx.clone(),
-            grant.clone(),
-            signal.clone(),
-        );
+        let (lock, watched) = (self.lock.clone(), signal.clone());
         let (releases, held) = (self.releases.clone(), self.releases.get());
         tokio::task::spawn_local(async move {
             while releases.get() == held {
-                if let Some(why) = lock.borrow_mut().lost_signal(&ctx, &grant) {
+                if let Some(why) = lock.borrow_mut().lost_signal() {
                     watched.raise(why);
                     return;
                 }

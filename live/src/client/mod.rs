@@ -3,16 +3,17 @@
 //! executor ([`crate::client::env`]), and writing its events as JSON lines on stdout, each stamped
 //! on the machine's monotonic clock. Where a protocol's client runs live, it is the
 //! protocol's own client library (`locksim_protocols`), reaching real servers through live
-//! links ([`crate::links`]); the others run live mode's blocking clients and real libraries'
-//! drivers behind [`Blocking`]. A pause is a real stop-the-world: SIGSTOP stops every thread
+//! links ([`crate::links`]); with `--library`, the real library behind its driver
+//! ([`Blocking`]). A pause is a real stop-the-world: SIGSTOP stops every thread
 //! of the process, timers and keep-alives included, as a GC pause does.
 
 pub mod driver;
 pub mod env;
 pub mod lock;
 
+use crate::client::driver::DriverLock;
 use crate::client::env::LiveEnv;
-use crate::client::lock::{Blocking, Ctx, LiveLock};
+use crate::client::lock::{Blocking, Ctx};
 use crate::clock;
 use crate::links::{LinksTo, ResourceLines, Resp, SentinelLinks};
 use crate::spec::{ClientSpec, LockSpec};
@@ -85,8 +86,8 @@ fn connector_for(
     if let Some(profile) = &spec.driver {
         let driver = crate::client::driver::named(profile)
             .ok_or_else(|| anyhow::anyhow!("no driver for the client profile {profile}"))?;
-        let lock = crate::client::driver::DriverLock::start(driver, &spec.lock, ctx)?;
-        return Ok((Arc::new(Once::new(Box::new(lock), ctx.clone())), vec![]));
+        let lock = DriverLock::start(driver, &spec.lock, ctx)?;
+        return Ok((Arc::new(Once(Mutex::new(Some(lock)))), vec![]));
     }
     protocol_client(&spec.lock)
 }
@@ -140,26 +141,15 @@ fn protocol_client(lock: &LockSpec) -> anyhow::Result<(Arc<dyn Connector>, Vec<S
     })
 }
 
-/// A blocking client, handed out once (a live client process connects once).
-struct Once {
-    lock: Mutex<Option<Box<dyn LiveLock + Send>>>,
-    ctx: Arc<Ctx>,
-}
-
-impl Once {
-    fn new(lock: Box<dyn LiveLock + Send>, ctx: Arc<Ctx>) -> Once {
-        Once {
-            lock: Mutex::new(Some(lock)),
-            ctx,
-        }
-    }
-}
+/// A real library's driver, handed out once (a live client process connects once).
+struct Once(Mutex<Option<DriverLock>>);
 
 impl Connector for Once {
     fn connect(&self, _: &NodeCtx) -> Box<dyn LockClient> {
-        let lock = self.lock.lock().unwrap().take();
-        let lock = lock.expect("a live client process connects its lock once");
-        Box::new(Blocking::new(lock, self.ctx.clone()))
+        let lock = self.0.lock().unwrap().take();
+        Box::new(Blocking::new(
+            lock.expect("a live client process connects its lock once"),
+        ))
     }
 }
 

@@ -7,11 +7,12 @@ pub mod replicated;
 pub mod servers;
 pub mod zookeeper;
 
+use crate::deploy::cluster::peer_proxies;
 pub use crate::deploy::cluster::{Deployment, ServerInfo};
 use crate::deploy::redis_server::{redis_args, redis_probe};
-use crate::deploy::servers::{find_binary, output_of, version_in, Server};
+use crate::deploy::servers::{find_binary, loopback, output_of, version_in, Probe, Server};
 use crate::procs::free_port;
-use crate::proxy::{Delays, Proxy};
+use crate::proxy::Delays;
 use crate::spec::LockSpec;
 use locksim_protocols::parse_params;
 use locksim_protocols::raft::etcd;
@@ -45,25 +46,17 @@ impl Deployment {
         if role != ROLE_LEADER {
             return None;
         }
-        let ask = || match self.lock {
-            LockSpec::Etcd { .. } => etcd_leader(&self.client_addrs),
-            LockSpec::ZooKeeper { .. } => crate::deploy::zookeeper::leader(&self.client_addrs),
-            LockSpec::ReplicatedRedis { .. }
-            | LockSpec::SingleRedis { .. }
-            | LockSpec::Redlock { .. } => None,
+        let ask: fn(&[(String, SocketAddr)]) -> Option<String> = match self.lock {
+            LockSpec::Etcd { .. } => etcd_leader,
+            LockSpec::ZooKeeper { .. } => crate::deploy::zookeeper::leader,
+            _ => return None,
         };
-        if !matches!(
-            self.lock,
-            LockSpec::Etcd { .. } | LockSpec::ZooKeeper { .. }
-        ) {
-            return None;
-        }
         // A real cluster can be between leaders when the fault is due (an election after a
         // pause takes a few timeouts on a loaded machine); the fault then hits the next
         // leader, if one is elected within `LEADER_WAIT`, as a nemesis that asks again would.
         let start_ns = crate::clock::now_ns();
         loop {
-            if let Some(leader) = ask() {
+            if let Some(leader) = ask(&self.client_addrs) {
                 return Some(leader);
             }
             if crate::clock::since(start_ns) >= LEADER_WAIT {
@@ -103,75 +96,66 @@ pub fn plan(prepared: &Prepared, dir: &Path, seed: u64) -> anyhow::Result<Deploy
     }
 }
 
-/// One redis-server `name` on a free loopback port: the server, what it is, its address.
-fn redis_instance(
-    name: &str,
-    persistence: Persistence,
+/// Independent redis-servers `names` on free loopback ports (the i-th with `persistence(i)`),
+/// for clients of `lock(their addresses)`.
+fn redis_instances(
+    names: &[String],
+    persistence: impl Fn(usize) -> Persistence,
     active_expire_interval_ms: u64,
     dir: &Path,
-) -> anyhow::Result<(Server, ServerInfo, SocketAddr)> {
+    lock: impl FnOnce(Vec<String>) -> LockSpec,
+) -> anyhow::Result<Deployment> {
     let program = find_binary("redis-server", "redis-server")?;
     let version = version_in(&output_of(&program, &["--version"]));
-    let port = free_port()?;
-    let args = redis_args(port, persistence, active_expire_interval_ms);
-    let server = Server::new(name, dir.join(name), program, args, redis_probe(port))?;
-    let info = ServerInfo {
-        name: name.into(),
-        software: "redis-server".into(),
-        version,
-    };
-    Ok((server, info, SocketAddr::from(([127, 0, 0, 1], port))))
+    let mut servers = vec![];
+    for (i, name) in names.iter().enumerate() {
+        let port = free_port()?;
+        let args = redis_args(port, persistence(i), active_expire_interval_ms);
+        let server = Server::new(
+            name,
+            dir.join(name),
+            program.clone(),
+            args,
+            redis_probe(port),
+        )?;
+        servers.push((server, loopback(port)));
+    }
+    let addrs = servers.iter().map(|(_, a)| a.to_string()).collect();
+    let mut d = Deployment::new(lock(addrs), BTreeMap::new());
+    for (server, addr) in servers {
+        d.add(server, "redis-server", Some(&version), addr);
+    }
+    Ok(d)
 }
 
 fn single_redis(params: single_redis::Params, dir: &Path) -> anyhow::Result<Deployment> {
-    let name = single_redis::SERVER;
-    let (server, info, addr) = redis_instance(
-        name,
-        params.persistence,
-        params.active_expire_interval_ms,
+    let names = [single_redis::SERVER.to_owned()];
+    let (persistence, interval) = (params.persistence, params.active_expire_interval_ms);
+    redis_instances(
+        &names,
+        |_| persistence,
+        interval,
         dir,
-    )?;
-    Ok(Deployment {
-        servers: vec![server],
-        infos: vec![info],
-        lock: LockSpec::SingleRedis {
+        |mut addrs| LockSpec::SingleRedis {
             params,
-            server: addr.to_string(),
+            server: addrs.pop().unwrap_or_default(),
         },
-        client_addrs: vec![(name.into(), addr)],
-        peer_proxies: Default::default(),
-    })
+    )
 }
 
 /// `instances` independent redis-servers (`redis1`, ...), each with its own persistence.
 /// The client runs the model's Redlock client, bug variants included: they are choices of
 /// the client's code, which live mode runs as the model does.
 fn redlock(params: redlock::Params, dir: &Path) -> anyhow::Result<Deployment> {
-    let mut deployment = Deployment {
-        servers: vec![],
-        infos: vec![],
-        lock: LockSpec::Redlock {
-            params: params.clone(),
-            servers: vec![],
-        },
-        client_addrs: vec![],
-        peer_proxies: Default::default(),
-    };
-    for (i, name) in params.names().iter().enumerate() {
-        let persistence = params.persistence.get(i);
-        let (server, info, addr) =
-            redis_instance(name, persistence, params.active_expire_interval_ms, dir)?;
-        deployment.servers.push(server);
-        deployment.infos.push(info);
-        deployment.client_addrs.push((name.clone(), addr));
-    }
-    let servers = deployment
-        .client_addrs
-        .iter()
-        .map(|(_, a)| a.to_string())
-        .collect();
-    deployment.lock = LockSpec::Redlock { params, servers };
-    Ok(deployment)
+    let (names, p) = (params.names(), params.clone());
+    let persistence = |i| p.persistence.get(i);
+    redis_instances(
+        &names,
+        persistence,
+        p.active_expire_interval_ms,
+        dir,
+        |servers| LockSpec::Redlock { params, servers },
+    )
 }
 
 /// A member's status: (its member id, the leader it knows), from etcd's maintenance API.
@@ -265,31 +249,6 @@ fn etcd_member_args(
     args
 }
 
-/// One proxy in front of each member's peer port (from `ports`: (client, peer)), which every
-/// other member dials: etcd derives member ids from the peer URLs, so all members must name a
-/// member by one URL, the proxy's. It asks who opened each connection, so that a cut between
-/// two members stops only their connections ([`Proxy::cut_from`]).
-fn etcd_peer_proxies(
-    names: &[String],
-    ports: &[(u16, u16)],
-    delays: Delays,
-) -> anyhow::Result<BTreeMap<String, Vec<Proxy>>> {
-    assert_eq!(
-        names.len(),
-        ports.len(),
-        "a client and a peer port per member"
-    );
-    let mut proxies = BTreeMap::new();
-    for (name, (_, peer)) in names.iter().zip(ports) {
-        let upstream = SocketAddr::from(([127, 0, 0, 1], *peer));
-        proxies.insert(
-            name.clone(),
-            vec![Proxy::identifying(upstream, delays.nth(proxies.len()))?],
-        );
-    }
-    Ok(proxies)
-}
-
 fn etcd(
     params: etcd::Params,
     names: &[String],
@@ -305,51 +264,29 @@ fn etcd(
         .iter()
         .map(|_| Ok((free_port()?, free_port()?)))
         .collect::<anyhow::Result<_>>()?;
-    let peer_proxies = etcd_peer_proxies(names, &ports, peers)?;
+    // One proxy in front of each member's peer port, which every other member dials: etcd
+    // derives member ids from the peer URLs, so all members must name a member by one URL.
+    let peer_ports: Vec<Vec<u16>> = ports.iter().map(|(_, peer)| vec![*peer]).collect();
+    let peer_proxies = peer_proxies(names, &peer_ports, peers)?;
     let cluster: Vec<String> = names
         .iter()
         .map(|n| format!("{n}=http://{}", peer_proxies[n][0].addr))
         .collect();
-    let mut deployment = Deployment {
-        servers: vec![],
-        infos: vec![],
-        lock: LockSpec::Etcd {
-            params: params.clone(),
-            endpoints: vec![],
-        },
-        client_addrs: vec![],
-        peer_proxies,
+    let lock = LockSpec::Etcd {
+        params: params.clone(),
+        endpoints: vec![],
     };
+    let mut d = Deployment::new(lock, peer_proxies);
     for (name, (client, peer)) in names.iter().zip(&ports) {
-        let advertised = deployment.peer_proxies[name][0].addr;
-        let args = etcd_member_args(
-            &params,
-            name,
-            (*client, *peer),
-            advertised,
-            &cluster.join(","),
-        );
-        let addr = SocketAddr::from(([127, 0, 0, 1], *client));
-        let probe: crate::deploy::servers::Probe = Box::new(move || etcd_status(addr).is_some());
-        deployment.servers.push(Server::new(
-            name,
-            dir.join(name),
-            program.clone(),
-            args,
-            probe,
-        )?);
-        deployment.infos.push(ServerInfo {
-            name: name.clone(),
-            software: "etcd".into(),
-            version: version.clone(),
-        });
-        deployment.client_addrs.push((name.clone(), addr));
+        let advertised = d.peer_proxies[name][0].addr;
+        let cluster = cluster.join(",");
+        let args = etcd_member_args(&params, name, (*client, *peer), advertised, &cluster);
+        let addr = loopback(*client);
+        let probe: Probe = Box::new(move || etcd_status(addr).is_some());
+        let server = Server::new(name, dir.join(name), program.clone(), args, probe)?;
+        d.add(server, "etcd", Some(&version), addr);
     }
-    let endpoints = deployment
-        .client_addrs
-        .iter()
-        .map(|(_, a)| a.to_string())
-        .collect();
-    deployment.lock = LockSpec::Etcd { params, endpoints };
-    Ok(deployment)
+    let endpoints = d.addrs();
+    d.lock = LockSpec::Etcd { params, endpoints };
+    Ok(d)
 }

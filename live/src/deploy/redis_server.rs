@@ -2,14 +2,15 @@
 //! active expiry) and its readiness probe, shared by every Redis deployment.
 
 use locksim_protocols::redis::server::Persistence;
+use locksim_protocols::redis::store::Reply;
+use std::time::Duration;
 
 /// Ready when it answers `PING`.
 pub fn redis_probe(port: u16) -> crate::deploy::servers::Probe {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let addr = crate::deploy::servers::loopback(port);
     Box::new(move || {
-        let mut c = crate::links::resp::Resp::new(addr);
-        let ping = vec!["PING".to_owned()];
-        matches!(c.call(&ping, std::time::Duration::from_millis(200)), Ok(locksim_protocols::redis::store::Reply::Bulk(p)) if p == "PONG")
+        let pong = crate::links::resp::call(addr, &["PING"], Duration::from_millis(200));
+        matches!(pong, Ok(Reply::Bulk(p)) if p == "PONG")
     })
 }
 

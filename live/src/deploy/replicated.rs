@@ -12,10 +12,10 @@
 //! proxy: replication and Sentinel links all go through proxies, before and after a failover,
 //! and a partition cuts them by pair ([`crate::proxy::Proxy::cut_from`]).
 
-use crate::deploy::cluster::{Deployment, ServerInfo};
+use crate::deploy::cluster::{peer_proxies, Deployment};
 use crate::deploy::redis_server::redis_args;
-use crate::deploy::servers::{find_binary, output_of, version_in, Probe, Server};
-use crate::links::resp::Resp;
+use crate::deploy::servers::{find_binary, loopback, output_of, version_in, Probe, Server};
+use crate::links::resp;
 use crate::procs::free_port;
 use crate::proxy::{Delays, Proxy};
 use crate::spec::LockSpec;
@@ -111,13 +111,8 @@ fn sentinel_config(
 
 /// `SENTINEL master mymaster` as (field, value) pairs, or None.
 fn sentinel_master(addr: SocketAddr) -> Option<Vec<(String, String)>> {
-    let argv: Vec<String> = ["SENTINEL", "master", MASTER_NAME]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let flat = Resp::new(addr)
-        .call_strings(&argv, Duration::from_millis(300))
-        .ok()?;
+    let argv = ["SENTINEL", "master", MASTER_NAME];
+    let flat = resp::call_strings(addr, &argv, Duration::from_millis(300)).ok()?;
     Some(
         flat.chunks(2)
             .filter(|kv| kv.len() == 2)
@@ -186,8 +181,7 @@ fn server(
 
 /// `INFO replication` of the node at `addr`, or an empty string.
 fn replication_info(addr: SocketAddr) -> String {
-    let argv = vec!["INFO".to_owned(), "replication".to_owned()];
-    match Resp::new(addr).call(&argv, Duration::from_millis(300)) {
+    match resp::call(addr, &["INFO", "replication"], Duration::from_millis(300)) {
         Ok(Reply::Bulk(text)) => text,
         _ => String::new(),
     }
@@ -208,25 +202,6 @@ fn redis_probe(addr: SocketAddr, replicas: Option<usize>) -> Probe {
     })
 }
 
-/// A proxy in front of each Redis node (`names`, on `ports`), which the others and the
-/// Sentinels know it by; it asks who opened each connection, to cut one pair.
-fn node_proxies(
-    names: &[String],
-    ports: &[u16],
-    delays: Delays,
-) -> anyhow::Result<BTreeMap<String, Vec<Proxy>>> {
-    assert_eq!(names.len(), ports.len(), "a port per node");
-    let mut proxies = BTreeMap::new();
-    for (name, port) in names.iter().zip(ports) {
-        let upstream = SocketAddr::from(([127, 0, 0, 1], *port));
-        proxies.insert(
-            name.clone(),
-            vec![Proxy::identifying(upstream, delays.nth(proxies.len()))?],
-        );
-    }
-    Ok(proxies)
-}
-
 /// The deployment: Redis nodes first (`redis1` primary), then the Sentinels.
 pub fn plan(p: Params, dir: &Path, delays: Delays) -> anyhow::Result<Deployment> {
     // The client's mistakes run live (the model's own client runs); the Sentinels are real.
@@ -240,85 +215,52 @@ pub fn plan(p: Params, dir: &Path, delays: Delays) -> anyhow::Result<Deployment>
     }
     let program = find_binary("redis-server", "redis-server")?;
     let version = version_in(&output_of(&program, &["--version"]));
-    let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));
-    let (mut servers, mut client_addrs) = (vec![], vec![]);
-    let ports: Vec<u16> = p
-        .redis_names()
+    let (redis, sentinels) = (p.redis_names(), p.sentinel_names());
+    let names = [redis.clone(), sentinels.clone()].concat();
+    let ports: Vec<u16> = names
         .iter()
         .map(|_| free_port())
         .collect::<anyhow::Result<_>>()?;
-    let mut peers = node_proxies(&p.redis_names(), &ports, delays)?;
-    let first = peers[FIRST_PRIMARY][0].addr;
-    for (name, port) in p.redis_names().iter().zip(&ports) {
-        let (upstream, replicas) = match name.as_str() {
-            FIRST_PRIMARY => (None, Some(p.replicas)),
-            _ => (Some(first), None),
+    // Every node and Sentinel is known to the others by the proxy in front of it.
+    let one_each: Vec<Vec<u16>> = ports.iter().map(|p| vec![*p]).collect();
+    let peers = peer_proxies(&names, &one_each, delays)?;
+    let announced = |name: &str| peers[name][0].addr;
+    let first = announced(FIRST_PRIMARY);
+    let mut servers = vec![];
+    for (name, port) in names.iter().zip(&ports) {
+        let sentinel = sentinels.contains(name);
+        let mut node = if sentinel {
+            let config = sentinel_config(&p, (*port, announced(name)), first);
+            let probe = sentinel_probe(loopback(*port), p.replicas, p.sentinels);
+            server(name, dir, ("sentinel.conf", config), &["--sentinel"], probe)?
+        } else {
+            let (upstream, replicas) = match name.as_str() {
+                FIRST_PRIMARY => (None, Some(p.replicas)),
+                _ => (Some(first), None),
+            };
+            let config = redis_config(&p, (*port, announced(name)), upstream);
+            let probe = redis_probe(loopback(*port), replicas);
+            server(name, dir, ("redis.conf", config), &[], probe)?
         };
-        let announced = peers[name][0].addr;
-        let config = ("redis.conf", redis_config(&p, (*port, announced), upstream));
-        let probe = redis_probe(loopback(*port), replicas);
-        servers.push(server(name, dir, config, &[], probe)?);
-        client_addrs.push((name.clone(), loopback(*port)));
+        node.after_others = sentinel;
+        servers.push((node, loopback(*port)));
     }
-    for name in p.sentinel_names() {
-        let port = free_port()?;
-        let proxy = Proxy::identifying(loopback(port), delays.nth(peers.len()))?;
-        let config = (
-            "sentinel.conf",
-            sentinel_config(&p, (port, proxy.addr), first),
-        );
-        peers.insert(name.clone(), vec![proxy]);
-        let probe = sentinel_probe(loopback(port), p.replicas, p.sentinels);
-        let mut sentinel = server(&name, dir, config, &["--sentinel"], probe)?;
-        sentinel.after_others = true;
-        servers.push(sentinel);
-        client_addrs.push((name.clone(), loopback(port)));
+    // The Sentinels name each node by its announced address, its proxy.
+    let lock = LockSpec::ReplicatedRedis {
+        real: redis.iter().map(|n| announced(n).to_string()).collect(),
+        servers: addrs(&servers, &redis),
+        sentinels: addrs(&servers, &sentinels),
+        params: p,
+    };
+    let mut d = Deployment::new(lock, peers);
+    for (server, addr) in servers {
+        d.add(server, "redis-server", Some(&version), addr);
     }
-    Ok(assemble(p, servers, client_addrs, peers, &version))
+    Ok(d)
 }
 
-/// The deployment of `servers` (at `client_addrs`, known to each other by `peers`), with the
-/// lock spec its clients get.
-fn assemble(
-    p: Params,
-    servers: Vec<Server>,
-    client_addrs: Vec<(String, SocketAddr)>,
-    peers: BTreeMap<String, Vec<Proxy>>,
-    version: &str,
-) -> Deployment {
-    let infos = client_addrs
-        .iter()
-        .map(|(name, _)| ServerInfo {
-            name: name.clone(),
-            software: "redis-server".into(),
-            version: version.to_owned(),
-        })
-        .collect();
-    let addrs = |prefix: &str| -> Vec<String> {
-        client_addrs
-            .iter()
-            .filter(|(n, _)| n.starts_with(prefix))
-            .map(|(_, a)| a.to_string())
-            .collect()
-    };
-    let (redis, sentinels) = (addrs("redis"), addrs("sentinel"));
-    // The Sentinels name each node by its announced address, its proxy.
-    let announced = p
-        .redis_names()
-        .iter()
-        .map(|n| peers[n][0].addr.to_string())
-        .collect();
-    let lock = LockSpec::ReplicatedRedis {
-        params: p,
-        real: announced,
-        servers: redis,
-        sentinels,
-    };
-    Deployment {
-        servers,
-        infos,
-        lock,
-        client_addrs,
-        peer_proxies: peers,
-    }
+/// The client addresses of those of `servers` named in `names`.
+fn addrs(servers: &[(Server, SocketAddr)], names: &[String]) -> Vec<String> {
+    let named = servers.iter().filter(|(s, _)| names.contains(&s.name));
+    named.map(|(_, addr)| addr.to_string()).collect()
 }

@@ -13,7 +13,8 @@ use std::time::Duration;
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A missing binary: the error names the Debian package (exit 2).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("live mode needs `{what}`, which is not installed: apt-get install -y {package}")]
 pub struct MissingBinary {
     /// The binary or file looked for.
     pub what: String,
@@ -21,20 +22,9 @@ pub struct MissingBinary {
     pub package: &'static str,
 }
 
-impl std::fmt::Display for MissingBinary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "live mode needs `{}`, which is not installed: apt-get install -y {}",
-            self.what, self.package
-        )
-    }
-}
-
-impl std::error::Error for MissingBinary {}
-
 /// A server that did not come up in time (exit 3), with the tail of its log.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("server {name} did not come up: {why}\n--- last lines of its log ---\n{log_tail}")]
 pub struct NotReady {
     /// The server's name.
     pub name: String,
@@ -44,17 +34,10 @@ pub struct NotReady {
     pub log_tail: String,
 }
 
-impl std::fmt::Display for NotReady {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "server {} did not come up: {}\n--- last lines of its log ---\n{}",
-            self.name, self.why, self.log_tail
-        )
-    }
+/// `127.0.0.1:port`.
+pub fn loopback(port: u16) -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, 1], port))
 }
-
-impl std::error::Error for NotReady {}
 
 /// Finds `program` on PATH (or as an absolute path).
 pub fn find_binary(program: &str, package: &'static str) -> Result<PathBuf, MissingBinary> {
@@ -154,11 +137,6 @@ impl Server {
             why,
             log_tail: tail(&self.log, 20),
         }
-    }
-
-    /// Whether the probe answers now.
-    pub fn ready(&self) -> bool {
-        (self.probe)()
     }
 
     /// The running process, if any.

@@ -4,8 +4,8 @@
 //! session timeout to 2–20 ticks, and the scenario is refused outside them), and the
 //! `srvr` four-letter word to tell readiness, the version and who leads.
 
-use crate::deploy::cluster::{Deployment, ServerInfo};
-use crate::deploy::servers::{find_binary, version_in, Probe, Server};
+use crate::deploy::cluster::{peer_proxies, Deployment, ServerInfo};
+use crate::deploy::servers::{find_binary, loopback, version_in, Probe, Server};
 use crate::procs::free_port;
 use crate::proxy::{Delays, Proxy};
 use crate::spec::LockSpec;
@@ -77,17 +77,11 @@ pub fn plan(
         .iter()
         .map(|_| Ok([free_port()?, free_port()?, free_port()?]))
         .collect::<anyhow::Result<_>>()?;
-    let peer_proxies = peer_proxies(names, &ports, delays)?;
-    let mut d = Deployment {
+    let lock = LockSpec::ZooKeeper {
+        params: params.clone(),
         servers: vec![],
-        infos: vec![],
-        lock: LockSpec::ZooKeeper {
-            params: params.clone(),
-            servers: vec![],
-        },
-        client_addrs: vec![],
-        peer_proxies: BTreeMap::new(),
     };
+    let mut d = Deployment::new(lock, election_proxies(names, &ports, delays)?);
     for (i, (name, p)) in names.iter().zip(&ports).enumerate() {
         let home = dir.join(name);
         std::fs::create_dir_all(home.join("data"))?;
@@ -95,7 +89,7 @@ pub fn plan(
         let cfg = format!(
             "tickTime={}\ninitLimit=10\nsyncLimit=5\ndataDir=data\nclientPort={}\nclientPortAddress=127.0.0.1\n\
              4lw.commands.whitelist=srvr,ruok,stat\nadmin.enableServer=false\nquorumListenOnAllIPs=false\n{}\n",
-            params.tick_time().as_millis(), p[0], quorum(i, names, &ports, &peer_proxies).join("\n")
+            params.tick_time().as_millis(), p[0], quorum(i, names, &ports, &d.peer_proxies).join("\n")
         );
         std::fs::write(home.join("zoo.cfg"), cfg)?;
         let args = vec![
@@ -109,19 +103,19 @@ pub fn plan(
             "org.apache.zookeeper.server.quorum.QuorumPeerMain".into(),
             "zoo.cfg".into(),
         ];
-        let addr = SocketAddr::from(([127, 0, 0, 1], p[0]));
+        let addr = loopback(p[0]);
         let probe: Probe =
             Box::new(move || four_letters(addr, "srvr").is_some_and(|s| s.contains("Mode: ")));
-        d.servers
-            .push(Server::new(name, home, java.clone(), args, probe)?);
-        d.client_addrs.push((name.clone(), addr));
+        // ZooKeeper tells its version only once it runs (`infos`).
+        d.add(
+            Server::new(name, home, java.clone(), args, probe)?,
+            "zookeeper",
+            None,
+            addr,
+        );
     }
-    d.peer_proxies = peer_proxies;
-    let endpoints = d.client_addrs.iter().map(|(_, a)| a.to_string()).collect();
-    d.lock = LockSpec::ZooKeeper {
-        params,
-        servers: endpoints,
-    };
+    let servers = d.addrs();
+    d.lock = LockSpec::ZooKeeper { params, servers };
     Ok(d)
 }
 
@@ -144,8 +138,7 @@ fn quorum(
 }
 
 /// A proxy in front of each server's quorum port and one in front of its election port
-/// (`ports`: client, quorum, election), which the other servers dial; they ask who opened
-/// each connection, so that a cut between two servers stops only their connections.
+/// (`ports`: client, quorum, election), which the other servers dial ([`peer_proxies`]).
 ///
 /// The election proxies rewrite each connection's first message. ZooKeeper 3.8's
 /// `QuorumCnxManager` opens one election connection per pair, from the higher server id to
@@ -154,18 +147,13 @@ fn quorum(
 /// version, sid, then the length-prefixed `host:port` of its own election port), which
 /// would go around the proxy. The proxy announces the proxy in front of the sender instead,
 /// so the dial-back goes through it too.
-fn peer_proxies(
+fn election_proxies(
     names: &[String],
     ports: &[[u16; 3]],
     delays: Delays,
 ) -> anyhow::Result<BTreeMap<String, Vec<Proxy>>> {
-    assert_eq!(names.len(), ports.len(), "three ports per server");
-    let mut proxies = BTreeMap::new();
-    for (name, p) in names.iter().zip(ports) {
-        let quorum = Proxy::identifying(loopback(p[1]), delays.nth(2 * proxies.len()))?;
-        let election = Proxy::identifying(loopback(p[2]), delays.nth(2 * proxies.len() + 1))?;
-        proxies.insert(name.clone(), vec![quorum, election]);
-    }
+    let peer_ports: Vec<Vec<u16>> = ports.iter().map(|p| vec![p[1], p[2]]).collect();
+    let proxies = peer_proxies(names, &peer_ports, delays)?;
     // A server's sid is its place in `names`, from 1 (its `myid`).
     let announced: Arc<BTreeMap<i64, SocketAddr>> = Arc::new(
         (0..names.len())
@@ -177,10 +165,6 @@ fn peer_proxies(
         list[1].rewrite_first(Box::new(move |s| announce_proxy(s, &announced)));
     }
     Ok(proxies)
-}
-
-fn loopback(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 /// Reads an election connection's `InitialMessage` and returns it announcing the sender's

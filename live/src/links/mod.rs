@@ -189,9 +189,9 @@ impl<C: Codec> LiveLink<C::Req, C::Resp> for Pipelined<C> {
 pub struct Resp;
 
 /// `argv` as a RESP array of bulk strings.
-pub fn resp_bytes(argv: &[String]) -> Vec<u8> {
+pub fn resp_bytes(argv: &[impl AsRef<str>]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", argv.len()).into_bytes();
-    for a in argv {
+    for a in argv.iter().map(AsRef::as_ref) {
         out.extend(format!("${}\r\n", a.len()).bytes());
         out.extend(a.bytes());
         out.extend(b"\r\n");
@@ -215,18 +215,24 @@ impl Codec for Resp {
     }
 }
 
-fn bad(what: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what)
+/// Bytes from a server that make no sense, or none where some were due.
+pub(crate) fn bad(what: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.into())
+}
+
+/// The next line a server sent; an error at the end of the stream.
+async fn next_line(reader: &mut BufReader<TcpStream>) -> io::Result<String> {
+    let mut line = String::new();
+    match reader.read_line(&mut line).await? {
+        0 => Err(bad("connection closed")),
+        _ => Ok(line),
+    }
 }
 
 /// One RESP value as the model's reply; an array (which the lock recipes never read) is
 /// read whole and answered as `OK`.
 async fn read_resp(reader: &mut BufReader<TcpStream>) -> io::Result<Reply> {
-    let mut line = String::new();
-    if reader.read_line(&mut line).await? == 0 {
-        return Err(bad("connection closed".into()));
-    }
-    Ok(match resp::head(&line)? {
+    Ok(match resp::head(&next_line(reader).await?)? {
         resp::Head::Reply(reply) => reply,
         resp::Head::Bulk(n) => {
             let mut buf = vec![0; n + 2];
@@ -271,10 +277,7 @@ impl Codec for ResourceLines {
 
     fn decode(reader: &mut BufReader<TcpStream>) -> LocalFuture<'_, io::Result<ResourceResp>> {
         Box::pin(async move {
-            let mut line = String::new();
-            if reader.read_line(&mut line).await? == 0 {
-                return Err(bad("connection closed".into()));
-            }
+            let line = next_line(reader).await?;
             let answer: Answer = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
             Ok(match answer {
                 Answer::Value(v) => ResourceResp::Value(v),
@@ -362,8 +365,7 @@ impl Codec for SentinelAddr {
     fn encode(req: &SentinelReq) -> Vec<u8> {
         match req {
             SentinelReq::GetPrimary => {
-                let argv = ["SENTINEL", "get-master-addr-by-name", MASTER_NAME];
-                resp_bytes(&argv.map(String::from))
+                resp_bytes(&["SENTINEL", "get-master-addr-by-name", MASTER_NAME])
             }
             other => panic!("{other:?} is between Sentinels: a client never sends it"),
         }
@@ -373,11 +375,7 @@ impl Codec for SentinelAddr {
         reader: &mut BufReader<TcpStream>,
     ) -> LocalFuture<'_, io::Result<Option<SocketAddr>>> {
         Box::pin(async move {
-            let mut line = String::new();
-            if reader.read_line(&mut line).await? == 0 {
-                return Err(bad("connection closed".into()));
-            }
-            match line.trim_end() {
+            match next_line(reader).await?.trim_end() {
                 "*2" => {}
                 "*-1" => return Ok(None),
                 other => return Err(bad(format!("unexpected Sentinel answer {other:?}"))),
@@ -385,7 +383,7 @@ impl Codec for SentinelAddr {
             let (Reply::Bulk(ip), Reply::Bulk(port)) =
                 (read_resp(reader).await?, read_resp(reader).await?)
             else {
-                return Err(bad("a Sentinel's address is two strings".into()));
+                return Err(bad("a Sentinel's address is two strings"));
             };
             Ok(format!("{ip}:{port}").parse().ok())
         })

@@ -1,108 +1,42 @@
-//! A minimal RESP2 client over a blocking `TcpStream`: the few commands the lock recipes
-//! send (`SET`, `EVAL`, `INCR`, `PING`, `INFO`, ...), each with a timeout. A request that
-//! times out leaves the connection out of step, so the connection is dropped and the next
-//! request opens a new one (as client libraries do).
+//! RESP2 over a blocking `TcpStream`, for what the deployments ask their Redis nodes and
+//! Sentinels (`PING`, `INFO replication`, `SENTINEL master`): each request on a connection
+//! of its own, with a timeout. The head of a RESP value is parsed here for the live links'
+//! reader too ([`head`]).
 
+use super::bad;
 use locksim_protocols::redis::store::Reply;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-/// One Redis server's client: a lazily opened connection.
-pub struct Resp {
+/// Sends `argv` to the server at `addr` (127.0.0.1 only) and reads the reply within `timeout`
+/// (connecting included); an array is answered as `OK` (the callers never read one's items).
+pub fn call(addr: SocketAddr, argv: &[&str], timeout: Duration) -> std::io::Result<Reply> {
+    Ok(match request(addr, argv, timeout)? {
+        Value::Reply(reply) => reply,
+        Value::Array(_) => Reply::Ok,
+    })
+}
+
+/// Sends `argv` and reads the reply as strings, arrays flattened (`SENTINEL ...`).
+pub fn call_strings(
     addr: SocketAddr,
-    conn: Option<BufReader<TcpStream>>,
+    argv: &[&str],
+    timeout: Duration,
+) -> std::io::Result<Vec<String>> {
+    let mut out = vec![];
+    request(addr, argv, timeout)?.flatten(&mut out);
+    Ok(out)
 }
 
-/// Why a request got no reply.
-#[derive(Debug)]
-pub struct NoReply(pub String);
-
-impl Resp {
-    /// A client of the server at `addr` (127.0.0.1 only).
-    pub fn new(addr: SocketAddr) -> Resp {
-        assert!(addr.ip().is_loopback(), "live mode talks to loopback only");
-        Resp { addr, conn: None }
-    }
-
-    /// Sends `argv` and reads the reply within `timeout` (connecting included).
-    pub fn call(&mut self, argv: &[String], timeout: Duration) -> Result<Reply, NoReply> {
-        self.send(argv, timeout)?;
-        self.recv(timeout)
-    }
-
-    /// Sends `argv` without waiting for the reply (connecting within `timeout`): a client
-    /// of several servers sends to all before it reads any reply, as Redlock asks.
-    pub fn send(&mut self, argv: &[String], timeout: Duration) -> Result<(), NoReply> {
-        let result = self.try_send(argv, timeout);
-        if result.is_err() {
-            self.conn = None;
-        }
-        result.map_err(|e| NoReply(e.to_string()))
-    }
-
-    /// Reads the reply to the request sent last, waiting at most `timeout` (at least 1 ms:
-    /// a reply already received is always read). A request without its reply leaves the
-    /// connection out of step: it is dropped.
-    pub fn recv(&mut self, timeout: Duration) -> Result<Reply, NoReply> {
-        let Some(conn) = self.conn.as_mut() else {
-            return Err(NoReply("not connected".into()));
-        };
-        let result = conn
-            .get_ref()
-            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
-            .and_then(|()| read_reply(conn));
-        if result.is_err() {
-            self.conn = None;
-        }
-        result.map_err(|e| NoReply(e.to_string()))
-    }
-
-    /// Sends `argv` and reads the reply as strings, arrays flattened (`SENTINEL ...`).
-    pub fn call_strings(
-        &mut self,
-        argv: &[String],
-        timeout: Duration,
-    ) -> Result<Vec<String>, NoReply> {
-        self.send(argv, timeout)?;
-        let conn = self.conn.as_mut().expect("sent above");
-        let result = conn
-            .get_ref()
-            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
-            .and_then(|()| read_value(conn));
-        match result {
-            Ok(value) => {
-                let mut out = vec![];
-                value.flatten(&mut out);
-                Ok(out)
-            }
-            Err(e) => {
-                self.conn = None;
-                Err(NoReply(e.to_string()))
-            }
-        }
-    }
-
-    fn try_send(&mut self, argv: &[String], timeout: Duration) -> std::io::Result<()> {
-        if self.conn.is_none() {
-            let stream = TcpStream::connect_timeout(&self.addr, timeout)?;
-            stream.set_nodelay(true)?;
-            self.conn = Some(BufReader::new(stream));
-        }
-        let conn = self.conn.as_mut().expect("connected above");
-        conn.get_ref().set_write_timeout(Some(timeout))?;
-        let mut out = format!("*{}\r\n", argv.len()).into_bytes();
-        for a in argv {
-            out.extend(format!("${}\r\n", a.len()).bytes());
-            out.extend(a.bytes());
-            out.extend(b"\r\n");
-        }
-        conn.get_mut().write_all(&out)
-    }
-}
-
-fn bad(what: String) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, what)
+fn request(addr: SocketAddr, argv: &[&str], timeout: Duration) -> std::io::Result<Value> {
+    assert!(addr.ip().is_loopback(), "live mode talks to loopback only");
+    let stream = TcpStream::connect_timeout(&addr, timeout)?;
+    stream.set_nodelay(true)?;
+    stream.set_write_timeout(Some(timeout))?;
+    stream.set_read_timeout(Some(timeout))?;
+    (&stream).write_all(&super::resp_bytes(argv))?;
+    read_value(&mut BufReader::new(stream))
 }
 
 /// A RESP value as read, arrays kept (Sentinel's answers are arrays).
@@ -122,14 +56,6 @@ impl Value {
             Value::Array(items) => items.into_iter().for_each(|v| v.flatten(out)),
         }
     }
-}
-
-fn read_reply(conn: &mut BufReader<TcpStream>) -> std::io::Result<Reply> {
-    Ok(match read_value(conn)? {
-        Value::Reply(reply) => reply,
-        // The recipes never need array replies' contents.
-        Value::Array(_) => Reply::Ok,
-    })
 }
 
 /// What a RESP value's first line says: a whole reply, or how long a bulk string or how
@@ -173,7 +99,7 @@ pub fn bulk_text(mut buf: Vec<u8>) -> Reply {
 fn read_value(conn: &mut BufReader<TcpStream>) -> std::io::Result<Value> {
     let mut line = String::new();
     if conn.read_line(&mut line)? == 0 {
-        return Err(bad("connection closed".into()));
+        return Err(bad("connection closed"));
     }
     Ok(match head(&line)? {
         Head::Reply(reply) => Value::Reply(reply),
