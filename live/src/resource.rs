@@ -126,9 +126,8 @@ impl Resource {
     }
 
     fn serve(&self, stream: TcpStream) {
-        let mut out = match stream.try_clone() {
-            Ok(s) => s,
-            Err(_) => return,
+        let Ok(mut out) = stream.try_clone() else {
+            return;
         };
         for line in BufReader::new(stream).lines() {
             let Ok(line) = line else { return };

@@ -274,33 +274,24 @@ fn show(links: &Cuts) -> String {
     clients.chain(servers).collect::<Vec<_>>().join(", ")
 }
 
-/// The point-triggered pauses and crashes of client `name`.
+/// The point-triggered pauses, crashes and delay spikes of client `name`.
 fn point_stops(faults: &[Fault], name: &str) -> Vec<PointStop> {
-    faults
-        .iter()
-        .filter_map(Fault::armed_point)
+    let points = faults.iter().filter_map(Fault::armed_point);
+    let ms = |d: Duration| d.as_millis() as u64;
+    points
         .filter(|p| p.node == name)
         .map(|p| {
-            let (duration, crash) = match p.action {
-                PointAction::Pause(d) => (Some(d), false),
-                PointAction::Crash(restart) => (restart, true),
-                PointAction::Hold(d, to) => {
-                    let duration_ms = Some(d.as_millis() as u64);
-                    return PointStop {
-                        point: p.point,
-                        occurrence: p.occurrence,
-                        duration_ms,
-                        crash: false,
-                        hold_to: Some(to),
-                    };
-                }
+            let (duration_ms, crash, hold_to) = match p.action {
+                PointAction::Pause(d) => (Some(ms(d)), false, None),
+                PointAction::Crash(restart) => (restart.map(ms), true, None),
+                PointAction::Hold(d, to) => (Some(ms(d)), false, Some(to)),
             };
             PointStop {
                 point: p.point,
                 occurrence: p.occurrence,
-                duration_ms: duration.map(|d| d.as_millis() as u64),
+                duration_ms,
                 crash,
-                hold_to: None,
+                hold_to,
             }
         })
         .collect()
@@ -338,6 +329,12 @@ impl Live<'_> {
 
     fn fault_event(&self, op: Op, target: &str) -> Event {
         Event::new(NEMESIS, Kind::Info, op).target(target)
+    }
+
+    /// A note of the nemesis on the timeline.
+    fn note(&self, detail: String) {
+        let note = Event::new(NEMESIS, Kind::Info, Op::Note).detail(detail);
+        self.recorder.record(note);
     }
 
     /// Starts (or restarts) client `name`, with a reader thread forwarding its lines.
@@ -463,16 +460,9 @@ impl Live<'_> {
     /// its own (made at its first start).
     fn proxied(&mut self, name: &str) -> anyhow::Result<(crate::spec::LockSpec, String)> {
         let mut lock = self.deployment.lock.clone();
-        let servers: Vec<String> = self
-            .deployment
-            .client_addrs
-            .iter()
-            .map(|(n, _)| n.clone())
-            .collect();
-        let mut targets: Vec<(String, String)> = servers
-            .into_iter()
-            .zip(lock.addrs_mut().into_iter().map(|a| a.clone()))
-            .collect();
+        let servers = self.deployment.client_addrs.iter().map(|(n, _)| n.clone());
+        let addrs = lock.addrs_mut().into_iter().map(|a| a.clone());
+        let mut targets: Vec<(String, String)> = servers.zip(addrs).collect();
         targets.push((
             locksim_protocols::resource::RESOURCE.into(),
             self.resource.clone(),
@@ -497,7 +487,6 @@ impl Live<'_> {
         Ok((lock, resource))
     }
 
-    /// Fires due timers and handles client messages until `until_ns`.
     /// Fires every timer due by `t_ns` (which may be in the future: the faults at 0).
     fn fire_due(&mut self, t_ns: u64) {
         while let Some(entry) = self.timers.first_entry() {
@@ -613,17 +602,13 @@ impl Live<'_> {
             _ => (String::new(), "scheduled".to_owned()),
         };
         let Some(concrete) = fault.map_nodes(|n| self.resolve(n)) else {
-            let skipped = Event::new(NEMESIS, Kind::Info, Op::Note)
-                .detail(format!("{:?} skipped: nobody is {role}", fault.kind()));
-            return self.recorder.record(skipped);
+            return self.note(format!("{:?} skipped: nobody is {role}", fault.kind()));
         };
         // A kind live mode cannot apply was refused before the run (`refuse::check`, from
         // the same definition); should one come here, it is skipped by name, with the reason.
         let nemesis: &mut dyn crate::nemesis::Nemesis = self;
         if let Err(cannot) = concrete.apply_in(nemesis, &why) {
-            let skipped = Event::new(NEMESIS, Kind::Info, Op::Note)
-                .detail(format!("{:?} skipped: {cannot}", fault.kind()));
-            self.recorder.record(skipped);
+            self.note(format!("{:?} skipped: {cannot}", fault.kind()));
         }
     }
 
@@ -651,19 +636,16 @@ impl Live<'_> {
             None => 1,
         };
         proc.signal(libc::SIGSTOP);
+        self.stopped(node, (until, epoch), duration_ms, why);
+    }
+
+    /// `node` is stopped until `until` (its `epoch`-th pause): recorded, its resume scheduled.
+    fn stopped(&mut self, node: &str, (until, epoch): (u64, u64), duration_ms: u64, why: &str) {
         self.paused.insert(node.to_owned(), (until, epoch));
-        let event = self
-            .fault_event(Op::Pause, node)
-            .value(duration_ms as i64)
-            .detail(why);
-        self.recorder.record(event);
-        self.at(
-            until,
-            Action::Resume {
-                node: node.to_owned(),
-                epoch,
-            },
-        );
+        let event = self.fault_event(Op::Pause, node).value(duration_ms as i64);
+        self.recorder.record(event.detail(why));
+        let node = node.to_owned();
+        self.at(until, Action::Resume { node, epoch });
     }
 
     fn resume(&mut self, node: &str, epoch: Option<u64>) {
@@ -702,19 +684,7 @@ impl Live<'_> {
         let duration_ms = stop.duration_ms.expect("a pause has a duration");
         let until = self.fault_now() + duration_ms * 1_000_000;
         let epoch = self.paused.get(who).map_or(1, |(_, e)| e + 1);
-        self.paused.insert(who.to_owned(), (until, epoch));
-        let event = self
-            .fault_event(Op::Pause, who)
-            .value(duration_ms as i64)
-            .detail(why);
-        self.recorder.record(event);
-        self.at(
-            until,
-            Action::Resume {
-                node: who.to_owned(),
-                epoch,
-            },
-        );
+        self.stopped(who, (until, epoch), duration_ms, &why);
     }
 
     /// Cuts every client link `fault` separates (through the proxies) for `duration_ms`.
@@ -724,10 +694,7 @@ impl Live<'_> {
         let (mode, protocol) = (self.opts.cut_mode, &self.prepared.scenario.protocol.name);
         let links = crate::refuse::partition_links(fault, &clients, &servers, mode, protocol)
             .expect("checked before the run");
-        self.switch(&links, |p, from, dir| match from {
-            None => p.cut(mode, dir),
-            Some(sender) => p.cut_from(sender, mode, dir),
-        });
+        self.switch(&links, Some(mode));
         let detail = format!("{mode:?}: {}", show(&links)).to_lowercase();
         let event = Event::new(NEMESIS, Kind::Info, Op::Partition)
             .value(duration_ms as i64)
@@ -740,17 +707,18 @@ impl Live<'_> {
     }
 
     fn heal(&mut self, links: &Cuts) {
-        self.switch(links, |p, from, dir| match from {
-            None => p.heal(dir),
-            Some(sender) => p.heal_from(sender, dir),
-        });
+        self.switch(links, None);
         self.recorder
             .record(Event::new(NEMESIS, Kind::Info, Op::Heal).detail(show(links)));
     }
 
-    /// Cuts or heals (`f`) every proxy direction `links` names: a client's link whole, and
-    /// between servers one sender's connections (`f`'s second argument).
-    fn switch(&self, links: &Cuts, f: impl Fn(&Proxy, Option<&str>, Option<Dir>)) {
+    /// Cuts (`Some` way) or heals (`None`) every proxy direction `links` names: a client's
+    /// link whole, and between servers one sender's connections.
+    pub(super) fn switch(&self, links: &Cuts, cut: Option<CutMode>) {
+        let f = |p: &Proxy, from: Option<&str>, dir| match cut {
+            Some(mode) => p.cut_from(from, mode, dir),
+            None => p.heal_from(from, dir),
+        };
         for (a, b, dir) in &links.clients {
             if let Some(p) = self.proxies.get(&(a.clone(), b.clone())) {
                 f(p, None, *dir);
@@ -850,14 +818,8 @@ impl Live<'_> {
         }
         // Every cut heals and every delay spike ends now; nothing else pending fires.
         for action in std::mem::take(&mut self.timers).into_values() {
-            match action {
-                Action::Heal { links } => self.heal(&links),
-                Action::Flush {
-                    links,
-                    node,
-                    detail,
-                } => self.flush(&links, &node, detail),
-                _ => {}
+            if matches!(action, Action::Heal { .. } | Action::Flush { .. }) {
+                self.fire(action);
             }
         }
     }
@@ -872,11 +834,10 @@ impl Live<'_> {
         // The readers end at EOF, now that the writers are dead.
         let (tx, _) = channel();
         drop(std::mem::replace(&mut self.tx, tx));
-        while let Ok((who, incarnation, msg)) = rx.recv_timeout(Duration::from_millis(500)) {
+        while let Ok((_, _, msg)) = rx.recv_timeout(Duration::from_millis(500)) {
             if let ClientMsg::Event(event) = msg {
                 self.recorder.push_stamped(event);
             }
-            let _ = (who, incarnation);
         }
     }
 }

@@ -40,9 +40,9 @@ use tokio::net::TcpStream;
 /// A wire format: how a request is written and a reply read.
 pub trait Codec: 'static {
     /// The model's request.
-    type Req: 'static;
+    type Req: Clone + Send + 'static;
     /// The model's reply.
-    type Resp: 'static;
+    type Resp: Clone + Send + 'static;
     /// The request's bytes on the wire.
     fn encode(req: &Self::Req) -> Vec<u8>;
     /// Reads one reply.
@@ -295,11 +295,7 @@ pub struct LinksTo<C> {
     codec: PhantomData<fn() -> C>,
 }
 
-impl<C: Codec> LinksTo<C>
-where
-    C::Req: Clone + Send,
-    C::Resp: Clone + Send,
-{
+impl<C: Codec> LinksTo<C> {
     /// Links to `addrs`, known as nodes `first`, `first + 1`, ...
     pub fn links(first: NodeIdx, addrs: &[SocketAddr]) -> Links<C::Req, C::Resp> {
         let addrs = (first..).zip(addrs.iter().copied()).collect();
@@ -310,11 +306,7 @@ where
     }
 }
 
-impl<C: Codec> LiveLinks<C::Req, C::Resp> for LinksTo<C>
-where
-    C::Req: Clone + Send,
-    C::Resp: Clone + Send,
-{
+impl<C: Codec> LiveLinks<C::Req, C::Resp> for LinksTo<C> {
     fn caller(&self, _: &NodeCtx) -> Caller<C::Req, C::Resp> {
         Caller::live(Pipelined::<C>::new(self.addrs.clone()))
     }

@@ -128,8 +128,15 @@ impl Inner {
                 guid,
             } => self.create(to, session, persistent, guid, timeout).await,
             Req::Children => self.children(to, timeout).await,
-            Req::Watch { name, .. } => self.watch_deleted(to, &name, timeout).await,
-            Req::WatchChildren { .. } => self.watch_children(to, timeout).await,
+            Req::Watch { name, .. } => {
+                let path = format!("{DIR}/{name}");
+                let deleted = (jute::OP_EXISTS, jute::EVENT_NODE_DELETED);
+                self.watch(to, &path, deleted, timeout).await
+            }
+            Req::WatchChildren { .. } => {
+                let changed = (jute::OP_GET_CHILDREN, jute::EVENT_NODE_CHILDREN_CHANGED);
+                self.watch(to, DIR, changed, timeout).await
+            }
             Req::Delete { name } => self.delete(to, &name, timeout).await,
         };
         match result {
@@ -278,29 +285,23 @@ impl Inner {
         Ok(Resp::Children(children, zxid.max(0) as u64))
     }
 
-    async fn watch_deleted(&self, to: NodeIdx, name: &str, wait: Duration) -> Result<Resp, Failed> {
+    /// Sets a one-shot watch on `path` with `op` (`exists`: a node deleted, `getChildren`:
+    /// the children changed) and answers `Gone` when its `event` fires, or at once if
+    /// `exists` finds the node gone.
+    async fn watch(
+        &self,
+        to: NodeIdx,
+        path: &str,
+        (op, event): (i32, i32),
+        wait: Duration,
+    ) -> Result<Resp, Failed> {
         let conn = self.conn(to, None, wait).await?;
-        let path = format!("{DIR}/{name}");
-        let fired = conn.watch(&path, jute::EVENT_NODE_DELETED);
-        let body = Out::default().string(&path).boolean(true);
-        let (err, _) = conn
-            .request(jute::OP_EXISTS, body, wait)
-            .await
-            .ok_or(Failed::NoAnswer)?;
-        if err == jute::ERR_NO_NODE {
+        let fired = conn.watch(path, event);
+        let body = Out::default().string(path).boolean(true);
+        let (err, _) = conn.request(op, body, wait).await.ok_or(Failed::NoAnswer)?;
+        if op == jute::OP_EXISTS && err == jute::ERR_NO_NODE {
             return Ok(Resp::Gone);
         }
-        fired.await.map_err(|_| Failed::NoAnswer)?;
-        Ok(Resp::Gone)
-    }
-
-    async fn watch_children(&self, to: NodeIdx, wait: Duration) -> Result<Resp, Failed> {
-        let conn = self.conn(to, None, wait).await?;
-        let fired = conn.watch(DIR, jute::EVENT_NODE_CHILDREN_CHANGED);
-        let body = Out::default().string(DIR).boolean(true);
-        conn.request(jute::OP_GET_CHILDREN, body, wait)
-            .await
-            .ok_or(Failed::NoAnswer)?;
         fired.await.map_err(|_| Failed::NoAnswer)?;
         Ok(Resp::Gone)
     }

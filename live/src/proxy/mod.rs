@@ -259,6 +259,9 @@ impl Gate {
     fn dead(&self, dir: usize, sender: &Sender) -> bool {
         self.closed || (self.reset && self.cuts_of(dir, sender) > 0)
     }
+    fn dead_either(&self, sender: &Sender) -> bool {
+        self.dead(0, sender) || self.dead(1, sender)
+    }
     /// The cut counts `cut`/`heal` change: the whole link's, or one sender's.
     fn counts(&mut self, sender: Option<&str>) -> &mut [u32; 2] {
         match sender {
@@ -317,7 +320,7 @@ impl Link {
         let mut conns = self.conns.lock().unwrap();
         let dead: Vec<u64> = conns
             .iter()
-            .filter(|(_, (s, _))| gate.dead(0, s) || gate.dead(1, s))
+            .filter(|(_, (s, _))| gate.dead_either(s))
             .map(|(id, _)| *id)
             .collect();
         drop(gate);
@@ -447,16 +450,13 @@ impl Proxy {
 
     /// Cuts the link in `dir` (both ways if `None`).
     pub fn cut(&self, mode: CutMode, dir: Option<Dir>) {
-        self.cut_of(None, mode, dir);
+        self.cut_from(None, mode, dir);
     }
 
-    /// Cuts the connections `sender` opened (and those of unknown sender) in `dir` (both
-    /// ways if `None`); a proxy that does not ask who opened a connection cuts them all.
-    pub fn cut_from(&self, sender: &str, mode: CutMode, dir: Option<Dir>) {
-        self.cut_of(Some(sender), mode, dir);
-    }
-
-    fn cut_of(&self, sender: Option<&str>, mode: CutMode, dir: Option<Dir>) {
+    /// Cuts the connections `sender` opened (and those of unknown sender; all of them if
+    /// `None`) in `dir` (both ways if `None`); a proxy that does not ask who opened a
+    /// connection cuts them all.
+    pub fn cut_from(&self, sender: Option<&str>, mode: CutMode, dir: Option<Dir>) {
         let mut gate = self.link.gate.lock().unwrap();
         gate.reset = mode == CutMode::Reset;
         let counts = gate.counts(sender);
@@ -472,15 +472,11 @@ impl Proxy {
 
     /// Ends one cut of `dir` (both ways if `None`): held bytes move on once no cut is left.
     pub fn heal(&self, dir: Option<Dir>) {
-        self.heal_of(None, dir);
+        self.heal_from(None, dir);
     }
 
-    /// Ends one cut of `sender`'s connections (`cut_from`).
-    pub fn heal_from(&self, sender: &str, dir: Option<Dir>) {
-        self.heal_of(Some(sender), dir);
-    }
-
-    fn heal_of(&self, sender: Option<&str>, dir: Option<Dir>) {
+    /// Ends one cut of `sender`'s connections (`cut_from`; the whole link's if `None`).
+    pub fn heal_from(&self, sender: Option<&str>, dir: Option<Dir>) {
         let mut gate = self.link.gate.lock().unwrap();
         let counts = gate.counts(sender);
         for d in dirs(dir) {
@@ -564,17 +560,7 @@ fn connect(link: &Arc<Link>, mut client: TcpStream, upstream: SocketAddr) {
         .identify
         .as_ref()
         .and_then(|identify| identify(&client));
-    let gate = link.gate.lock().unwrap();
-    if gate.dead(0, &sender) || gate.dead(1, &sender) {
-        let _ = client.shutdown(Shutdown::Both);
-        return;
-    }
-    drop(gate);
-    let Ok(first) = first_message(link, &mut client) else {
-        let _ = client.shutdown(Shutdown::Both);
-        return;
-    };
-    let Ok(server) = TcpStream::connect_timeout(&upstream, Duration::from_secs(1)) else {
+    let Some((first, server)) = open(link, &sender, &mut client, upstream) else {
         let _ = client.shutdown(Shutdown::Both);
         return;
     };
@@ -593,16 +579,29 @@ fn connect(link: &Arc<Link>, mut client: TcpStream, upstream: SocketAddr) {
         .lock()
         .unwrap()
         .insert(id, (sender.clone(), [c3, s3]));
-    let gate = link.gate.lock().unwrap();
-    let dead = gate.dead(0, &sender) || gate.dead(1, &sender);
-    drop(gate);
-    if dead {
+    if link.gate.lock().unwrap().dead_either(&sender) {
         // Closed or reset while connecting: `close_conns` may have run before the insert.
         link.close_conns();
     }
     let up = sender.clone();
     spawn(link, move |l| forward(&l, (id, up, first), Dir::Up, c2, s2));
     forward(link, (id, sender, vec![]), Dir::Down, server, client);
+}
+
+/// The first message to send upstream and the connection to it, unless the link is dead
+/// for `sender` or either fails.
+fn open(
+    link: &Link,
+    sender: &Sender,
+    client: &mut TcpStream,
+    upstream: SocketAddr,
+) -> Option<(Vec<u8>, TcpStream)> {
+    if link.gate.lock().unwrap().dead_either(sender) {
+        return None;
+    }
+    let first = first_message(link, client).ok()?;
+    let server = TcpStream::connect_timeout(&upstream, Duration::from_secs(1)).ok()?;
+    Some((first, server))
 }
 
 /// Copies `from` → `to` in `dir` (after `first`, the rewritten first message, if any),

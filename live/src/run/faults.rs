@@ -9,9 +9,8 @@
 //! of the same (scenario, seed) ([`pause_plans`]): both worlds pause the same targets at the
 //! same times.
 
-use super::{Action, Live, NEMESIS};
+use super::{Action, Live};
 use crate::nemesis::Nemesis;
-use locksim_check::{Event, Kind, Op};
 use locksim_scenarios::Prepared;
 use locksim_sim::fault::pause_periodic::{Cycle, PausePeriodic, PausePlan};
 use locksim_sim::fault::{Loss, Partition};
@@ -77,10 +76,7 @@ impl Live<'_> {
                     self.pause(&node, cycle.on_ms, why);
                 }
             }
-            None => {
-                let skipped = Event::new(NEMESIS, Kind::Info, Op::Note).detail(cycle.skipped());
-                self.recorder.record(skipped);
-            }
+            None => self.note(cycle.skipped()),
         }
     }
 

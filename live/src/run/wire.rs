@@ -96,10 +96,7 @@ impl Live<'_> {
         let protocol = &self.prepared.scenario.protocol.name;
         let links = crate::refuse::spike_links(sender, &receivers, &clients, &servers, protocol)
             .expect("checked before the run");
-        self.switch(&links, |p, from, dir| match from {
-            None => p.cut(CutMode::Stall, dir),
-            Some(s) => p.cut_from(s, CutMode::Stall, dir),
-        });
+        self.switch(&links, Some(CutMode::Stall));
         let to_words = match receivers.is_empty() {
             true => "everyone".to_owned(),
             false => receivers.join(","),
@@ -124,10 +121,7 @@ impl Live<'_> {
 
     /// A delay spike ends: its links move on, what they held first.
     pub(super) fn flush(&mut self, links: &Cuts, node: &str, detail: String) {
-        self.switch(links, |p, from, dir| match from {
-            None => p.heal(dir),
-            Some(s) => p.heal_from(s, dir),
-        });
+        self.switch(links, None);
         let event = Event::new(NEMESIS, Kind::Info, Op::Flush)
             .target(node)
             .detail(detail);
@@ -143,12 +137,9 @@ impl Live<'_> {
         let why = format!("at {} (passage {})", stop.point, stop.occurrence);
         match resolved {
             Some(to) => self.delay_spike(who, &to, duration_ms, &why),
-            None => {
-                let skipped = Event::new(NEMESIS, Kind::Info, Op::Note).detail(format!(
-                    "delay spike {why} skipped: a receiver's role is vacant"
-                ));
-                self.recorder.record(skipped);
-            }
+            None => self.note(format!(
+                "delay spike {why} skipped: a receiver's role is vacant"
+            )),
         }
         if self.paused.contains_key(who) {
             return;
