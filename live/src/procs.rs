@@ -132,11 +132,7 @@ impl Proc {
         if let Some(dir) = PID_LOG.lock().unwrap().as_ref() {
             // For post-mortems and for tests that check nothing outlives a run.
             let line = format!("{} {name}\n", child.id());
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(dir)?;
-            std::io::Write::write_all(&mut f, line.as_bytes())?;
+            std::io::Write::write_all(&mut append_to(dir)?, line.as_bytes())?;
         }
         Ok(Proc {
             name: name.into(),
@@ -204,6 +200,14 @@ impl Drop for Proc {
         // Kill the group even if its leader exited: a JVM's children may remain.
         self.kill_in_place();
     }
+}
+
+/// `path` opened to append to (created if missing): a log.
+pub fn append_to(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
 }
 
 /// In a client process: die with the parent (the client is a child of locksim).

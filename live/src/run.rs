@@ -97,6 +97,7 @@ enum Action {
     },
 }
 
+#[derive(Default)]
 struct ClientProc {
     proc: Option<Proc>,
     /// Its stdin until it is told to start (`Live::release`).
@@ -339,13 +340,7 @@ impl Live<'_> {
 
     /// Starts (or restarts) client `name`, with a reader thread forwarding its lines.
     fn start_client(&mut self, name: &str, stops: Vec<PointStop>) -> anyhow::Result<()> {
-        let entry = self.clients.entry(name.to_owned()).or_insert(ClientProc {
-            proc: None,
-            go: None,
-            incarnation: 0,
-            grants: 0,
-            fired: vec![],
-        });
+        let entry = self.clients.entry(name.to_owned()).or_default();
         let stops: Vec<PointStop> = stops
             .into_iter()
             .filter(|p| !entry.fired.contains(p))
@@ -368,10 +363,7 @@ impl Live<'_> {
         };
         let spec_file = self.dir.join(format!("{name}.{}.json", entry.incarnation));
         std::fs::write(&spec_file, serde_json::to_string_pretty(&spec)?)?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("{name}.log")))?;
+        let log = crate::procs::append_to(&self.dir.join(format!("{name}.log")))?;
         let mut cmd = Command::new(&self.opts.exe);
         cmd.arg("live-client")
             .arg(&spec_file)
@@ -383,8 +375,10 @@ impl Live<'_> {
         entry.go = proc.take_stdin();
         let (tx, who, incarnation) = (self.tx.clone(), name.to_owned(), entry.incarnation);
         std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
                 match serde_json::from_str::<ClientMsg>(&line) {
                     Ok(msg) => {
                         if tx.send((who.clone(), incarnation, msg)).is_err() {

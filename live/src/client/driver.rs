@@ -19,9 +19,11 @@
 //! without a driver is refused by name, as modelled only.
 
 use crate::client::lock::Ctx;
+use crate::rundir::RunDir;
 use crate::spec::LockSpec;
 use locksim_protocols::{Acquired, Grant, Outcome};
 use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 /// A library live mode can run for real.
@@ -146,50 +148,24 @@ fn jvm_class_path(flags: &str) -> Vec<&str> {
     cp.map_or(vec![], |cp| cp.split(':').collect())
 }
 
-/// A Java driver's source file, removed (with its directory) when dropped. The directory
-/// is named as run directories are (`locksim-live-PID-NS`): if this process is killed
-/// first, the next live run sweeps it.
-struct JavaSource {
-    dir: std::path::PathBuf,
-}
-
-impl JavaSource {
-    fn write(path: &str, source: &str) -> std::io::Result<(JavaSource, std::path::PathBuf)> {
-        let name = format!(
-            "locksim-live-{}-{}",
-            std::process::id(),
-            crate::clock::now_ns()
-        );
-        let dir = std::env::temp_dir().join(name);
-        std::fs::create_dir_all(&dir)?;
-        let file = dir.join(std::path::Path::new(path).file_name().unwrap_or_default());
-        let source_dir = JavaSource { dir };
-        std::fs::write(&file, source)?;
-        Ok((source_dir, file))
-    }
-}
-
-impl Drop for JavaSource {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 impl Driver {
     /// The command that runs `source` (the driver's or its version probe): `program INLINE
-    /// SOURCE`, or for Java `java FLAGS FILE` and the file's directory, to remove after.
-    fn command(&self, source: &str) -> std::io::Result<(Command, Option<JavaSource>)> {
+    /// SOURCE`, or for Java `java FLAGS FILE` and the file's directory, removed when dropped
+    /// (a run directory: if this process is killed first, the next live run sweeps it).
+    fn command(&self, source: &str) -> anyhow::Result<(Command, Option<RunDir>)> {
         let mut cmd = Command::new(self.program);
         if self.program != JAVA {
             cmd.arg(self.inline).arg(source);
             return Ok((cmd, None));
         }
         for jar in jvm_class_path(self.inline) {
-            if !std::path::Path::new(jar).exists() {
-                return Err(std::io::Error::other(format!("{jar} is missing")));
-            }
+            anyhow::ensure!(std::path::Path::new(jar).exists(), "{jar} is missing");
         }
-        let (dir, file) = JavaSource::write(self.path, source)?;
+        let dir = RunDir::create()?;
+        let file = dir
+            .path()
+            .join(Path::new(self.path).file_name().unwrap_or_default());
+        std::fs::write(&file, source)?;
         cmd.args(self.inline.split_whitespace()).arg(file);
         Ok((cmd, Some(dir)))
     }

@@ -217,31 +217,18 @@ fn etcd_member_args(
     advertised: SocketAddr,
     cluster: &str,
 ) -> Vec<String> {
-    let args = [
-        "--name",
-        name,
-        "--data-dir",
-        "data",
-        "--listen-client-urls",
-        &format!("http://127.0.0.1:{client}"),
-        "--advertise-client-urls",
-        &format!("http://127.0.0.1:{client}"),
-        "--listen-peer-urls",
-        &format!("http://127.0.0.1:{peer}"),
-        "--initial-advertise-peer-urls",
-        &format!("http://{advertised}"),
-        "--initial-cluster",
-        cluster,
-        "--initial-cluster-state",
-        "new",
-        "--initial-cluster-token",
-        "locksim-live",
-        "--heartbeat-interval",
-        &params.tick_ms.to_string(),
-        "--election-timeout",
-        &(params.tick_ms * params.election_ticks as u64).to_string(),
-    ];
-    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let election_ms = params.tick_ms * params.election_ticks as u64;
+    // No value has a space in it: names, ports, URLs and numbers.
+    let line = format!(
+        "--name {name} --data-dir data --listen-client-urls http://127.0.0.1:{client} \
+         --advertise-client-urls http://127.0.0.1:{client} \
+         --listen-peer-urls http://127.0.0.1:{peer} \
+         --initial-advertise-peer-urls http://{advertised} --initial-cluster {cluster} \
+         --initial-cluster-state new --initial-cluster-token locksim-live \
+         --heartbeat-interval {} --election-timeout {election_ms}",
+        params.tick_ms
+    );
+    let mut args: Vec<String> = line.split_whitespace().map(String::from).collect();
     if params.lease_checkpoint {
         // The interval has no flag: the binary checkpoints every 5 min (etcd_refusal).
         args.push("--experimental-enable-lease-checkpoint".into());

@@ -4,7 +4,6 @@
 
 use crate::clock;
 use crate::procs::Proc;
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -111,10 +110,7 @@ impl Server {
     /// Starts the process (without waiting for it to be ready).
     pub fn spawn(&mut self) -> anyhow::Result<()> {
         assert!(self.proc.is_none(), "{} is already running", self.name);
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)?;
+        let log = crate::procs::append_to(&self.log)?;
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .current_dir(&self.dir)

@@ -106,25 +106,24 @@ impl Response {
             // The gateway ends each streamed message with a newline.
             if let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.pending.drain(..=end).collect();
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
+                if !line.iter().all(u8::is_ascii_whitespace) {
+                    return json(&line);
                 }
-                return serde_json::from_slice(&line)
-                    .map(Some)
-                    .map_err(|e| bad(e.to_string()));
+                continue;
             }
             match self.chunk()? {
                 Some(data) => self.pending.extend(data),
                 None if self.pending.iter().all(u8::is_ascii_whitespace) => return Ok(None),
-                None => {
-                    let rest = std::mem::take(&mut self.pending);
-                    return serde_json::from_slice(&rest)
-                        .map(Some)
-                        .map_err(|e| bad(e.to_string()));
-                }
+                None => return json(&std::mem::take(&mut self.pending)),
             }
         }
     }
+}
+
+fn json(bytes: &[u8]) -> std::io::Result<Option<serde_json::Value>> {
+    serde_json::from_slice(bytes)
+        .map(Some)
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// POSTs and reads one JSON answer.

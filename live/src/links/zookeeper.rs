@@ -309,12 +309,11 @@ impl Inner {
     async fn delete(&self, to: NodeIdx, name: &str, wait: Duration) -> Result<Resp, Failed> {
         let conn = self.conn(to, None, wait).await?;
         let body = Out::default().string(&format!("{DIR}/{name}")).int(-1);
-        match conn
+        let (err, _) = conn
             .request(jute::OP_DELETE, body, wait)
             .await
-            .ok_or(Failed::NoAnswer)?
-            .0
-        {
+            .ok_or(Failed::NoAnswer)?;
+        match err {
             // A node already gone is deleted all the same, as the model answers.
             0 | jute::ERR_NO_NODE => Ok(Resp::Deleted),
             jute::ERR_SESSION_EXPIRED => Err(Failed::Expired),
@@ -463,12 +462,7 @@ impl Conn {
                     return;
                 };
                 let mut watches = self.watches.borrow_mut();
-                let (fired, waiting) = std::mem::take(&mut *watches)
-                    .into_iter()
-                    .partition(|(p, k, _)| *p == path && *k == kind);
-                *watches = waiting;
-                let fired: Vec<(String, i32, oneshot::Sender<()>)> = fired;
-                for (_, _, tx) in fired {
+                for (_, _, tx) in watches.extract_if(.., |(p, k, _)| *p == path && *k == kind) {
                     let _ = tx.send(());
                 }
             }

@@ -142,22 +142,13 @@ pub enum CutMode {
     Reset,
 }
 
-/// A direction of a proxied link.
+/// A direction of a proxied link (its index in the per-direction arrays, `as usize`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dir {
     /// From the side that connects (a client; a server dialling a peer) to the upstream.
-    Up,
+    Up = 0,
     /// From the upstream back.
-    Down,
-}
-
-impl Dir {
-    fn index(self) -> usize {
-        match self {
-            Dir::Up => 0,
-            Dir::Down => 1,
-        }
-    }
+    Down = 1,
 }
 
 /// A one-way latency, drawn uniformly from `ms_min..=ms_max` for each chunk.
@@ -527,7 +518,7 @@ fn loss_seed(seed: u64, dir: usize) -> u64 {
 
 fn dirs(dir: Option<Dir>) -> Vec<usize> {
     match dir {
-        Some(d) => vec![d.index()],
+        Some(d) => vec![d as usize],
         None => vec![0, 1],
     }
 }
@@ -614,7 +605,7 @@ fn forward(
     mut from: TcpStream,
     to: TcpStream,
 ) {
-    let way: Way = (dir.index(), sender);
+    let way: Way = (dir as usize, sender);
     let flows = || link.flows(way.0, &way.1);
     let mut out = Out::new(link, &way, to.try_clone());
     let mut buf = vec![0; 16 * 1024];
