@@ -3,6 +3,7 @@
 //! check it with the simulator's checker.
 
 use crate::clock;
+use crate::deploy::servers::Server;
 use crate::deploy::{self, Deployment, ServerInfo};
 use crate::history::Recorder;
 use crate::procs::Proc;
@@ -643,9 +644,9 @@ impl Live<'_> {
     }
 
     fn resume(&mut self, node: &str, epoch: Option<u64>) {
-        match self.paused.get(node) {
-            Some((_, e)) if epoch.is_none_or(|x| x == *e) => {}
-            _ => return,
+        let current = |(_, e): &(u64, u64)| epoch.is_none_or(|x| x == *e);
+        if !self.paused.get(node).is_some_and(current) {
+            return;
         }
         self.paused.remove(node);
         if let Some(proc) = self.proc_of(node) {
@@ -742,13 +743,7 @@ impl Live<'_> {
     fn crash(&mut self, node: &str, restart_after_ms: Option<u64>, why: &str) {
         let killed = match self.clients.get_mut(node) {
             Some(c) => c.proc.take().map(Proc::kill).is_some(),
-            None => match self.deployment.server_mut(node) {
-                Some(s) if s.running() => {
-                    s.kill();
-                    true
-                }
-                _ => false,
-            },
+            None => self.deployment.server_mut(node).is_some_and(Server::kill),
         };
         if !killed {
             return;

@@ -81,32 +81,19 @@ fn sentinel_config(
     primary: SocketAddr,
 ) -> String {
     let quorum = p.quorum.unwrap_or(p.sentinels / 2 + 1);
-    [
-        format!("port {port}"),
-        "bind 127.0.0.1".into(),
-        "protected-mode no".into(),
-        "daemonize no".into(),
-        "dir .".into(),
-        "logfile \"\"".into(),
-        format!("sentinel announce-ip {}", announced.ip()),
-        format!("sentinel announce-port {}", announced.port()),
-        format!(
-            "sentinel monitor {MASTER_NAME} {} {} {quorum}",
-            primary.ip(),
-            primary.port()
-        ),
-        format!(
-            "sentinel down-after-milliseconds {MASTER_NAME} {}",
-            p.down_after_ms
-        ),
-        format!(
-            "sentinel failover-timeout {MASTER_NAME} {}",
-            p.failover_timeout_ms
-        ),
-        format!("sentinel parallel-syncs {MASTER_NAME} 1"),
-    ]
-    .join("\n")
-        + "\n"
+    let (down_ms, failover_ms) = (p.down_after_ms, p.failover_timeout_ms);
+    format!(
+        "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir .\nlogfile \"\"\n\
+         sentinel announce-ip {}\nsentinel announce-port {}\n\
+         sentinel monitor {MASTER_NAME} {} {} {quorum}\n\
+         sentinel down-after-milliseconds {MASTER_NAME} {down_ms}\n\
+         sentinel failover-timeout {MASTER_NAME} {failover_ms}\n\
+         sentinel parallel-syncs {MASTER_NAME} 1\n",
+        announced.ip(),
+        announced.port(),
+        primary.ip(),
+        primary.port(),
+    )
 }
 
 /// `SENTINEL master mymaster` as (field, value) pairs, or None.

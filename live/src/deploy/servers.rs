@@ -140,11 +140,10 @@ impl Server {
         self.proc.as_ref()
     }
 
-    /// SIGKILL to its group (a crash); its data directory stays for a restart.
-    pub fn kill(&mut self) {
-        if let Some(p) = self.proc.take() {
-            p.kill();
-        }
+    /// SIGKILL to its group (a crash); its data directory stays for a restart. Whether it
+    /// was running.
+    pub fn kill(&mut self) -> bool {
+        self.proc.take().map(Proc::kill).is_some()
     }
 
     /// Whether it is running (not crashed).

@@ -17,27 +17,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The Debian jars a server needs, from `/usr/share/java`. Logging goes through
+/// The Debian jars a server needs (`/usr/share/java/NAME.jar`). Logging goes through
 /// `slf4j-simple` to stderr: `log4j-over-slf4j` and `slf4j-log4j12` must not both be on
 /// the classpath (they delegate to each other).
-const JARS: [&str; 16] = [
-    "zookeeper.jar",
-    "zookeeper-jute.jar",
-    "slf4j-api.jar",
-    "slf4j-simple.jar",
-    "netty-handler.jar",
-    "netty-transport.jar",
-    "netty-common.jar",
-    "netty-buffer.jar",
-    "netty-codec.jar",
-    "netty-resolver.jar",
-    "netty-transport-native-epoll.jar",
-    "netty-transport-native-unix-common.jar",
-    "metrics-core.jar",
-    "commons-cli.jar",
-    "commons-io.jar",
-    "snappy-java.jar",
-];
+const JARS: &str = "zookeeper zookeeper-jute slf4j-api slf4j-simple netty-handler \
+    netty-transport netty-common netty-buffer netty-codec netty-resolver \
+    netty-transport-native-epoll netty-transport-native-unix-common metrics-core commons-cli \
+    commons-io snappy-java";
 
 /// A four-letter word's answer, or None.
 pub fn four_letters(addr: SocketAddr, word: &str) -> Option<String> {
@@ -67,8 +53,8 @@ pub fn plan(
 ) -> anyhow::Result<Deployment> {
     let java = find_binary("java", "zookeeper")?;
     let jars: Vec<String> = JARS
-        .iter()
-        .map(|j| format!("/usr/share/java/{j}"))
+        .split_whitespace()
+        .map(|j| format!("/usr/share/java/{j}.jar"))
         .collect();
     for jar in &jars {
         find_binary(jar, "zookeeper")?;
