@@ -291,3 +291,32 @@ fn the_readme_is_a_short_guide_without_commit_hashes_or_issue_numbers() {
         found.join("\n")
     );
 }
+
+/// CI runs exactly the README's test command: the command under "## The tests" is the last
+/// command of `.ci/run`, and `.ci/run` runs it after the format and lint checks.
+#[test]
+fn ci_runs_exactly_the_readmes_test_command() {
+    let readme = std::fs::read_to_string(common::repo("README.md")).unwrap();
+    let section = readme
+        .split("## The tests\n")
+        .nth(1)
+        .expect("README.md has a section \"## The tests\"");
+    let block = section.split("```sh\n").nth(1).expect("a sh block in it");
+    let command = block.lines().next().unwrap().trim();
+    let ci = std::fs::read_to_string(common::repo(".ci/run")).unwrap();
+    let commands: Vec<&str> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert_eq!(
+        commands.last().copied(),
+        Some(command),
+        "the README's test command is `{command}`; .ci/run ends with another"
+    );
+    let pos = |c: &str| {
+        let found = commands.iter().position(|l| l.starts_with(c));
+        found.unwrap_or_else(|| panic!(".ci/run runs no `{c}`"))
+    };
+    assert!(pos("cargo fmt") < pos(command) && pos("cargo clippy") < pos(command));
+}
