@@ -358,15 +358,14 @@ impl Driver {
             why,
             install: self.install,
         };
-        let (mut cmd, _source) = self
-            .command(self.version_probe)
-            .map_err(|e| missing(format!("cannot run {}: {e}", self.program)))?;
-        if self.program == JAVA {
-            cmd.arg("--version");
-        }
-        let out = cmd
-            .output()
-            .map_err(|e| missing(format!("cannot run {}: {e}", self.program)))?;
+        let output = || -> anyhow::Result<std::process::Output> {
+            let (mut cmd, _source) = self.command(self.version_probe)?;
+            if self.program == JAVA {
+                cmd.arg("--version");
+            }
+            Ok(cmd.output()?)
+        };
+        let out = output().map_err(|e| missing(format!("cannot run {}: {e}", self.program)))?;
         if !out.status.success() {
             return Err(missing(String::from_utf8_lossy(&out.stderr).into_owned()));
         }

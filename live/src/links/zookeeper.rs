@@ -403,12 +403,7 @@ impl Conn {
     }
 
     /// One request: the reply's zxid, error code and body; `None` if none came in `wait`.
-    async fn request_zxid(
-        &self,
-        op: i32,
-        body: Out,
-        wait: Duration,
-    ) -> Option<(i64, i32, Vec<u8>)> {
+    async fn request_zxid(&self, op: i32, body: Out, wait: Duration) -> Option<Reply> {
         let xid = self.next_xid.get();
         self.next_xid.set(xid + 1);
         let (tx, rx) = oneshot::channel();
