@@ -789,18 +789,10 @@ impl Live<'_> {
         for node in paused {
             self.resume(&node, None);
         }
-        let crashed: Vec<String> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.proc.is_none())
-            .map(|(n, _)| n.clone())
-            .chain(
-                self.deployment
-                    .servers
-                    .iter()
-                    .filter(|s| !s.running())
-                    .map(|s| s.name.clone()),
-            )
+        let clients = self.clients.iter().filter(|(_, c)| c.proc.is_none());
+        let servers = self.deployment.servers.iter().filter(|s| !s.running());
+        let crashed: Vec<String> = (clients.map(|(n, _)| n.clone()))
+            .chain(servers.map(|s| s.name.clone()))
             .collect();
         for node in crashed {
             self.restart(&node);

@@ -125,18 +125,14 @@ fn protocol_client(lock: &LockSpec) -> anyhow::Result<(Arc<dyn Connector>, Vec<S
         LockSpec::Etcd { params, endpoints } => {
             let links = crate::links::etcd::Gateway::links(addrs(endpoints)?);
             let cluster = cluster(links, endpoints.len());
-            (
-                connector(Etcd, params.clone(), cluster),
-                params.host().peers,
-            )
+            let peers = params.host().peers;
+            (connector(Etcd, params.clone(), cluster), peers)
         }
         LockSpec::ZooKeeper { params, servers } => {
             let links = crate::links::zookeeper::ZkLinks::links(addrs(servers)?);
             let cluster = cluster(links, servers.len());
-            (
-                connector(ZooKeeper, params.clone(), cluster),
-                params.host().peers,
-            )
+            let peers = params.host().peers;
+            (connector(ZooKeeper, params.clone(), cluster), peers)
         }
     })
 }

@@ -308,17 +308,13 @@ impl Link {
     /// Closes every open connection the gate has made dead (all of them once closed).
     fn close_conns(&self) {
         let gate = self.gate.lock().unwrap();
-        let mut conns = self.conns.lock().unwrap();
-        let dead: Vec<u64> = conns
-            .iter()
-            .filter(|(_, (s, _))| gate.dead_either(s))
-            .map(|(id, _)| *id)
-            .collect();
-        drop(gate);
-        for id in dead {
-            let (_, [a, b]) = conns.remove(&id).expect("listed above");
-            let _ = (a.shutdown(Shutdown::Both), b.shutdown(Shutdown::Both));
-        }
+        self.conns.lock().unwrap().retain(|_, (sender, [a, b])| {
+            let dead = gate.dead_either(sender);
+            if dead {
+                let _ = (a.shutdown(Shutdown::Both), b.shutdown(Shutdown::Both));
+            }
+            !dead
+        });
     }
 
     /// A chunk's latency in `dir`, if the link has one.
