@@ -2,7 +2,7 @@
 //! sequential node, watch the next-lower one).
 
 use super::params::{Params, Variant};
-use super::profile::{ErrorPolicy, Library};
+use super::profile::{ErrorPolicy, Library, SessionRetry};
 use super::tree::{Req, Resp};
 use crate::protocol::{Acquired, Grant, LockClient, LostSignal, Outcome, Validity};
 use crate::raft::client::Link as RaftLink;
@@ -92,15 +92,38 @@ impl ZkClient {
     }
 
     /// The recipe's loop: list the children, hold the lock if ours is the lowest, else watch
-    /// the next-lower node. `None` if our node is gone or time ran out.
-    async fn wait_turn(&self, mine: &str, deadline: Duration) -> Option<()> {
+    /// the next-lower node. `None` if our node is gone (or, `owner-checked`, belongs to a
+    /// session that is no longer ours) or time ran out. `owner`: the session that created
+    /// our node.
+    async fn wait_turn(&mut self, mine: &str, owner: u64, deadline: Duration) -> Option<()> {
         let poll = Duration::from_millis(self.link.params.watch_poll_ms);
+        let mut lost = false;
         while self.link.ctx.mono_now() < deadline {
+            // With `session_retry`, the connection is made again (and the session's fate
+            // heard) before anything is asked after a request that got no answer.
+            if lost && self.reattach().await.is_none() {
+                continue;
+            }
             let Some((children, zxid)) = self.children().await else {
+                lost = self.link.params.session_retry.is_some();
                 continue;
             };
-            let position = children.iter().position(|(name, _)| name == mine)?;
+            lost = false;
+            let Some(position) = children.iter().position(|(name, _)| name == mine) else {
+                if self.behind_own_write(owner).await {
+                    continue;
+                }
+                return None;
+            };
+            if !self.owns(owner) {
+                return None;
+            }
             let Some(position) = position.checked_sub(1) else {
+                let retried = self.link.params.session_retry.is_some();
+                if retried && self.current() != Some(owner) {
+                    let why = "our node, of an expired session, listed lowest: the lock taken";
+                    self.link.ctx.note(why);
+                }
                 return Some(());
             };
             let watch = match self.link.params.variant {
@@ -115,6 +138,72 @@ impl ZkClient {
             let _ = self.link.caller.call(self.link.peer(), watch, poll).await;
         }
         None
+    }
+
+    /// With local reads, whether a listing without the node the current session created
+    /// came from a server that has not applied the create yet: ZooKeeper answers a session's
+    /// requests in order, a read after the session's earlier writes, so such a listing is
+    /// one it would have held; the client waits a tick of the log and asks again. (The
+    /// create went to the leader, which answered it before the client's server applied it.)
+    async fn behind_own_write(&self, owner: u64) -> bool {
+        if !self.link.params.local_reads || self.current() != Some(owner) {
+            return false;
+        }
+        let tick = Duration::from_millis(self.link.params.tick_ms);
+        self.link.ctx.sleep_local(tick).await;
+        true
+    }
+
+    /// The current session, if the client has one.
+    fn current(&self) -> Option<u64> {
+        self.session.borrow().as_ref().map(|s| s.id)
+    }
+
+    /// Whether a listed node created by session `owner` is the client's own. Only a Curator
+    /// acquire that went on into a new session (`session_retry`) can find one of another
+    /// session: `by-guid` takes it by its name, `owner-checked` does not (its
+    /// `ephemeralOwner` is not the current session).
+    fn owns(&self, owner: u64) -> bool {
+        if self.current() == Some(owner) {
+            return true;
+        }
+        match self.link.params.session_retry {
+            Some(SessionRetry::OwnerChecked) => {
+                self.link
+                    .ctx
+                    .note("our node belongs to an expired session: not ours (owner checked)");
+                false
+            }
+            Some(SessionRetry::ByGuid) | None => true,
+        }
+    }
+
+    /// Curator with `session_retry`: after a request got no answer, the connection is made
+    /// again before the next try, and the server says whether the session lives
+    /// (`ClientCnxn` reconnecting; a follower asks the leader). `Expired`: Curator's new
+    /// ZooKeeper handle opens a new session and the operation goes on in it. Without
+    /// `session_retry` nothing is done here. The current session, if any.
+    async fn reattach(&mut self) -> Option<u64> {
+        self.link.params.session_retry?;
+        if let Some(id) = self.current() {
+            let sent = self.link.ctx.mono_now();
+            let ping = Req::Ping { session: id };
+            match self.link.call(ping, self.link.request_budget()).await {
+                Some(Resp::Pong) => {
+                    if let Some(s) = self.session.borrow_mut().as_mut() {
+                        s.heard = s.heard.max(sent);
+                    }
+                    return Some(id);
+                }
+                Some(Resp::Expired) => self.end_session("expired (told on reconnecting)"),
+                _ => return None,
+            }
+        }
+        let id = self.session().await.ok()?;
+        self.link
+            .ctx
+            .note("new session: the acquire goes on in it (Curator's retry loop)");
+        Some(id)
     }
 
     /// The `check-then-create` bug's wait: until the lock has no children at all (watching
@@ -137,15 +226,20 @@ impl ZkClient {
         None
     }
 
-    /// Creates the client's node: its name and sequence. Curator creates in protected mode
-    /// and, when a reply is lost, looks for its GUID among the children before it creates
-    /// again, within its connection timeout (`CreateBuilderImpl`).
-    async fn create(&mut self, session: u64) -> Result<(String, u64), Acquired> {
+    /// Creates the client's node: its name, sequence and the session that created it.
+    /// Curator creates in protected mode and, when a reply is lost, looks for its GUID among
+    /// the children before it creates again, within its connection timeout
+    /// (`CreateBuilderImpl`); with `session_retry` it goes on in a new session when its own
+    /// expires, with the same GUID.
+    async fn create(&mut self, session: u64) -> Result<(String, u64, u64), Acquired> {
         let params = &self.link.params;
         let guid = (params.client == Library::Curator)
             .then(|| format!("{:016x}", self.link.ctx.rng().gen::<u64>()));
         let give_up = self.link.ctx.mono_now()
             + Duration::from_millis(params.connection_timeout_ms.unwrap_or(0));
+        // The session the next create is sent in, and the one Curator's protected mode
+        // recorded when it began (`ProtectedMode.sessionId`).
+        let (mut session, mut began) = (session, session);
         loop {
             let create = Req::Create {
                 session,
@@ -153,10 +247,12 @@ impl ZkClient {
                 guid: guid.clone(),
             };
             match self.link.call(create, self.link.request_budget()).await {
-                Some(Resp::Created(name, seq)) => return Ok((name, seq)),
+                Some(Resp::Created(name, seq)) => return Ok((name, seq, session)),
                 Some(Resp::Expired) => {
                     self.end_session("expired");
-                    return Err(Acquired::Failed("session expired".into()));
+                    if self.link.params.session_retry.is_none() {
+                        return Err(Acquired::Failed("session expired".into()));
+                    }
                 }
                 _ => {}
             }
@@ -168,13 +264,43 @@ impl ZkClient {
                     "no answer to create within the connection timeout".into(),
                 ));
             }
-            if let Some(found) = self.find_protected(guid).await {
-                self.link
-                    .ctx
-                    .note("protected mode: the node of a lost create found by its GUID");
-                return Ok(found);
+            if self.link.params.session_retry.is_some() {
+                match self.reattach().await {
+                    Some(current) => session = current,
+                    None => continue,
+                }
+            }
+            if let Some((name, seq)) = self.find_protected(guid).await {
+                if self.found_is_ours(&mut began) {
+                    self.link
+                        .ctx
+                        .note("protected mode: the node of a lost create found by its GUID");
+                    return Ok((name, seq, began));
+                }
             }
         }
+    }
+
+    /// Whether a node found by the protection GUID is taken (`ProtectedMode.validateFoundNode`):
+    /// always, unless `owner-checked` and the session changed since protected mode recorded
+    /// it (`began`): then the node, of a dead session, is ignored (Curator deletes it in the
+    /// background; here its session's close does) and the new session is recorded.
+    fn found_is_ours(&self, began: &mut u64) -> bool {
+        let current = self.current();
+        if current == Some(*began) {
+            return true;
+        }
+        let checked = self.link.params.session_retry == Some(SessionRetry::OwnerChecked);
+        if !checked {
+            return true;
+        }
+        self.link
+            .ctx
+            .note("protected mode: a node of an expired session found by GUID: ignored");
+        if let Some(now) = current {
+            *began = now;
+        }
+        false
     }
 
     /// The child whose name carries `guid` (`findProtectedNodeInForeground`), if the listing
@@ -289,11 +415,11 @@ impl LockClient for ZkClient {
             }
             self.link.ctx.point(CHECK_THEN_CREATE_POINT).await;
         }
-        let (name, seq) = match self.create(session).await {
+        let (name, seq, owner) = match self.create(session).await {
             Ok(created) => created,
             Err(outcome) => return outcome,
         };
-        if !check_first && self.wait_turn(&name, deadline).await.is_none() {
+        if !check_first && self.wait_turn(&name, owner, deadline).await.is_none() {
             let _ = self.delete(name).await;
             return Acquired::Failed("gave up waiting (or the node is gone)".into());
         }

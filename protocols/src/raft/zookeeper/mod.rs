@@ -37,14 +37,52 @@
 //! - **Client libraries** ([`profile`]): the raw client hears `Expired` only from a server;
 //!   Curator injects `LOST` a session timeout after `SUSPENDED` even while cut off, and finds
 //!   a create whose reply was lost by its protection GUID.
+//! - **An acquire carried into a new session** (CURATOR-604, apache/curator#1121;
+//!   CURATOR-498, apache/curator#1018): Curator's retry loop counts `SESSIONEXPIRED` as
+//!   retryable (`RetryLoop`), so an `InterProcessMutex` acquire whose session expired goes on
+//!   in the session of a new ZooKeeper handle with the name, protection GUID included, of the
+//!   node it already created (`findProtectedNodeInForeground` after a lost create, or the
+//!   lock loop's `getChildren`). A ZooKeeper server answers reads from its own state
+//!   (Programmer's Guide, "Consistency Guarantees": a client may see a stale view; `sync`
+//!   catches its server up), and the leader's session tracker closes a session through the
+//!   atomic broadcast, which a follower applies after the leader. So the follower the client
+//!   reconnected to can still list the dead session's node, which the leader has already
+//!   deleted and given the lock away for: Curator takes it as its own, and if it is the
+//!   lowest, holds the lock beside the new holder (`session_retry = "by-guid"`, with
+//!   `local_reads`). The fix checks the node's owner against the current session
+//!   (`ProtectedMode.validateFoundNode`, the fix of CURATOR-498; the `ephemeralOwner` check of
+//!   LeaderLatch, CURATOR-696, which CURATOR-604 asks for in the lock):
+//!   `session_retry = "owner-checked"`.
 //!
 //! What the model keeps and leaves out: the tracker's buckets (`tick_time_ms`, by default a
 //! tenth of the session timeout) are looked at on every tick of the replicated log
 //! (`tick_ms`), so a bucket expires up to one such tick late. ZooKeeper replicates with Zab,
 //! not Raft; both are a leader-based, totally ordered log with majority commit, and the
 //! recipe depends only on that. Pings go to the leader (confirmed by ReadIndex) instead of
-//! to the connected server, which in ZooKeeper relays session touches to the leader. Left
-//! out: the data tree beyond one lock directory, ACLs, observers, local sessions, `sync`.
+//! to the connected server, which in ZooKeeper relays session touches to the leader. Child
+//! listings are linearizable by default (ReadIndex through the leader), which no ZooKeeper
+//! read is; with `local_reads` each client talks to one server (`ctx.idx() % peers`, the
+//! pinned link), which answers its listings and watches from its own applied state and
+//! sends its writes and pings on to the leader (a redirection standing for the forwarding),
+//! and a listing that misses a node the session created is asked again a tick later (a
+//! server answers a session's read after its earlier writes; here the leader answered the
+//! create before the client's server applied it). Not kept: a ZooKeeper server answers a
+//! client's write, the creation of its session included, only once it has applied it, so a
+//! new session's reads on a follower cannot come before that follower applied what the log
+//! held earlier (a dead session's close among it); here the leader answers, and a client can
+//! read on a lagging follower in a session the follower has not applied yet. A live run of
+//! the lagging-follower timeline (a new session opened after the old one's close) holds where
+//! the simulator's breaks: the faithful timeline of CURATOR-604 needs the new session
+//! created before the old one's close (the server keeping the old session, e.g. a new
+//! leader's fresh timeouts), and no catalog file uses these keys until the model orders
+//! them so. A reconnection that learns of an expired
+//! session is a ping answered `Expired` before the next request (`ClientCnxn` re-attaching
+//! the session; a follower asks the leader); with `session_retry` the client then opens a
+//! new session and goes on. The owner check compares the session that created the node,
+//! which the client knows, with the current one, instead of reading the node's
+//! `ephemeralOwner` from the server: the same answer for the client's own nodes. Left out:
+//! the data tree beyond one lock directory, ACLs, observers, local sessions, `sync`, a
+//! connected server that loses its leader closing its clients' connections.
 
 pub mod client;
 pub mod params;
@@ -104,8 +142,10 @@ impl Protocol for ZooKeeper {
     }
 
     fn start(&self, params: &Params, world: &World) -> Cluster<Req, Resp> {
-        let tick_time = params.tick_time();
-        start_cluster(world, params.host(), true, move |_ctx| Tree::new(tick_time))
+        let (tick_time, local) = (params.tick_time(), params.local_reads);
+        start_cluster(world, params.host(), true, move |_ctx| {
+            Tree::new(tick_time).with_local_reads(local)
+        })
     }
 
     fn connect(&self, params: &Params, cluster: &Cluster<Req, Resp>, ctx: &NodeCtx) -> ZkClient {
@@ -117,6 +157,13 @@ impl Protocol for ZooKeeper {
             params.clone(),
             timeout,
         );
+        // A ZooKeeper client is connected to one server: with local reads, that server
+        // answers its listings and forwards the rest (the pinned link's redirections).
+        let link = if params.local_reads {
+            link.pinned()
+        } else {
+            link
+        };
         ZkClient::new(link)
     }
 }

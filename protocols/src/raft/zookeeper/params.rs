@@ -1,6 +1,6 @@
 //! The `[protocol]` parameters of `zookeeper`.
 
-use super::profile::{ErrorPolicy, Library};
+use super::profile::{ErrorPolicy, Library, SessionRetry};
 use crate::protocol::ParamError;
 use crate::raft::host::HostConfig;
 use serde::{Deserialize, Serialize};
@@ -70,6 +70,16 @@ pub struct Params {
     /// LOST; `session`: LOST only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_policy: Option<ErrorPolicy>,
+    /// Curator: an acquire whose session expires goes on in a new session, its node found by
+    /// name alone (`by-guid`, the bug) or only if the current session owns it
+    /// (`owner-checked`, the fix). Unset: the acquire ends at the expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_retry: Option<SessionRetry>,
+    /// Each client talks to one server, which answers its child listings from its own
+    /// applied state (ZooKeeper's reads) and forwards its writes and pings to the leader.
+    /// Unset: every listing is linearizable, confirmed by the leader (ReadIndex).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local_reads: bool,
 }
 
 /// ZooKeeper's default bounds on a session timeout, in ticks (`minSessionTimeout` and
@@ -159,6 +169,7 @@ impl Params {
                 self.connection_timeout_ms.is_some(),
             ),
             ("error_policy", self.error_policy.is_some()),
+            ("session_retry", self.session_retry.is_some()),
         ] {
             if set {
                 return Err(ParamError::field(
@@ -228,6 +239,12 @@ mod tests {
         let raw = params("error_policy = \"session\"");
         let e = raw.validate().unwrap_err();
         assert_eq!(e.field.as_deref(), Some("error_policy"), "{e:?}");
+        let raw = params("session_retry = \"by-guid\"");
+        let e = raw.validate().unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("session_retry"), "{e:?}");
+        let curator = params("client = \"curator\"\nsession_retry = \"owner-checked\"");
+        curator.validate().unwrap();
+        assert_eq!(curator.session_retry, Some(SessionRetry::OwnerChecked));
         let raw = params("connection_timeout_ms = 15_000");
         let e = raw.validate().unwrap_err();
         assert_eq!(e.field.as_deref(), Some("connection_timeout_ms"), "{e:?}");
@@ -239,6 +256,18 @@ mod tests {
         let zero = params("client = \"curator\"\nconnection_timeout_ms = 0");
         let e = zero.validate().unwrap_err();
         assert_eq!(e.field.as_deref(), Some("connection_timeout_ms"), "{e:?}");
+    }
+
+    #[test]
+    fn local_reads_are_off_unless_set_and_not_written_when_off() {
+        let p = params("");
+        assert!(!p.local_reads && p.session_retry.is_none());
+        let text = toml::to_string(&p).unwrap();
+        assert!(
+            !text.contains("local_reads") && !text.contains("session_retry"),
+            "{text}"
+        );
+        assert!(params("local_reads = true").local_reads);
     }
 
     #[test]

@@ -21,7 +21,10 @@
 //!   `_c_<GUID>-`): when a create's reply is lost, Curator's retry lists the children and
 //!   finds its node by the GUID (`findProtectedNodeInForeground`) instead of leaving an
 //!   orphan that would block the queue while the session lives; it retries within the
-//!   connection timeout.
+//!   connection timeout. Its retry loop also retries after `SESSIONEXPIRED`, on a new
+//!   ZooKeeper handle and so a new session, with the node name and GUID the acquire already
+//!   has (`session_retry`: CURATOR-604, CURATOR-498): the node may be the dead session's,
+//!   still listed by a server that has not applied the session's close.
 //!
 //! Where the model simplifies: Curator's retry policy (exponential backoff) is a retry every
 //! request timeout until the connection timeout; `sessionExpirationPercent` is 100, its
@@ -40,6 +43,24 @@ pub enum Library {
     /// Curator's `InterProcessMutex`: `LOST` injected after a session timeout `SUSPENDED`,
     /// protected-mode creates.
     Curator,
+}
+
+/// What a Curator acquire does when its session expires before it holds the lock: Curator's
+/// retry loop counts `SESSIONEXPIRED` as retryable, so the acquire goes on in the session of
+/// a new ZooKeeper handle, with the name (and protection GUID) of the node it already has.
+/// Unset: the acquire ends at the expiry (what the model did before this option).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionRetry {
+    /// Before the fix (CURATOR-498, CURATOR-604): a node is the client's own when its name
+    /// (its GUID) is listed, whatever session created it, so the dead session's node, still
+    /// listed by a server that has not applied the session's close, is taken as its own.
+    ByGuid,
+    /// The fix (`ProtectedMode.validateFoundNode`; the `ephemeralOwner` check of the
+    /// LeaderLatch fix, CURATOR-696, asked for InterProcessMutex in CURATOR-604): a node
+    /// whose owner is not the current session is not the client's; it is deleted and the
+    /// acquire creates a new one.
+    OwnerChecked,
 }
 
 /// Curator's `ConnectionStateErrorPolicy`: which connection states mean the lock is lost.

@@ -153,6 +153,9 @@ pub struct Tree {
     pushes: Vec<(NodeIdx, u64, Resp)>,
     /// The server's `tickTime`: the width of a session-expiry bucket (zero: exact expiry).
     tick_time: Duration,
+    /// Child listings answered from this server's applied state, leader or not
+    /// (ZooKeeper's reads); `false`: confirmed by the leader first (ReadIndex).
+    local_reads: bool,
 }
 
 impl Tree {
@@ -162,6 +165,24 @@ impl Tree {
             tick_time,
             ..Tree::default()
         }
+    }
+
+    /// The same tree answering child listings from its own applied state, as a ZooKeeper
+    /// server answers a read of a client connected to it: a follower that has not yet
+    /// applied a session's close still lists that session's ephemeral nodes.
+    pub fn with_local_reads(mut self, local_reads: bool) -> Self {
+        self.local_reads = local_reads;
+        self
+    }
+
+    /// The children by sequence, and the zxid they are read at.
+    fn children(&self) -> Resp {
+        // Sorted by sequence, as the recipe sorts them (a GUID prefix would sort them by
+        // name otherwise).
+        let mut children: Vec<(String, u64)> =
+            self.nodes.iter().map(|(n, s)| (n.clone(), *s)).collect();
+        children.sort_by_key(|(_, seq)| *seq);
+        Resp::Children(children, self.zxid)
     }
 
     /// When a session touched now with `timeout` expires: ZooKeeper's
@@ -325,6 +346,7 @@ impl Service for Tree {
                 guid,
             }),
             Req::Delete { name } => Handling::Propose(Cmd::Delete { name }),
+            Req::Children if self.local_reads => Handling::Reply(self.children()),
             Req::Ping { .. } | Req::Children => Handling::Read(req),
             Req::Watch { name, min_zxid } => self.watch(Some(name), min_zxid, env),
             Req::WatchChildren { min_zxid } => self.watch(None, min_zxid, env),
@@ -379,14 +401,7 @@ impl Service for Tree {
                 Some(_) => Resp::NotLeader(None),
                 None => Resp::Expired,
             },
-            Req::Children => {
-                // Sorted by sequence, as the recipe sorts them (a GUID prefix would sort
-                // them by name otherwise).
-                let mut children: Vec<(String, u64)> =
-                    self.nodes.iter().map(|(n, s)| (n.clone(), *s)).collect();
-                children.sort_by_key(|(_, seq)| *seq);
-                Resp::Children(children, self.zxid)
-            }
+            Req::Children => self.children(),
             other => unreachable!("not a read: {other:?}"),
         }
     }
