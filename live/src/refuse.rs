@@ -74,6 +74,23 @@ fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused
     }
 }
 
+/// Curator's `session_retry` chooses what the model's Curator does when an acquire's session
+/// expires (CURATOR-604's bug or its fix); a real Curator (`--library`) does what its
+/// version does, which no key changes.
+fn curator_session_retry(prepared: &Prepared, library: bool) -> Result<(), Refused> {
+    let s = &prepared.scenario;
+    let set = s.protocol.name == "zookeeper" && s.protocol.params.contains_key("session_retry");
+    if !(library && set) {
+        return Ok(());
+    }
+    Err(Refused(format!(
+        "{}: protocol.session_retry: live --library runs the real Curator, whose version \
+         decides what an acquire does after its session expired; run it in the simulator, \
+         or live without --library",
+        prepared.path
+    )))
+}
+
 /// A real library is one call to locksim: a point inside it (etcd's `after_wait`) cannot be
 /// reached, only the workload's own ([`locksim_scenarios::workload::POINTS`]).
 fn library_points(prepared: &Prepared, seed: u64) -> Result<(), Refused> {
@@ -103,6 +120,7 @@ fn library_points(prepared: &Prepared, seed: u64) -> Result<(), Refused> {
 pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Result<(), Refused> {
     let s = &prepared.scenario;
     workload_and_client(prepared, library)?;
+    curator_session_retry(prepared, library)?;
     if library {
         library_points(prepared, seed)?;
     }
