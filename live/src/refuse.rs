@@ -74,6 +74,38 @@ fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused
     }
 }
 
+/// etcd's fixed Unlock (`unlock = "delete-if-owner"`, etcd-io/etcd PR #22115) is a
+/// transaction live mode's gateway link does not send (it deletes by name); and a real
+/// library (`--library`) runs its own Unlock, which the model's unlock keys do not change.
+fn etcd_unlock(prepared: &Prepared, library: bool) -> Result<(), Refused> {
+    let (protocol, params) = (
+        &prepared.scenario.protocol.name,
+        &prepared.scenario.protocol.params,
+    );
+    let keys = ["unlock", "unlock_timeout_ms", "unlock_retry_after_ms"];
+    let why = match params.get("unlock").and_then(|v| v.as_str()) {
+        _ if protocol != "etcd" => None,
+        Some("delete-if-owner") if !library => Some(
+            "unlock = \"delete-if-owner\": live mode's etcd link sends Unlock as a delete by \
+             name, not PR #22115's transaction"
+                .to_owned(),
+        ),
+        _ if library => keys.iter().find(|k| params.contains_key(**k)).map(|k| {
+            format!(
+                "{k}: live --library runs the real library's own Unlock, which it does not change"
+            )
+        }),
+        _ => None,
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(Refused(format!(
+            "{}: protocol.{why}; run it in the simulator",
+            prepared.path
+        ))),
+    }
+}
+
 /// Curator's `session_retry` chooses what the model's Curator does when an acquire's session
 /// expires (CURATOR-604's bug or its fix); a real Curator (`--library`) does what its
 /// version does, which no key changes.
@@ -120,6 +152,7 @@ fn library_points(prepared: &Prepared, seed: u64) -> Result<(), Refused> {
 pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Result<(), Refused> {
     let s = &prepared.scenario;
     workload_and_client(prepared, library)?;
+    etcd_unlock(prepared, library)?;
     curator_session_retry(prepared, library)?;
     if library {
         library_points(prepared, seed)?;

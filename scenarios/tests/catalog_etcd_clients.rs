@@ -1,11 +1,12 @@
 //! The etcd client profiles (`client = "etcd-concurrency-3.4" | "etcd-concurrency-3.5" |
 //! "jetcd-lock"`): each catalog file meets its `[expect]` on every seed and turns on the
 //! behaviour it names (the same file with that behaviour taken away comes out differently),
-//! and `Session.Done()` fires when `client/v3/lease.go` would close the keep-alive channel.
+//! and `Session.Done()` fires when `client/v3/lease.go` would close the keep-alive channel;
+//! an Unlock retried after the same session locked again (etcd-io/etcd#22082).
 
 use crate::common;
 
-use locksim_sim::history::Op;
+use locksim_sim::history::{Event, History, Op};
 use locksim_sim::{Property, Verdict};
 
 const SEEDS: u64 = 20;
@@ -151,4 +152,47 @@ fn etcd_ttl_rounding_grants_a_1_s_lease_as_etcds_2_s_minimum() {
     let refused = locksim_scenarios::Scenario::parse(&text.replace(asked, half), file)
         .and_then(|s| s.prepare(file, &locksim_protocols::Registry::builtin()));
     assert!(refused.is_err(), "etcd's TTLs are whole seconds");
+}
+
+/// etcd-io/etcd#22082: an Unlock whose answer came after its deadline, retried by the
+/// application after the same session locked again, deletes that session's newer key of the
+/// same name, and the waiter behind it is granted the lock; PR #22115's Unlock compares the
+/// key's create-revision and deletes nothing. An application that abandons its session
+/// instead (the model's default) locks again under another name, which no late Unlock reaches.
+#[test]
+fn a_retried_unlock_deletes_the_same_sessions_newer_key_unless_it_compares_the_revision() {
+    let bug = "etcd-22082-unlock-retry-deletes-new-lock.toml";
+    let fixed = "etcd-22082-unlock-retry-deletes-new-lock-fixed.toml";
+    common::assert_expect_met(bug, SEEDS);
+    common::assert_expect_met(fixed, SEEDS);
+    let grant = |h: &History, id: &str| {
+        h.iter()
+            .find(|e| e.op == Op::CsEnter && e.grant.as_deref() == Some(id))
+            .map(|e| e.index)
+            .unwrap_or_else(|| panic!("no grant {id}"))
+    };
+    let (r, h) = common::prepared(&format!("catalog/{bug}")).run_with_history(1);
+    let retried = common::notes(&h, "c1", "unanswered unlock of");
+    assert_eq!(retried.len(), 1, "{}", r.replay);
+    // c1 held again with its session's key when the retry went, and c2 got in after it.
+    assert!(grant(&h, "c1#2") < retried[0] && retried[0] < grant(&h, "c2#1"));
+    let compared = |h: &History| {
+        let failed =
+            |e: &&Event| e.op == Op::Event && e.name.as_deref() == Some("unlock_compare_failed");
+        h.iter().filter(failed).count()
+    };
+    assert_eq!(compared(&h), 0, "the buggy Unlock compares nothing");
+    let (r, h) = common::prepared(&format!("catalog/{fixed}")).run_with_history(1);
+    assert_eq!(common::notes(&h, "c1", "unanswered unlock of").len(), 1);
+    assert_eq!(compared(&h), 1, "{}: the retry deleted nothing", r.replay);
+    let abandoning = common::changed(bug, "unlock_retry_after_ms = 1_000\n", "");
+    for seed in 1..=SEEDS {
+        let r = abandoning.run(seed);
+        assert_eq!(
+            r.properties[&Property::MutualExclusion],
+            Verdict::Valid,
+            "{}",
+            r.replay
+        );
+    }
 }

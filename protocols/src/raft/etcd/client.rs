@@ -1,8 +1,8 @@
 //! The client library: a session (a lease kept alive every TTL/3) and the Mutex recipe, as
 //! the chosen library ([`super::profile`]) runs them.
 
-use super::kv::{Req, Resp};
-use super::params::{Library, LockApi, Params, Variant, PREFIX};
+use super::kv::{DeleteKey, Req, Resp};
+use super::params::{Library, LockApi, Params, Unlock, Variant, PREFIX};
 use crate::protocol::{Acquired, Grant, LockClient, LostSignal, Outcome, Validity};
 use crate::raft::client::Link as RaftLink;
 use async_trait::async_trait;
@@ -139,7 +139,7 @@ impl EtcdClient {
         }
         let _ = self
             .link
-            .call(Req::Delete { key }, self.link.request_budget())
+            .call(Req::Delete { key: key.into() }, self.link.request_budget())
             .await;
         self.end_session("it expired before the lock was ours");
         Acquired::Failed("session expired while acquiring".into())
@@ -283,7 +283,7 @@ impl EtcdClient {
         if !self.wait_deletes(mine, deadline).await {
             let _ = self
                 .link
-                .call(Req::Delete { key }, self.link.request_budget())
+                .call(Req::Delete { key: key.into() }, self.link.request_budget())
                 .await;
             return Acquired::Failed("acquire timeout while waiting".into());
         }
@@ -396,20 +396,21 @@ impl LockClient for EtcdClient {
     }
 
     /// `Unlock` (with `lease_per_acquire`, Jepsen's `release!`: the keep-alive stops first,
-    /// and the lease is revoked after a successful unlock).
+    /// and the lease is revoked after a successful unlock), waiting for its answer until
+    /// `unlock_timeout_ms`.
     async fn release(&mut self, grant: &Grant) -> Outcome {
-        let req = Req::Delete {
-            key: grant.handle.clone(),
+        let p = &self.link.params;
+        let key = DeleteKey {
+            name: grant.handle.clone(),
+            if_create_rev: grant.token.filter(|_| p.unlock == Unlock::DeleteIfOwner),
         };
-        let fresh = self.link.params.lease_per_acquire;
-        let session = if fresh {
+        let req = Req::Delete { key };
+        let session = if p.lease_per_acquire {
             self.session.borrow_mut().take()
         } else {
             None
         };
-        // Keep trying for a TTL (an election takes about one election timeout).
-        let budget = Duration::from_millis(self.link.params.ttl_ms());
-        match self.link.call(req, budget).await {
+        match self.link.call(req.clone(), p.unlock_timeout()).await {
             Some(Resp::Deleted) => {
                 if let Some(s) = session {
                     let revoke = Req::LeaseRevoke { lease: s.lease };
@@ -418,15 +419,75 @@ impl LockClient for EtcdClient {
                 Outcome::Ok
             }
             Some(other) => Outcome::Failed(format!("unexpected answer {other:?}")),
-            None => {
-                // The key may still be there: locking again would find it and return the
-                // same revision, a token for two grants. Abandon the session instead; its
-                // lease (and the key) expire on the server.
-                self.end_session("the unlock got no answer: session abandoned");
-                Outcome::Unknown("no answer to the delete".into())
-            }
+            None => self.unanswered_unlock(req, grant),
         }
     }
+}
+
+impl EtcdClient {
+    /// An `Unlock` without an answer by its deadline: the key may still be there, or not.
+    /// Unless the application retries it (`unlock_retry_after_ms`), the session is
+    /// abandoned: locking again with it would find the old key and return the same revision,
+    /// a token for two grants; its lease (and the key) expire on the server. With retries it
+    /// keeps the session, as a Go application keeps its `Session` when `Unlock` returns
+    /// `context.DeadlineExceeded` (etcd-io/etcd#22082), and calls the old Unlock again later.
+    fn unanswered_unlock(&self, req: Req, grant: &Grant) -> Outcome {
+        let Some(after) = self.link.params.unlock_retry_after_ms else {
+            self.end_session("the unlock got no answer: session abandoned");
+            return Outcome::Unknown("no answer to the delete".into());
+        };
+        let lease = self.session.borrow().as_ref().map(|s| s.lease);
+        if let Some(lease) = lease {
+            let key = &grant.handle;
+            let retry = UnlockRetry {
+                req,
+                what: (grant.token).map_or(key.clone(), |rev| format!("{key} (revision {rev})")),
+                lease,
+                after: Duration::from_millis(after),
+            };
+            spawn_unlock_retry(self.link.clone(), self.session.clone(), retry);
+        }
+        Outcome::Unknown("no answer to the delete: retried later, session kept".into())
+    }
+}
+
+/// The old `Mutex`'s `Unlock`, called again (etcd-io/etcd#22082).
+struct UnlockRetry {
+    /// Its request: a delete by the key's name, or only at its create-revision (PR #22115).
+    req: Req,
+    /// The key, and the create-revision the old Mutex acquired it at, in words.
+    what: String,
+    /// The session's lease the key was created with.
+    lease: u64,
+    /// How long after an unanswered try the next one goes.
+    after: Duration,
+}
+
+/// Calls the old `Unlock` again `retry.after` after each unanswered try, while the session
+/// that took the lock lasts (a later session has another lease, so another key name). Each
+/// try waits `unlock_timeout_ms` for its answer. What etcd does with a try that lands after
+/// the same session locked again is the point of etcd-io/etcd#22082: `unlock = "delete"`
+/// deletes the newer key of the same name, and the next waiter is granted the lock while
+/// this client holds it; `unlock = "delete-if-owner"` (PR #22115) compares the key's
+/// create-revision and deletes nothing.
+fn spawn_unlock_retry(link: Rc<Link>, session: SharedSession, retry: UnlockRetry) {
+    let ctx = link.ctx.clone();
+    ctx.spawn(async move {
+        loop {
+            link.ctx.sleep_local(retry.after).await;
+            let current = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.lease == retry.lease);
+            if !current(&session.borrow()) {
+                return;
+            }
+            let what = &retry.what;
+            link.ctx
+                .note(format!("unanswered unlock of {what} retried"));
+            let timeout = link.params.unlock_timeout();
+            if link.call(retry.req.clone(), timeout).await.is_some() {
+                return;
+            }
+        }
+    });
 }
 
 /// etcd's Go lease client (`client/v3/lease.go`), as `Session` uses it: `sendKeepAliveLoop`

@@ -31,10 +31,10 @@ pub enum Req {
         /// The session's lease.
         lease: u64,
     },
-    /// Delete a key.
+    /// Delete a key (`Mutex.Unlock`), by its name or only at its create-revision.
     Delete {
-        /// The key.
-        key: String,
+        /// The key, and the create-revision it must have to be deleted, if any.
+        key: DeleteKey,
     },
     /// Read a key (linearizable).
     Get {
@@ -65,6 +65,35 @@ pub enum Req {
     },
 }
 
+/// The key a [`Req::Delete`] removes: by its name (etcd's `Mutex.Unlock`), or, with
+/// `if_create_rev`, only while it has that create-revision (the transaction of etcd-io/etcd
+/// PR #22115, `If(CreateRevision(key) == myRev).Then(Delete(key))`). It reads as the key's
+/// name (`Deref<Target = str>`), so a link that only knows plain deletes, live mode's etcd
+/// gateway, still sends its name: live mode refuses `unlock = "delete-if-owner"` for that.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeleteKey {
+    /// The key's name.
+    pub name: String,
+    /// Delete only the key created at this revision.
+    pub if_create_rev: Option<u64>,
+}
+
+impl From<String> for DeleteKey {
+    fn from(name: String) -> Self {
+        DeleteKey {
+            name,
+            if_create_rev: None,
+        }
+    }
+}
+
+impl std::ops::Deref for DeleteKey {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.name
+    }
+}
+
 /// Answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Resp {
@@ -86,7 +115,7 @@ pub enum Resp {
         /// The lowest create-revision under the prefix.
         owner: u64,
     },
-    /// A delete was applied (whether the key existed).
+    /// A delete was applied (whether the key existed, or matched its create-revision).
     Deleted,
     /// A key's create-revision, if it exists.
     Key(Option<u64>),
@@ -146,6 +175,13 @@ pub enum Cmd {
     RenewCheckpointed {
         /// The lease.
         lease: u64,
+    },
+    /// Delete a key only if it was created at `create_rev` (etcd-io/etcd PR #22115's Unlock).
+    DeleteIfCreated {
+        /// The key.
+        key: String,
+        /// Its create-revision when the Mutex acquired it.
+        create_rev: u64,
     },
 }
 
@@ -345,6 +381,23 @@ impl Kv {
         true
     }
 
+    /// The fixed Unlock's transaction: the key goes only if it is the incarnation the Mutex
+    /// acquired; a newer one (the same session locked again) stays, and the leader says so.
+    fn delete_if_created(&mut self, key: &str, create_rev: u64, env: &Env) -> Resp {
+        match self.keys.get(key).map(|k| k.create_rev) {
+            Some(rev) if rev == create_rev => {
+                self.delete(key);
+                self.rev += 1;
+            }
+            Some(rev) if env.leader => {
+                let why = format!("{key} created at {rev}, not {create_rev}: nothing deleted");
+                env.ctx.event("unlock_compare_failed", None, why);
+            }
+            _ => {}
+        }
+        Resp::Deleted
+    }
+
     fn owner(&self) -> Option<u64> {
         self.keys.values().map(|k| k.create_rev).min()
     }
@@ -449,7 +502,13 @@ impl Service for Kv {
                 Handling::Propose(Cmd::LeaseGrant { lease, ttl_ms })
             }
             Req::TryAcquire { key, lease } => Handling::Propose(Cmd::TryAcquire { key, lease }),
-            Req::Delete { key } => Handling::Propose(Cmd::Delete { key }),
+            Req::Delete { key } => Handling::Propose(match key.if_create_rev {
+                None => Cmd::Delete { key: key.name },
+                Some(create_rev) => Cmd::DeleteIfCreated {
+                    key: key.name,
+                    create_rev,
+                },
+            }),
             Req::LeaseRevoke { lease } => Handling::Propose(Cmd::Revoke { lease }),
             // etcd's Renew of a checkpointed lease clears its remaining TTL through the log
             // first (so a new leader does not restore it after this renewal).
@@ -502,6 +561,9 @@ impl Service for Kv {
             }
             Cmd::LeaseCheckpoint { checkpoints } => self.checkpoint(checkpoints, env),
             Cmd::RenewCheckpointed { lease } => self.renew_checkpointed(lease, env),
+            Cmd::DeleteIfCreated { key, create_rev } => {
+                self.delete_if_created(&key, create_rev, env)
+            }
         };
         assert!(
             self.rev >= rev_before,

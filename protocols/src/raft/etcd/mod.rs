@@ -44,8 +44,8 @@
 //!   that is its own, it holds the lock. Otherwise it waits for the deletion of every key
 //!   with a lower create-revision (`waitDeletes`: watch the last one before its own, and
 //!   again) and then **checks that its own key still exists** (`Get`) before returning.
-//!   `Unlock` deletes the key. The create-revision is a natural fencing token: it grows with
-//!   every write to the store.
+//!   `Unlock` deletes the key, by its name only. The create-revision is a natural fencing
+//!   token: it grows with every write to the store.
 //!
 //! How it breaks (reproducible here):
 //! - **Process pauses** past the TTL (the result every lease shares, Kleppmann 2016): the
@@ -56,6 +56,25 @@
 //!   partition, not a long pause, is enough) finds no lower key and returns as the holder,
 //!   though its key is gone and a later waiter holds the lock. Bug variant
 //!   `no-lease-recheck-after-wait`; fixed in etcd after that report by the `Get` after waiting.
+//! - **etcd-io/etcd#22082** (2026; the fix proposed in PR #22115): `Unlock` is
+//!   `Delete(myKey)` and the key is named after the session's lease, so the same session's
+//!   every lock has the same key. An `Unlock` whose Delete commits but whose answer misses
+//!   the caller's deadline returns `context.DeadlineExceeded`; the application keeps its
+//!   `Session`, locks again with it (a key of the same name, a newer create-revision) and
+//!   later retries the old `Unlock`, which deletes the new key: the next waiter is granted
+//!   the lock while this client holds it. The Go client does not resend a Delete itself (its
+//!   retry interceptor resends a mutation only when it never reached a connection,
+//!   `isSafeRetryMutableRPC`): the second Delete is the application's. The fix is one
+//!   transaction, `If(CreateRevision(myKey) == myRev).Then(Delete(myKey))`
+//!   (`Mutex.IsOwner`). Model: `unlock_timeout_ms` (Unlock's deadline; unset, one TTL),
+//!   `unlock_retry_after_ms` (unset, the model's client abandons a session whose Unlock got
+//!   no answer, so this cannot happen; set, it keeps the session and calls the old Unlock
+//!   again this long later, in the background, until one is answered or the session ends),
+//!   `unlock = "delete"` (etcd's, the default) or `"delete-if-owner"` (PR #22115). Where it
+//!   simplifies: the application's retry has a fixed interval (a real one backs off), and
+//!   within the deadline the model's link resends the Delete to the next member every
+//!   `request_timeout_ms` (as it does every request), which changes nothing before the
+//!   relock.
 //!
 //! - **Jepsen's client** (jepsen-io/etcd 0.1.0 `lock.clj`; jetcd 0.4.1 `LeaseImpl.java`;
 //!   etcd `server/etcdserver/api/v3lock/lock.go`): the `Lock` RPC runs the same `Mutex` on the
@@ -96,7 +115,7 @@ use kv::{Kv, Req, Resp};
 use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::{NodeCtx, World};
 pub use params::{
-    ClientEndpoint, Library, LockApi, Params, TtlRounding, Variant,
+    ClientEndpoint, Library, LockApi, Params, TtlRounding, Unlock, Variant,
     LEASE_CHECKPOINT_INTERVAL_MS_DEFAULT, PREFIX,
 };
 use std::time::Duration;

@@ -86,6 +86,22 @@ impl Library {
     }
 }
 
+/// How `Mutex.Unlock` deletes the lock's key (`[protocol] unlock`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unlock {
+    /// etcd's `Mutex.Unlock` (`client/v3/concurrency/mutex.go`, every release to 3.6):
+    /// `Delete(myKey)`, by the key's name only. A late or retried Unlock deletes whatever key
+    /// has that name now: after the same session locked again, its newer key
+    /// (etcd-io/etcd#22082).
+    #[default]
+    Delete,
+    /// The fix of etcd-io/etcd PR #22115: one transaction,
+    /// `If(CreateRevision(myKey) == myRev).Then(Delete(myKey))` (`Mutex.IsOwner`): an Unlock
+    /// of an older incarnation of the key deletes nothing.
+    DeleteIfOwner,
+}
+
 /// How the server takes a lease's TTL.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -166,6 +182,19 @@ pub struct Params {
     /// lease whose remaining TTL exceeds this interval in whole seconds is scheduled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_checkpoint_interval_ms: Option<u64>,
+    /// `Unlock`'s deadline (the application's context), in ms; unset, one TTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unlock_timeout_ms: Option<u64>,
+    /// What the application does when `Unlock` got no answer by its deadline. Unset: it
+    /// abandons the session (its lease and key expire on the server). Set: it keeps the
+    /// session, locks again with it (the same key name), and calls the old `Mutex`'s `Unlock`
+    /// again this long after, in the background, and again after each unanswered try, while
+    /// that session lasts (etcd-io/etcd#22082's retry), in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unlock_retry_after_ms: Option<u64>,
+    /// How `Unlock` deletes the key.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub unlock: Unlock,
 }
 
 fn d_peers() -> usize {
@@ -219,7 +248,18 @@ impl Params {
                 "lease_checkpoint_interval_ms",
                 self.checkpoint_interval_ms(),
             ),
+            ("unlock_timeout_ms", self.unlock_timeout_ms.unwrap_or(1)),
+            (
+                "unlock_retry_after_ms",
+                self.unlock_retry_after_ms.unwrap_or(1),
+            ),
         ])
+    }
+
+    /// `Unlock`'s deadline: `unlock_timeout_ms`, or one TTL (an election takes about one
+    /// election timeout).
+    pub fn unlock_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.unlock_timeout_ms.unwrap_or(self.ttl_ms()))
     }
 
     /// The lease checkpoint interval, in ms (etcd's default unless set).
@@ -323,6 +363,25 @@ mod tests {
         let err = half.validate().unwrap_err();
         assert_eq!(err.field.as_deref(), Some("lease_ttl_ms"));
         params("lease_ttl_ms = 1_500").validate().unwrap();
+    }
+
+    #[test]
+    fn unlock_keys_default_to_etcds_delete_within_a_ttl_and_refuse_zero() {
+        let default = params("");
+        assert_eq!(default.unlock, Unlock::Delete);
+        assert_eq!(default.unlock_timeout().as_millis(), 2_000, "one TTL");
+        assert_eq!(
+            default.unlock_retry_after_ms, None,
+            "the session is abandoned"
+        );
+        let fixed = params("unlock = \"delete-if-owner\"\nunlock_timeout_ms = 500");
+        fixed.validate().unwrap();
+        assert_eq!(fixed.unlock, Unlock::DeleteIfOwner);
+        assert_eq!(fixed.unlock_timeout().as_millis(), 500);
+        for key in ["unlock_timeout_ms", "unlock_retry_after_ms"] {
+            let err = params(&format!("{key} = 0")).validate().unwrap_err();
+            assert_eq!(err.field.as_deref(), Some(key));
+        }
     }
 
     #[test]
