@@ -100,8 +100,11 @@ impl ZkClient {
         let mut lost = false;
         while self.link.ctx.mono_now() < deadline {
             // With `session_retry`, the connection is made again (and the session's fate
-            // heard) before anything is asked after a request that got no answer.
-            if lost && self.reattach().await.is_none() {
+            // heard) before anything is asked after a request that got no answer, and a
+            // session the library has given up (LOST) is replaced first.
+            let retrying = self.link.params.session_retry.is_some();
+            let gone = retrying && self.current().is_none();
+            if (lost || gone) && self.reattach().await.is_none() {
                 continue;
             }
             let Some((children, zxid)) = self.children().await else {
@@ -109,6 +112,10 @@ impl ZkClient {
                 continue;
             };
             lost = false;
+            if retrying && self.current().is_none() {
+                // Given up while the listing was out: a new session first.
+                continue;
+            }
             let Some(position) = children.iter().position(|(name, _)| name == mine) else {
                 if self.behind_own_write(owner).await {
                     continue;
