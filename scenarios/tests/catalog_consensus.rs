@@ -388,3 +388,26 @@ fn curator_protected_mode_finds_a_lost_create_and_the_raw_client_waits_behind_it
         "protected mode got going on only {going} of {SEEDS} seeds"
     );
 }
+
+/// CURATOR-604 / CURATOR-498: the acquire carried into a new session takes its old
+/// session's node, still listed until the servers expire that session, and holds the lock
+/// when the next waiter gets it; checking the node's owner stops it.
+#[test]
+fn curator_takes_its_old_sessions_node_in_a_new_session_and_the_owner_check_does_not() {
+    let bug = "zookeeper-curator-604-stale-protected-node.toml";
+    let fixed = "zookeeper-curator-604-owner-checked.toml";
+    assert_expect_met(bug);
+    assert_expect_met(fixed);
+    let (_, h) = prepared(&format!("catalog/{bug}")).run_with_history(1);
+    let lost = common::notes(&h, "c1", "session expiration injected (LOST)");
+    let new_session = common::notes(&h, "c1", "new session: the acquire goes on");
+    let taken = common::notes(&h, "c1", "of an expired session, listed lowest");
+    assert_eq!(
+        (lost.len(), new_session.len(), taken.len()),
+        (1, 1, 1),
+        "LOST, a new session, the old node taken"
+    );
+    assert!(lost[0] < new_session[0] && new_session[0] < taken[0]);
+    let (_, h) = prepared(&format!("catalog/{fixed}")).run_with_history(1);
+    assert_eq!(common::notes(&h, "c1", "not ours (owner checked)").len(), 1);
+}

@@ -49,7 +49,11 @@
 //!   reconnected to can still list the dead session's node, which the leader has already
 //!   deleted and given the lock away for: Curator takes it as its own, and if it is the
 //!   lowest, holds the lock beside the new holder (`session_retry = "by-guid"`, with
-//!   `local_reads`). The fix checks the node's owner against the current session
+//!   `local_reads`). The same happens on any server while the servers still keep the old
+//!   session (CURATOR-604's "about to be deleted lock node of previous session": Curator
+//!   injects LOST on its own clock, and a new leader gives every session a fresh timeout):
+//!   the node is listed until the old session expires, and the next waiter then gets the
+//!   lock. The fix checks the node's owner against the current session
 //!   (`ProtectedMode.validateFoundNode`, the fix of CURATOR-498; the `ephemeralOwner` check of
 //!   LeaderLatch, CURATOR-696, which CURATOR-604 asks for in the lock):
 //!   `session_retry = "owner-checked"`.
@@ -72,10 +76,10 @@
 //! held earlier (a dead session's close among it); here the leader answers, and a client can
 //! read on a lagging follower in a session the follower has not applied yet. A live run of
 //! the lagging-follower timeline (a new session opened after the old one's close) holds where
-//! the simulator's breaks: the faithful timeline of CURATOR-604 needs the new session
-//! created before the old one's close (the server keeping the old session, e.g. a new
-//! leader's fresh timeouts), and no catalog file uses these keys until the model orders
-//! them so. A reconnection that learns of an expired
+//! the simulator's breaks. So the catalog's CURATOR-604 files
+//! (`zookeeper-curator-604-*`) read through the leader, without `local_reads`, and open the
+//! new session while the servers still keep the old one (a new leader's fresh timeouts):
+//! its node is listed because it still exists. A reconnection that learns of an expired
 //! session is a ping answered `Expired` before the next request (`ClientCnxn` re-attaching
 //! the session; a follower asks the leader); with `session_retry` the client then opens a
 //! new session and goes on. The owner check compares the session that created the node,
