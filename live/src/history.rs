@@ -4,12 +4,13 @@
 
 use crate::clock;
 use locksim_check::{Event, History};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Where the parent collects events (cheap to clone; shared with its threads).
 #[derive(Clone)]
 pub struct Recorder {
-    start_ns: u64,
+    start_ns: Arc<AtomicU64>,
     events: Arc<Mutex<Vec<Event>>>,
 }
 
@@ -17,19 +18,30 @@ impl Recorder {
     /// A recorder whose zero is `start_ns` on the monotonic clock.
     pub fn new(start_ns: u64) -> Self {
         Recorder {
-            start_ns,
+            start_ns: Arc::new(AtomicU64::new(start_ns)),
             events: Arc::default(),
         }
     }
 
     /// The run's zero.
     pub fn start_ns(&self) -> u64 {
-        self.start_ns
+        self.start_ns.load(Ordering::Relaxed)
+    }
+
+    /// Moves the run's zero before it comes (the clients' real libraries are up later or
+    /// sooner than planned); what the clients recorded before their start is at 0.
+    pub fn set_start(&self, start_ns: u64) {
+        let recorded = self.events.lock().unwrap();
+        assert!(
+            recorded.iter().all(|e| e.time_ns == 0),
+            "nothing after the zero"
+        );
+        self.start_ns.store(start_ns, Ordering::Relaxed);
     }
 
     /// Records an event of the parent (the resource, the nemesis), stamped now.
     pub fn record(&self, mut event: Event) {
-        event.time_ns = clock::now_ns().saturating_sub(self.start_ns);
+        event.time_ns = clock::now_ns().saturating_sub(self.start_ns());
         self.events.lock().unwrap().push(event);
     }
 

@@ -141,7 +141,8 @@ mod faults;
 pub use faults::pause_plans;
 mod wire;
 
-/// How long before the run's start the clients are spawned: they wait for it.
+/// How long before the run's start the clients are spawned (with `--library`: how long after
+/// their drivers are all up the run starts): they wait for it.
 const CLIENT_SPAWN_MS: u64 = 500;
 
 /// Runs `prepared` live. Every process it starts is gone when it returns (or unwinds).
@@ -158,15 +159,9 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     let mut deployment = deploy::plan(prepared, &dir, opts.seed)?;
     start_servers(&mut deployment)?;
     let s = &prepared.scenario;
-    // The clients are spawned before the start and wait for it, and the faults due at 0 act
-    // before it (`fire_due`), as in the simulator, where a fault at 0 precedes every client
-    // step: spawned one by one, a client ran before a partition or pause at 0 took effect
-    // (under load, for tens of ms: Redlock's first grant then reached all five masters).
-    // They start only when told (`release`): a slow spawn cannot put them ahead of those.
-    let start_ns = clock::now_ns() + (CLIENT_SPAWN_MS + driver_start_ms(&library)) * 1_000_000;
-    let recorder = Recorder::new(start_ns);
+    // A provisional zero: with --library the clock starts when every driver is up.
+    let recorder = Recorder::new(clock::now_ns() + CLIENT_SPAWN_MS * 1_000_000);
     let resource = crate::resource::start(s.resource.rules(), &dir, recorder.clone())?;
-    let loss = wire::loss_plan(prepared, &faults, start_ns, &deployment);
     let (tx, rx) = channel();
     let mut live = Live {
         prepared,
@@ -180,27 +175,19 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         paused: BTreeMap::new(),
         timers: BTreeMap::new(),
         timer_seq: 0,
-        end_ns: start_ns + s.duration_ms * 1_000_000 + s.heal_ms * 1_000_000,
+        end_ns: 0,
         tx,
         proxies: BTreeMap::new(),
         started: false,
         pause_plans,
-        loss,
+        loss: None,
         loss_epoch: 0,
         library,
     };
-    for fault in faults.iter().filter(|f| f.at_ms().is_some()) {
-        let at_ns = start_ns + fault.at_ms().unwrap_or(0) * 1_000_000;
-        live.at(at_ns, Action::Fault(fault.clone()));
-    }
     for name in s.workload.client_names() {
         live.start_client(&name, point_stops(&faults, &name))?;
     }
-    if live.library.is_some() {
-        live.await_drivers(&rx)?;
-    }
-    live.fire_due(start_ns);
-    live.release();
+    let start_ns = live.start_clock(&faults, &rx)?;
     live.main_loop(&rx, start_ns + s.duration_ms * 1_000_000)?;
     if s.heal_ms > 0 {
         live.heal_all();
@@ -228,8 +215,8 @@ fn real_library(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<Optio
     }))
 }
 
-/// With `--library`, how long its drivers may take to start before the run's clock starts
-/// (a JVM takes seconds): the clients are spawned that much earlier.
+/// With `--library`, how long its drivers may take to start before the run fails (a JVM
+/// takes seconds): a bound; the run's clock starts as soon as they are all up.
 fn driver_start_ms(library: &Option<LibraryInfo>) -> u64 {
     let driver = |l: &LibraryInfo| crate::client::driver::named(&l.profile).map(|d| d.start_ms());
     library.as_ref().and_then(driver).unwrap_or(0)
@@ -351,8 +338,6 @@ impl Live<'_> {
         let entry = self.clients.get_mut(name).expect("inserted above");
         let spec = ClientSpec {
             name: name.into(),
-            start_ns: self.recorder.start_ns(),
-            end_ns: self.end_ns,
             seed: self.opts.seed,
             incarnation: entry.incarnation,
             grants_before: entry.grants,
@@ -398,21 +383,56 @@ impl Live<'_> {
         Ok(())
     }
 
+    /// Starts the run's clock once the clients are spawned: with `--library`, when every
+    /// driver is up (a condition, not a fixed allowance: a JVM compiling its driver took more
+    /// than 10 s with other tests beside it). The clients are spawned before the start and
+    /// wait for it, and the faults due at 0 act before it (`fire_due`), as in the
+    /// simulator, where a fault at 0 precedes every client step: spawned one by one, a client
+    /// ran before a partition or pause at 0 took effect (under load, for tens of ms:
+    /// Redlock's first grant then reached all five masters). They start only when told
+    /// (`release`): a slow spawn cannot put them ahead of those. Returns the run's zero.
+    fn start_clock(
+        &mut self,
+        faults: &[Fault],
+        rx: &Receiver<(String, u32, ClientMsg)>,
+    ) -> anyhow::Result<u64> {
+        if self.library.is_some() {
+            self.await_drivers(rx)?;
+            let start_ns = clock::now_ns() + CLIENT_SPAWN_MS * 1_000_000;
+            self.recorder.set_start(start_ns);
+        }
+        let start_ns = self.recorder.start_ns();
+        let s = &self.prepared.scenario;
+        self.end_ns = start_ns + (s.duration_ms + s.heal_ms) * 1_000_000;
+        self.loss = wire::loss_plan(self.prepared, faults, start_ns, &self.deployment);
+        // The client links' proxies, made when the clients were spawned, lose by it too.
+        if let Some(plan) = &self.loss {
+            self.proxies.values().for_each(|p| p.lose(plan.clone()));
+        }
+        for fault in faults.iter().filter(|f| f.at_ms().is_some()) {
+            let at_ns = start_ns + fault.at_ms().unwrap_or(0) * 1_000_000;
+            self.at(at_ns, Action::Fault(fault.clone()));
+        }
+        self.fire_due(start_ns);
+        self.release();
+        Ok(start_ns)
+    }
+
     /// With `--library`: waits until every client's driver has said hello, so that neither
     /// the workload nor a fault begins while a library is still starting; a driver not up
-    /// by the run's start fails the run.
+    /// within its bound ([`driver_start_ms`]) fails the run.
     fn await_drivers(&mut self, rx: &Receiver<(String, u32, ClientMsg)>) -> anyhow::Result<()> {
         let mut waiting: std::collections::BTreeSet<String> =
             self.clients.keys().cloned().collect();
+        let bound_ms = driver_start_ms(&self.library);
+        let deadline_ns = clock::now_ns() + bound_ms * 1_000_000;
         while !waiting.is_empty() {
             self.check_clients()?;
-            let left = self.recorder.start_ns().saturating_sub(clock::now_ns());
+            let left = deadline_ns.saturating_sub(clock::now_ns());
             anyhow::ensure!(
                 left > 0,
-                "the real library of {} was not up by the run's start ({} ms after the \
-                 clients were spawned)",
+                "the real library of {} was not up {bound_ms} ms after its start",
                 waiting.into_iter().collect::<Vec<_>>().join(", "),
-                CLIENT_SPAWN_MS + driver_start_ms(&self.library)
             );
             let wait = Duration::from_nanos(left).min(Duration::from_millis(20));
             match rx.recv_timeout(wait) {
@@ -426,13 +446,17 @@ impl Live<'_> {
         Ok(())
     }
 
-    /// Tells every client waiting for it that the run has started (one byte on its stdin):
+    /// Tells every client waiting for it that the run has started ([`crate::spec::Go`]):
     /// only after the faults due at 0 acted, however long spawning the clients took.
     fn release(&mut self) {
         self.started = true;
+        let word = crate::spec::Go {
+            start_ns: self.recorder.start_ns(),
+            end_ns: self.end_ns,
+        };
         for (name, c) in &mut self.clients {
             if let Some(mut go) = c.go.take() {
-                if let Err(e) = go.write_all(b"g") {
+                if let Err(e) = go.write_all(&word.to_bytes()) {
                     eprintln!("locksim: {name}: could not tell it to start ({e})");
                 }
             }

@@ -9,15 +9,43 @@ use locksim_protocols::redis::single as single_redis;
 use locksim_scenarios::Workload;
 use serde::{Deserialize, Serialize};
 
+/// The parent's word to start, on the client's stdin: the run's zero and its end on the
+/// machine's monotonic clock, in ns (16 bytes, little-endian). They come last because the
+/// run's clock starts only when every client is up (a real library's driver may take
+/// seconds) and the faults due at 0 have acted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Go {
+    /// The run's zero.
+    pub start_ns: u64,
+    /// When to stop.
+    pub end_ns: u64,
+}
+
+impl Go {
+    /// As written on the client's stdin.
+    pub fn to_bytes(self) -> [u8; 16] {
+        let mut b = [0; 16];
+        b[..8].copy_from_slice(&self.start_ns.to_le_bytes());
+        b[8..].copy_from_slice(&self.end_ns.to_le_bytes());
+        b
+    }
+
+    /// As read from the client's stdin.
+    pub fn from_bytes(b: [u8; 16]) -> Go {
+        let word = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().expect("8"));
+        Go {
+            start_ns: word(0..8),
+            end_ns: word(8..16),
+        }
+    }
+}
+
 /// Everything a client process needs.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ClientSpec {
-    /// Its node name (`c1`, ...).
+    /// Its node name (`c1`, ...). The run's zero and end come later, with the parent's word
+    /// to start ([`Go`]).
     pub name: String,
-    /// The run's zero on the machine's monotonic clock, in ns.
-    pub start_ns: u64,
-    /// When to stop, on the same clock, in ns.
-    pub end_ns: u64,
     /// The run's seed (the client's random draws derive from it).
     pub seed: u64,
     /// How many times this client has been started before (restarts after crashes).

@@ -20,6 +20,9 @@ use std::time::Duration;
 /// The client process's context: its name, clock, random draws, output and named points.
 pub struct Ctx {
     pub(crate) spec: ClientSpec,
+    /// The run's zero on the monotonic clock, set by the parent's word to start; until then
+    /// the end of time, so that what is recorded before it (a driver's hello) is at 0.
+    start_ns: std::sync::atomic::AtomicU64,
     out: Arc<Mutex<std::io::Stdout>>,
     rng: Mutex<StdRng>,
     passages: Mutex<BTreeMap<String, u32>>,
@@ -34,6 +37,7 @@ impl Ctx {
         let seed = spec.seed ^ name_hash.rotate_left(17) ^ ((spec.incarnation as u64) << 48);
         Ctx {
             spec,
+            start_ns: u64::MAX.into(),
             out: Arc::new(Mutex::new(std::io::stdout())),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             passages: Mutex::default(),
@@ -47,7 +51,17 @@ impl Ctx {
 
     /// Time since the run's zero (the client's monotonic clock is the machine's).
     pub fn mono_now(&self) -> Duration {
-        clock::since(self.spec.start_ns)
+        clock::since(self.start_ns())
+    }
+
+    fn start_ns(&self) -> u64 {
+        self.start_ns.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets the run's zero (the parent's word to start).
+    pub fn set_start(&self, start_ns: u64) {
+        self.start_ns
+            .store(start_ns, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A random u64 (lock values).
@@ -70,7 +84,7 @@ impl Ctx {
 
     /// Records an event, stamped now.
     pub fn record(&self, mut event: Event) {
-        event.time_ns = clock::now_ns().saturating_sub(self.spec.start_ns);
+        event.time_ns = clock::now_ns().saturating_sub(self.start_ns());
         self.send(&ClientMsg::Event(event));
     }
 

@@ -16,7 +16,7 @@ use crate::client::env::LiveEnv;
 use crate::client::lock::{Blocking, Ctx};
 use crate::clock;
 use crate::links::{LinksTo, ResourceLines, Resp, SentinelLinks};
-use crate::spec::{ClientSpec, LockSpec};
+use crate::spec::{ClientSpec, Go, LockSpec};
 use locksim_protocols::raft::etcd::Etcd;
 use locksim_protocols::raft::host::Cluster;
 use locksim_protocols::raft::zookeeper::ZooKeeper;
@@ -46,14 +46,16 @@ async fn run(spec: ClientSpec, ctx: Arc<Ctx>) -> anyhow::Result<()> {
     names.push(RESOURCE.into());
     let node = LiveEnv::node(ctx.clone(), names);
     ctx.ready();
-    // Spawned before the run's start, while the faults due at 0 take effect: wait until the
-    // parent says they have (one byte on stdin; end of file: the parent is gone), then for
-    // the start itself if it is still ahead.
-    let mut go = [0u8; 1];
-    if std::io::Read::read(&mut std::io::stdin(), &mut go)? == 0 {
+    // Spawned before the run's start, while the other clients come up and the faults due at
+    // 0 take effect: wait until the parent says they have, with the run's zero and end
+    // (end of file: the parent is gone), then for the start itself if it is still ahead.
+    let mut go = [0u8; 16];
+    if std::io::Read::read_exact(&mut std::io::stdin(), &mut go).is_err() {
         anyhow::bail!("the parent closed stdin before the run started");
     }
-    tokio::time::sleep(until_ns(spec.start_ns)).await;
+    let go = Go::from_bytes(go);
+    ctx.set_start(go.start_ns);
+    tokio::time::sleep(until_ns(go.start_ns)).await;
     let resource_links = LinksTo::<ResourceLines>::links(resource_idx, &[spec.resource.parse()?]);
     let resource = ResourceHandle::live(resource_links, resource_idx);
     let grants = Arc::new(AtomicU64::new(spec.grants_before));
@@ -67,7 +69,7 @@ async fn run(spec: ClientSpec, ctx: Arc<Ctx>) -> anyhow::Result<()> {
         Holders::default(),
         vec![],
     );
-    let end = tokio::time::sleep(until_ns(spec.end_ns));
+    let end = tokio::time::sleep(until_ns(go.end_ns));
     futures::future::select(std::pin::pin!(work), std::pin::pin!(end)).await;
     Ok(())
 }
