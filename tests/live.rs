@@ -26,11 +26,13 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// Removes the scratch directories that earlier test processes, now gone, left for a
-/// post-mortem (a failed test's histories and logs, or all of a killed test's).
+/// post-mortem (a failed test's histories and logs, or all of a killed test's): those of
+/// earlier runs only, since under nextest every test is a process of its own.
 fn remove_leftovers() {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
     };
+    let run = std::env::var("NEXTEST_RUN_ID").ok();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(rest) = name.strip_prefix("locksim-live-test-") else {
@@ -38,7 +40,9 @@ fn remove_leftovers() {
         };
         let pid = rest.rsplit('-').next().unwrap_or_default();
         let gone = !Path::new(&format!("/proc/{pid}")).exists();
-        if gone && pid != std::process::id().to_string() {
+        let made_by = std::fs::read_to_string(entry.path().join(tools::RUN_ID_FILE)).ok();
+        let this_run = run.is_some() && made_by == run;
+        if gone && !this_run && pid != std::process::id().to_string() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -705,10 +709,10 @@ fn leader_faults_hit_the_member_that_leads() {
         return;
     };
     let dir = scratch("leader");
-    // The crash comes 2.5 s after the resume: a resumed etcd 3.4 leader (no pre-vote) can
-    // set off another election, and within it nobody is @leader (the crash is then skipped:
-    // seen with the crash 0.5 s after the resume).
-    let path = scenario(&dir, "leader", "duration_ms = 6000\n[protocol]\nname = \"etcd\"\npeers = 3\n[[faults]]\nkind = \"pause\"\nnode = \"@leader\"\nat_ms = 1000\nduration_ms = 1000\n[[faults]]\nkind = \"crash\"\nnode = \"@leader\"\nat_ms = 4500\nrestart_after_ms = 300\n");
+    // The crash comes 5 s after the resume: a resumed etcd 3.4 leader (no pre-vote) can set
+    // off another election, and within it nobody is @leader (the crash is then skipped:
+    // seen with the crash 0.5 s after the resume, and 2.5 s after it on a loaded machine).
+    let path = scenario(&dir, "leader", "duration_ms = 8500\n[protocol]\nname = \"etcd\"\npeers = 3\n[[faults]]\nkind = \"pause\"\nnode = \"@leader\"\nat_ms = 1000\nduration_ms = 1000\n[[faults]]\nkind = \"crash\"\nnode = \"@leader\"\nat_ms = 7000\nrestart_after_ms = 300\n");
     let (out, events, saved_at) = live_history(&path, &dir, "h", &[]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     let faults: Vec<&serde_json::Value> = events

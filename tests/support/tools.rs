@@ -129,16 +129,25 @@ pub fn scratch_dir(test: &str) -> std::path::PathBuf {
 /// outputs and logs ([`KEPT_ON_FAILURE`]) and says where, in the test's own output.
 pub struct Scratch(std::path::PathBuf);
 
+/// The file of a scratch directory that names the nextest run that made it (kept on failure:
+/// `txt`).
+pub const RUN_ID_FILE: &str = "nextest-run-id.txt";
+
 /// What a failing test's scratch directory keeps, by file extension: histories (`jsonl`), a
 /// run's stdout and stderr (`out`, `err`), logs, pid lists and the scenario files.
 pub const KEPT_ON_FAILURE: &[&str] = &["jsonl", "out", "err", "log", "txt", "toml"];
 
 impl Scratch {
-    /// A fresh, empty directory named `locksim-NAME` (plus the test process's pid).
+    /// A fresh, empty directory named `locksim-NAME` (plus the test process's pid). Under
+    /// nextest it holds the run's id ([`RUN_ID_FILE`]), so that a later test process of the
+    /// same run, sweeping the directories dead processes left, keeps a failed test's.
     pub fn new(name: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("locksim-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a scratch directory");
+        if let Ok(run) = std::env::var("NEXTEST_RUN_ID") {
+            std::fs::write(dir.join(RUN_ID_FILE), run).expect("the run's id");
+        }
         Scratch(dir)
     }
 
