@@ -314,9 +314,9 @@ fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
         return;
     };
     // Someone holds the lock nearly all the time (long critical sections, short gaps), so
-    // `@holder` at 500 ms names a client.
+    // `@holder` at 1 s names a client (at 500 ms, on a loaded machine, nobody held yet).
     let dir = scratch("faults");
-    let path = scenario(&dir, "faults", "duration_ms = 3000\n[protocol]\nname = \"single-redis\"\nttl_ms = 300\nretry_delay_ms_min = 1\nretry_delay_ms_max = 2\n[workload]\nclients = 2\ncs_ms_min = 200\ncs_ms_max = 200\nthink_ms_min = 0\nthink_ms_max = 2\n[[faults]]\nkind = \"pause\"\nnode = \"@holder\"\nat_ms = 500\nduration_ms = 800\n[[faults]]\nkind = \"crash\"\nnode = \"redis\"\nat_ms = 1800\nrestart_after_ms = 300\n");
+    let path = scenario(&dir, "faults", "duration_ms = 3500\n[protocol]\nname = \"single-redis\"\nttl_ms = 300\nretry_delay_ms_min = 1\nretry_delay_ms_max = 2\n[workload]\nclients = 2\ncs_ms_min = 200\ncs_ms_max = 200\nthink_ms_min = 0\nthink_ms_max = 2\n[[faults]]\nkind = \"pause\"\nnode = \"@holder\"\nat_ms = 1000\nduration_ms = 800\n[[faults]]\nkind = \"crash\"\nnode = \"redis\"\nat_ms = 2300\nrestart_after_ms = 300\n");
     let (out, events, saved_at) = live_history(&path, &dir, "h", &[]);
     assert!(
         matches!(code(&out), 0 | 1),
@@ -339,12 +339,12 @@ fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
     assert_eq!(find("restart")["target"], "redis");
     let at_ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
     assert!(
-        (500..600).contains(&at_ms(pause)),
+        (1_000..1_100).contains(&at_ms(pause)),
         "paused at {} ms",
         at_ms(pause)
     );
     let resumed = at_ms(find("resume"));
-    assert!((1_300..1_400).contains(&resumed), "resumed at {resumed} ms");
+    assert!((1_800..1_900).contains(&resumed), "resumed at {resumed} ms");
     // The holder was inside for 800 ms with a 300 ms TTL: the other client took the lock.
     assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stdout));
 }
@@ -1984,11 +1984,14 @@ fn a_delay_spike_at_before_write_lands_a_stale_write_after_the_next_holders() {
         .iter()
         .filter(|e| e["op"] == "resource_accept")
         .collect();
-    // c1's held write is accepted after the heal, behind a later holder's higher token.
+    // c1's held write is accepted after the hold (the first write c1 sent after it: the one
+    // held), behind a later holder's higher token. Not "after the flush": the resource may
+    // stamp the accept before the proxy stamps its flush, on a loaded machine.
+    assert!(ns(flush) > ns(hold), "{saved_at}");
     let late = accepts
         .iter()
-        .find(|e| e["grant"] == "c1#1" && ns(e) >= ns(flush))
-        .unwrap_or_else(|| panic!("c1's write landed late: {saved_at}"));
+        .find(|e| e["grant"] == "c1#1" && ns(e) > ns(hold))
+        .unwrap_or_else(|| panic!("c1's held write was never accepted: {saved_at}"));
     let before = accepts
         .iter()
         .filter(|e| ns(e) > ns(hold) && ns(e) < ns(late));
