@@ -180,6 +180,7 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.0);
+            remove_earlier_tries(&self.0);
             return;
         }
         prune(&self.0);
@@ -187,6 +188,30 @@ impl Drop for Scratch {
             "the failed test's histories and logs are in {}",
             self.0.display()
         );
+    }
+}
+
+/// A test that passes on a retry (nextest's `retries`) removes the directories its failed
+/// tries kept in the same run: the same name but for the pid, the same run's id, the pid gone.
+fn remove_earlier_tries(dir: &Path) {
+    let (Ok(run), Some(name)) = (std::env::var("NEXTEST_RUN_ID"), dir.file_name()) else {
+        return;
+    };
+    let name = name.to_string_lossy();
+    let Some((stem, _pid)) = name.rsplit_once('-') else {
+        return;
+    };
+    let Some(parent) = dir.parent() else { return };
+    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        let other = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = other.strip_prefix(stem).and_then(|r| r.strip_prefix('-')) else {
+            continue;
+        };
+        let gone = pid.parse::<u32>().is_ok() && !Path::new(&format!("/proc/{pid}")).exists();
+        let made_by = std::fs::read_to_string(entry.path().join(RUN_ID_FILE)).ok();
+        if gone && made_by.as_deref() == Some(run.as_str()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
