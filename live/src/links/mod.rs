@@ -87,13 +87,20 @@ impl<Resp> Drop for Conn<Resp> {
     }
 }
 
+/// Live mode talks to loopback only: any other address is a bug.
+pub(crate) fn assert_loopback<'a>(addrs: impl IntoIterator<Item = &'a SocketAddr>) {
+    for a in addrs {
+        assert!(
+            a.ip().is_loopback(),
+            "live mode talks to loopback only: {a}"
+        );
+    }
+}
+
 impl<C: Codec> Pipelined<C> {
     /// Links to `addrs` (loopback only).
     pub fn new(addrs: BTreeMap<NodeIdx, SocketAddr>) -> Rc<Self> {
-        assert!(
-            addrs.values().all(|a| a.ip().is_loopback()),
-            "live mode talks to loopback only"
-        );
+        assert_loopback(addrs.values());
         Rc::new(Pipelined {
             addrs,
             conns: RefCell::default(),

@@ -34,7 +34,7 @@ use tokio::net::TcpStream;
 /// The lock's directory: every lock node is a child of it.
 const DIR: &str = "/lock";
 
-/// The servers' client addresses, by peer number, and the sessions' timeout.
+/// The servers' client addresses, by peer number.
 pub struct ZkLinks {
     servers: Vec<SocketAddr>,
 }
@@ -42,10 +42,7 @@ pub struct ZkLinks {
 impl ZkLinks {
     /// Links to the servers at `servers` (peer `i` at `servers[i]`).
     pub fn links(servers: Vec<SocketAddr>) -> Links<Req, Resp> {
-        assert!(
-            servers.iter().all(|a| a.ip().is_loopback()),
-            "live mode talks to loopback only"
-        );
+        super::assert_loopback(&servers);
         Links::Live(Arc::new(ZkLinks { servers }))
     }
 }
