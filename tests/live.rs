@@ -350,7 +350,7 @@ fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
 }
 
 #[test]
-fn clock_and_fsync_faults_are_refused_with_exit_2() {
+fn clock_fsync_and_loop_faults_and_a_model_lessor_are_refused_with_exit_2() {
     let _serial = one_at_a_time();
     let out = in_repo(&["live", "scenarios/catalog/redis-single-clock-jump.toml"]);
     assert_eq!(code(&out), 2);
@@ -364,6 +364,14 @@ fn clock_and_fsync_faults_are_refused_with_exit_2() {
     let out = in_repo(&["live", &path]);
     assert_eq!(code(&out), 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("fsync_stall"));
+    // A real etcd's lessor is its release's, and its Raft loop cannot be stopped alone.
+    let stuck = "scenarios/catalog/etcd-15247-stuck-leader-renews-keep-alives";
+    for (file, says) in [("", "protocol.lessor"), ("-fixed", "loop_stall")] {
+        let out = in_repo(&["live", &format!("{stuck}{file}.toml")]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 2, "{err}");
+        assert!(err.contains(says), "expected {says:?} in: {err}");
+    }
 }
 
 #[test]

@@ -92,6 +92,9 @@ pub enum Op {
     Hold,
     /// Held messages are sent on (`detail` names the links).
     Flush,
+    /// A node's event loop is stuck for `value` milliseconds (what runs outside it goes on).
+    /// Last: the trace hash encodes an op by its number.
+    LoopStall,
 }
 
 impl Op {
@@ -109,6 +112,7 @@ impl Op {
                 | Op::ClockDrift
                 | Op::Loss
                 | Op::FsyncStall
+                | Op::LoopStall
                 | Op::Hold
                 | Op::Flush
         )

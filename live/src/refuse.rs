@@ -106,6 +106,27 @@ fn etcd_unlock(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     }
 }
 
+/// `lessor` chooses the model's etcd server (before or after etcd's leadership checks in its
+/// lessor); a real etcd's lessor is its release's, which no key changes.
+fn etcd_lessor(prepared: &Prepared) -> Result<(), Refused> {
+    let scenario = &prepared.scenario;
+    let lessor = scenario
+        .protocol
+        .params
+        .get("lessor")
+        .and_then(|v| v.as_str());
+    match lessor {
+        Some(lessor) if scenario.protocol.name == "etcd" && lessor != "ensure-leadership" => {
+            Err(Refused(format!(
+                "{}: protocol.lessor = \"{lessor}\": a real etcd's lessor is its release's, \
+                 which no key changes; run it in the simulator",
+                prepared.path
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Curator's `session_retry` chooses what the model's Curator does when an acquire's session
 /// expires (CURATOR-604's bug or its fix); a real Curator (`--library`) does what its
 /// version does, which no key changes.
@@ -153,6 +174,7 @@ pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Re
     let s = &prepared.scenario;
     workload_and_client(prepared, library)?;
     etcd_unlock(prepared, library)?;
+    etcd_lessor(prepared)?;
     curator_session_retry(prepared, library)?;
     if library {
         library_points(prepared, seed)?;
@@ -447,6 +469,13 @@ mod tests {
                 FaultKind::FsyncStall => {
                     let why = why.expect("refused");
                     assert!(why.contains("cannot hold a real disk's fsyncs"), "{why}");
+                }
+                FaultKind::LoopStall => {
+                    let why = why.expect("refused");
+                    assert!(
+                        why.contains("cannot stop a real server's event loop"),
+                        "{why}"
+                    );
                 }
                 _ => assert_eq!(why, None, "{kind:?} is applied live"),
             }

@@ -2,7 +2,9 @@
 //! "jetcd-lock"`): each catalog file meets its `[expect]` on every seed and turns on the
 //! behaviour it names (the same file with that behaviour taken away comes out differently),
 //! and `Session.Done()` fires when `client/v3/lease.go` would close the keep-alive channel;
-//! an Unlock retried after the same session locked again (etcd-io/etcd#22082).
+//! an Unlock retried after the same session locked again (etcd-io/etcd#22082); a leader whose
+//! Raft loop is stuck renews keep-alives and later revokes live leases (etcd-io/etcd#15247,
+//! #12528) unless its lessor confirms its leadership.
 
 use crate::common;
 
@@ -195,4 +197,134 @@ fn a_retried_unlock_deletes_the_same_sessions_newer_key_unless_it_compares_the_r
             r.replay
         );
     }
+}
+
+/// When (ms) `node` recorded the protocol event `name` about anything, in order.
+fn events_ms(h: &History, node: &str, name: &str) -> Vec<f64> {
+    let named = |e: &&Event| e.node == node && e.op == Op::Event && e.name.as_deref() == Some(name);
+    h.iter().filter(named).map(|e| e.time_ms()).collect()
+}
+
+/// etcd-io/etcd#15247: while the leader's Raft loop is stuck its lessor, never demoted,
+/// renews c1's keep-alives, so c1's lease lapses on the new leader (it hears none) while c1
+/// holds; c2 is granted the lock inside c1's critical section. The fixed lessor (PR #13690)
+/// answers no keep-alive while it cannot confirm it leads, and c1 renews on the new leader.
+#[test]
+fn a_stuck_leader_renews_keep_alives_the_new_leader_never_sees_unless_it_confirms_its_lead() {
+    let bug = "etcd-15247-stuck-leader-renews-keep-alives.toml";
+    let fixed = "etcd-15247-stuck-leader-renews-keep-alives-fixed.toml";
+    common::assert_expect_met(bug, SEEDS);
+    common::assert_expect_met(fixed, SEEDS);
+    let (r, h) = common::prepared(&format!("catalog/{bug}")).run_with_history(1);
+    let stall_end_ms = 15_000.0;
+    // The new leader, not the stuck one, revoked the lease, inside the stall, and c1
+    // learned of it only after the stall.
+    let revoked: Vec<f64> = ["etcd2", "etcd3"]
+        .iter()
+        .flat_map(|n| events_ms(&h, n, "lease_expired"))
+        .collect();
+    assert!(
+        revoked.first().is_some_and(|t| *t < stall_end_ms),
+        "{}: revoked at {revoked:?}",
+        r.replay
+    );
+    assert!(
+        events_ms(&h, "etcd1", "lease_expired").is_empty(),
+        "{}",
+        r.replay
+    );
+    let over = h.iter().find(|e| e.node == "c1" && e.op == Op::Note);
+    let over_ms = over.map(|e| e.time_ms()).unwrap_or(f64::MAX);
+    assert!(
+        over_ms > stall_end_ms,
+        "{}: c1 knew at {over_ms} ms",
+        r.replay
+    );
+    let (r, h) = common::prepared(&format!("catalog/{fixed}")).run_with_history(1);
+    let revoked = ["etcd1", "etcd2", "etcd3"].map(|n| events_ms(&h, n, "lease_expired"));
+    assert!(
+        revoked.iter().all(Vec::is_empty),
+        "{}: {revoked:?}",
+        r.replay
+    );
+}
+
+/// etcd-io/etcd#12528: the stuck leader's lessor timer finds c2's lease expired by its own
+/// stale renewal times; once its loop runs again the member steps down and Raft forwards the
+/// revocation to the new leader, which commits it while c2 holds the lock it kept alive
+/// there. The fixed lessor (PR #16822) revokes nothing it cannot confirm it should.
+#[test]
+fn an_old_leader_revokes_a_lease_kept_alive_on_the_new_one_unless_it_confirms_its_lead() {
+    let bug = "etcd-12528-old-leader-revokes-a-live-lease.toml";
+    let fixed = "etcd-12528-old-leader-revokes-a-live-lease-fixed.toml";
+    common::assert_expect_met(bug, SEEDS);
+    common::assert_expect_met(fixed, SEEDS);
+    let (r, h) = common::prepared(&format!("catalog/{bug}")).run_with_history(1);
+    let demoted = events_ms(&h, "etcd1", "demoted");
+    let stall_end_ms = 11_000.0;
+    assert!(
+        demoted.first().is_some_and(|t| *t >= stall_end_ms),
+        "{}: the stuck leader stepped down at {demoted:?}",
+        r.replay
+    );
+    // The revocation committed right after the old leader stepped down: forwarded by it.
+    let revoked: Vec<f64> = ["etcd2", "etcd3"]
+        .iter()
+        .flat_map(|n| events_ms(&h, n, "lease_expired"))
+        .filter(|t| *t >= stall_end_ms)
+        .collect();
+    assert!(
+        revoked.first().is_some_and(|t| *t < stall_end_ms + 500.0),
+        "{}: revoked at {revoked:?}",
+        r.replay
+    );
+    let without_stall = common::changed(bug, "duration_ms = 10_000", "duration_ms = 1");
+    let r = without_stall.run(1);
+    assert_eq!(
+        r.properties[&Property::MutualExclusion],
+        Verdict::Valid,
+        "{}: a 1 ms stall revokes nothing",
+        r.replay
+    );
+}
+
+/// A loop stall stops only the loop of a server that runs something outside it (an etcd
+/// member); any other node has nothing left running, and is paused for the same time.
+#[test]
+fn a_loop_stall_pauses_a_node_with_nothing_outside_its_loop() {
+    let text = r#"
+name = "redis-loop-stall"
+duration_ms = 3_000
+[protocol]
+name = "single-redis"
+[workload]
+clients = 1
+[[faults]]
+kind = "loop_stall"
+node = "redis"
+at_ms = 1_000
+duration_ms = 500
+"#;
+    let (r, h) = common::parsed(text, "redis-loop-stall.toml").run_with_history(1);
+    let of = |op: Op| {
+        h.iter()
+            .filter(|e| e.op == op && e.target.as_deref() == Some("redis"))
+            .count()
+    };
+    assert_eq!(
+        (of(Op::LoopStall), of(Op::Pause), of(Op::Resume)),
+        (1, 1, 1),
+        "{}",
+        r.replay
+    );
+    let text = text
+        .replace("single-redis", "etcd")
+        .replace("node = \"redis\"", "node = \"etcd1\"");
+    let (r, h) = common::parsed(&text, "etcd-loop-stall.toml").run_with_history(1);
+    let of = |op: Op| {
+        h.iter()
+            .filter(|e| e.op == op && e.target.as_deref() == Some("etcd1"))
+            .count()
+    };
+    assert_eq!((of(Op::LoopStall), of(Op::Pause)), (1, 0), "{}", r.replay);
 }

@@ -78,6 +78,11 @@ pub(crate) struct Node {
     pub(crate) alive: bool,
     paused_until_ns: Option<u64>,
     pause_epoch: u64,
+    /// The node's code runs parts outside its event loop ([`crate::NodeCtx::serve_outside_loop`]),
+    /// so a `loop_stall` stops only the loop.
+    serves_outside_loop: bool,
+    /// Until when (true ns) its event loop is stalled; 0 if it is not.
+    loop_stalled_until_ns: u64,
     /// Armed points of this node, with how often each was passed.
     points: Vec<(ArmedPoint, u32)>,
 }
@@ -117,6 +122,8 @@ impl Nodes {
             alive: true,
             paused_until_ns: None,
             pause_epoch: 0,
+            serves_outside_loop: false,
+            loop_stalled_until_ns: 0,
             points: points.into_iter().map(|p| (p, 0)).collect(),
         });
         self.nodes.len() - 1
@@ -174,6 +181,10 @@ impl Nodes {
         }
         node.alive = false;
         node.paused_until_ns = None;
+        // A new incarnation is a new process: its loop runs, and it says again what it
+        // serves outside the loop.
+        node.loop_stalled_until_ns = 0;
+        node.serves_outside_loop = false;
         node.incarnation += 1;
         assert!(!node.alive && node.paused_until_ns.is_none());
         Some(node.incarnation)
@@ -188,6 +199,34 @@ impl Nodes {
         }
         node.alive = true;
         true
+    }
+
+    /// The node's code serves parts outside its event loop (see [`Nodes::loop_stall`]).
+    pub(crate) fn serve_outside_loop(&mut self, idx: NodeIdx) {
+        self.nodes[idx].serves_outside_loop = true;
+    }
+
+    /// Stalls the event loop of a live node that serves outside it until `until_ns` (or
+    /// lengthens the stall); false if the node has nothing outside its loop (or is down).
+    pub(crate) fn loop_stall(&mut self, idx: NodeIdx, until_ns: u64) -> bool {
+        let node = &mut self.nodes[idx];
+        if !node.alive || !node.serves_outside_loop {
+            return false;
+        }
+        node.loop_stalled_until_ns = node.loop_stalled_until_ns.max(until_ns);
+        true
+    }
+
+    /// Until when (true ns) the node's event loop is stalled; 0 if it is not.
+    pub(crate) fn loop_stalled_until_ns(&self, idx: NodeIdx) -> u64 {
+        self.nodes[idx].loop_stalled_until_ns
+    }
+
+    /// Ends every loop stall (the liveness phase).
+    pub(crate) fn end_loop_stalls(&mut self) {
+        for node in &mut self.nodes {
+            node.loop_stalled_until_ns = 0;
+        }
     }
 
     /// A passage through `point` on node `idx`: what to do if this passage is the armed one.

@@ -517,6 +517,20 @@ impl World {
         self.inner.disks.lock().stall(idx, until);
     }
 
+    /// Stalls a node's event loop for `duration` (`fault::loop_stall`). A node whose code
+    /// serves outside its loop ([`NodeCtx::serve_outside_loop`]: an etcd member's gRPC
+    /// handlers and lessor) learns of it through [`NodeCtx::loop_stalled_for`]; any other
+    /// has nothing that runs while its loop is stuck and is paused. True for a stall, false
+    /// for a pause.
+    pub fn loop_stall(&self, idx: NodeIdx, duration: Duration, why: &str) -> bool {
+        let until = self.now_ns() + duration.as_nanos() as u64;
+        let stalled = self.state().nodes.loop_stall(idx, until);
+        if !stalled {
+            self.pause(idx, duration, why);
+        }
+        stalled
+    }
+
     /// The liveness phase begins: every subsystem's heal hook runs (paused nodes resume,
     /// crashed nodes restart, links are whole, loss and stalls end). Clocks keep their
     /// offsets and drift.
@@ -527,6 +541,7 @@ impl World {
             self.restart(idx, None);
         }
         self.inner.disks.lock().heal();
+        self.state().nodes.end_loop_stalls();
         let now_ns = self.now_ns();
         let healed = {
             let mut state = self.state();
@@ -764,6 +779,24 @@ impl NodeCtx {
                 .target(target)
                 .detail(detail),
         )
+    }
+
+    /// This node's code serves parts outside its event loop (an etcd member's gRPC handlers
+    /// and lessor beside its Raft loop): a `loop_stall` then stops only the loop, which the
+    /// code sees through [`NodeCtx::loop_stalled_for`], instead of pausing the node. Said
+    /// by each incarnation. Simulator only.
+    pub fn serve_outside_loop(&self) {
+        let node = self.sim("a loop stall");
+        node.world.state().nodes.serve_outside_loop(node.idx);
+    }
+
+    /// How much longer (true time) this node's event loop is stalled, if it is. Simulator
+    /// only.
+    pub fn loop_stalled_for(&self) -> Option<Duration> {
+        let node = self.sim("a loop stall");
+        let now = node.world.now_ns();
+        let until = node.world.state().nodes.loop_stalled_until_ns(node.idx);
+        (until > now).then(|| Duration::from_nanos(until - now))
     }
 
     /// This node's disk: it outlives the node's crashes as far as it was synced. Simulator

@@ -25,6 +25,14 @@
 //! - Raft's safety ([`super::audit`]): at most one leader per term, the same entry at every applied
 //!   index on every peer, checked on every run of the correct variant.
 //!
+//! - a **loop stall** (`loop_stall`): a peer whose service runs parts outside the Raft loop
+//!   ([`Service::serves_outside_loop`], etcd) stops stepping, ticking, sending and applying
+//!   until the stall ends, keeping the role it last saw; the service answers what it can
+//!   outside the loop and runs its own timer ([`Service::handle_stuck`],
+//!   [`Service::tick_stuck`]); everything else waits, in arrival order, and what the timer
+//!   asked for is proposed when the loop runs again (Raft forwards a follower's proposals to
+//!   the leader). A service with nothing outside the loop is paused instead.
+//!
 //! Left out: membership changes, snapshots and log compaction (a run is seconds long),
 //! batching and pipelining knobs, learners, leader transfer.
 //!
@@ -163,6 +171,25 @@ pub trait Service: 'static {
     fn not_leader(&self, leader: Option<usize>) -> Self::Resp;
     /// Answers to held requests that are due: `(client, request id, answer)`.
     fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Self::Resp)>;
+
+    /// Whether the server runs parts outside its Raft loop (an etcd member's gRPC handlers
+    /// and lessor timer): then a `loop_stall` stops only the loop ([`Service::handle_stuck`],
+    /// [`Service::tick_stuck`]); otherwise it pauses the peer.
+    fn serves_outside_loop(&self) -> bool {
+        false
+    }
+    /// A request that arrives while the Raft loop is stuck: its answer from outside the loop,
+    /// or `None` if it waits for the loop (the default).
+    fn handle_stuck(&mut self, req: &Self::Req, env: &Env) -> Option<Self::Resp> {
+        let _ = (req, env);
+        None
+    }
+    /// The service's own timer while the Raft loop is stuck: commands proposed once the
+    /// loop runs again (Raft forwards them to whoever leads then).
+    fn tick_stuck(&mut self, env: &Env) -> Vec<Self::Cmd> {
+        let _ = env;
+        vec![]
+    }
 }
 
 /// Everything the peers of one cluster share: their networks, disks and the audit.
@@ -278,6 +305,10 @@ async fn run<S: Service>(
         }
     });
     peer.resolve_peers(&ctx);
+    let outside_loop = service.serves_outside_loop();
+    if outside_loop {
+        ctx.serve_outside_loop();
+    }
     let mut host = Host {
         peer,
         service,
@@ -287,6 +318,10 @@ async fn run<S: Service>(
         reads: BTreeMap::new(),
     };
     while let Some(input) = inputs.next().await {
+        if outside_loop && ctx.loop_stalled_for().is_some() {
+            host.stuck(input, &mut inputs).await;
+            continue;
+        }
         host.input(input);
         while let Some(input) = inputs.try_recv() {
             host.input(input);
@@ -490,6 +525,47 @@ impl<S: Service> Host<S> {
                 self.peer.raw.read_index(key.to_le_bytes().to_vec());
             }
         }
+    }
+
+    /// The Raft loop is stuck (a `loop_stall`), from `first` until the stall ends: nothing is
+    /// stepped, ticked, sent or applied, and the role the loop last saw stays the service's.
+    /// What the service answers outside the loop is answered; its timer runs; everything else
+    /// waits, in arrival order, for the loop. Raft's ticks in the stall are lost (etcd's
+    /// ticker drops them).
+    async fn stuck(&mut self, first: Input<S::Req>, inputs: &mut mailbox::Receiver<Input<S::Req>>) {
+        let ctx = self.peer.ctx.clone();
+        let me = ctx.idx();
+        let (mut backlog, mut later) = (Vec::new(), Vec::new());
+        let mut next = Some(first);
+        loop {
+            match next.take() {
+                Some(Input::Client(req)) => {
+                    let env = env(&self.peer, req.from, req.id);
+                    match self.service.handle_stuck(&req.body, &env) {
+                        Some(resp) => self.caller.reply(req.from, req.id, resp),
+                        None => backlog.push(Input::Client(req)),
+                    }
+                }
+                Some(Input::Tick) => later.extend(self.service.tick_stuck(&env(&self.peer, me, 0))),
+                Some(raft) => backlog.push(raft),
+                None => {}
+            }
+            let Some(left) = ctx.loop_stalled_for() else {
+                break;
+            };
+            match madsim::time::timeout(left, inputs.next()).await {
+                Ok(Some(input)) => next = Some(input),
+                Ok(None) => return,
+                Err(_) => {}
+            }
+        }
+        for input in backlog {
+            self.input(input);
+        }
+        for cmd in later {
+            self.propose(&cmd, None);
+        }
+        self.on_ready().await;
     }
 
     /// Handles one `Ready`, in raft-rs's documented order.

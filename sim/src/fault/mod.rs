@@ -170,6 +170,7 @@ registry! {
     fsync_stall::FsyncStall,
     pause_periodic::PausePeriodic,
     delay_spike::DelaySpike,
+    loop_stall::LoopStall,
 }
 
 /// A kind's [`Spec`] behind a pointer (the registry dispatches through it).
@@ -581,7 +582,8 @@ mod tests {
             r#"{"pause_probability": 1, "crash_probability": 1, "partition_probability": 1,
                 "clock_jump_probability": 1, "clock_drift_probability": 1,
                 "loss_period_probability": 1, "fsync_stall_probability": 1,
-                "pause_periodic_probability": 1, "delay_spike_probability": 1}"#,
+                "pause_periodic_probability": 1, "delay_spike_probability": 1,
+                "loop_stall_probability": 1}"#,
         );
         let faults = p.generate(5, 2_000, &targets());
         let mut kinds: Vec<FaultKind> = faults.iter().map(Fault::kind).collect();

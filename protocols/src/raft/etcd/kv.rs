@@ -1,7 +1,7 @@
 //! The replicated store: keys with revisions, leases and the leader's lessor, watches on a
 //! key's deletion; a [`Service`] applied from the Raft log.
 
-use super::params::{Params, TtlRounding};
+use super::params::{Lessor, Params, TtlRounding};
 use crate::raft::client::Redirect;
 use crate::raft::host::{Env, Handling, Service};
 use locksim_sim::NodeIdx;
@@ -456,6 +456,22 @@ impl Kv {
         Resp::Deleted
     }
 
+    /// etcd's `lessor.Renew` on the role this member last saw, without a ReadIndex (before
+    /// PR #13690): `None` if the lease expired here (Renew waits for its revocation).
+    fn renew_locally(&mut self, lease: u64, env: &Env) -> Option<Resp> {
+        if !(env.leader && self.promoted) {
+            return Some(Resp::NotLeader(None));
+        }
+        let Some((ttl, _)) = self.leases.get(&lease) else {
+            return Some(Resp::LeaseNotFound);
+        };
+        if self.expired(lease, env) {
+            return None;
+        }
+        self.expiry.insert(lease, env.ctx.mono_now() + *ttl);
+        Some(Resp::KeptAlive)
+    }
+
     /// Whether the leader's lessor holds `lease` expired.
     fn expired(&self, lease: u64, env: &Env) -> bool {
         self.expiry
@@ -515,6 +531,11 @@ impl Service for Kv {
             Req::KeepAlive { lease } if self.remaining.contains_key(&lease) => {
                 Handling::Propose(Cmd::RenewCheckpointed { lease })
             }
+            // Before etcd's PR #13690 the leader renews at once, on the role it last saw.
+            Req::KeepAlive { lease } if self.params.lessor == Lessor::LocalRole => Handling::Reply(
+                self.renew_locally(lease, env)
+                    .unwrap_or(Resp::LeaseNotFound),
+            ),
             Req::KeepAlive { .. } | Req::Get { .. } | Req::LastBefore { .. } | Req::LockDelay => {
                 Handling::Read(req)
             }
@@ -662,6 +683,33 @@ impl Service for Kv {
         // assume one starts now.
         if self.owner_expiries > 0 {
             self.delay_until = now + self.lock_delay;
+        }
+    }
+
+    /// An etcd member's gRPC handlers and lessor timer run outside its Raft loop.
+    fn serves_outside_loop(&self) -> bool {
+        true
+    }
+
+    /// With the Raft loop stuck, a lessor that trusts its role (`lessor = "local-role"`)
+    /// still renews its clients' leases; one that ensures its leadership first cannot (the
+    /// ReadIndex needs the loop), and the keep-alive waits.
+    fn handle_stuck(&mut self, req: &Req, env: &Env) -> Option<Resp> {
+        match req {
+            Req::KeepAlive { lease } if self.params.lessor == Lessor::LocalRole => {
+                self.renew_locally(*lease, env)
+            }
+            _ => None,
+        }
+    }
+
+    /// With the Raft loop stuck, the lessor's timer still finds leases expired by its own
+    /// clock; trusting its role, it revokes them once the loop runs again (etcd-io/etcd#12528).
+    /// Ensuring its leadership first, it revokes nothing (PR #16822).
+    fn tick_stuck(&mut self, env: &Env) -> Vec<Cmd> {
+        match self.params.lessor {
+            Lessor::LocalRole => self.tick(env),
+            Lessor::EnsureLeadership => vec![],
         }
     }
 

@@ -76,6 +76,20 @@
 //!   `request_timeout_ms` (as it does every request), which changes nothing before the
 //!   relock.
 //!
+//! - **etcd-io/etcd#15247, #12528**: the lessor is demoted only from the Raft loop
+//!   (`raftNode.start` in `server/etcdserver/raft.go`), so a leader whose loop is stuck in a
+//!   slow `fdatasync` or a starved CPU stays the primary in its lessor's view while the others
+//!   elect another. Its gRPC handlers renew its clients' keep-alives in memory (`LeaseRenew`
+//!   on `isLeader()`, frozen by the stuck loop): the new leader hears none and revokes those
+//!   leases under their holders. Its lessor's timer (`runLoop`, not on the Raft loop) finds
+//!   leases expired by its stale renewal times; the revocations are proposed once the loop
+//!   runs again, after the member stepped down, and Raft forwards them to the new leader,
+//!   which commits them. Fixed by `ensureLeadership` (a ReadIndex) before a renewal (PR
+//!   #13690, 3.5.3) and before a revocation (PR #16822, 3.5.11; 3.4: PR #17465). Model: the
+//!   `loop_stall` fault stops the loop ([`crate::raft::host`]); `lessor = "local-role"`
+//!   answers keep-alives and runs the timer on the frozen role meanwhile, `"ensure-leadership"`
+//!   (the default) does neither, since its ReadIndex needs the loop.
+//!
 //! - **Jepsen's client** (jepsen-io/etcd 0.1.0 `lock.clj`; jetcd 0.4.1 `LeaseImpl.java`;
 //!   etcd `server/etcdserver/api/v3lock/lock.go`): the `Lock` RPC runs the same `Mutex` on the
 //!   member, on an orphaned session built from the caller's lease, so the member learns nothing
@@ -97,7 +111,8 @@
 //! What the model keeps and leaves out: one lock prefix, a flat key space with revisions,
 //! leases, the lessor with promotion and a watch on a key's deletion (served by the peer from
 //! its applied state, as a long poll). Keep-alives are confirmed by ReadIndex on the leader
-//! before they renew (a deposed leader that has not noticed yet cannot renew), and the client
+//! before they renew (a deposed leader that has not noticed yet cannot renew; with `lessor =
+//! "local-role"` the leader renews at once, as before etcd PR #13690), and the client
 //! counts a lease's TTL from when it *sent* the keep-alive (etcd's Go client counts from the
 //! answer, a few ms more optimistic). Left out: compaction, auth, gRPC proxies, watch
 //! progress notifications.
@@ -115,7 +130,7 @@ use kv::{Kv, Req, Resp};
 use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::{NodeCtx, World};
 pub use params::{
-    ClientEndpoint, Library, LockApi, Params, TtlRounding, Unlock, Variant,
+    ClientEndpoint, Lessor, Library, LockApi, Params, TtlRounding, Unlock, Variant,
     LEASE_CHECKPOINT_INTERVAL_MS_DEFAULT, PREFIX,
 };
 use std::time::Duration;

@@ -102,6 +102,25 @@ pub enum Unlock {
     DeleteIfOwner,
 }
 
+/// Whether the leader's lessor confirms the leadership before it renews or revokes a lease
+/// (`[protocol] lessor`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Lessor {
+    /// etcd 3.5.11+ (and 3.4 with the backports): a keep-alive renews only after a ReadIndex
+    /// confirms this member still leads (`ensureLeadership` in `LeaseRenew`, PR #13690, 3.5.3),
+    /// and expired leases are revoked only if it does (`revokeExpiredLeases`, PR #16822; 3.4:
+    /// PR #17465). A member whose Raft loop is stuck answers no keep-alive and revokes nothing.
+    #[default]
+    EnsureLeadership,
+    /// Before those fixes (etcd-io/etcd#12528, #15247): the lessor trusts the role the Raft
+    /// loop last gave it. A leader renews a keep-alive in memory at once, and while its loop
+    /// is stuck (a `loop_stall`) it goes on answering its clients' keep-alives and its timer
+    /// goes on finding leases expired; once the loop runs again, those revocations are
+    /// proposed, and Raft forwards them to the new leader, which commits them.
+    LocalRole,
+}
+
 /// How the server takes a lease's TTL.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -195,6 +214,9 @@ pub struct Params {
     /// How `Unlock` deletes the key.
     #[serde(default, skip_serializing_if = "is_default")]
     pub unlock: Unlock,
+    /// Whether the lessor confirms the leadership before renewing or revoking.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub lessor: Lessor,
 }
 
 fn d_peers() -> usize {
