@@ -411,3 +411,64 @@ fn curator_takes_its_old_sessions_node_in_a_new_session_and_the_owner_check_does
     let (_, h) = prepared(&format!("catalog/{fixed}")).run_with_history(1);
     assert_eq!(common::notes(&h, "c1", "not ours (owner checked)").len(), 1);
 }
+
+/// The first connection after a heal learns that the session expired: a client cut off past
+/// its session's expiry reconnects (a random sleep below a second, as `ClientCnxn`'s send
+/// thread) and the server's answer says `Expired` at once, not at the next ping a third of
+/// the timeout later. Curator injects LOST a session timeout after SUSPENDED on its own timer.
+#[test]
+fn a_zookeeper_client_learns_its_session_expired_on_reconnecting_and_curator_injects_lost_on_time()
+{
+    let text = r#"
+name = "zookeeper-reconnect-learns-expiry"
+duration_ms = 40_000
+[protocol]
+name = "zookeeper"
+peers = 3
+session_timeout_ms = 9_000
+[workload]
+clients = 1
+cs_ms_min = 30_000
+cs_ms_max = 30_000
+[[faults]]
+kind = "partition"
+at_ms = 500
+duration_ms = 20_000
+groups = [["c1"], ["zk1", "zk2", "zk3"]]
+"#;
+    let (heal_ms, ping_every_ms) = (20_500.0, 3_000.0);
+    let raw = parsed(text, "zookeeper-reconnect-learns-expiry.toml");
+    for seed in 1..=SEEDS {
+        let (r, h) = raw.run_with_history(seed);
+        let told = common::notes(&h, "c1", "told on reconnecting");
+        assert_eq!(told.len(), 1, "{}", r.replay);
+        let at_ms = h[told[0] as usize].time_ms();
+        // The reconnection's sleep (< 1 s) and one request timeout, not a ping interval.
+        assert!(
+            at_ms > heal_ms && at_ms < heal_ms + ping_every_ms / 2.0,
+            "{}: told at {at_ms} ms, healed at {heal_ms} ms",
+            r.replay
+        );
+    }
+    let curator = parsed(
+        &text.replace(
+            "session_timeout_ms = 9_000",
+            "session_timeout_ms = 9_000\nclient = \"curator\"",
+        ),
+        "curator-reconnect.toml",
+    );
+    for seed in 1..=SEEDS {
+        let (r, h) = curator.run_with_history(seed);
+        let at = |part: &str| {
+            let notes = common::notes(&h, "c1", part);
+            assert_eq!(notes.len(), 1, "{}: {part}", r.replay);
+            h[notes[0] as usize].time_ms()
+        };
+        let (suspended, lost) = (at("(SUSPENDED)"), at("expiration injected (LOST)"));
+        assert!(
+            (lost - suspended - 9_000.0).abs() < 1.0,
+            "{}: SUSPENDED at {suspended} ms, LOST at {lost} ms",
+            r.replay
+        );
+    }
+}

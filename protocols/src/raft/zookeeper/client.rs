@@ -331,17 +331,27 @@ impl ZkClient {
 
 fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), id: u64) {
     let ctx = link.ctx.clone();
-    let timeout = link.params.timeout();
     let (session, signal) = shared;
     ctx.spawn(async move {
+        let current = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.id == id);
         loop {
-            link.ctx.sleep_local(timeout / 3).await;
-            let current = |s: &Option<Session>| s.as_ref().is_some_and(|s| s.id == id);
+            let (wait, budget, reconnecting) = match session.borrow().as_ref() {
+                Some(live) if live.id == id => next_try(&link, live),
+                _ => return,
+            };
+            link.ctx.sleep_local(wait).await;
             if !current(&session.borrow()) {
                 return;
             }
             let sent = link.ctx.mono_now();
-            let answer = link.call(Req::Ping { session: id }, timeout / 3).await;
+            // Reconnecting, bounded here too (the link's last try may outlast its budget),
+            // so Curator's LOST comes on time.
+            let ping = link.call(Req::Ping { session: id }, budget);
+            let answer = match (reconnecting, budget.is_zero()) {
+                (_, true) => None,
+                (true, false) => link.ctx.timeout_local(budget, ping).await.flatten(),
+                (false, false) => ping.await,
+            };
             let mut s = session.borrow_mut();
             if !current(&s) {
                 return;
@@ -355,6 +365,9 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), id: u64) 
                     live.heard = sent;
                     None
                 }
+                Some(Resp::Expired) if reconnecting => Some(State::Lost(
+                    "session expired: told on reconnecting (Expired; Curator: LOST)",
+                )),
                 Some(Resp::Expired) => Some(State::Lost("session expired (LOST)")),
                 _ => silence(&link, live),
             };
@@ -378,6 +391,33 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), id: u64) 
         }
     });
 }
+
+/// When the pinger tries next, how long it waits for an answer, and whether it is
+/// reconnecting. Connected, the client pings when idle for a third of the timeout.
+/// Disconnected (SUSPENDED), `ClientCnxn`'s send thread reconnects after a random sleep below
+/// a second, each try bounded by the connect timeout (the session timeout over the servers),
+/// and the server's answer to its `ConnectRequest` says at once whether the session lives:
+/// the first connection after a heal learns it expired. Curator injects LOST a session
+/// timeout after SUSPENDED on a timer of its own (`ConnectionStateManager.processEvents`
+/// polls its queue until then): neither the sleep nor the wait runs past that.
+fn next_try(link: &Link, live: &Session) -> (Duration, Duration, bool) {
+    let timeout = link.params.timeout();
+    let Some(since) = live.suspended else {
+        return (timeout / 3, timeout / 3, false);
+    };
+    let sleep_ms = link.ctx.rng().gen_range(0..RECONNECT_SLEEP_MS_MAX);
+    let servers = link.peers.len().max(1) as u32;
+    let (mut wait, mut budget) = (Duration::from_millis(sleep_ms), timeout / servers);
+    if link.params.client == Library::Curator {
+        let lost_in = (since + timeout).saturating_sub(link.ctx.mono_now());
+        wait = wait.min(lost_in);
+        budget = budget.min(lost_in - wait);
+    }
+    (wait, budget, true)
+}
+
+/// `ClientCnxn`'s sleep before each reconnection try: `r.nextInt(1000)` ms.
+const RECONNECT_SLEEP_MS_MAX: u64 = 1_000;
 
 /// A connection state the client library reports.
 enum State {

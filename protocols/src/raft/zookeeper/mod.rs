@@ -16,7 +16,10 @@
 //!   considers its connection lost (`Disconnected`; Curator: `SUSPENDED`) and tries other
 //!   servers; within the timeout its session may still be alive (`RECONNECTED`), after it the
 //!   server answers `Expired` (Curator: `LOST`). Curator's advice: on `SUSPENDED`, assume the
-//!   lock may be lost until `RECONNECTED`.
+//!   lock may be lost until `RECONNECTED`. `ClientCnxn` reconnects after a random sleep below
+//!   a second, each try bounded by the connect timeout (session timeout / servers), and the
+//!   server's answer to the `ConnectRequest` tells at once whether the session lives: the
+//!   first connection after a heal learns `Expired`.
 //! - **Lock recipe.** Create `/lock/lock-` with `EPHEMERAL_SEQUENTIAL` (the server appends a
 //!   monotonically increasing 10-digit sequence), list the children; the lowest sequence holds
 //!   the lock; otherwise `exists` with a watch on the next-lower node only (no herd effect),
