@@ -402,7 +402,7 @@ pub fn check_library(
     ttl_ms: u64,
     threshold_ms: u64,
 ) -> Result<(), crate::protocol::ParamError> {
-    if library == Library::PythonRedisLock && ttl_ms % 1000 != 0 {
+    if library == Library::PythonRedisLock && !ttl_ms.is_multiple_of(1000) {
         return Err(crate::protocol::ParamError::field(
             "ttl_ms",
             "must be whole seconds for python-redis-lock (its expire is an EXPIRE in seconds)",
