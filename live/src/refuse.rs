@@ -457,6 +457,27 @@ pub fn partition_links(
 mod tests {
     use super::*;
 
+    /// The reported-bug files of the Redis profiles run on locksim's own live client, as
+    /// `redsync-pre-61`'s do (their commands are `GET`, the scripts and the delay spikes live
+    /// mode applies), and `--library` refuses them: no real library has a driver.
+    #[test]
+    fn the_reported_redis_profile_files_run_on_the_own_client_only() {
+        let registry = locksim_protocols::Registry::builtin();
+        let catalog = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/catalog/");
+        for file in [
+            "redsync-71-extend-after-expiry",
+            "redsync-72-valid-after-expiry",
+            "redlock-rb-36-extend-sets-an-expired-key",
+            "python-redis-lock-85-renewal-starved",
+        ] {
+            let path = format!("{catalog}{file}.toml");
+            let prepared = locksim_scenarios::load(&path, &registry).unwrap();
+            check(&prepared, 1, CutMode::Stall, false).unwrap_or_else(|e| panic!("{e}"));
+            let refused = check(&prepared, 1, CutMode::Stall, true).unwrap_err();
+            assert!(refused.0.contains("modelled only"), "{refused}");
+        }
+    }
+
     #[test]
     fn live_mode_refuses_the_kinds_whose_files_say_it_cannot_with_their_reasons() {
         for kind in FaultKind::ALL.iter().copied() {

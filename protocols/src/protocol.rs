@@ -163,6 +163,14 @@ pub trait LockClient {
             None => Validity::Indefinite,
         }
     }
+    /// Asks the servers whether they still hold `grant`, as a library call that reads the
+    /// lock's key does (redsync's `Valid()`): what the workload's `check = "ask_servers"`
+    /// looks at just before a write. It takes a round trip, and what it answers holds for
+    /// the instant each server read its key, not for when the answer arrives. The default,
+    /// for a protocol without such a call, answers from [`LockClient::validity`].
+    async fn ask_servers(&mut self, grant: &Grant) -> Validity {
+        self.validity(grant)
+    }
     /// The signal this library raises when it learns, by itself, that `grant` is lost (a
     /// failed automatic extension, an expired session), for the application to abort its
     /// work; called once per grant, right after the acquire. `None` (the default): the

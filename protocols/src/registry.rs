@@ -240,6 +240,29 @@ mod tests {
     }
 
     #[test]
+    fn each_reported_bug_profile_is_offered_where_its_story_runs() {
+        let r = Registry::builtin();
+        let offered = |protocol: &str, client: &str| {
+            let table = toml::toml! { client = client };
+            r.get(protocol).unwrap().configure(&table).is_ok()
+        };
+        for client in ["redlock-rb", "redlock-rb-extend-only-if-locked"] {
+            assert!(offered("single-redis", client) && offered("redlock", client));
+            assert!(!offered("replicated-redis", client), "{client}");
+        }
+        assert!(offered("redlock", "redsync-pre-71"));
+        assert!(!offered("single-redis", "redsync-pre-71"));
+        assert!(offered("single-redis", "python-redis-lock"));
+        assert!(!offered("redlock", "python-redis-lock"));
+        let half_second = toml::toml! {
+            client = "python-redis-lock"
+            ttl_ms = 1_500
+        };
+        let e = r.get("single-redis").unwrap().configure(&half_second);
+        assert_eq!(e.err().unwrap().field.as_deref(), Some("ttl_ms"));
+    }
+
+    #[test]
     fn redis_py_is_offered_by_single_redis_only() {
         let r = Registry::builtin();
         for client in ["redis-py", "redis-py-shared-token"] {
@@ -269,8 +292,11 @@ mod tests {
                 "redsync",
                 "redsync-pre-61",
                 "node-redlock",
+                "redlock-rb",
+                "redlock-rb-extend-only-if-locked",
                 "redis-py",
-                "redis-py-shared-token"
+                "redis-py-shared-token",
+                "python-redis-lock"
             ]
         );
         let table = toml::toml! {

@@ -833,6 +833,7 @@ fn scripts_are_the_ones_redis_names(conn: &mut Conn) -> Vec<String> {
         store::ACQUIRE_WITH_TOKEN_NO_TTL,
         store::RELEASE,
         store::EXTEND,
+        store::SET_IF_ABSENT_OR_EQ,
     ];
     scripts
         .iter()

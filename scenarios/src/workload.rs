@@ -8,9 +8,11 @@
 //! What the application does with its lock (`check`) is the application's, as in real code:
 //! `before_write` asks the library whether the lock still holds just before each write
 //! (redsync's `Until()`, a careful client); `never` trusts the lock for the whole job (most
-//! code written against Redisson or redsync); `on_signal` works with one eye on the library's
-//! lost-lock signal (node-redlock's `signal.aborted`, a session's expiry): the work is
-//! interrupted the moment the signal is raised, and a raised signal skips the write.
+//! code written against Redisson or redsync); `ask_servers` asks the servers just before
+//! each write whether they still hold the lock (redsync's `Valid()`), which takes a round
+//! trip; `on_signal` works with one eye on the library's lost-lock signal (node-redlock's
+//! `signal.aborted`, a session's expiry): the work is interrupted the moment the signal is
+//! raised, and a raised signal skips the write.
 
 use locksim_protocols::resource::{ResourceClient, ResourceHandle, WriteOutcome};
 use locksim_protocols::{Acquired, Connector, Grant, LockClient, LostSignal, Outcome, Validity};
@@ -44,7 +46,9 @@ pub struct Workload {
     pub think_ms_max: u64,
     /// What the application does to know it still holds the lock: `before_write` (ask the
     /// library just before each write, skip the write if the lock expired or was lost),
-    /// `never`, or `on_signal` (abort the work when the library signals the lock is lost).
+    /// `never`, `ask_servers` (ask the servers whether they still hold the lock, as redsync's
+    /// `Valid()` does, and skip the write if they say no), or `on_signal` (abort the work
+    /// when the library signals the lock is lost).
     #[serde(default)]
     pub check: Check,
     /// Writes per critical section, spread over its work, each a read-modify-write of the
@@ -117,14 +121,18 @@ pub enum Check {
     /// Abort the work when the library raises its lost-lock signal (and skip a write once it
     /// is raised); a library without a signal never interrupts.
     OnSignal,
+    /// Ask the servers just before each write whether they still hold the lock (redsync's
+    /// `Valid()`, [`LockClient::ask_servers`]); skip the write if they say no.
+    AskServers,
 }
 
 impl Check {
     /// Whether runs that differ only in this check can be one run watching the other's
     /// check ([`CheckShadow`]): `before_write` and `never` touch the run only where a write
-    /// is skipped; `on_signal` also interrupts the work, so it shares with nobody.
+    /// is skipped; `on_signal` also interrupts the work and `ask_servers` sends requests, so
+    /// they share with nobody.
     pub fn can_be_shadowed(self) -> bool {
-        self != Check::OnSignal
+        matches!(self, Check::BeforeWrite | Check::Never)
     }
 }
 
@@ -147,7 +155,7 @@ impl CheckShadow {
     pub fn new(check: Check) -> CheckShadow {
         assert!(
             check.can_be_shadowed(),
-            "an on_signal check is never shadowed"
+            "only a before_write or a never check is shadowed"
         );
         CheckShadow {
             check,
@@ -266,7 +274,7 @@ pub async fn client_loop(
         ctx.point("after_acquire").await;
         let signal = match workload.check {
             Check::OnSignal => lock.lost_signal(&grant),
-            Check::BeforeWrite | Check::Never => None,
+            Check::BeforeWrite | Check::Never | Check::AskServers => None,
         };
         let job = Job {
             ctx: &ctx,
@@ -367,7 +375,10 @@ impl Job<'_> {
             grant.token,
             Duration::from_millis(self.workload.resource_timeout_ms),
         );
-        let validity = lock.validity(grant);
+        let validity = match self.workload.check {
+            Check::AskServers => lock.ask_servers(grant).await,
+            _ => lock.validity(grant),
+        };
         let now = ctx.mono_now();
         let skip = skip_write(&validity, now, self.workload.check, self.signal);
         for shadow in self.shadows {
@@ -433,8 +444,8 @@ fn skip_write(
         Check::OnSignal => signal
             .and_then(LostSignal::raised)
             .map(|why| format!("lock lost ({why}): write skipped")),
-        Check::BeforeWrite if validity.holds_at(now) => None,
-        Check::BeforeWrite => Some(match validity {
+        Check::BeforeWrite | Check::AskServers if validity.holds_at(now) => None,
+        Check::BeforeWrite | Check::AskServers => Some(match validity {
             Validity::Lost(why) => format!("lock lost ({why}): write skipped"),
             _ => "lease expired on the client's clock: write skipped".into(),
         }),

@@ -7,6 +7,7 @@ mod catalog_etcd_clients;
 mod catalog_libraries;
 mod catalog_page;
 mod catalog_redis;
+mod catalog_redis_reported;
 mod catalog_single_redis;
 mod golden_trace_hashes;
 mod liveness;

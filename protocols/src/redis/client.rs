@@ -6,7 +6,7 @@
 //! late" check. What differs (Redlock's quorum, Sentinel's primary, `WAIT`, the bug
 //! variants) stays in each protocol's file.
 
-use crate::protocol::{Acquired, Grant, LockClient, Outcome, ParamError};
+use crate::protocol::{Acquired, Grant, LockClient, Outcome, ParamError, Validity};
 use async_trait::async_trait;
 use locksim_sim::rpc::RpcError;
 use locksim_sim::NodeCtx;
@@ -223,6 +223,12 @@ pub trait OneServer: Attempts {
     /// Runs `cmd` on the server.
     async fn call(&mut self, cmd: Cmd) -> Result<Reply, RpcError>;
 
+    /// The command that extends the lock held with `value` (compare-and-`PEXPIRE`; a
+    /// client profile may send its library's own).
+    fn extend_cmd(&self, value: &str, ttl_ms: u64) -> Cmd {
+        super::profile::extend_cmd(super::profile::Library::Careful, value, ttl_ms)
+    }
+
     /// The grant, unless the reply came too late to be of use (the key may already have
     /// expired): then the lock is released and the attempt counts as busy.
     async fn grant_in_time(
@@ -264,13 +270,9 @@ pub trait OneServer: Attempts {
     /// value, and the grant the validity of a fresh one, counted from the request.
     async fn extend_ttl(&mut self, grant: &mut Grant, ttl_ms: u64, validity: Duration) -> Outcome {
         let start = self.ctx().mono_now();
-        let cmd = Cmd::PexpireIfEq {
-            key: KEY.into(),
-            value: grant.handle.clone(),
-            px_ms: ttl_ms.into(),
-        };
+        let cmd = self.extend_cmd(&grant.handle, ttl_ms);
         match self.call(cmd).await {
-            Ok(Reply::Int(1)) => {
+            Ok(reply) if super::profile::extended(&reply) => {
                 grant.valid_until = Some(start + validity);
                 Outcome::Ok
             }
@@ -305,6 +307,14 @@ impl<T: OneServerLock> LockClient for T {
         match self.lease() {
             Some((ttl_ms, validity)) => self.extend_ttl(grant, ttl_ms, validity).await,
             None => Outcome::Ok,
+        }
+    }
+
+    async fn ask_servers(&mut self, grant: &Grant) -> Validity {
+        match self.call(Cmd::Get { key: KEY.into() }).await {
+            Ok(Reply::Bulk(value)) if value == grant.handle => Validity::Indefinite,
+            Ok(_) => Validity::Lost("the server holds another value, or none".into()),
+            Err(_) => Validity::Lost("GET timed out".into()),
         }
     }
 }

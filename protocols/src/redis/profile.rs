@@ -31,6 +31,25 @@
 //!   or taken lock. An application that stops when `Extend()` fails never stops. Its `until`
 //!   is not moved by such an "extension" (the script did nothing); a request that got no
 //!   answer still failed (`err != nil`).
+//! - **`redsync-pre-71`** (`redlock` only): redsync before go-redsync/redsync#71 (merged
+//!   2021-08, "Fix ExtendContext, and export until"). `ExtendContext` ran the touch script on
+//!   every pool through `actOnPoolsAsync`, which waits for every pool's answer (or its
+//!   client's read timeout), and returned true on a quorum of touches however long that
+//!   took: a touch that sets a 2 s expiry and returns after 3 s reports success on keys
+//!   already expired. It did not move `until` either, and there was no `Until()` to read, so
+//!   this profile has no client-side validity (a `before_write` check always passes). #71
+//!   computes `until = now + expiry − elapsed − drift` after the touches and fails with
+//!   `ErrExtendFailed` when that is not in the future (the `redsync` profile). Its `Valid()`
+//!   is as `redsync`'s, below.
+//!
+//!   Both redsync profiles answer the workload's `check = "ask_servers"` as `Valid()` does
+//!   (`ValidContext`, `valid`): a `GET` of the key on every pool, counting those that hold
+//!   this mutex's value, true on a quorum, with no look at the time. Again `actOnPoolsAsync`
+//!   waits for every pool, so with one slow pool the answer comes late: go-redsync/redsync#72
+//!   (2021-08) tells it, four pools answer at once, the fifth after the keys expired, and
+//!   `Valid()` returns true on an expired lock. redsync deprecated `Valid()` for `Until()`
+//!   (commit 7fee26d, "Add deprecation note to Valid and ValidContext; closes #72"); the
+//!   function is unchanged. The client notes each true it gets after its own `until`.
 //! - **`node-redlock`** (TypeScript; `mike-marcacci/node-redlock`, `src/index.ts`,
 //!   `Redlock.using`): 10 retries (11 attempts) 200 ms ± 100 ms apart, drift factor 0.01;
 //!   `using()` schedules an extension `automaticExtensionThreshold` (500 ms) before the
@@ -59,6 +78,36 @@
 //!   release an unlocked lock")` without a command. Here the threads of the one Python
 //!   process are the scenario's clients: every client of a `single-redis` run shares one
 //!   stored token (the deployment's [`InstanceToken`]).
+//! - **`redlock-rb`** (Ruby; `leandromoreira/redlock-rb`, `lib/redlock/client.rb` and
+//!   `scripts.rb`): 4 tries (`retry_count` 3 retries) 200–250 ms apart (`retry_delay` 200,
+//!   `retry_jitter` 50), `redis_timeout` 0.1 s, drift factor 0.01. Extending is
+//!   `lock(resource, ttl, extend: lock_info)`, one try of the lock script with the old value:
+//!   `if EXISTS key == 0 and allow_new_lock or GET key == value then SET key value PX ttl`.
+//!   Without `extend_only_if_locked` (`allow_new_lock = "yes"`, still the default) a key
+//!   that expired is simply set again: the "extension"
+//!   succeeds, the holder gets a fresh validity and never learns that another client held
+//!   the lock in between (leandromoreira/redlock-rb#36, 2016-05, whose reproducer lets
+//!   another thread take and release the lock, then extends and finds its data changed).
+//!   A key that is another's still fails the extension.
+//! - **`redlock-rb-extend-only-if-locked`**: the same library with `extend_only_if_locked:
+//!   true`, the answer to #36 (PR #37 added an `extend_life` that fails when the lock is not
+//!   owned, 0.1.7; PR #43 made it the `extend_life: true` option of the one lock script,
+//!   renamed `extend_only_if_locked` in 1.1.0): the script extends only a key that still
+//!   holds this value, and a lost lock fails the extension.
+//! - **`python-redis-lock`** (Python; `ionelmc/python-redis-lock`, `src/redis_lock/__init__.py`,
+//!   `Lock(redis, name, expire=..., auto_renewal=True)`): `SET lock:name id NX EX expire`;
+//!   `auto_renewal` starts a daemon thread (`_lock_renewer`) that waits `expire × 2/3`
+//!   (`stop.wait(timeout=interval)`) and calls `extend()`: the `EXTEND_SCRIPT` resets the TTL
+//!   if the key still holds this id and answers 1 otherwise, which `extend()` raises as
+//!   `NotAcquired`. Nothing catches it in the thread: the exception ends the renewal thread
+//!   (a connection error does the same) and the application is not told. `release()` runs
+//!   the `UNLOCK_SCRIPT`, which raises `NotAcquired` when the key is no longer its own.
+//!   There is no client-side validity. A process whose Python threads stop longer than the
+//!   expiry (a C call holding the GIL; a gevent worker whose hub is blocked, as in
+//!   ionelmc/python-redis-lock#91, where switching the Celery pool from gevent to threads
+//!   made the symptom go) loses its key under its task; ionelmc/python-redis-lock#85 sees
+//!   the `NotAcquired` at the end of tasks of minutes to hours (`expire=60`). The library has
+//!   no fix: both are open or closed without a change to the lock.
 //!
 //! Where the model simplifies: Redisson's lock is a hash with a reentrancy count and its
 //! waiters wait on a pub/sub channel; here it is the same `SET NX PX` key as the others and
@@ -72,7 +121,16 @@
 //! GIL-wide stall would stop them all); the shared object is only its token, read and
 //! written atomically (the GIL makes each attribute access so); `blocking_timeout = None`
 //! (wait forever) is `acquire_timeout_ms` 60 s here. Only `single-redis` offers redis-py.
+//! redlock-rb's failed extension also unlocks every server with its value (nothing of
+//! another's is deleted), left out here. python-redis-lock's waiters block on a signal list
+//! (`BLPOP lock-signal:name`) that `release()` pushes to; here they poll every 10–50 ms, and
+//! `expire` is whole seconds (`EXPIRE`), so its `ttl_ms` must be a multiple of 1000. A stop of
+//! its Python threads is a `pause` of the client node (every task of the process stops). Only
+//! `single-redis` offers python-redis-lock, `redlock` redsync-pre-71, and both of them
+//! redlock-rb (one Redis in #36's reproducer, or several: it is a Redlock client).
 
+use super::client::KEY;
+use super::store::{Cmd, Reply};
 use crate::protocol::{Acquired, ClientProfile, Grant, LockClient, LostSignal, Outcome, Validity};
 use async_trait::async_trait;
 use futures::lock::Mutex;
@@ -100,8 +158,20 @@ pub enum Library {
     /// go-redsync before its PR #61: `Extend()` reports success on a lock no longer its own.
     #[serde(rename = "redsync-pre-61")]
     RedsyncPre61,
+    /// go-redsync before its PR #71: `Extend()` true on a quorum of touches however long
+    /// they took; no `Until()`.
+    #[serde(rename = "redsync-pre-71")]
+    RedsyncPre71,
     /// node-redlock's `using()`: automatic extension and an abort signal.
     NodeRedlock,
+    /// redlock-rb's `lock(..., extend: lock_info)`: an expired key is set again.
+    RedlockRb,
+    /// redlock-rb with `extend_only_if_locked: true`: only a key still holding the value is
+    /// extended.
+    RedlockRbExtendOnlyIfLocked,
+    /// python-redis-lock's `Lock(auto_renewal=True)`: a renewal thread that one failed
+    /// extension ends; `NotAcquired` at release.
+    PythonRedisLock,
     /// redis-py's `Lock` shared by the threads of a process, its token thread-local (the
     /// default since redis/redis-py#491, #492): each thread releases its own token.
     RedisPy,
@@ -116,13 +186,15 @@ pub type InstanceToken = std::sync::Arc<std::sync::Mutex<Option<String>>>;
 
 /// Refuses the libraries only `single-redis` offers (redis-py) on another protocol.
 pub fn check_single_redis_library(library: Library) -> Result<(), crate::protocol::ParamError> {
-    if matches!(library, Library::RedisPy | Library::RedisPySharedToken) {
-        return Err(crate::protocol::ParamError::field(
-            "client",
-            "redis-py's Lock is modelled on single-redis only",
-        ));
-    }
-    Ok(())
+    let why = match library {
+        Library::RedisPy | Library::RedisPySharedToken => "redis-py's Lock",
+        Library::PythonRedisLock => "python-redis-lock's Lock",
+        _ => return Ok(()),
+    };
+    Err(crate::protocol::ParamError::field(
+        "client",
+        format!("{why} is modelled on single-redis only"),
+    ))
 }
 
 /// node-redlock's default `automaticExtensionThreshold`, in ms.
@@ -223,8 +295,41 @@ pub fn one_server_profiles() -> Vec<ClientProfile> {
     ]
 }
 
-/// The profiles of `single-redis`: the one-server profiles and redis-py's pair, whose
-/// threads share one stored token through the deployment.
+/// redlock-rb's pair: the default extension, which sets an expired key again, and the one
+/// with `extend_only_if_locked`.
+fn redlock_rb_profiles() -> Vec<ClientProfile> {
+    let defaults = [
+        ("retry_count", 4),
+        ("retry_delay_ms_min", 200),
+        ("retry_delay_ms_max", 250),
+        ("request_timeout_ms", 100),
+    ];
+    let mut drift = toml::Table::new();
+    drift.insert("clock_drift_factor".into(), toml::Value::Float(0.01));
+    let mut pair = vec![
+        profile(
+            "redlock-rb",
+            "redlock-rb: 4 tries 200-250 ms apart; lock(..., extend: lock_info) sets an \
+             expired key again, so an extension after the lock was lost succeeds \
+             (redlock-rb#36)",
+            &defaults,
+        ),
+        profile(
+            "redlock-rb-extend-only-if-locked",
+            "redlock-rb with extend_only_if_locked: true: only a key that still holds the \
+             value is extended; a lost lock fails the extension",
+            &defaults,
+        ),
+    ];
+    for p in &mut pair {
+        p.defaults.extend(drift.clone());
+    }
+    pair
+}
+
+/// The profiles of `single-redis`: the one-server profiles, redlock-rb's pair, redis-py's
+/// pair, whose threads share one stored token through the deployment, and
+/// python-redis-lock.
 pub fn single_redis_profiles() -> Vec<ClientProfile> {
     let redis_py = [
         ("retry_delay_ms_min", 100),
@@ -232,6 +337,7 @@ pub fn single_redis_profiles() -> Vec<ClientProfile> {
         ("acquire_timeout_ms", 60_000),
     ];
     let mut all = one_server_profiles();
+    all.extend(redlock_rb_profiles());
     all.push(profile(
         "redis-py",
         "redis-py Lock shared by a process's threads, token in threading.local \
@@ -246,16 +352,39 @@ pub fn single_redis_profiles() -> Vec<ClientProfile> {
          thread that acquired since",
         &redis_py,
     ));
+    all.push(profile(
+        "python-redis-lock",
+        "python-redis-lock Lock(expire, auto_renewal=True): a renewal thread extends every \
+         expire*2/3; one failed extension (NotAcquired) ends it silently; release() raises \
+         NotAcquired on a lost key; no client-side validity",
+        &[
+            ("retry_delay_ms_min", 10),
+            ("retry_delay_ms_max", 50),
+            ("acquire_timeout_ms", 60_000),
+        ],
+    ));
     all
 }
 
 /// The profiles of `redlock` (the same libraries on N masters; Redisson's `RedissonRedLock`
-/// is deprecated and left out).
+/// is deprecated and left out), with redsync before #71 and redlock-rb's pair.
 pub fn redlock_profiles() -> Vec<ClientProfile> {
-    let all = one_server_profiles();
-    all.into_iter()
+    let mut all: Vec<ClientProfile> = one_server_profiles()
+        .into_iter()
         .filter(|p| !p.name.starts_with("redisson"))
-        .collect()
+        .collect();
+    let mut pre_71 = all
+        .iter()
+        .find(|p| p.name == "redsync")
+        .expect("redsync is a one-server profile")
+        .clone();
+    pre_71.name = "redsync-pre-71";
+    pre_71.description = "go-redsync before PR #71: as redsync, but Extend() is true on a \
+         quorum of touches however long they took (keys may have expired), until is not \
+         moved, no Until(); Valid() as redsync's";
+    all.push(pre_71);
+    all.extend(redlock_rb_profiles());
+    all
 }
 
 /// What the current grant shares with the library's own timers.
@@ -273,6 +402,12 @@ pub fn check_library(
     ttl_ms: u64,
     threshold_ms: u64,
 ) -> Result<(), crate::protocol::ParamError> {
+    if library == Library::PythonRedisLock && !ttl_ms.is_multiple_of(1000) {
+        return Err(crate::protocol::ParamError::field(
+            "ttl_ms",
+            "must be whole seconds for python-redis-lock (its expire is an EXPIRE in seconds)",
+        ));
+    }
     if library == Library::NodeRedlock && threshold_ms + 100 > ttl_ms {
         return Err(crate::protocol::ParamError::field(
             "extension_threshold_ms",
@@ -280,6 +415,30 @@ pub fn check_library(
         ));
     }
     Ok(())
+}
+
+/// The command `library` extends a lock held with `value` by: redlock-rb's lock script
+/// (which sets an expired key again), or compare-and-`PEXPIRE`.
+pub fn extend_cmd(library: Library, value: &str, ttl_ms: u64) -> Cmd {
+    let (key, value) = (KEY.to_owned(), value.to_owned());
+    match library {
+        Library::RedlockRb => Cmd::SetIfAbsentOrEq {
+            key,
+            value,
+            px_ms: ttl_ms.into(),
+        },
+        _ => Cmd::PexpireIfEq {
+            key,
+            value,
+            px_ms: ttl_ms.into(),
+        },
+    }
+}
+
+/// Whether a server's reply to [`extend_cmd`] says the key was extended (`PEXPIRE`'s 1, or
+/// the `OK` of redlock-rb's `SET`).
+pub fn extended(reply: &Reply) -> bool {
+    matches!(reply, Reply::Int(1) | Reply::Ok)
 }
 
 /// The retry loop of a one-server client: `retry_count` tries if set (redsync,
@@ -372,6 +531,14 @@ impl<C: LockClient + 'static> Profiled<C> {
         })
     }
 
+    /// `grant` as the library's own timers last left it (a renewal moves its validity).
+    fn current(&self, grant: &Grant) -> Grant {
+        match &self.held {
+            Some(held) if held.grant.borrow().handle == grant.handle => held.grant.borrow().clone(),
+            _ => grant.clone(),
+        }
+    }
+
     /// Starts the library's own timers for a fresh grant.
     fn hold(&mut self, grant: &Grant) {
         if let Some(old) = self.held.take() {
@@ -396,9 +563,17 @@ impl<C: LockClient + 'static> Profiled<C> {
                 self.ctx
                     .spawn(auto_extend(ctx, inner, grant, alive, signal, threshold));
             }
+            Library::PythonRedisLock => {
+                let every = self.lease * 2 / 3;
+                self.ctx
+                    .spawn(renewal_thread(ctx, inner, grant, alive, every));
+            }
             Library::Careful
             | Library::Redsync
             | Library::RedsyncPre61
+            | Library::RedsyncPre71
+            | Library::RedlockRb
+            | Library::RedlockRbExtendOnlyIfLocked
             | Library::RedisPy
             | Library::RedisPySharedToken => {}
         }
@@ -442,6 +617,38 @@ async fn watchdog<C: LockClient>(
                 return;
             }
         }
+    }
+}
+
+/// python-redis-lock's `_lock_renewer`: every `every`, `extend()`; the first failure raises
+/// `NotAcquired` (or a connection error) in the thread, which ends it: nobody is told.
+async fn renewal_thread<C: LockClient>(
+    ctx: NodeCtx,
+    inner: Rc<Mutex<C>>,
+    grant: Rc<RefCell<Grant>>,
+    alive: Rc<Cell<bool>>,
+    every: Duration,
+) {
+    loop {
+        ctx.sleep_local(every).await;
+        let mut client = inner.lock().await;
+        if !alive.get() {
+            return;
+        }
+        let mut renewed = grant.borrow().clone();
+        let why = match client.extend(&mut renewed).await {
+            Outcome::Ok => {
+                *grant.borrow_mut() = renewed;
+                continue;
+            }
+            Outcome::Failed(why) => format!("NotAcquired ({why})"),
+            Outcome::Unknown(why) => format!("ConnectionError ({why})"),
+        };
+        ctx.note(format!(
+            "python-redis-lock renewal thread: extend() raised {why}; the thread ended, \
+             nobody told"
+        ));
+        return;
     }
 }
 
@@ -514,7 +721,16 @@ impl<C: LockClient + 'static> LockClient for Profiled<C> {
         let Some(used) = self.token_for(grant, "release") else {
             return Outcome::Failed("Cannot release an unlocked lock".into());
         };
-        self.inner.lock().await.release(&used).await
+        let outcome = self.inner.lock().await.release(&used).await;
+        match (self.library, outcome) {
+            (Library::PythonRedisLock, Outcome::Failed(why)) => {
+                let raised = "NotAcquired: the lock is not acquired or it already expired";
+                self.ctx
+                    .note(format!("python-redis-lock release(): {raised} ({why})"));
+                Outcome::Failed(raised.into())
+            }
+            (_, outcome) => outcome,
+        }
     }
 
     async fn extend(&mut self, grant: &mut Grant) -> Outcome {
@@ -539,25 +755,46 @@ impl<C: LockClient + 'static> LockClient for Profiled<C> {
 
     fn validity(&mut self, grant: &Grant) -> Validity {
         match self.library {
+            // No client-side validity (redsync had no `Until()` before #71).
             Library::Redisson
             | Library::RedissonReschedule
+            | Library::RedsyncPre71
             | Library::RedisPy
-            | Library::RedisPySharedToken => return Validity::Indefinite,
+            | Library::RedisPySharedToken
+            | Library::PythonRedisLock => return Validity::Indefinite,
             Library::Careful => {
                 if let Some(mut inner) = self.inner.try_lock() {
                     return inner.validity(grant);
                 }
             }
-            Library::Redsync | Library::RedsyncPre61 | Library::NodeRedlock => {}
+            Library::Redsync
+            | Library::RedsyncPre61
+            | Library::NodeRedlock
+            | Library::RedlockRb
+            | Library::RedlockRbExtendOnlyIfLocked => {}
         }
-        let current = match &self.held {
-            Some(held) if held.grant.borrow().handle == grant.handle => held.grant.borrow().clone(),
-            _ => grant.clone(),
-        };
-        match current.valid_until {
+        match self.current(grant).valid_until {
             Some(until) => Validity::Until(until),
             None => Validity::Indefinite,
         }
+    }
+
+    async fn ask_servers(&mut self, grant: &Grant) -> Validity {
+        let answer = self.inner.lock().await.ask_servers(grant).await;
+        let redsync = matches!(
+            self.library,
+            Library::Redsync | Library::RedsyncPre61 | Library::RedsyncPre71
+        );
+        let (now, until) = (self.ctx.mono_now(), self.current(grant).valid_until);
+        if let (true, Validity::Indefinite, Some(until)) = (redsync, &answer, until) {
+            if now >= until {
+                let late_ms = (now - until).as_millis();
+                self.ctx.note(format!(
+                    "redsync Valid(): true {late_ms} ms past the mutex's until"
+                ));
+            }
+        }
+        answer
     }
 
     fn lost_signal(&mut self, grant: &Grant) -> Option<LostSignal> {

@@ -50,12 +50,14 @@ use super::client::{
     drift_allowance_ms, lock_value, release_cmd, Attempt, Attempts, GiveUp, Retry,
 };
 use super::profile::{
-    check_library, check_single_redis_library, default_extension_threshold_ms, redlock_profiles,
-    Library, Profiled,
+    check_library, check_single_redis_library, default_extension_threshold_ms, extend_cmd,
+    extended as is_extended, redlock_profiles, Library, Profiled,
 };
 use super::server::{start_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
-use crate::protocol::{Acquired, ClientProfile, Grant, LockClient, Outcome, ParamError, Protocol};
+use crate::protocol::{
+    Acquired, ClientProfile, Grant, LockClient, Outcome, ParamError, Protocol, Validity,
+};
 use async_trait::async_trait;
 use locksim_sim::rpc::{Links, Mux};
 use locksim_sim::{NodeCtx, NodeIdx, World};
@@ -519,18 +521,14 @@ impl LockClient for RedlockClient {
 
     async fn extend(&mut self, grant: &mut Grant) -> Outcome {
         let start = self.ctx.mono_now();
-        let (ttl_ms, handle) = (self.params.ttl_ms, grant.handle.clone());
-        let asked = self.send_all(&self.all(), || Cmd::PexpireIfEq {
-            key: KEY.into(),
-            value: handle.clone(),
-            px_ms: ttl_ms.into(),
-        });
+        let (ttl_ms, library) = (self.params.ttl_ms, self.params.client);
+        let asked = self.send_all(&self.all(), || extend_cmd(library, &grant.handle, ttl_ms));
         let replies = self.collect(&asked, start).await;
-        let extended = replies
-            .iter()
-            .filter(|r| **r == Some(Reply::Int(1)))
-            .count();
+        let extended = replies.iter().flatten().filter(|r| is_extended(r)).count();
         let elapsed = self.ctx.mono_now() - start;
+        if library == Library::RedsyncPre71 {
+            return self.extend_pre_71(extended, elapsed);
+        }
         match self.params.decide(extended, elapsed) {
             Ok(validity) => {
                 grant.valid_until = Some(self.ctx.mono_now() + validity);
@@ -538,6 +536,39 @@ impl LockClient for RedlockClient {
             }
             Err(why) => Outcome::Failed(why),
         }
+    }
+
+    async fn ask_servers(&mut self, grant: &Grant) -> Validity {
+        let start = self.ctx.mono_now();
+        let asked = self.send_all(&self.all(), || Cmd::Get { key: KEY.into() });
+        let replies = self.collect(&asked, start).await;
+        let ours = Some(Reply::Bulk(grant.handle.clone()));
+        let holding = replies.iter().filter(|r| **r == ours).count();
+        let (n, needed) = (self.params.instances, quorum(self.params.instances));
+        if holding >= needed {
+            return Validity::Indefinite;
+        }
+        Validity::Lost(format!(
+            "{holding} of {n} instances hold the value, {needed} needed"
+        ))
+    }
+}
+
+impl RedlockClient {
+    /// redsync's `Extend()` before go-redsync/redsync#71: a quorum of touches is success,
+    /// however long they took (the keys they set may have expired since), and `until` stays
+    /// where `Lock()` put it.
+    fn extend_pre_71(&self, extended: usize, elapsed: Duration) -> Outcome {
+        let (n, needed) = (self.params.instances, quorum(self.params.instances));
+        if extended < needed {
+            return Outcome::Failed(format!("{extended} of {n} instances, {needed} needed"));
+        }
+        if let Err(why) = self.params.decide(extended, elapsed) {
+            self.ctx.note(format!(
+                "redsync Extend() before #71: true on {extended} of {n} instances although {why}"
+            ));
+        }
+        Outcome::Ok
     }
 }
 

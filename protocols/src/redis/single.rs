@@ -275,6 +275,10 @@ impl OneServer for SingleRedisClient {
         self.caller.call(self.server, cmd, timeout).await
     }
 
+    fn extend_cmd(&self, value: &str, ttl_ms: u64) -> Cmd {
+        super::profile::extend_cmd(self.params.client, value, ttl_ms)
+    }
+
     async fn release_value(&mut self, value: &str) -> Outcome {
         let cmd = match self.params.variant {
             Variant::UnconditionalRelease => Cmd::Del { key: KEY.into() },

@@ -112,6 +112,13 @@ pub const EXTEND: Script = Script {
     sha1: "36e94d1c6e02fcefaa7ee5d79eee614dbac55f10",
 };
 
+/// redlock-rb's lock script with `allow_new_lock = "yes"`, as `lock(..., extend:)` runs it
+/// ([`Cmd::SetIfAbsentOrEq`]): set the key if it is absent or still holds the value.
+pub const SET_IF_ABSENT_OR_EQ: Script = Script {
+    source: r#"if redis.call("exists",KEYS[1]) == 0 or redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("set",KEYS[1],ARGV[1],"PX",ARGV[2]) end"#,
+    sha1: "e2434701bdc79e71dcb6203fb656a7e30cb9d381",
+};
+
 /// An error raised inside a script, as Redis 7.0 reports it (the scripts are one line).
 fn script_error(script: &Script, error: String) -> String {
     format!("{error} script: {}, on @user_script:1.", script.sha1)
@@ -175,6 +182,16 @@ pub enum Cmd {
         /// New time to live in ms (at or below 0 deletes the key, as `PEXPIRE` does).
         px_ms: IntArg,
     },
+    /// Script: `if key is absent or GET key == value then return SET key value PX ms` (nil
+    /// otherwise): redlock-rb's extension, which sets an expired key again.
+    SetIfAbsentOrEq {
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+        /// Time to live in ms.
+        px_ms: IntArg,
+    },
     /// `INFO replication` (what Sentinel asks every node): the node's role and offset.
     /// Handled by the server, not the data set.
     Info,
@@ -206,6 +223,7 @@ impl Cmd {
                 | Cmd::SetNxIncr { .. }
                 | Cmd::DelIfEq { .. }
                 | Cmd::PexpireIfEq { .. }
+                | Cmd::SetIfAbsentOrEq { .. }
         )
     }
 
@@ -216,7 +234,8 @@ impl Cmd {
             Cmd::Set { key, .. }
             | Cmd::SetNxIncr { key, .. }
             | Cmd::Del { key }
-            | Cmd::DelIfEq { key, .. } => Some(key),
+            | Cmd::DelIfEq { key, .. }
+            | Cmd::SetIfAbsentOrEq { key, .. } => Some(key),
             _ => None,
         }
     }
@@ -235,7 +254,8 @@ impl Cmd {
             | Cmd::Del { key }
             | Cmd::Incr { key }
             | Cmd::DelIfEq { key, .. }
-            | Cmd::PexpireIfEq { key, .. } => vec![key],
+            | Cmd::PexpireIfEq { key, .. }
+            | Cmd::SetIfAbsentOrEq { key, .. } => vec![key],
             Cmd::SetNxIncr { key, counter, .. } => vec![key, counter],
             Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } => vec![],
         }
@@ -295,6 +315,14 @@ impl Cmd {
             Cmd::PexpireIfEq { key, value, px_ms } => {
                 words(&["EVAL", EXTEND.source, "1", key, value, &px_ms.to_string()])
             }
+            Cmd::SetIfAbsentOrEq { key, value, px_ms } => words(&[
+                "EVAL",
+                SET_IF_ABSENT_OR_EQ.source,
+                "1",
+                key,
+                value,
+                &px_ms.to_string(),
+            ]),
             Cmd::Info => words(&["INFO", "replication"]),
             Cmd::ReplicaOf { primary: None } => words(&["REPLICAOF", "NO", "ONE"]),
             Cmd::ReplicaOf { primary: Some(_) } => return None,
@@ -655,6 +683,14 @@ impl Store {
                 } else {
                     Ok(Reply::Int(0))
                 }
+            }
+            Cmd::SetIfAbsentOrEq { key, value, px_ms } => {
+                let current = self.get_str(key, now_ms, expired);
+                if current.is_some_and(|v| v != *value) {
+                    return Ok(Reply::Nil);
+                }
+                self.set((key, value), false, Some(*px_ms), now_ms, expired)
+                    .map_err(|e| script_error(&SET_IF_ABSENT_OR_EQ, e))
             }
             Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } => {
                 Err("ERR not a data-set command: the server handles it".into())
@@ -1079,6 +1115,30 @@ mod tests {
             "some keys miss the first cycle after their deadline"
         );
         assert!(late_100 < 1_000, "most do not");
+    }
+
+    /// redlock-rb's lock script: sets an absent key (an expired lock comes back), renews a
+    /// key holding the value, leaves another's alone.
+    #[test]
+    fn set_if_absent_or_eq_sets_an_expired_key_again() {
+        let mut store = Store::default();
+        let mut expired = vec![];
+        let again = |v: &str, px: i128| Cmd::SetIfAbsentOrEq {
+            key: "k".into(),
+            value: v.into(),
+            px_ms: IntArg(px),
+        };
+        assert_eq!(store.exec(&again("a", 100), 0, &mut expired), Reply::Ok);
+        assert_eq!(store.exec(&again("b", 100), 50, &mut expired), Reply::Nil);
+        assert_eq!(store.exec(&again("a", 100), 50, &mut expired), Reply::Ok);
+        // Expired at 150: the key is absent, and the same value is set again.
+        let get = Cmd::Get { key: "k".into() };
+        assert_eq!(store.exec(&get, 200, &mut expired), Reply::Nil);
+        assert_eq!(store.exec(&again("a", 100), 200, &mut expired), Reply::Ok);
+        assert_eq!(store.exec(&get, 250, &mut expired), Reply::Bulk("a".into()));
+        assert!(again("a", 1).is_write());
+        assert_eq!(again("a", 1).lock_key(), Some("k"));
+        assert_eq!(again("a", 7).argv().unwrap()[1], SET_IF_ABSENT_OR_EQ.source);
     }
 
     #[test]

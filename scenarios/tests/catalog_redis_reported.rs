@@ -1,0 +1,138 @@
+//! The reported bugs of Redis lock libraries modelled as client profiles of their own
+//! (go-redsync/redsync#71 and #72, leandromoreira/redlock-rb#36,
+//! ionelmc/python-redis-lock#85 and #91): each file meets its `[expect]`, and its history
+//! shows the library doing what the report says (or, on the fixed side, not doing it).
+
+use crate::common;
+
+use locksim_sim::history::{History, Kind, Op};
+
+const SEEDS: u64 = 20;
+
+/// The holder in the first critical section (the one the fault strikes).
+fn first_holder(h: &History) -> String {
+    h.iter()
+        .find(|e| e.op == Op::CsEnter)
+        .map(|e| e.node.clone())
+        .expect("someone entered")
+}
+
+/// Whether `node` wrote in grant `grant` and the write was accepted.
+fn wrote(h: &History, grant: &str) -> bool {
+    h.iter()
+        .any(|e| e.op == Op::Write && e.kind == Kind::Ok && e.grant.as_deref() == Some(grant))
+}
+
+/// go-redsync/redsync#72: `Valid()` answers true after the keys expired (four masters in
+/// time, the fifth held back), and the holder writes; checking `Until()` instead, it writes
+/// in time.
+#[test]
+fn redsync_valid_answers_true_after_expiry_and_until_does_not() {
+    let (valid, until) = (
+        "redsync-72-valid-after-expiry.toml",
+        "redsync-72-until.toml",
+    );
+    common::assert_expect_met(valid, SEEDS);
+    common::assert_expect_met(until, SEEDS);
+    for seed in 1..=5 {
+        let (_, h) = common::prepared(&format!("catalog/{valid}")).run_with_history(seed);
+        let holder = first_holder(&h);
+        let late = common::notes(&h, &holder, "Valid(): true");
+        assert_eq!(late.len(), 1, "seed {seed}: {late:?}");
+        assert!(wrote(&h, &format!("{holder}#1")), "seed {seed}");
+        let (_, h) = common::prepared(&format!("catalog/{until}")).run_with_history(seed);
+        assert!(common::notes(&h, &first_holder(&h), "Valid()").is_empty());
+    }
+    // The same file with Valid() answering from the clock (Until()) skips nothing: the check
+    // itself is what took the time.
+    let with_until = common::changed(valid, "check = \"ask_servers\"", "check = \"before_write\"");
+    let r = with_until.run(1);
+    assert!(r.expect.is_some_and(|e| !e.met));
+}
+
+/// go-redsync/redsync#71: before it, an `Extend()` that took longer than the expiry is
+/// still true and the application writes; the fix fails it and the application stops.
+#[test]
+fn redsync_extend_before_71_is_true_after_expiry_and_the_fix_fails_it() {
+    let (old, fixed) = (
+        "redsync-71-extend-after-expiry.toml",
+        "redsync-71-extend-after-expiry-fixed.toml",
+    );
+    common::assert_expect_met(old, SEEDS);
+    common::assert_expect_met(fixed, SEEDS);
+    for seed in 1..=5 {
+        let (_, h) = common::prepared(&format!("catalog/{old}")).run_with_history(seed);
+        let holder = first_holder(&h);
+        let late = common::notes(&h, &holder, "Extend() before #71: true on 4 of 5");
+        assert_eq!(late.len(), 1, "seed {seed}");
+        assert!(wrote(&h, &format!("{holder}#1")), "seed {seed}");
+        let (_, h) = common::prepared(&format!("catalog/{fixed}")).run_with_history(seed);
+        let holder = first_holder(&h);
+        let failed = h
+            .iter()
+            .filter(|e| e.op == Op::Extend && e.kind == Kind::Fail);
+        assert!(failed.filter(|e| e.node == holder).any(|e| e
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("leaves no validity")));
+        assert!(!wrote(&h, &format!("{holder}#1")), "seed {seed}");
+    }
+}
+
+/// The values the server set its lock key to, in order (its `key lock = VALUE` notes).
+fn key_values(h: &History) -> Vec<String> {
+    h.iter()
+        .filter(|e| e.node == "redis" && e.op == Op::Note)
+        .filter_map(|e| e.detail.as_deref()?.strip_prefix("key lock = "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// leandromoreira/redlock-rb#36: the extension sets c1's expired key again after c2 held
+/// the lock in between (c1's value is set twice around c2's), and c1 writes; with
+/// `extend_only_if_locked` no value is ever set twice and c1 stops.
+#[test]
+fn redlock_rb_extension_sets_an_expired_key_again_and_extend_only_if_locked_does_not() {
+    let (old, fixed) = (
+        "redlock-rb-36-extend-sets-an-expired-key.toml",
+        "redlock-rb-36-extend-only-if-locked.toml",
+    );
+    common::assert_expect_met(old, SEEDS);
+    common::assert_expect_met(fixed, SEEDS);
+    for seed in 1..=5 {
+        let (_, h) = common::prepared(&format!("catalog/{old}")).run_with_history(seed);
+        let values = key_values(&h);
+        let again = (2..values.len()).find(|i| values[..i - 1].contains(&values[*i]));
+        let i = again.unwrap_or_else(|| panic!("seed {seed}: no key set again: {values:?}"));
+        assert!(values[i].starts_with("c1:"), "seed {seed}: {values:?}");
+        assert!(wrote(&h, "c1#1") || wrote(&h, "c1#2"), "seed {seed}");
+        let (_, h) = common::prepared(&format!("catalog/{fixed}")).run_with_history(seed);
+        let values = key_values(&h);
+        for (i, v) in values.iter().enumerate() {
+            assert!(!values[..i].contains(v), "seed {seed}: {v} set twice");
+        }
+    }
+}
+
+/// ionelmc/python-redis-lock#85, #91: the renewal thread, stopped with the process past the
+/// expiry, dies on its first failed extension without a word, the task writes on, and its
+/// release raises `NotAcquired`. Without the stop the thread keeps the lock for good.
+#[test]
+fn python_redis_lock_renewal_thread_dies_silently_and_release_raises_not_acquired() {
+    let file = "python-redis-lock-85-renewal-starved.toml";
+    common::assert_expect_met(file, SEEDS);
+    let (_, h) = common::prepared(&format!("catalog/{file}")).run_with_history(1);
+    let holder = first_holder(&h);
+    let died = common::notes(&h, &holder, "renewal thread: extend() raised NotAcquired");
+    let raised = common::notes(&h, &holder, "release(): NotAcquired");
+    assert_eq!((died.len(), raised.len()), (1, 1), "{died:?} {raised:?}");
+    assert!(died[0] < raised[0]);
+    assert!(wrote(&h, &format!("{holder}#1")));
+    // The renewal is what keeps 90-120 s jobs under a 60 s expiry exclusive when nothing
+    // stops the process.
+    let unpaused = common::changed(file, "duration_ms = 70_000", "duration_ms = 1_000");
+    let (r, h) = unpaused.run_with_history(1);
+    assert!(r.expect.is_some_and(|e| !e.met));
+    assert!(common::notes(&h, &holder, "NotAcquired").is_empty());
+}
