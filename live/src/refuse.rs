@@ -467,6 +467,7 @@ mod tests {
         for file in [
             "redsync-71-extend-after-expiry",
             "redsync-72-valid-after-expiry",
+            "redsync-147-restarts-without-persistence",
             "redlock-rb-36-extend-sets-an-expired-key",
             "python-redis-lock-85-renewal-starved",
         ] {

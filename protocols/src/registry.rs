@@ -251,6 +251,8 @@ mod tests {
             assert!(!offered("replicated-redis", client), "{client}");
         }
         assert!(offered("redlock", "redsync-pre-71"));
+        assert!(offered("redlock", "redsync-set-nx-on-extend"));
+        assert!(!offered("single-redis", "redsync-set-nx-on-extend"));
         assert!(!offered("single-redis", "redsync-pre-71"));
         assert!(offered("single-redis", "python-redis-lock"));
         assert!(!offered("redlock", "python-redis-lock"));

@@ -1,5 +1,5 @@
 //! The reported bugs of Redis lock libraries modelled as client profiles of their own
-//! (go-redsync/redsync#71 and #72, leandromoreira/redlock-rb#36,
+//! (go-redsync/redsync#71 and #72, go-redsync/redsync#147 and #149, leandromoreira/redlock-rb#36,
 //! ionelmc/python-redis-lock#85 and #91): each file meets its `[expect]`, and its history
 //! shows the library doing what the report says (or, on the fixed side, not doing it).
 
@@ -135,4 +135,44 @@ fn python_redis_lock_renewal_thread_dies_silently_and_release_raises_not_acquire
     let (r, h) = unpaused.run_with_history(1);
     assert!(r.expect.is_some_and(|e| !e.met));
     assert!(common::notes(&h, &holder, "NotAcquired").is_empty());
+}
+
+/// When (ms) `server` noted the lock key set to a value of `client`'s, between 3 s (the
+/// first restart) and 15 s (inside the holder's first job).
+fn set_for(h: &History, server: &str, client: &str) -> Vec<f64> {
+    let prefix = format!("key lock = {client}:");
+    let set = |d: &str| d.starts_with(&prefix);
+    let during = |t: f64| (3_000.0..15_000.0).contains(&t);
+    h.iter()
+        .filter(|e| e.node == server && e.op == Op::Note && during(e.time_ms()))
+        .filter(|e| e.detail.as_deref().is_some_and(set))
+        .map(|e| e.time_ms())
+        .collect()
+}
+
+/// go-redsync/redsync#147: masters without persistence restart empty and redsync's touch
+/// cannot put the key back, so after two restarts of three the other client sets it on both
+/// and is in while the holder works on; with `WithSetNXOnExtend()` (#149) each extension
+/// sets the key again where it is absent.
+#[test]
+fn redsync_loses_a_lock_to_restarts_without_persistence_unless_extend_sets_it_again() {
+    let (old, fixed) = (
+        "redsync-147-restarts-without-persistence.toml",
+        "redsync-149-set-nx-on-extend.toml",
+    );
+    common::assert_expect_met(old, SEEDS);
+    common::assert_expect_met(fixed, SEEDS);
+    for seed in 1..=5 {
+        let (r, h) = common::prepared(&format!("catalog/{old}")).run_with_history(seed);
+        assert!(set_for(&h, "redis1", "c1").is_empty(), "{}", r.replay);
+        assert!(!set_for(&h, "redis2", "c2").is_empty(), "{}", r.replay);
+        let (r, h) = common::prepared(&format!("catalog/{fixed}")).run_with_history(seed);
+        let again = set_for(&h, "redis1", "c1");
+        assert!(
+            again.first().is_some_and(|t| *t < 5_000.0),
+            "{}: {again:?}",
+            r.replay
+        );
+        assert!(!set_for(&h, "redis2", "c1").is_empty(), "{}", r.replay);
+    }
 }

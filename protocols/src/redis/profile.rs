@@ -50,6 +50,16 @@
 //!   `Valid()` returns true on an expired lock. redsync deprecated `Valid()` for `Until()`
 //!   (commit 7fee26d, "Add deprecation note to Valid and ValidContext; closes #72"); the
 //!   function is unchanged. The client notes each true it gets after its own `until`.
+//! - **`redsync-set-nx-on-extend`** (`redlock` only): redsync with `WithSetNXOnExtend()`
+//!   (go-redsync/redsync#149, after #147: "Perform a SET if extending fails"): `touch` runs
+//!   `touchWithSetNXScript` (`scripts.go`), which extends the key if it holds this mutex's
+//!   value and otherwise sets it if absent (`SET ... PX ... NX`). The reports: Redis servers
+//!   without persistence restart empty; plain redsync's touch finds no key on a restarted
+//!   one, so each restart takes a server out of the lock until it is lost (two restarts of
+//!   three), while the option puts the key back at the next extension. It is the same
+//!   effect as redlock-rb's extension ([`Cmd::SetIfAbsentOrEq`], whose script the model
+//!   sends for both), and so has redlock-rb#36's price: an extension after the keys expired
+//!   sets them again instead of failing.
 //! - **`node-redlock`** (TypeScript; `mike-marcacci/node-redlock`, `src/index.ts`,
 //!   `Redlock.using`): 10 retries (11 attempts) 200 ms ± 100 ms apart, drift factor 0.01;
 //!   `using()` schedules an extension `automaticExtensionThreshold` (500 ms) before the
@@ -162,6 +172,9 @@ pub enum Library {
     /// they took; no `Until()`.
     #[serde(rename = "redsync-pre-71")]
     RedsyncPre71,
+    /// go-redsync with `WithSetNXOnExtend()` (PR #149): `Extend()` sets the key again where
+    /// it is absent (a server restarted empty, or an expired key).
+    RedsyncSetNxOnExtend,
     /// node-redlock's `using()`: automatic extension and an abort signal.
     NodeRedlock,
     /// redlock-rb's `lock(..., extend: lock_info)`: an expired key is set again.
@@ -383,6 +396,16 @@ pub fn redlock_profiles() -> Vec<ClientProfile> {
          quorum of touches however long they took (keys may have expired), until is not \
          moved, no Until(); Valid() as redsync's";
     all.push(pre_71);
+    let mut set_nx = all
+        .iter()
+        .find(|p| p.name == "redsync")
+        .expect("redsync is a one-server profile")
+        .clone();
+    set_nx.name = "redsync-set-nx-on-extend";
+    set_nx.description = "go-redsync with WithSetNXOnExtend() (PR #149): as redsync, but \
+         Extend() sets the key where it is absent, so a server restarted empty holds the lock \
+         again after the next extension (and an expired key is set again)";
+    all.push(set_nx);
     all.extend(redlock_rb_profiles());
     all
 }
@@ -422,7 +445,7 @@ pub fn check_library(
 pub fn extend_cmd(library: Library, value: &str, ttl_ms: u64) -> Cmd {
     let (key, value) = (KEY.to_owned(), value.to_owned());
     match library {
-        Library::RedlockRb => Cmd::SetIfAbsentOrEq {
+        Library::RedlockRb | Library::RedsyncSetNxOnExtend => Cmd::SetIfAbsentOrEq {
             key,
             value,
             px_ms: ttl_ms.into(),
@@ -572,6 +595,7 @@ impl<C: LockClient + 'static> Profiled<C> {
             | Library::Redsync
             | Library::RedsyncPre61
             | Library::RedsyncPre71
+            | Library::RedsyncSetNxOnExtend
             | Library::RedlockRb
             | Library::RedlockRbExtendOnlyIfLocked
             | Library::RedisPy
@@ -769,6 +793,7 @@ impl<C: LockClient + 'static> LockClient for Profiled<C> {
             }
             Library::Redsync
             | Library::RedsyncPre61
+            | Library::RedsyncSetNxOnExtend
             | Library::NodeRedlock
             | Library::RedlockRb
             | Library::RedlockRbExtendOnlyIfLocked => {}
@@ -783,7 +808,10 @@ impl<C: LockClient + 'static> LockClient for Profiled<C> {
         let answer = self.inner.lock().await.ask_servers(grant).await;
         let redsync = matches!(
             self.library,
-            Library::Redsync | Library::RedsyncPre61 | Library::RedsyncPre71
+            Library::Redsync
+                | Library::RedsyncPre61
+                | Library::RedsyncPre71
+                | Library::RedsyncSetNxOnExtend
         );
         let (now, until) = (self.ctx.mono_now(), self.current(grant).valid_until);
         if let (true, Validity::Indefinite, Some(until)) = (redsync, &answer, until) {
