@@ -319,6 +319,11 @@ mod tests {
         // No `client`: the first profile, which sets nothing.
         let plain = with_client_defaults(&profiles, &toml::Table::new()).unwrap();
         assert!(plain.is_empty());
+    }
+
+    #[test]
+    fn a_client_the_protocol_does_not_offer_or_its_own_check_refuses_is_an_error() {
+        let r = Registry::builtin();
         for table in [toml::toml! { client = "jedis" }, toml::toml! { client = 3 }] {
             let e = r
                 .get("single-redis")

@@ -534,27 +534,11 @@ impl<S: Service> Host<S> {
     /// ticker drops them).
     async fn stuck(&mut self, first: Input<S::Req>, inputs: &mut mailbox::Receiver<Input<S::Req>>) {
         let ctx = self.peer.ctx.clone();
-        let me = ctx.idx();
         let (mut backlog, mut later) = (Vec::new(), Vec::new());
-        let mut next = Some(first);
-        loop {
-            match next.take() {
-                Some(Input::Client(req)) => {
-                    let env = env(&self.peer, req.from, req.id);
-                    match self.service.handle_stuck(&req.body, &env) {
-                        Some(resp) => self.caller.reply(req.from, req.id, resp),
-                        None => backlog.push(Input::Client(req)),
-                    }
-                }
-                Some(Input::Tick) => later.extend(self.service.tick_stuck(&env(&self.peer, me, 0))),
-                Some(raft) => backlog.push(raft),
-                None => {}
-            }
-            let Some(left) = ctx.loop_stalled_for() else {
-                break;
-            };
+        self.take_while_stuck(first, &mut backlog, &mut later);
+        while let Some(left) = ctx.loop_stalled_for() {
             match madsim::time::timeout(left, inputs.next()).await {
-                Ok(Some(input)) => next = Some(input),
+                Ok(Some(input)) => self.take_while_stuck(input, &mut backlog, &mut later),
                 Ok(None) => return,
                 Err(_) => {}
             }
@@ -566,6 +550,31 @@ impl<S: Service> Host<S> {
             self.propose(&cmd, None);
         }
         self.on_ready().await;
+    }
+
+    /// One input while the loop is stuck: a request the service answers outside the loop is
+    /// answered; a tick runs the service's own timer, whose commands wait in `later`;
+    /// anything else waits in `backlog`.
+    fn take_while_stuck(
+        &mut self,
+        input: Input<S::Req>,
+        backlog: &mut Vec<Input<S::Req>>,
+        later: &mut Vec<S::Cmd>,
+    ) {
+        match input {
+            Input::Client(req) => {
+                let env = env(&self.peer, req.from, req.id);
+                match self.service.handle_stuck(&req.body, &env) {
+                    Some(resp) => self.caller.reply(req.from, req.id, resp),
+                    None => backlog.push(Input::Client(req)),
+                }
+            }
+            Input::Tick => {
+                let me = self.peer.ctx.idx();
+                later.extend(self.service.tick_stuck(&env(&self.peer, me, 0)));
+            }
+            raft => backlog.push(raft),
+        }
     }
 
     /// Handles one `Ready`, in raft-rs's documented order.

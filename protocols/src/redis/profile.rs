@@ -193,6 +193,19 @@ pub enum Library {
     RedisPySharedToken,
 }
 
+impl Library {
+    /// Whether this is one of go-redsync's profiles (its `Valid()` answers `ask_servers`).
+    fn is_redsync(self) -> bool {
+        matches!(
+            self,
+            Library::Redsync
+                | Library::RedsyncPre61
+                | Library::RedsyncPre71
+                | Library::RedsyncSetNxOnExtend
+        )
+    }
+}
+
 /// The token a redis-py `Lock` object stores on the instance, shared by every client of a
 /// deployment (the threads of one process): `redis-py-shared-token` reads and writes it.
 pub type InstanceToken = std::sync::Arc<std::sync::Mutex<Option<String>>>;
@@ -240,14 +253,15 @@ fn careful() -> ClientProfile {
     )
 }
 
+/// The profile with the drift factor most Redlock libraries use, 0.01.
+fn with_drift(mut p: ClientProfile) -> ClientProfile {
+    let drift = toml::Value::Float(0.01);
+    p.defaults.insert("clock_drift_factor".into(), drift);
+    p
+}
+
 /// The profiles of the one-server protocols (`single-redis`, `replicated-redis`).
 pub fn one_server_profiles() -> Vec<ClientProfile> {
-    let mut drift = table(&[]);
-    drift.insert("clock_drift_factor".into(), toml::Value::Float(0.01));
-    let with_drift = |mut p: ClientProfile| {
-        p.defaults.extend(drift.clone());
-        p
-    };
     vec![
         careful(),
         profile(
@@ -317,9 +331,7 @@ fn redlock_rb_profiles() -> Vec<ClientProfile> {
         ("retry_delay_ms_max", 250),
         ("request_timeout_ms", 100),
     ];
-    let mut drift = toml::Table::new();
-    drift.insert("clock_drift_factor".into(), toml::Value::Float(0.01));
-    let mut pair = vec![
+    let pair = [
         profile(
             "redlock-rb",
             "redlock-rb: 4 tries 200-250 ms apart; lock(..., extend: lock_info) sets an \
@@ -334,10 +346,7 @@ fn redlock_rb_profiles() -> Vec<ClientProfile> {
             &defaults,
         ),
     ];
-    for p in &mut pair {
-        p.defaults.extend(drift.clone());
-    }
-    pair
+    pair.into_iter().map(with_drift).collect()
 }
 
 /// The profiles of `single-redis`: the one-server profiles, redlock-rb's pair, redis-py's
@@ -386,26 +395,28 @@ pub fn redlock_profiles() -> Vec<ClientProfile> {
         .into_iter()
         .filter(|p| !p.name.starts_with("redisson"))
         .collect();
-    let mut pre_71 = all
+    let redsync = all
         .iter()
         .find(|p| p.name == "redsync")
         .expect("redsync is a one-server profile")
         .clone();
-    pre_71.name = "redsync-pre-71";
-    pre_71.description = "go-redsync before PR #71: as redsync, but Extend() is true on a \
-         quorum of touches however long they took (keys may have expired), until is not \
-         moved, no Until(); Valid() as redsync's";
-    all.push(pre_71);
-    let mut set_nx = all
-        .iter()
-        .find(|p| p.name == "redsync")
-        .expect("redsync is a one-server profile")
-        .clone();
-    set_nx.name = "redsync-set-nx-on-extend";
-    set_nx.description = "go-redsync with WithSetNXOnExtend() (PR #149): as redsync, but \
-         Extend() sets the key where it is absent, so a server restarted empty holds the lock \
-         again after the next extension (and an expired key is set again)";
-    all.push(set_nx);
+    let variant = |name, description| ClientProfile {
+        name,
+        description,
+        ..redsync.clone()
+    };
+    all.push(variant(
+        "redsync-pre-71",
+        "go-redsync before PR #71: as redsync, but Extend() is true on a quorum of touches \
+         however long they took (keys may have expired), until is not moved, no Until(); \
+         Valid() as redsync's",
+    ));
+    all.push(variant(
+        "redsync-set-nx-on-extend",
+        "go-redsync with WithSetNXOnExtend() (PR #149): as redsync, but Extend() sets the key \
+         where it is absent, so a server restarted empty holds the lock again after the next \
+         extension (and an expired key is set again)",
+    ));
     all.extend(redlock_rb_profiles());
     all
 }
@@ -619,13 +630,11 @@ async fn watchdog<C: LockClient>(
 ) {
     loop {
         ctx.sleep_local(every).await;
-        let mut client = inner.lock().await;
-        if !alive.get() {
+        let Some(outcome) = renew_once(&inner, &grant, &alive).await else {
             return;
-        }
-        let mut renewed = grant.borrow().clone();
-        match client.extend(&mut renewed).await {
-            Outcome::Ok => *grant.borrow_mut() = renewed,
+        };
+        match outcome {
+            Outcome::Ok => {}
             Outcome::Unknown(why) if reschedule => {
                 ctx.note(format!(
                     "redisson renewal: can't update lock expiration ({why}); tried again in \
@@ -644,6 +653,26 @@ async fn watchdog<C: LockClient>(
     }
 }
 
+/// One turn of a library's renewal timer: `None` once the grant was released (the timer
+/// stops), else what `extend` answered; a success moves the grant. The client is locked for
+/// the whole turn, as the library's one connection is.
+async fn renew_once<C: LockClient>(
+    inner: &Mutex<C>,
+    grant: &RefCell<Grant>,
+    alive: &Cell<bool>,
+) -> Option<Outcome> {
+    let mut client = inner.lock().await;
+    if !alive.get() {
+        return None;
+    }
+    let mut renewed = grant.borrow().clone();
+    let outcome = client.extend(&mut renewed).await;
+    if outcome == Outcome::Ok {
+        *grant.borrow_mut() = renewed;
+    }
+    Some(outcome)
+}
+
 /// python-redis-lock's `_lock_renewer`: every `every`, `extend()`; the first failure raises
 /// `NotAcquired` (or a connection error) in the thread, which ends it: nobody is told.
 async fn renewal_thread<C: LockClient>(
@@ -655,18 +684,11 @@ async fn renewal_thread<C: LockClient>(
 ) {
     loop {
         ctx.sleep_local(every).await;
-        let mut client = inner.lock().await;
-        if !alive.get() {
-            return;
-        }
-        let mut renewed = grant.borrow().clone();
-        let why = match client.extend(&mut renewed).await {
-            Outcome::Ok => {
-                *grant.borrow_mut() = renewed;
-                continue;
-            }
-            Outcome::Failed(why) => format!("NotAcquired ({why})"),
-            Outcome::Unknown(why) => format!("ConnectionError ({why})"),
+        let why = match renew_once(&inner, &grant, &alive).await {
+            None => return,
+            Some(Outcome::Ok) => continue,
+            Some(Outcome::Failed(why)) => format!("NotAcquired ({why})"),
+            Some(Outcome::Unknown(why)) => format!("ConnectionError ({why})"),
         };
         ctx.note(format!(
             "python-redis-lock renewal thread: extend() raised {why}; the thread ended, \
@@ -806,13 +828,7 @@ impl<C: LockClient + 'static> LockClient for Profiled<C> {
 
     async fn ask_servers(&mut self, grant: &Grant) -> Validity {
         let answer = self.inner.lock().await.ask_servers(grant).await;
-        let redsync = matches!(
-            self.library,
-            Library::Redsync
-                | Library::RedsyncPre61
-                | Library::RedsyncPre71
-                | Library::RedsyncSetNxOnExtend
-        );
+        let redsync = self.library.is_redsync();
         let (now, until) = (self.ctx.mono_now(), self.current(grant).valid_until);
         if let (true, Validity::Indefinite, Some(until)) = (redsync, &answer, until) {
             if now >= until {

@@ -456,8 +456,9 @@ impl Kv {
         Resp::Deleted
     }
 
-    /// etcd's `lessor.Renew` on the role this member last saw, without a ReadIndex (before
-    /// PR #13690): `None` if the lease expired here (Renew waits for its revocation).
+    /// etcd's `lessor.Renew` on the role this member last saw: after a ReadIndex ([`Kv::read`]),
+    /// or without one (before PR #13690, and a stuck loop's). `None` if the lease expired
+    /// here (Renew waits for its revocation).
     fn renew_locally(&mut self, lease: u64, env: &Env) -> Option<Resp> {
         if !(env.leader && self.promoted) {
             return Some(Resp::NotLeader(None));
@@ -597,17 +598,18 @@ impl Service for Kv {
 
     fn read(&mut self, req: Req, env: &Env) -> Resp {
         match req {
-            Req::KeepAlive { lease } => match self.leases.get(&lease) {
-                // Expired here, its revocation is on its way through the log: etcd's Renew
-                // waits for it and answers "not found" (a renewal now would be undone).
-                Some(_) if env.leader && self.expired(lease, env) => Resp::LeaseNotFound,
-                Some((ttl, _)) if env.leader => {
-                    self.expiry.insert(lease, env.ctx.mono_now() + *ttl);
-                    Resp::KeptAlive
-                }
-                Some(_) => Resp::NotLeader(None),
-                None => Resp::LeaseNotFound,
-            },
+            // Confirmed by ReadIndex (only a leader that opened its term serves reads, so its
+            // lessor is promoted). Expired here, the lease's revocation is on its way through
+            // the log: etcd's Renew waits for it and answers "not found" (a renewal now would
+            // be undone).
+            Req::KeepAlive { lease } => {
+                assert!(
+                    env.leader && self.promoted,
+                    "a confirmed read is served by a leader whose lessor is promoted"
+                );
+                self.renew_locally(lease, env)
+                    .unwrap_or(Resp::LeaseNotFound)
+            }
             Req::Get { key } => Resp::Key(self.keys.get(&key).map(|k| k.create_rev)),
             Req::LastBefore { max_create_rev } => Resp::Last {
                 found: self
