@@ -342,7 +342,13 @@ pub fn rows(entries: &[Entry], records: &[Record]) -> Vec<Row> {
         let lib = |side: Side| with_library.then_some(side);
         for p in Property::ALL {
             let (live, sim) = (side(&live_records, p), side(&sim_records, p));
-            out.push(row(e, p.name(), live, sim, lib(side(&lib_records, p)), 1));
+            let library = lib(side(&lib_records, p));
+            // n/a in every run of every world (fencing without tokens): nothing to compare.
+            let decided = |s: &Side| s.runs == 0 || s.share.n > 0;
+            if ![&live, &sim].into_iter().chain(&library).any(decided) {
+                continue;
+            }
+            out.push(row(e, p.name(), live, sim, library, 1));
         }
         let (live, sim) = (lost_side(&live_records), lost_side(&sim_records));
         let library = lib(lost_side(&lib_records));

@@ -20,7 +20,12 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 const SLOTS: usize = 256;
 static GROUPS: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
 static HANDLERS_INSTALLED: AtomicBool = AtomicBool::new(false);
-static PID_LOG: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
+thread_local! {
+    /// Where this thread's run logs the pids it starts: per thread, since each run of a
+    /// validation's live jobs spawns its children from its own thread.
+    static PID_LOG: std::cell::RefCell<Option<std::path::PathBuf>> =
+        const { std::cell::RefCell::new(None) };
+}
 /// Each running child's name, by pid: the proxies between servers ask which server opened a
 /// connection ([`crate::proxy::sender`]).
 static NAMES: std::sync::Mutex<std::collections::BTreeMap<i32, String>> =
@@ -32,9 +37,9 @@ pub fn running() -> Vec<(i32, String)> {
     names.iter().map(|(pid, n)| (*pid, n.clone())).collect()
 }
 
-/// Appends `pid name` of every process started from now on to `file`.
+/// Appends `pid name` of every process this thread starts from now on to `file`.
 pub fn log_pids_to(file: std::path::PathBuf) {
-    *PID_LOG.lock().unwrap() = Some(file);
+    PID_LOG.with(|log| *log.borrow_mut() = Some(file));
 }
 
 fn register(pgid: i32) {
@@ -129,10 +134,10 @@ impl Proc {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(child.id() as i32, name.into());
-        if let Some(dir) = PID_LOG.lock().unwrap().as_ref() {
+        if let Some(file) = PID_LOG.with(|log| log.borrow().clone()) {
             // For post-mortems and for tests that check nothing outlives a run.
             let line = format!("{} {name}\n", child.id());
-            std::io::Write::write_all(&mut append_to(dir)?, line.as_bytes())?;
+            std::io::Write::write_all(&mut append_to(&file)?, line.as_bytes())?;
         }
         Ok(Proc {
             name: name.into(),

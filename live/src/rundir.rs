@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 /// The prefix of every run directory's name (then `PID-NS`).
 const PREFIX: &str = "locksim-live-";
 
-/// Enough for the runs one process has at once (a validation runs one at a time).
+/// Enough for the runs one process has at once (a validation's live jobs).
 const SLOTS: usize = 16;
 /// The directories to remove on a signal, each a leaked C string (null: a free slot).
 static DIRS: [AtomicPtr<c_char>; SLOTS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];

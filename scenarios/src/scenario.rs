@@ -74,6 +74,10 @@ pub struct ValidationNotes {
     /// disagreement between the live and the simulated share, in words.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub explanation: BTreeMap<String, String>,
+    /// In the default set of `locksim validate` (without `--full`): the few sharp rows that
+    /// reach their power in about a quarter of an hour.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub default_set: bool,
 }
 
 fn default_seed() -> u64 {
