@@ -2063,6 +2063,12 @@ const REDIS_PY: Real = Real {
     note: "client library: redis-py ",
 };
 
+const PYTHON_REDIS_LOCK: Real = Real {
+    profile: "python-redis-lock",
+    driver: "live/drivers/python_redis_lock.py",
+    note: "client library: python-redis-lock ",
+};
+
 const ETCDCTL: Real = Real {
     profile: "etcdctl-3.4",
     driver: "live/drivers/etcdctl.py",
@@ -2147,6 +2153,47 @@ fn the_real_redis_py_lock_breaks_under_a_gc_pause_as_its_model_does() {
     assert!(
         detail.starts_with("LockNotOwnedError"),
         "{detail}: {saved_at}"
+    );
+}
+
+/// python-redis-lock, for real (scenarios/validate/python-redis-lock-gc-pause.toml): c1's
+/// process stops for 3 s before its write, past its key's 1 s expiry, its renewal thread
+/// with it. c2 has been waiting in the library's `BLPOP` on the lock's signal list, which
+/// only a release pushes to: the expiry wakes nobody, so c2 is first let in after c1's late
+/// release (which raises `NotAcquired`), and nothing breaks, as the model derives.
+#[test]
+fn the_real_python_redis_lock_lets_no_waiter_in_on_an_expiry_as_its_model_does() {
+    let Some(_serial) = redis_py_test() else {
+        return;
+    };
+    let installed = ["-c", "import redis_lock"];
+    let install = "pip install python-redis-lock";
+    if !tools::require_runs("live", "python3", &installed, install) {
+        return;
+    }
+    let file = "scenarios/validate/python-redis-lock-gc-pause.toml";
+    let dir = scratch("python-redis-lock-gc");
+    let (j, events, saved_at) = library_live(file, &dir, &PYTHON_REDIS_LOCK, &NO_FENCING);
+    assert_eq!(j["verdict"], "valid", "{saved_at}");
+    let answered = |e: &serde_json::Value, op: &str, grant: &str| {
+        e["op"] == op && e["grant"] == grant && e["kind"] != "invoke"
+    };
+    let late = (events.iter().find(|e| answered(e, "release", "c1#1")))
+        .unwrap_or_else(|| panic!("c1#1's release answered: {saved_at}"));
+    let detail = late["detail"].as_str().unwrap_or_default();
+    assert!(
+        late["kind"] == "fail" && detail.starts_with("NotAcquired"),
+        "c1#1's release after the expiry raises NotAcquired, got {late}: {saved_at}"
+    );
+    let c2_first = (events
+        .iter()
+        .find(|e| e["node"] == "c2" && e["op"] == "cs_enter"))
+    .unwrap_or_else(|| panic!("c2 got the lock at last: {saved_at}"));
+    assert!(
+        c2_first["time_ns"].as_u64() > late["time_ns"].as_u64(),
+        "c2 is let in only after c1's late release (expected after {} ns, got {}): {saved_at}",
+        late["time_ns"],
+        c2_first["time_ns"]
     );
 }
 

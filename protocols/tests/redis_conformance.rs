@@ -350,6 +350,9 @@ impl Harness {
                     expire_at_ms: (state.pexpiretime >= 0).then_some(state.pexpiretime),
                 },
             },
+            // A list (python-redis-lock's signal): GET cannot read it; the model keeps its own,
+            // whose deadline was compared.
+            Reply::Error(e) if e == store::ERR_WRONGTYPE => return,
             _ => Effect::Del { key: key.into() },
         };
         self.model.apply(&effect);
@@ -505,6 +508,16 @@ fn extend(key: &str, value: &str, px_ms: i128) -> Cmd {
     }
 }
 
+/// python-redis-lock's release on `key`, signalling on `key:signal`.
+fn unlock_signal(key: &str, value: &str) -> Cmd {
+    Cmd::DelIfEqSignal {
+        key: key.into(),
+        value: value.into(),
+        signal: format!("{key}:signal"),
+        signal_expire_ms: 1_000,
+    }
+}
+
 fn get(key: &str) -> Cmd {
     Cmd::Get { key: key.into() }
 }
@@ -614,6 +627,20 @@ fn scripts() -> Vec<Case> {
                 Run(release(k, "a"), Reply::Int(0)),
             ]
         }),
+        (
+            "python-redis-lock's unlock script signals only its own release",
+            |k| {
+                vec![
+                    Run(unlock_signal(k, "a"), Reply::Int(1)),
+                    Run(set(k, "a", true, Some(TTL)), Reply::Ok),
+                    Run(unlock_signal(k, "b"), Reply::Int(1)),
+                    Run(unlock_signal(k, "a"), Reply::Int(0)),
+                    Run(get(&format!("{k}:signal")), err(store::ERR_WRONGTYPE)),
+                    Run(set(k, "c", true, Some(TTL)), Reply::Ok),
+                    Run(unlock_signal(k, "c"), Reply::Int(0)),
+                ]
+            },
+        ),
         ("the extend script", |k| {
             vec![
                 Run(extend(k, "a", TTL), Reply::Int(0)),
@@ -795,6 +822,82 @@ fn deterministic_part(server: &Server) -> Vec<String> {
     failures.extend(alive_at_its_deadline_gone_one_ms_later(&mut h));
     failures.extend(scripts_are_the_ones_redis_names(&mut h.conn));
     failures.extend(wait_on_a_standalone_server(server));
+    failures.extend(blpop_on_the_release_signal(server));
+    failures
+}
+
+/// `BLPOP` as the model's server serves python-redis-lock's waiters: the signal's element at
+/// once if there is one (the list then gone), nil after the timeout if nothing comes, and a
+/// client blocked on it woken by the unlock script run on another connection.
+fn blpop_on_the_release_signal(server: &Server) -> Vec<String> {
+    let mut failures = vec![];
+    let mut conn = server.connect();
+    let (key, signal) = ("blpop:k", "blpop:k:signal");
+    let release = unlock_signal(key, "a").argv().expect("a client command");
+    let blpop = |timeout_s: u64| {
+        (Cmd::Blpop {
+            key: signal.into(),
+            timeout_s,
+        })
+        .argv()
+        .expect("a client command")
+    };
+    let popped = Resp::Array(Some(vec![
+        Resp::Bulk(Some(signal.into())),
+        Resp::Bulk(Some("1".into())),
+    ]));
+    let timed = |conn: &mut Conn, argv: Vec<String>| {
+        let start = Instant::now();
+        let reply = conn.pipeline(&[argv]).remove(0);
+        (reply, start.elapsed())
+    };
+    conn.call(&["SET", key, "a"]);
+    let (reply, _) = timed(&mut conn, release.clone());
+    if reply != Resp::Int(0) {
+        failures.push(format!("the unlock script replied {reply:?}, not 0"));
+    }
+    let (reply, waited) = timed(&mut conn, blpop(5));
+    if reply != popped || waited > Duration::from_millis(300) {
+        failures.push(format!("BLPOP after a release: {reply:?} after {waited:?}"));
+    }
+    let (reply, waited) = timed(&mut conn, blpop(1));
+    let one_s = Duration::from_secs(1);
+    if reply != Resp::Array(None) || waited < one_s || waited > 3 * one_s {
+        failures.push(format!(
+            "BLPOP 1 on an emptied signal: {reply:?} after {waited:?}"
+        ));
+    }
+    // A waiter blocked before the release is woken by it.
+    let mut waiter = server.connect();
+    let argv = blpop(10);
+    let start = Instant::now();
+    let mut request = Vec::new();
+    write!(request, "*{}\r\n", argv.len()).unwrap();
+    for arg in &argv {
+        write!(request, "${}\r\n{arg}\r\n", arg.len()).unwrap();
+    }
+    waiter.writer.write_all(&request).unwrap();
+    // The release must come after the server blocked the waiter: wait for it to say so.
+    let blocked = |conn: &mut Conn| match conn.call(&["INFO", "clients"]) {
+        Resp::Bulk(Some(info)) => info.contains("blocked_clients:1"),
+        _ => false,
+    };
+    while !blocked(&mut conn) {
+        if start.elapsed() > Duration::from_secs(5) {
+            failures.push("the waiter's BLPOP was not blocked within 5 s".into());
+            return failures;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    conn.call(&["SET", key, "a"]);
+    conn.pipeline(&[release]);
+    let reply = waiter.read_reply();
+    let waited = start.elapsed();
+    if reply != popped || waited > Duration::from_secs(5) {
+        failures.push(format!(
+            "a blocked BLPOP woken by a release: {reply:?} after {waited:?}"
+        ));
+    }
     failures
 }
 
@@ -834,6 +937,7 @@ fn scripts_are_the_ones_redis_names(conn: &mut Conn) -> Vec<String> {
         store::RELEASE,
         store::EXTEND,
         store::SET_IF_ABSENT_OR_EQ,
+        store::UNLOCK_AND_SIGNAL,
     ];
     scripts
         .iter()

@@ -77,3 +77,79 @@ fn extend_keeps_the_lock_past_its_ttl() {
         "c1's key never expired while it was extending"
     );
 }
+
+/// python-redis-lock's waiters block in `BLPOP` on the signal list, which only a release by
+/// the holder feeds. c1 takes the lock (1 s TTL) and its whole process stops for 2.5 s, its
+/// renewal thread too: the key expires at ~1 s. c2, waiting since 50 ms, is not woken by the
+/// expiry. c3 arrives at 1.5 s and its first `SET NX` wins at once; its release at ~1.6 s
+/// pushes the signal, which wakes c2. c1's release at ~2.5 s finds the key gone (and pushes
+/// nothing).
+#[test]
+fn python_redis_lock_waiters_wake_on_a_release_signal_not_on_expiry() {
+    let deployment = SingleRedis
+        .configure(&params(
+            "client = \"python-redis-lock\"\nttl_ms = 1000\nacquire_timeout_ms = 30000",
+        ))
+        .unwrap();
+    let spec = SimSpec {
+        seed: 5,
+        duration_ms: 6_000,
+        ..SimSpec::default()
+    };
+    let history = simulate(&spec, |world| {
+        let connector = deployment.start(world);
+        for (name, start_ms) in [("c1", 0), ("c2", 50), ("c3", 1_500)] {
+            let connector = connector.clone();
+            world.add_node(name, Role::Client, move |ctx| {
+                let mut client = connector.connect(&ctx);
+                async move {
+                    ctx.sleep_local(Duration::from_millis(start_ms)).await;
+                    let Acquired::Granted(grant) = client.acquire().await else {
+                        ctx.record(Kind::Fail, Op::Acquire);
+                        return;
+                    };
+                    ctx.record(Kind::Ok, Op::Acquire);
+                    if name == "c1" {
+                        let stop = Duration::from_millis(2_500);
+                        ctx.world().pause(ctx.idx(), stop, "the process stops");
+                    }
+                    ctx.sleep_local(Duration::from_millis(100)).await;
+                    let outcome = client.release(&grant).await;
+                    let kind = if outcome == Outcome::Ok {
+                        Kind::Ok
+                    } else {
+                        Kind::Fail
+                    };
+                    ctx.record(kind, Op::Release);
+                }
+            });
+        }
+    })
+    .unwrap()
+    .history;
+    let at_ms = |node: &str, op: Op, kind: Kind| -> Vec<u64> {
+        (history.iter())
+            .filter(|e| e.node == node && e.op == op && e.kind == kind)
+            .map(|e| e.time_ns / 1_000_000)
+            .collect()
+    };
+    let c3 = at_ms("c3", Op::Acquire, Kind::Ok);
+    assert!(
+        c3.len() == 1 && (1_500..1_520).contains(&c3[0]),
+        "c3 arrives after the expiry and its first SET NX wins: expected ~1500 ms, got {c3:?}"
+    );
+    let c3_released = at_ms("c3", Op::Release, Kind::Ok);
+    let c2 = at_ms("c2", Op::Acquire, Kind::Ok);
+    assert!(
+        c3_released.len() == 1
+            && c2.len() == 1
+            && (c3_released[0]..c3_released[0] + 20).contains(&c2[0]),
+        "c2 waits in BLPOP through the expiry at ~1 s and is woken by c3's release: expected \
+         within 20 ms after {c3_released:?}, got {c2:?}"
+    );
+    assert_eq!(
+        at_ms("c1", Op::Release, Kind::Fail).len(),
+        1,
+        "c1's release finds its key gone (NotAcquired)"
+    );
+}

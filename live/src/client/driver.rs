@@ -12,7 +12,8 @@
 //! `{"unknown": ...}` (the library raised a timeout or a connection error). The library's
 //! own timeouts bound each call.
 //!
-//! Drivers here: `redis-py` (redis-py's `Lock` on `single-redis`) and
+//! Drivers here: `redis-py` (redis-py's `Lock` on `single-redis`), `python-redis-lock` (its
+//! `Lock(auto_renewal=True)`, on `single-redis`) and
 //! `etcdctl-3.4` (`etcdctl lock`, etcd's Go `concurrency` package behind etcd's command, on
 //! `etcd`), both Python programs; `node-redlock` (node); `curator` (Curator's
 //! `InterProcessMutex` on `zookeeper`, a Java program run from a file: [`JAVA`]). A profile
@@ -93,6 +94,20 @@ pub const DRIVERS: &[Driver] = &[
         version_probe: "import redis; print(redis.__version__)",
         install: "pip install redis",
         args: redis_py_args,
+        no_signal: None,
+    },
+    Driver {
+        profile: "python-redis-lock",
+        protocol: "single-redis",
+        program: "python3",
+        inline: "-c",
+        source: include_str!("../../drivers/python_redis_lock.py"),
+        path: "live/drivers/python_redis_lock.py",
+        version_probe: "import redis_lock; print(redis_lock.__version__)",
+        install: "pip install python-redis-lock",
+        args: python_redis_lock_args,
+        // Its answer to `valid` is the library's: held (it keeps no validity, and its
+        // renewal thread ends silently).
         no_signal: None,
     },
     ETCDCTL,
@@ -234,6 +249,24 @@ fn redis_py_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
         "ttl_ms": params.ttl_ms,
         "sleep_ms": sleep_ms,
         "blocking_timeout_ms": params.acquire_timeout_ms,
+        "request_timeout_ms": params.request_timeout_ms,
+    }))
+}
+
+/// python-redis-lock's `Lock(redis, name, expire=S, auto_renewal=True)` on the one server,
+/// `acquire(timeout=T)`: both in whole seconds, as the library takes them.
+fn python_redis_lock_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
+    let LockSpec::SingleRedis { params, server } = lock else {
+        anyhow::bail!("the python-redis-lock driver runs on single-redis only");
+    };
+    let addr: std::net::SocketAddr = server.parse()?;
+    Ok(serde_json::json!({
+        "host": addr.ip().to_string(),
+        "port": addr.port(),
+        "name": locksim_protocols::redis::client::KEY,
+        "expire_s": params.ttl_ms / 1000,
+        // Its timeout is an int of seconds; 0 would block forever.
+        "acquire_timeout_s": (params.acquire_timeout_ms / 1000).max(1),
         "request_timeout_ms": params.request_timeout_ms,
     }))
 }

@@ -17,6 +17,8 @@ use std::time::Duration;
 pub const KEY: &str = "lock";
 /// The fencing-token counter key.
 pub const TOKEN_KEY: &str = "lock:token";
+/// python-redis-lock's signal list, which its release pushes to and its waiters `BLPOP`.
+pub const SIGNAL_KEY: &str = "lock-signal";
 
 use super::store::{Cmd, IntArg, Reply};
 
@@ -169,6 +171,16 @@ impl Retry {
     }
 }
 
+/// How a client that waits its own way ([`Attempts::waits_on_signal`]) waited.
+pub enum Waited {
+    /// Something was pushed: try again.
+    Signalled,
+    /// The wait's timeout passed with nothing pushed.
+    TimedOut,
+    /// The wait failed (a timeout of the request itself, an error reply).
+    Failed(String),
+}
+
 /// One try of a Redis lock algorithm; [`acquire`] retries it.
 #[async_trait(?Send)]
 pub trait Attempts {
@@ -176,10 +188,24 @@ pub trait Attempts {
     fn ctx(&self) -> &NodeCtx;
     /// One try.
     async fn attempt(&mut self) -> Attempt;
+    /// Whether a busy try is followed by [`Attempts::wait_for_signal`] rather than the retry
+    /// loop's random delay (python-redis-lock).
+    fn waits_on_signal(&self) -> bool {
+        false
+    }
+    /// Blocks until a holder's release signals (python-redis-lock's `BLPOP` on its signal
+    /// list) or the wait times out.
+    async fn wait_for_signal(&mut self) -> Waited {
+        Waited::Failed("this client does not wait on a signal".into())
+    }
 }
 
-/// Tries until granted, with a random delay between tries, until `retry` gives up.
+/// Tries until granted, with a random delay between tries, until `retry` gives up (or, for
+/// a client that waits on a signal, as [`acquire_on_signal`] does).
 pub async fn acquire(client: &mut dyn Attempts, retry: Retry) -> Acquired {
+    if client.waits_on_signal() {
+        return acquire_on_signal(client).await;
+    }
     let ctx = client.ctx().clone();
     let start = ctx.mono_now();
     let mut tries = 0;
@@ -200,6 +226,29 @@ pub async fn acquire(client: &mut dyn Attempts, retry: Retry) -> Acquired {
             return gave_up(last, retry.give_up);
         }
         ctx.sleep_local(delay).await;
+    }
+}
+
+/// python-redis-lock's `acquire(blocking=True, timeout=T)`: try; while busy, block until a
+/// release signals or `T` passes, and after a wait that timed out, one last try. Each wait
+/// may take the whole `T` again, so an acquire that keeps being signalled is not bounded by
+/// `T`. A connection error or timeout raises out of it: unknown.
+async fn acquire_on_signal(client: &mut dyn Attempts) -> Acquired {
+    let mut waited_out = false;
+    loop {
+        match client.attempt().await {
+            Attempt::Granted(grant) => return Acquired::Granted(grant),
+            Attempt::Unknown(why) => return Acquired::Unknown(why),
+            Attempt::Busy(_) if waited_out => {
+                return Acquired::Failed("acquire timeout: no release signalled".into())
+            }
+            Attempt::Busy(_) => {}
+        }
+        match client.wait_for_signal().await {
+            Waited::Signalled => {}
+            Waited::TimedOut => waited_out = true,
+            Waited::Failed(why) => return Acquired::Unknown(why),
+        }
     }
 }
 

@@ -65,6 +65,7 @@ pub fn record_key(ctx: &NodeCtx, key: &str, entry: Option<&Entry>) {
         // Concatenated, not formatted: one note per write of the key.
         Some(Value::Str(v)) => ["key ", key, " = ", v].concat(),
         Some(Value::Int(v)) => format!("key {key} = {v}"),
+        Some(Value::List(items)) => format!("key {key} = list of {}", items.len()),
         None => format!("key {key} deleted"),
     };
     ctx.record_event(Event::new(ctx.name(), Kind::Info, Op::Note).detail(detail));

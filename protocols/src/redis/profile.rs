@@ -112,7 +112,17 @@
 //!   `NotAcquired`. Nothing catches it in the thread: the exception ends the renewal thread
 //!   (a connection error does the same) and the application is not told. `release()` runs
 //!   the `UNLOCK_SCRIPT`, which raises `NotAcquired` when the key is no longer its own.
-//!   There is no client-side validity. A process whose Python threads stop longer than the
+//!   There is no client-side validity. A waiter does not poll: after a busy `SET NX` it
+//!   blocks in `BLPOP lock-signal:name T` (`T` the acquire timeout, else the expiry), which
+//!   only the `UNLOCK_SCRIPT` of a release by the holder feeds (`DEL`, `LPUSH 1`, `PEXPIRE`
+//!   1000 ms; one element wakes one waiter); after a wait that timed out, one last `SET NX`.
+//!   So a key that expires under a stalled holder lets in nobody who is already waiting
+//!   until that waiter's `T` runs out, only a newcomer's first `SET NX` (the model does
+//!   the same: the server's `BLPOP`, the client's [`super::client::Waited`]; the real
+//!   library, run through `live/drivers/python_redis_lock.py`, showed it: a holder stalled
+//!   past its key's expiry lost no update, where the polling model this replaced broke
+//!   mutual exclusion; docs/validation.md has the runs).
+//!   A process whose Python threads stop longer than the
 //!   expiry (a C call holding the GIL; a gevent worker whose hub is blocked, as in
 //!   ionelmc/python-redis-lock#91, where switching the Celery pool from gevent to threads
 //!   made the symptom go) loses its key under its task; ionelmc/python-redis-lock#85 sees
@@ -132,9 +142,13 @@
 //! written atomically (the GIL makes each attribute access so); `blocking_timeout = None`
 //! (wait forever) is `acquire_timeout_ms` 60 s here. Only `single-redis` offers redis-py.
 //! redlock-rb's failed extension also unlocks every server with its value (nothing of
-//! another's is deleted), left out here. python-redis-lock's waiters block on a signal list
-//! (`BLPOP lock-signal:name`) that `release()` pushes to; here they poll every 10–50 ms, and
-//! `expire` is whole seconds (`EXPIRE`), so its `ttl_ms` must be a multiple of 1000. A stop of
+//! another's is deleted), left out here. python-redis-lock's `expire` is whole seconds
+//! (`EXPIRE`), so its `ttl_ms` must be a multiple of 1000, and its acquire timeout is
+//! `int(timeout)` seconds (at least 1 here). Its extension is the compare-and-`PEXPIRE` of
+//! the others (its `EXTEND_SCRIPT` also answers 2 for a key without a TTL, which its keys
+//! never are). A waiter the model's server keeps in its `BLPOP` line after the client gave up
+//! on the request (a server paused past the request's timeout) may take a signal; a real
+//! server unblocks a client whose connection closed. A stop of
 //! its Python threads is a `pause` of the client node (every task of the process stops). Only
 //! `single-redis` offers python-redis-lock, `redlock` redsync-pre-71, and both of them
 //! redlock-rb (one Redis in #36's reproducer, or several: it is a Redlock client).
@@ -376,14 +390,11 @@ pub fn single_redis_profiles() -> Vec<ClientProfile> {
     ));
     all.push(profile(
         "python-redis-lock",
-        "python-redis-lock Lock(expire, auto_renewal=True): a renewal thread extends every \
-         expire*2/3; one failed extension (NotAcquired) ends it silently; release() raises \
-         NotAcquired on a lost key; no client-side validity",
-        &[
-            ("retry_delay_ms_min", 10),
-            ("retry_delay_ms_max", 50),
-            ("acquire_timeout_ms", 60_000),
-        ],
+        "python-redis-lock Lock(expire, auto_renewal=True): waiters block in BLPOP on a \
+         signal list only a release by the holder pushes to (an expired key wakes nobody); a \
+         renewal thread extends every expire*2/3; one failed extension (NotAcquired) ends it \
+         silently; release() raises NotAcquired on a lost key; no client-side validity",
+        &[("acquire_timeout_ms", 60_000)],
     ));
     all
 }

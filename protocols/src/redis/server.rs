@@ -11,6 +11,7 @@ use locksim_sim::rpc::{endpoint, Caller, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -132,6 +133,10 @@ fn standalone_command(
     }
 }
 
+/// The clients blocked in `BLPOP`, per list key, each as (client, request id), served first
+/// come first served as Redis serves them. They go with the incarnation: a crash drops them.
+type Blocked = Rc<RefCell<BTreeMap<String, VecDeque<(NodeIdx, u64)>>>>;
+
 /// One incarnation of a Redis node: what its request loop needs.
 struct Serving {
     ctx: NodeCtx,
@@ -139,6 +144,7 @@ struct Serving {
     replicated: Option<Replicated>,
     node: Rc<RefCell<Node>>,
     caller: Caller<Cmd, Reply>,
+    blocked: Blocked,
 }
 
 async fn serve(
@@ -167,6 +173,7 @@ async fn serve(
         replicated,
         node,
         caller,
+        blocked: Blocked::default(),
     };
     let mut expired = Vec::new();
     while let Some(req) = requests.next().await {
@@ -219,15 +226,71 @@ fn spawn_everysec_fsync(ctx: &NodeCtx, node: &Rc<RefCell<Node>>, period_ms: u64)
 }
 
 impl Serving {
-    /// `INFO`, `REPLICAOF`, `WAIT`: answered now, or later by a task.
+    /// `INFO`, `REPLICAOF`, `WAIT`, `BLPOP`: answered now, or later by a task.
     fn server_command(&self, from: NodeIdx, id: u64, cmd: &Cmd) {
         let (ctx, caller) = (&self.ctx, &self.caller);
-        let reply = match &self.replicated {
-            None => standalone_command(ctx, caller, (from, id), cmd),
-            Some(r) => link::command(ctx, &self.node, caller, r, (from, id), cmd),
+        let reply = match (&self.replicated, cmd) {
+            (None, Cmd::Blpop { key, timeout_s }) => self.blpop((from, id), key, *timeout_s),
+            // Only python-redis-lock sends it, and only on single-redis.
+            (Some(_), Cmd::Blpop { .. }) => Some(Reply::Error(
+                "ERR BLPOP is modelled on a standalone server only".into(),
+            )),
+            (None, _) => standalone_command(ctx, caller, (from, id), cmd),
+            (Some(r), _) => link::command(ctx, &self.node, caller, r, (from, id), cmd),
         };
         if let Some(reply) = reply {
             caller.reply(from, id, reply);
+        }
+    }
+
+    /// `BLPOP key timeout`: the list's head now, or the client waits in line for the next
+    /// push ([`Serving::wake`]) until `timeout_s` on the server's clock (then nil).
+    fn blpop(&self, waiter: (NodeIdx, u64), key: &str, timeout_s: u64) -> Option<Reply> {
+        let mut expired = vec![];
+        let popped = (self.node.borrow_mut().store).lpop(key, self.ctx.wall_ms(), &mut expired);
+        record_expired(&self.ctx, &expired);
+        match popped {
+            Err(error) => return Some(Reply::Error(error)),
+            Ok(Some(head)) => return Some(Reply::Bulk(head)),
+            Ok(None) => {}
+        }
+        let mut blocked = self.blocked.borrow_mut();
+        blocked.entry(key.to_owned()).or_default().push_back(waiter);
+        if timeout_s > 0 {
+            let (ctx, caller, blocked) =
+                (self.ctx.clone(), self.caller.clone(), self.blocked.clone());
+            let (key, timeout) = (key.to_owned(), Duration::from_secs(timeout_s));
+            self.ctx.spawn(async move {
+                ctx.sleep_local(timeout).await;
+                let mut blocked = blocked.borrow_mut();
+                let line = blocked.entry(key.clone()).or_default();
+                if let Some(at) = line.iter().position(|w| *w == waiter) {
+                    line.remove(at);
+                    caller.reply(waiter.0, waiter.1, Reply::Nil);
+                }
+            });
+        }
+        None
+    }
+
+    /// Serves the clients blocked on `keys` from what was pushed, first come first served.
+    fn wake(&self, keys: &[&str]) {
+        let mut blocked = self.blocked.borrow_mut();
+        for key in keys {
+            let Some(line) = blocked.get_mut(*key) else {
+                continue;
+            };
+            while let Some(&(client, id)) = line.front() {
+                let mut expired = vec![];
+                let now_ms = self.ctx.wall_ms();
+                let popped = (self.node.borrow_mut().store).lpop(key, now_ms, &mut expired);
+                record_expired(&self.ctx, &expired);
+                let Ok(Some(head)) = popped else {
+                    break;
+                };
+                line.pop_front();
+                self.caller.reply(client, id, Reply::Bulk(head));
+            }
         }
     }
 
@@ -254,6 +317,10 @@ impl Serving {
         }
         ctx.point("before_reply").await;
         self.caller.reply(from, id, reply);
+        // A push (python-redis-lock's release signal) serves who waits in `BLPOP`.
+        if cmd.is_write() && !self.blocked.borrow().is_empty() {
+            self.wake(&cmd.keys());
+        }
         if let (Some(r), false) = (&self.replicated, effects.is_empty()) {
             let start = {
                 let mut n = self.node.borrow_mut();

@@ -20,7 +20,7 @@ use super::client::{
     acquire_cmd, check_drift_factor, check_retry_delays, default_acquire_timeout_ms,
     default_active_expire_interval_ms, default_clock_drift_factor, default_request_timeout_ms,
     default_retry_delay_ms_max, default_retry_delay_ms_min, default_ttl_ms, lock_value,
-    release_cmd, validity, Attempt, Attempts, OneServer, OneServerLock, Retry,
+    release_cmd, validity, Attempt, Attempts, OneServer, OneServerLock, Retry, Waited, SIGNAL_KEY,
 };
 use super::profile::{
     check_library, default_extension_threshold_ms, one_server_retry, single_redis_profiles,
@@ -266,6 +266,30 @@ impl Attempts for SingleRedisClient {
         let valid_until = px_ms.map(|_| start + p.validity());
         self.grant_in_time(valid_until, token, value).await
     }
+
+    fn waits_on_signal(&self) -> bool {
+        self.params.client == Library::PythonRedisLock
+    }
+
+    /// python-redis-lock's `BLPOP lock-signal T`, `T` the acquire timeout in whole seconds
+    /// (`int(timeout)`; at least 1 here: below 1 the library waits `expire` seconds a time
+    /// and never times out). The request may take `T` plus its own timeout.
+    async fn wait_for_signal(&mut self) -> Waited {
+        let timeout_s = (self.params.acquire_timeout_ms / 1000).max(1);
+        let cmd = Cmd::Blpop {
+            key: SIGNAL_KEY.into(),
+            timeout_s,
+        };
+        let wait = Duration::from_millis(timeout_s * 1000 + self.params.request_timeout_ms);
+        match self.caller.call(self.server, cmd, wait).await {
+            Ok(Reply::Nil) => Waited::TimedOut,
+            Ok(Reply::Error(e)) => Waited::Failed(e),
+            // The model's server answers the element; a real one the array [key, element]
+            // (live mode's link reads an array as OK).
+            Ok(_) => Waited::Signalled,
+            Err(_) => Waited::Failed("BLPOP timed out".into()),
+        }
+    }
 }
 
 #[async_trait(?Send)]
@@ -280,6 +304,9 @@ impl OneServer for SingleRedisClient {
     }
 
     async fn release_value(&mut self, value: &str) -> Outcome {
+        if self.params.client == Library::PythonRedisLock {
+            return self.release_and_signal(value).await;
+        }
         let cmd = match self.params.variant {
             Variant::UnconditionalRelease => Cmd::Del { key: KEY.into() },
             _ => release_cmd(value),
@@ -287,6 +314,28 @@ impl OneServer for SingleRedisClient {
         self.release_with(cmd).await
     }
 }
+
+impl SingleRedisClient {
+    /// python-redis-lock's `release()`: its unlock script, which answers 0 when it deleted
+    /// the key and pushed the signal, 1 when the key was not ours (`NotAcquired`).
+    async fn release_and_signal(&mut self, value: &str) -> Outcome {
+        let cmd = Cmd::DelIfEqSignal {
+            key: KEY.into(),
+            value: value.into(),
+            signal: SIGNAL_KEY.into(),
+            signal_expire_ms: PYTHON_REDIS_LOCK_SIGNAL_EXPIRE_MS,
+        };
+        match self.call(cmd).await {
+            Ok(Reply::Int(0)) => Outcome::Ok,
+            Ok(Reply::Int(_)) => Outcome::Failed("the lock was no longer ours".into()),
+            Ok(other) => Outcome::Failed(format!("unexpected reply {other:?}")),
+            Err(_) => Outcome::Unknown("request timed out".into()),
+        }
+    }
+}
+
+/// python-redis-lock's `signal_expire` default: the signal list lives 1000 ms.
+const PYTHON_REDIS_LOCK_SIGNAL_EXPIRE_MS: u64 = 1_000;
 
 impl OneServerLock for SingleRedisClient {
     fn retry(&self) -> Retry {

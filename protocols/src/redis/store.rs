@@ -34,7 +34,12 @@ pub enum Value {
     Str(String),
     /// An integer (what `INCR` keeps).
     Int(i64),
+    /// A list, its head first (python-redis-lock's signal list: `LPUSH`, `BLPOP`).
+    List(Vec<String>),
 }
+
+/// The error Redis gives for a string command on a list (or the reverse).
+pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /// A key's value and absolute expiry (server wall clock, ms).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,6 +115,14 @@ pub const RELEASE: Script = Script {
 pub const EXTEND: Script = Script {
     source: r#"if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end"#,
     sha1: "36e94d1c6e02fcefaa7ee5d79eee614dbac55f10",
+};
+
+/// python-redis-lock's `UNLOCK_SCRIPT` ([`Cmd::DelIfEqSignal`]), on one line: 1 if the key
+/// is not ours; else a fresh signal list holding one element (which wakes one waiter blocked
+/// in `BLPOP`, or the next to ask within its expiry), the key deleted, and 0.
+pub const UNLOCK_AND_SIGNAL: Script = Script {
+    source: r#"if redis.call("get",KEYS[1]) ~= ARGV[1] then return 1 else redis.call("del",KEYS[2]) redis.call("lpush",KEYS[2],1) redis.call("pexpire",KEYS[2],ARGV[2]) redis.call("del",KEYS[1]) return 0 end"#,
+    sha1: "abce81d031fd6c3af2b86ae285beaf0f6f5444ce",
 };
 
 /// redlock-rb's lock script with `allow_new_lock = "yes"`, as `lock(..., extend:)` runs it
@@ -192,6 +205,28 @@ pub enum Cmd {
         /// Time to live in ms.
         px_ms: IntArg,
     },
+    /// Script: python-redis-lock's release ([`UNLOCK_AND_SIGNAL`]): if `GET key == value`,
+    /// `DEL signal`, `LPUSH signal 1`, `PEXPIRE signal signal_expire_ms`, `DEL key` and 0;
+    /// else 1.
+    DelIfEqSignal {
+        /// The lock key.
+        key: String,
+        /// The expected value.
+        value: String,
+        /// The signal list's key.
+        signal: String,
+        /// The signal list's time to live in ms (python-redis-lock's `signal_expire`).
+        signal_expire_ms: u64,
+    },
+    /// `BLPOP key timeout`: pop the list's head, or block until an element is pushed or
+    /// `timeout_s` passed (0: for good); the reply is the element, or nil. Handled by the
+    /// server (it blocks); only a standalone server takes it.
+    Blpop {
+        /// The list's key.
+        key: String,
+        /// How long to block at most, in seconds of the server's clock.
+        timeout_s: u64,
+    },
     /// `INFO replication` (what Sentinel asks every node): the node's role and offset.
     /// Handled by the server, not the data set.
     Info,
@@ -224,6 +259,7 @@ impl Cmd {
                 | Cmd::DelIfEq { .. }
                 | Cmd::PexpireIfEq { .. }
                 | Cmd::SetIfAbsentOrEq { .. }
+                | Cmd::DelIfEqSignal { .. }
         )
     }
 
@@ -235,15 +271,19 @@ impl Cmd {
             | Cmd::SetNxIncr { key, .. }
             | Cmd::Del { key }
             | Cmd::DelIfEq { key, .. }
+            | Cmd::DelIfEqSignal { key, .. }
             | Cmd::SetIfAbsentOrEq { key, .. } => Some(key),
             _ => None,
         }
     }
 
-    /// Whether the server handles the command itself (`INFO`, `REPLICAOF`, `WAIT`) rather
-    /// than the data set.
+    /// Whether the server handles the command itself (`INFO`, `REPLICAOF`, `WAIT`, `BLPOP`)
+    /// rather than the data set.
     pub fn is_server_command(&self) -> bool {
-        matches!(self, Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. })
+        matches!(
+            self,
+            Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } | Cmd::Blpop { .. }
+        )
     }
 
     /// The keys a data command may read or change.
@@ -257,6 +297,8 @@ impl Cmd {
             | Cmd::PexpireIfEq { key, .. }
             | Cmd::SetIfAbsentOrEq { key, .. } => vec![key],
             Cmd::SetNxIncr { key, counter, .. } => vec![key, counter],
+            Cmd::DelIfEqSignal { key, signal, .. } => vec![key, signal],
+            Cmd::Blpop { key, .. } => vec![key],
             Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } => vec![],
         }
     }
@@ -265,6 +307,11 @@ impl Cmd {
     /// for `REPLICAOF host port`, whose host the model names by node.
     pub fn argv(&self) -> Option<Vec<String>> {
         let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // `EVAL source numkeys keys... args...`
+        let eval = |script: &Script, keys: &[&str], args: &[&str]| {
+            let numkeys = keys.len().to_string();
+            words(&[&["EVAL", script.source, &numkeys][..], keys, args].concat())
+        };
         Some(match self {
             Cmd::Set {
                 key,
@@ -287,42 +334,33 @@ impl Cmd {
             Cmd::SetNxIncr {
                 key,
                 value,
-                px_ms: Some(px),
+                px_ms,
                 counter,
-            } => words(&[
-                "EVAL",
-                ACQUIRE_WITH_TOKEN.source,
-                "2",
-                key,
-                counter,
-                value,
-                &px.to_string(),
-            ]),
-            Cmd::SetNxIncr {
-                key,
-                value,
-                px_ms: None,
-                counter,
-            } => words(&[
-                "EVAL",
-                ACQUIRE_WITH_TOKEN_NO_TTL.source,
-                "2",
-                key,
-                counter,
-                value,
-            ]),
-            Cmd::DelIfEq { key, value } => words(&["EVAL", RELEASE.source, "1", key, value]),
+            } => match px_ms {
+                Some(px) => eval(
+                    &ACQUIRE_WITH_TOKEN,
+                    &[key, counter],
+                    &[value, &px.to_string()],
+                ),
+                None => eval(&ACQUIRE_WITH_TOKEN_NO_TTL, &[key, counter], &[value]),
+            },
+            Cmd::DelIfEq { key, value } => eval(&RELEASE, &[key], &[value]),
             Cmd::PexpireIfEq { key, value, px_ms } => {
-                words(&["EVAL", EXTEND.source, "1", key, value, &px_ms.to_string()])
+                eval(&EXTEND, &[key], &[value, &px_ms.to_string()])
             }
-            Cmd::SetIfAbsentOrEq { key, value, px_ms } => words(&[
-                "EVAL",
-                SET_IF_ABSENT_OR_EQ.source,
-                "1",
+            Cmd::SetIfAbsentOrEq { key, value, px_ms } => {
+                eval(&SET_IF_ABSENT_OR_EQ, &[key], &[value, &px_ms.to_string()])
+            }
+            Cmd::DelIfEqSignal {
                 key,
                 value,
-                &px_ms.to_string(),
-            ]),
+                signal,
+                signal_expire_ms,
+            } => {
+                let expire_ms = signal_expire_ms.to_string();
+                eval(&UNLOCK_AND_SIGNAL, &[key, signal], &[value, &expire_ms])
+            }
+            Cmd::Blpop { key, timeout_s } => words(&["BLPOP", key, &timeout_s.to_string()]),
             Cmd::Info => words(&["INFO", "replication"]),
             Cmd::ReplicaOf { primary: None } => words(&["REPLICAOF", "NO", "ONE"]),
             Cmd::ReplicaOf { primary: Some(_) } => return None,
@@ -503,12 +541,43 @@ impl Store {
         }
     }
 
-    fn get_str(&mut self, key: &str, now_ms: i64, expired: &mut Vec<String>) -> Option<String> {
+    fn get_str(
+        &mut self,
+        key: &str,
+        now_ms: i64,
+        expired: &mut Vec<String>,
+    ) -> Result<Option<String>, String> {
         self.expire_if_due(key, now_ms, expired);
-        self.entries.get(key).map(|e| match &e.value {
-            Value::Str(s) => s.clone(),
-            Value::Int(i) => i.to_string(),
-        })
+        self.entries
+            .get(key)
+            .map(|e| match &e.value {
+                Value::Str(s) => Ok(s.clone()),
+                Value::Int(i) => Ok(i.to_string()),
+                Value::List(_) => Err(ERR_WRONGTYPE.to_owned()),
+            })
+            .transpose()
+    }
+
+    /// `LPOP key` (what `BLPOP` does when the list has an element): the head, if any; an
+    /// emptied list is deleted, as Redis deletes empty lists.
+    pub fn lpop(
+        &mut self,
+        key: &str,
+        now_ms: i64,
+        expired: &mut Vec<String>,
+    ) -> Result<Option<String>, String> {
+        self.expire_if_due(key, now_ms, expired);
+        let Some(entry) = self.entries.get_mut(key) else {
+            return Ok(None);
+        };
+        let Value::List(items) = &mut entry.value else {
+            return Err(ERR_WRONGTYPE.to_owned());
+        };
+        let head = (!items.is_empty()).then(|| items.remove(0));
+        if items.is_empty() {
+            self.entries.remove(key);
+        }
+        Ok(head)
     }
 
     /// `SET key value [NX] [PX ttl]`: the TTL is checked before the key is looked at, as
@@ -522,7 +591,7 @@ impl Store {
         expired: &mut Vec<String>,
     ) -> Result<Reply, String> {
         let expire_at_ms = px_ms.map(|px| set_deadline_ms(px, now_ms)).transpose()?;
-        if nx && self.get_str(key, now_ms, expired).is_some() {
+        if nx && self.get_str(key, now_ms, expired)?.is_some() {
             return Ok(Reply::Nil);
         }
         let entry = Entry {
@@ -540,6 +609,7 @@ impl Store {
             None => 0,
             Some(Value::Int(i)) => *i,
             Some(Value::Str(s)) => parse_integer(s).ok_or(ERR_NOT_INTEGER)?,
+            Some(Value::List(_)) => return Err(ERR_WRONGTYPE.to_owned()),
         };
         let next = current.checked_add(1).ok_or(ERR_OVERFLOW)?;
         let entry = self.entries.entry(key.to_owned()).or_insert(Entry {
@@ -572,6 +642,61 @@ impl Store {
             entry.expire_at_ms = Some(when);
         }
         Ok(Reply::Int(1))
+    }
+
+    /// The acquire script with a token ([`ACQUIRE_WITH_TOKEN`]): `SET NX`, then `INCR` of
+    /// the counter if it was set.
+    fn set_nx_incr(
+        &mut self,
+        (key, value): (&str, &str),
+        px_ms: Option<IntArg>,
+        counter: &str,
+        now_ms: i64,
+        expired: &mut Vec<String>,
+    ) -> Result<Reply, String> {
+        let script = match px_ms {
+            Some(_) => &ACQUIRE_WITH_TOKEN,
+            None => &ACQUIRE_WITH_TOKEN_NO_TTL,
+        };
+        let in_script = |e| script_error(script, e);
+        let set = self.set((key, value), true, px_ms, now_ms, expired);
+        match set.map_err(in_script)? {
+            Reply::Nil => Ok(Reply::Nil),
+            // The lock key stays written if INCR fails: scripts do not roll back.
+            _ => self.incr(counter, now_ms, expired).map_err(in_script),
+        }
+    }
+
+    /// python-redis-lock's release ([`UNLOCK_AND_SIGNAL`]): 1 if the key is not `value`; else
+    /// the signal list replaced by one element that expires in `signal_expire_ms`, the key
+    /// deleted, and 0.
+    fn del_if_eq_signal(
+        &mut self,
+        (key, value): (&str, &str),
+        signal: &str,
+        signal_expire_ms: u64,
+        now_ms: i64,
+        expired: &mut Vec<String>,
+    ) -> Result<Reply, String> {
+        let in_script = |e| script_error(&UNLOCK_AND_SIGNAL, e);
+        if self
+            .get_str(key, now_ms, expired)
+            .map_err(in_script)?
+            .as_deref()
+            != Some(value)
+        {
+            return Ok(Reply::Int(1));
+        }
+        self.expire_if_due(signal, now_ms, expired);
+        let list = Entry {
+            value: Value::List(vec!["1".into()]),
+            expire_at_ms: None,
+        };
+        self.entries.insert(signal.to_owned(), list);
+        self.pexpire(signal, signal_expire_ms.into(), now_ms, expired)
+            .map_err(in_script)?;
+        self.entries.remove(key);
+        Ok(Reply::Int(0))
     }
 
     /// Executes one command and also returns its effects, as a primary propagates them (a key
@@ -623,6 +748,7 @@ impl Store {
             Some(e) if e.expire_at_ms.is_none_or(|when| now_ms <= when) => match &e.value {
                 Value::Str(s) => Reply::Bulk(s.clone()),
                 Value::Int(i) => Reply::Bulk(i.to_string()),
+                Value::List(_) => Reply::Error(ERR_WRONGTYPE.into()),
             },
             _ => Reply::Nil,
         }
@@ -643,7 +769,7 @@ impl Store {
                 px_ms,
             } => self.set((key, value), *nx, *px_ms, now_ms, expired),
             Cmd::Get { key } => Ok(self
-                .get_str(key, now_ms, expired)
+                .get_str(key, now_ms, expired)?
                 .map_or(Reply::Nil, Reply::Bulk)),
             Cmd::Del { key } => {
                 self.expire_if_due(key, now_ms, expired);
@@ -655,29 +781,18 @@ impl Store {
                 value,
                 px_ms,
                 counter,
-            } => {
-                let script = match px_ms {
-                    Some(_) => &ACQUIRE_WITH_TOKEN,
-                    None => &ACQUIRE_WITH_TOKEN_NO_TTL,
-                };
-                let in_script = |e| script_error(script, e);
-                let set = self.set((key, value), true, *px_ms, now_ms, expired);
-                match set.map_err(in_script)? {
-                    Reply::Nil => Ok(Reply::Nil),
-                    // The lock key stays written if INCR fails: scripts do not roll back.
-                    _ => self.incr(counter, now_ms, expired).map_err(in_script),
-                }
-            }
+            } => self.set_nx_incr((key, value), *px_ms, counter, now_ms, expired),
             Cmd::DelIfEq { key, value } => {
-                if self.get_str(key, now_ms, expired).as_deref() == Some(value) {
-                    self.entries.remove(key);
-                    Ok(Reply::Int(1))
-                } else {
-                    Ok(Reply::Int(0))
-                }
+                let current = self.get_str(key, now_ms, expired);
+                let ours =
+                    current.map_err(|e| script_error(&RELEASE, e))?.as_deref() == Some(value);
+                Ok(Reply::Int(i64::from(
+                    ours && self.entries.remove(key).is_some(),
+                )))
             }
             Cmd::PexpireIfEq { key, value, px_ms } => {
-                if self.get_str(key, now_ms, expired).as_deref() == Some(value) {
+                let current = self.get_str(key, now_ms, expired);
+                if current.map_err(|e| script_error(&EXTEND, e))?.as_deref() == Some(value) {
                     self.pexpire(key, *px_ms, now_ms, expired)
                         .map_err(|e| script_error(&EXTEND, e))
                 } else {
@@ -685,14 +800,21 @@ impl Store {
                 }
             }
             Cmd::SetIfAbsentOrEq { key, value, px_ms } => {
-                let current = self.get_str(key, now_ms, expired);
+                let current = (self.get_str(key, now_ms, expired))
+                    .map_err(|e| script_error(&SET_IF_ABSENT_OR_EQ, e))?;
                 if current.is_some_and(|v| v != *value) {
                     return Ok(Reply::Nil);
                 }
                 self.set((key, value), false, Some(*px_ms), now_ms, expired)
                     .map_err(|e| script_error(&SET_IF_ABSENT_OR_EQ, e))
             }
-            Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } => {
+            Cmd::DelIfEqSignal {
+                key,
+                value,
+                signal,
+                signal_expire_ms,
+            } => self.del_if_eq_signal((key, value), signal, *signal_expire_ms, now_ms, expired),
+            Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } | Cmd::Blpop { .. } => {
                 Err("ERR not a data-set command: the server handles it".into())
             }
         }
