@@ -393,6 +393,17 @@ impl Conn {
             reader.abort();
         }
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        // The aborted reader cannot fail them: a watch armed on this connection would
+        // otherwise wait for good (its future holds the connection) after the session moved.
+        self.fail_waiting();
+    }
+
+    /// Drops every request, ping and watch waiting on this connection: their futures end
+    /// with no answer, and the model's client asks again on the session's next connection.
+    fn fail_waiting(&self) {
+        self.pending.borrow_mut().clear();
+        self.pings.borrow_mut().clear();
+        self.watches.borrow_mut().clear();
     }
 
     fn send(&self, frame: Vec<u8>) -> bool {
@@ -482,8 +493,6 @@ async fn read_loop(conn: std::rc::Weak<Conn>, mut reader: BufReader<TcpStream>) 
         conn.take(&frame);
     }
     if let Some(conn) = conn.upgrade() {
-        conn.pending.borrow_mut().clear();
-        conn.pings.borrow_mut().clear();
-        conn.watches.borrow_mut().clear();
+        conn.fail_waiting();
     }
 }
