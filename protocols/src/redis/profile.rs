@@ -65,8 +65,13 @@
 //!   `using()` schedules an extension `automaticExtensionThreshold` (500 ms) before the
 //!   lock's expiration; an extension of a lock already expired on the client's clock
 //!   throws, an extension that fails while time is left is retried at once, and one that
-//!   fails after the expiration sets `signal.aborted` (with `signal.error`). The routine is
-//!   expected to look at `signal.aborted` (the workload's `check = "on_signal"`).
+//!   fails after the expiration sets `signal.aborted` (with `signal.error`). An extension is
+//!   `extend()` whole, which runs its script as an acquire does (`_execute`: every try, the
+//!   retry delay between them) and fails only after its last try: a holder cut off from its
+//!   servers hears of it some 3 s later with the defaults, long after the expiration (the
+//!   real library showed it, `scenarios/validate/node-redlock-cut-off.toml`; the model tried
+//!   once before). The routine is expected to look at `signal.aborted` (the workload's
+//!   `check = "on_signal"`).
 //! - **`redis-py`** (Python; `redis/redis-py`, `redis/lock.py`, `Lock`): `SET NX PX` with a
 //!   fresh uuid token, polled every `sleep` (0.1 s) while `blocking_timeout` lasts; release
 //!   and extend run compare-and-delete and compare-and-`PEXPIRE` scripts with the token the
@@ -159,6 +164,7 @@ use crate::protocol::{Acquired, ClientProfile, Grant, LockClient, LostSignal, Ou
 use async_trait::async_trait;
 use futures::lock::Mutex;
 use locksim_sim::NodeCtx;
+use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -513,6 +519,19 @@ pub struct Profiled<C> {
     lease: Duration,
     /// redis-py's stored token (shared with the other clients for `redis-py-shared-token`).
     instance: InstanceToken,
+    /// node-redlock's `extend()`: its tries and the delay between them, in ms.
+    extend_tries: ExtendTries,
+}
+
+/// How node-redlock's `extend()` runs its script: `_execute`, the same loop as an acquire,
+/// up to `retryCount + 1` tries with `retryDelay ± retryJitter` between them, failing only
+/// once every try has.
+#[derive(Clone, Copy, Debug)]
+pub struct ExtendTries {
+    /// Tries in all (`retry_count`; 0 counts as 1).
+    pub tries: u32,
+    /// The random delay between tries, in ms.
+    pub delay_ms: (u64, u64),
 }
 
 impl<C: LockClient + 'static> Profiled<C> {
@@ -533,7 +552,21 @@ impl<C: LockClient + 'static> Profiled<C> {
             threshold: Duration::from_millis(threshold_ms),
             lease: Duration::from_millis(lease_ms),
             instance: InstanceToken::default(),
+            extend_tries: ExtendTries {
+                tries: 1,
+                delay_ms: (0, 0),
+            },
         }
+    }
+
+    /// node-redlock's `extend()` tries as its `_execute` does: `retry_count` tries
+    /// `delay_ms` apart (other libraries extend with one try).
+    pub fn extending_with(mut self, retry_count: u32, delay_ms: (u64, u64)) -> Self {
+        self.extend_tries = ExtendTries {
+            tries: retry_count.max(1),
+            delay_ms,
+        };
+        self
     }
 
     /// Shares `instance`, the token a redis-py `Lock` object stores, with the other clients
@@ -605,8 +638,15 @@ impl<C: LockClient + 'static> Profiled<C> {
             }
             Library::NodeRedlock => {
                 let (signal, threshold) = (held.signal.clone(), self.threshold);
-                self.ctx
-                    .spawn(auto_extend(ctx, inner, grant, alive, signal, threshold));
+                let tries = self.extend_tries;
+                self.ctx.spawn(auto_extend(
+                    ctx,
+                    inner,
+                    grant,
+                    alive,
+                    signal,
+                    (threshold, tries),
+                ));
             }
             Library::PythonRedisLock => {
                 let every = self.lease * 2 / 3;
@@ -709,15 +749,46 @@ async fn renewal_thread<C: LockClient>(
     }
 }
 
+/// node-redlock's `extend()`: "Cannot extend an already-expired lock." if it has expired,
+/// else the script tried as `_execute` tries it; the error of the last try if all failed.
+async fn extend_tried<C: LockClient>(
+    ctx: &NodeCtx,
+    client: &mut C,
+    grant: &RefCell<Grant>,
+    tries: ExtendTries,
+) -> Result<(), String> {
+    let until = grant.borrow().valid_until.unwrap_or_default();
+    if ctx.mono_now() >= until {
+        return Err("Cannot extend an already-expired lock.".to_owned());
+    }
+    let mut why = String::new();
+    for tried in 1..=tries.tries {
+        let mut extended = grant.borrow().clone();
+        match client.extend(&mut extended).await {
+            Outcome::Ok => {
+                *grant.borrow_mut() = extended;
+                return Ok(());
+            }
+            Outcome::Failed(w) | Outcome::Unknown(w) => why = w,
+        }
+        if tried < tries.tries {
+            let delay_ms = ctx.rng().gen_range(tries.delay_ms.0..=tries.delay_ms.1);
+            ctx.sleep_local(Duration::from_millis(delay_ms)).await;
+        }
+    }
+    Err(format!("{} tries: {why}", tries.tries))
+}
+
 /// node-redlock's `using()`: extend `threshold` before the expiration; a failure after the
-/// expiration aborts the routine through `signal`.
+/// expiration aborts the routine through `signal`. An extension is `extend()` whole, with
+/// its tries (`using()` waits for it before it releases).
 async fn auto_extend<C: LockClient>(
     ctx: NodeCtx,
     inner: Rc<Mutex<C>>,
     grant: Rc<RefCell<Grant>>,
     alive: Rc<Cell<bool>>,
     signal: LostSignal,
-    threshold: Duration,
+    (threshold, tries): (Duration, ExtendTries),
 ) {
     let Some(until) = grant.borrow().valid_until else {
         return;
@@ -729,22 +800,15 @@ async fn auto_extend<C: LockClient>(
         if !alive.get() {
             return;
         }
-        let until = grant.borrow().valid_until.unwrap_or_default();
-        let why = if ctx.mono_now() >= until {
-            "Cannot extend an already-expired lock.".to_owned()
-        } else {
-            let mut extended = grant.borrow().clone();
-            match client.extend(&mut extended).await {
-                Outcome::Ok => {
-                    let until = extended.valid_until.unwrap_or_default();
-                    *grant.borrow_mut() = extended;
-                    drop(client);
-                    ctx.sleep_local(until.saturating_sub(ctx.mono_now() + threshold))
-                        .await;
-                    continue;
-                }
-                Outcome::Failed(why) | Outcome::Unknown(why) => why,
+        let why = match extend_tried(&ctx, &mut *client, &grant, tries).await {
+            Ok(()) => {
+                let until = grant.borrow().valid_until.unwrap_or_default();
+                drop(client);
+                ctx.sleep_local(until.saturating_sub(ctx.mono_now() + threshold))
+                    .await;
+                continue;
             }
+            Err(why) => why,
         };
         // Time left on the old expiration: node-redlock tries again at once.
         if ctx.mono_now() < grant.borrow().valid_until.unwrap_or_default() {

@@ -345,7 +345,10 @@ impl Protocol for Redlock {
             params: params.clone(),
         };
         let (ttl_ms, threshold_ms) = (params.ttl_ms, params.extension_threshold_ms);
-        Profiled::new(ctx, params.client, inner, ttl_ms, threshold_ms)
+        Profiled::new(ctx, params.client, inner, ttl_ms, threshold_ms).extending_with(
+            params.retry_count,
+            (params.retry_delay_ms_min, params.retry_delay_ms_max),
+        )
     }
 }
 

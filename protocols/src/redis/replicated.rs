@@ -391,6 +391,7 @@ impl Protocol for ReplicatedRedis {
             ),
         };
         Profiled::new(ctx, p.client, inner, p.ttl_ms, p.extension_threshold_ms)
+            .extending_with(p.retry_count, (p.retry_delay_ms_min, p.retry_delay_ms_max))
     }
 }
 

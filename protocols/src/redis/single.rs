@@ -211,6 +211,7 @@ impl Protocol for SingleRedis {
         };
         Profiled::new(ctx, p.client, inner, p.ttl_ms, p.extension_threshold_ms)
             .sharing(servers.instance.clone())
+            .extending_with(p.retry_count, (p.retry_delay_ms_min, p.retry_delay_ms_max))
     }
 }
 
