@@ -53,7 +53,7 @@ pub struct ValidateArgs {
     /// The validation set: a directory of scenario files.
     #[arg(long, value_name = "DIR", default_value = "scenarios/validate")]
     set: PathBuf,
-    /// A first look in about a minute: `--runs 2 --seeds 20 --only` a GC pause on Redis, a
+    /// A first look in about half a minute: `--runs 2 --seeds 20 --only` a GC pause on Redis, a
     /// healthy etcd and redis-py's real library (every row inconclusive: two runs cannot
     /// agree with power; what it shows is that both worlds run and point the same way).
     #[arg(long, conflicts_with_all = ["runs", "seeds", "only", "full"])]
