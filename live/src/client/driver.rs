@@ -22,6 +22,7 @@
 use crate::client::lock::Ctx;
 use crate::rundir::RunDir;
 use crate::spec::LockSpec;
+use locksim_protocols::redis::profile;
 use locksim_protocols::{Acquired, Grant, Outcome};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -265,8 +266,7 @@ fn python_redis_lock_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> 
         "port": addr.port(),
         "name": locksim_protocols::redis::client::KEY,
         "expire_s": params.ttl_ms / 1000,
-        // Its timeout is an int of seconds; 0 would block forever.
-        "acquire_timeout_s": (params.acquire_timeout_ms / 1000).max(1),
+        "acquire_timeout_s": profile::python_redis_lock_timeout_s(params.acquire_timeout_ms),
         "request_timeout_ms": params.request_timeout_ms,
     }))
 }

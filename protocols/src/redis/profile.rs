@@ -158,7 +158,7 @@
 //! `single-redis` offers python-redis-lock, `redlock` redsync-pre-71, and both of them
 //! redlock-rb (one Redis in #36's reproducer, or several: it is a Redlock client).
 
-use super::client::KEY;
+use super::client::{GiveUp, Retry, KEY};
 use super::store::{Cmd, Reply};
 use crate::protocol::{Acquired, ClientProfile, Grant, LockClient, LostSignal, Outcome, Validity};
 use async_trait::async_trait;
@@ -241,6 +241,13 @@ pub fn check_single_redis_library(library: Library) -> Result<(), crate::protoco
         "client",
         format!("{why} is modelled on single-redis only"),
     ))
+}
+
+/// python-redis-lock's `acquire(timeout=T)` as the library takes it, in whole seconds
+/// (`int(timeout)`), at least 1 (below 1 the library waits `expire` seconds a time and never
+/// times out): what its waiters' `BLPOP` blocks for, in the model and in the real driver.
+pub fn python_redis_lock_timeout_s(acquire_timeout_ms: u64) -> u64 {
+    (acquire_timeout_ms / 1000).max(1)
 }
 
 /// node-redlock's default `automaticExtensionThreshold`, in ms.
@@ -499,10 +506,10 @@ pub fn one_server_retry(
     delay_ms_max: u64,
     retry_count: u32,
     acquire_timeout_ms: u64,
-) -> super::client::Retry {
-    let mut retry = super::client::Retry::until(delay_ms_min, delay_ms_max, acquire_timeout_ms);
+) -> Retry {
+    let mut retry = Retry::until(delay_ms_min, delay_ms_max, acquire_timeout_ms);
     if retry_count > 0 {
-        retry.give_up = super::client::GiveUp::Tries(retry_count);
+        retry.give_up = GiveUp::Tries(retry_count);
     }
     retry
 }
@@ -519,19 +526,9 @@ pub struct Profiled<C> {
     lease: Duration,
     /// redis-py's stored token (shared with the other clients for `redis-py-shared-token`).
     instance: InstanceToken,
-    /// node-redlock's `extend()`: its tries and the delay between them, in ms.
-    extend_tries: ExtendTries,
-}
-
-/// How node-redlock's `extend()` runs its script: `_execute`, the same loop as an acquire,
-/// up to `retryCount + 1` tries with `retryDelay ± retryJitter` between them, failing only
-/// once every try has.
-#[derive(Clone, Copy, Debug)]
-pub struct ExtendTries {
-    /// Tries in all (`retry_count`; 0 counts as 1).
-    pub tries: u32,
-    /// The random delay between tries, in ms.
-    pub delay_ms: (u64, u64),
+    /// node-redlock's `extend()`: the acquire's retry loop (`_execute`), its tries and the
+    /// delay between them.
+    extend_retry: Retry,
 }
 
 impl<C: LockClient + 'static> Profiled<C> {
@@ -552,20 +549,18 @@ impl<C: LockClient + 'static> Profiled<C> {
             threshold: Duration::from_millis(threshold_ms),
             lease: Duration::from_millis(lease_ms),
             instance: InstanceToken::default(),
-            extend_tries: ExtendTries {
-                tries: 1,
-                delay_ms: (0, 0),
+            extend_retry: Retry {
+                delay_ms_min: 0,
+                delay_ms_max: 0,
+                give_up: GiveUp::Tries(1),
             },
         }
     }
 
-    /// node-redlock's `extend()` tries as its `_execute` does: `retry_count` tries
-    /// `delay_ms` apart (other libraries extend with one try).
-    pub fn extending_with(mut self, retry_count: u32, delay_ms: (u64, u64)) -> Self {
-        self.extend_tries = ExtendTries {
-            tries: retry_count.max(1),
-            delay_ms,
-        };
+    /// node-redlock's `extend()` tries as its `_execute` does, with the acquire's `retry`:
+    /// its number of tries and the delay between them (one try if it gives up after a time).
+    pub fn extending_with(mut self, retry: Retry) -> Self {
+        self.extend_retry = retry;
         self
     }
 
@@ -638,14 +633,14 @@ impl<C: LockClient + 'static> Profiled<C> {
             }
             Library::NodeRedlock => {
                 let (signal, threshold) = (held.signal.clone(), self.threshold);
-                let tries = self.extend_tries;
+                let retry = self.extend_retry;
                 self.ctx.spawn(auto_extend(
                     ctx,
                     inner,
                     grant,
                     alive,
                     signal,
-                    (threshold, tries),
+                    (threshold, retry),
                 ));
             }
             Library::PythonRedisLock => {
@@ -755,14 +750,18 @@ async fn extend_tried<C: LockClient>(
     ctx: &NodeCtx,
     client: &mut C,
     grant: &RefCell<Grant>,
-    tries: ExtendTries,
+    retry: Retry,
 ) -> Result<(), String> {
     let until = grant.borrow().valid_until.unwrap_or_default();
     if ctx.mono_now() >= until {
         return Err("Cannot extend an already-expired lock.".to_owned());
     }
+    let tries = match retry.give_up {
+        GiveUp::Tries(n) => n.max(1),
+        GiveUp::After(_) => 1,
+    };
     let mut why = String::new();
-    for tried in 1..=tries.tries {
+    for tried in 1..=tries {
         let mut extended = grant.borrow().clone();
         match client.extend(&mut extended).await {
             Outcome::Ok => {
@@ -771,12 +770,12 @@ async fn extend_tried<C: LockClient>(
             }
             Outcome::Failed(w) | Outcome::Unknown(w) => why = w,
         }
-        if tried < tries.tries {
-            let delay_ms = ctx.rng().gen_range(tries.delay_ms.0..=tries.delay_ms.1);
+        if tried < tries {
+            let delay_ms = ctx.rng().gen_range(retry.delay_ms_min..=retry.delay_ms_max);
             ctx.sleep_local(Duration::from_millis(delay_ms)).await;
         }
     }
-    Err(format!("{} tries: {why}", tries.tries))
+    Err(format!("{tries} tries: {why}"))
 }
 
 /// node-redlock's `using()`: extend `threshold` before the expiration; a failure after the
@@ -788,7 +787,7 @@ async fn auto_extend<C: LockClient>(
     grant: Rc<RefCell<Grant>>,
     alive: Rc<Cell<bool>>,
     signal: LostSignal,
-    (threshold, tries): (Duration, ExtendTries),
+    (threshold, retry): (Duration, Retry),
 ) {
     let Some(until) = grant.borrow().valid_until else {
         return;
@@ -800,7 +799,7 @@ async fn auto_extend<C: LockClient>(
         if !alive.get() {
             return;
         }
-        let why = match extend_tried(&ctx, &mut *client, &grant, tries).await {
+        let why = match extend_tried(&ctx, &mut *client, &grant, retry).await {
             Ok(()) => {
                 let until = grant.borrow().valid_until.unwrap_or_default();
                 drop(client);

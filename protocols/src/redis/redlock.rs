@@ -345,10 +345,7 @@ impl Protocol for Redlock {
             params: params.clone(),
         };
         let (ttl_ms, threshold_ms) = (params.ttl_ms, params.extension_threshold_ms);
-        Profiled::new(ctx, params.client, inner, ttl_ms, threshold_ms).extending_with(
-            params.retry_count,
-            (params.retry_delay_ms_min, params.retry_delay_ms_max),
-        )
+        Profiled::new(ctx, params.client, inner, ttl_ms, threshold_ms).extending_with(retry(params))
     }
 }
 
@@ -491,15 +488,20 @@ impl Attempts for RedlockClient {
     }
 }
 
+/// Redlock's retry loop: `retry_count` tries, a random delay between them (also how
+/// node-redlock's `extend()` tries).
+fn retry(p: &Params) -> Retry {
+    Retry {
+        delay_ms_min: p.retry_delay_ms_min,
+        delay_ms_max: p.retry_delay_ms_max,
+        give_up: GiveUp::Tries(p.retry_count),
+    }
+}
+
 #[async_trait(?Send)]
 impl LockClient for RedlockClient {
     async fn acquire(&mut self) -> Acquired {
-        let p = &self.params;
-        let retry = Retry {
-            delay_ms_min: p.retry_delay_ms_min,
-            delay_ms_max: p.retry_delay_ms_max,
-            give_up: GiveUp::Tries(p.retry_count),
-        };
+        let retry = retry(&self.params);
         acquire(self, retry).await
     }
 

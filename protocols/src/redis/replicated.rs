@@ -376,6 +376,12 @@ impl Protocol for ReplicatedRedis {
         let redis = servers.redis.caller(ctx);
         let sentinel = servers.sentinel.caller(ctx);
         let p = params;
+        let retry = one_server_retry(
+            p.retry_delay_ms_min,
+            p.retry_delay_ms_max,
+            p.retry_count,
+            p.acquire_timeout_ms,
+        );
         let inner = ReplicatedRedisClient {
             ctx: ctx.clone(),
             redis,
@@ -383,15 +389,10 @@ impl Protocol for ReplicatedRedis {
             sentinels: servers.sentinels.clone(),
             primary: Cell::new(None),
             params: p.clone(),
-            retry: one_server_retry(
-                p.retry_delay_ms_min,
-                p.retry_delay_ms_max,
-                p.retry_count,
-                p.acquire_timeout_ms,
-            ),
+            retry,
         };
         Profiled::new(ctx, p.client, inner, p.ttl_ms, p.extension_threshold_ms)
-            .extending_with(p.retry_count, (p.retry_delay_ms_min, p.retry_delay_ms_max))
+            .extending_with(retry)
     }
 }
 

@@ -23,8 +23,8 @@ use super::client::{
     release_cmd, validity, Attempt, Attempts, OneServer, OneServerLock, Retry, Waited, SIGNAL_KEY,
 };
 use super::profile::{
-    check_library, default_extension_threshold_ms, one_server_retry, single_redis_profiles,
-    InstanceToken, Library, Profiled,
+    check_library, default_extension_threshold_ms, one_server_retry, python_redis_lock_timeout_s,
+    single_redis_profiles, InstanceToken, Library, Profiled,
 };
 use super::server::{start_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
@@ -197,21 +197,22 @@ impl Protocol for SingleRedis {
     fn connect(&self, params: &Params, servers: &Servers, ctx: &NodeCtx) -> Self::Client {
         let caller = servers.links.caller(ctx);
         let p = params;
+        let retry = one_server_retry(
+            p.retry_delay_ms_min,
+            p.retry_delay_ms_max,
+            p.retry_count,
+            p.acquire_timeout_ms,
+        );
         let inner = SingleRedisClient {
             ctx: ctx.clone(),
             caller,
             server: servers.server,
             params: p.clone(),
-            retry: one_server_retry(
-                p.retry_delay_ms_min,
-                p.retry_delay_ms_max,
-                p.retry_count,
-                p.acquire_timeout_ms,
-            ),
+            retry,
         };
         Profiled::new(ctx, p.client, inner, p.ttl_ms, p.extension_threshold_ms)
             .sharing(servers.instance.clone())
-            .extending_with(p.retry_count, (p.retry_delay_ms_min, p.retry_delay_ms_max))
+            .extending_with(retry)
     }
 }
 
@@ -272,11 +273,10 @@ impl Attempts for SingleRedisClient {
         self.params.client == Library::PythonRedisLock
     }
 
-    /// python-redis-lock's `BLPOP lock-signal T`, `T` the acquire timeout in whole seconds
-    /// (`int(timeout)`; at least 1 here: below 1 the library waits `expire` seconds a time
-    /// and never times out). The request may take `T` plus its own timeout.
+    /// python-redis-lock's `BLPOP lock-signal T`, `T` the acquire timeout
+    /// ([`python_redis_lock_timeout_s`]). The request may take `T` plus its own timeout.
     async fn wait_for_signal(&mut self) -> Waited {
-        let timeout_s = (self.params.acquire_timeout_ms / 1000).max(1);
+        let timeout_s = python_redis_lock_timeout_s(self.params.acquire_timeout_ms);
         let cmd = Cmd::Blpop {
             key: SIGNAL_KEY.into(),
             timeout_s,
