@@ -134,7 +134,8 @@ fn standalone_command(
 }
 
 /// The clients blocked in `BLPOP`, per list key, each as (client, request id), served first
-/// come first served as Redis serves them. They go with the incarnation: a crash drops them.
+/// come first served as Redis serves them; a key is listed only while someone waits on it.
+/// They go with the incarnation: a crash drops them.
 type Blocked = Rc<RefCell<BTreeMap<String, VecDeque<(NodeIdx, u64)>>>>;
 
 /// One incarnation of a Redis node: what its request loop needs.
@@ -263,10 +264,15 @@ impl Serving {
             self.ctx.spawn(async move {
                 ctx.sleep_local(timeout).await;
                 let mut blocked = blocked.borrow_mut();
-                let line = blocked.entry(key.clone()).or_default();
+                let Some(line) = blocked.get_mut(&key) else {
+                    return;
+                };
                 if let Some(at) = line.iter().position(|w| *w == waiter) {
                     line.remove(at);
                     caller.reply(waiter.0, waiter.1, Reply::Nil);
+                }
+                if line.is_empty() {
+                    blocked.remove(&key);
                 }
             });
         }
@@ -290,6 +296,9 @@ impl Serving {
                 };
                 line.pop_front();
                 self.caller.reply(client, id, Reply::Bulk(head));
+            }
+            if line.is_empty() {
+                blocked.remove(*key);
             }
         }
     }
