@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// `locksim validate` arguments.
-#[derive(Args, Clone)]
+#[derive(Args)]
 pub struct ValidateArgs {
     /// Live runs per scenario and world (seeds 1..=N). 16 puts a share of 0 or N runs
     /// within ±10 points, and gives the share of updates lost 16 clusters.
@@ -67,7 +67,14 @@ const QUICK: [&str; 3] = [
     "v-redis-py-gc-pause",
 ];
 
-/// The set's scenario files, loaded and checked, in file-name order.
+/// Whether a scenario is in `locksim validate`'s default set.
+fn marked(p: &Prepared) -> bool {
+    (p.scenario.validation.as_ref()).is_some_and(|v| v.default_set)
+}
+
+/// The set's scenario files, loaded and checked, in file-name order: those `--only` names,
+/// else with `--full` all, else those marked `default_set` (all if none is marked: a user's
+/// own directory).
 fn load_set(args: &ValidateArgs, registry: &Registry) -> anyhow::Result<Vec<(Entry, Prepared)>> {
     let dir =
         std::fs::read_dir(&args.set).map_err(|e| input(format!("{}: {e}", args.set.display())))?;
@@ -76,7 +83,7 @@ fn load_set(args: &ValidateArgs, registry: &Registry) -> anyhow::Result<Vec<(Ent
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
-    let mut set = vec![];
+    let mut all = vec![];
     for file in files {
         let path = file.display().to_string();
         let prepared = crate::shared::load(&path, registry).map_err(input)?;
@@ -90,36 +97,29 @@ fn load_set(args: &ValidateArgs, registry: &Registry) -> anyhow::Result<Vec<(Ent
                  fencing, lost_update)"
             )));
         }
-        let chosen = if args.only.is_empty() {
-            args.full || s.validation.as_ref().is_some_and(|v| v.default_set)
-        } else {
-            args.only.contains(&s.name)
+        let entry = Entry {
+            name: s.name.clone(),
+            protocol: s.protocol.name.clone(),
+            explanation,
+            library: real_library(&prepared),
         };
-        if chosen {
-            let entry = Entry {
-                name: s.name.clone(),
-                protocol: s.protocol.name.clone(),
-                explanation,
-                library: real_library(&prepared),
-            };
-            set.push((entry, prepared));
-        }
+        all.push((entry, prepared));
     }
+    let whole = args.full || !all.iter().any(|(_, p)| marked(p));
+    let set: Vec<(Entry, Prepared)> = (all.into_iter())
+        .filter(|(e, p)| {
+            if args.only.is_empty() {
+                whole || marked(p)
+            } else {
+                args.only.contains(&e.name)
+            }
+        })
+        .collect();
     if let Some(name) = (args.only.iter()).find(|n| !set.iter().any(|(e, _)| &e.name == *n)) {
         return Err(input(format!(
             "--only {name}: no such scenario in {}",
             args.set.display()
         )));
-    }
-    if set.is_empty() && !args.full && args.only.is_empty() {
-        // A set with no default marked (a user's own directory): all of it.
-        return load_set(
-            &ValidateArgs {
-                full: true,
-                ..args.clone()
-            },
-            registry,
-        );
     }
     if set.is_empty() {
         return Err(input(format!("{}: no scenario files", args.set.display())));
