@@ -101,8 +101,8 @@ impl Conn {
         })
     }
 
-    /// Sends the commands in one write and reads one reply each.
-    fn pipeline(&mut self, commands: &[Vec<String>]) -> Vec<Resp> {
+    /// Sends the commands in one write, reading nothing.
+    fn send(&mut self, commands: &[Vec<String>]) {
         let mut out = Vec::new();
         for argv in commands {
             write!(out, "*{}\r\n", argv.len()).unwrap();
@@ -111,6 +111,11 @@ impl Conn {
             }
         }
         self.writer.write_all(&out).expect("send to redis-server");
+    }
+
+    /// Sends the commands in one write and reads one reply each.
+    fn pipeline(&mut self, commands: &[Vec<String>]) -> Vec<Resp> {
+        self.send(commands);
         commands.iter().map(|_| self.read_reply()).collect()
     }
 
@@ -867,38 +872,45 @@ fn blpop_on_the_release_signal(server: &Server) -> Vec<String> {
             "BLPOP 1 on an emptied signal: {reply:?} after {waited:?}"
         ));
     }
-    // A waiter blocked before the release is woken by it.
+    conn.call(&["SET", key, "a"]);
+    failures.extend(blpop_woken_by_a_release(
+        server,
+        &mut conn,
+        release,
+        blpop(10),
+        &popped,
+    ));
+    failures
+}
+
+/// A client blocked in `BLPOP` (`blpop`) before `release` runs on `conn` is woken by it with
+/// `popped`.
+fn blpop_woken_by_a_release(
+    server: &Server,
+    conn: &mut Conn,
+    release: Vec<String>,
+    blpop: Vec<String>,
+    popped: &Resp,
+) -> Option<String> {
     let mut waiter = server.connect();
-    let argv = blpop(10);
     let start = Instant::now();
-    let mut request = Vec::new();
-    write!(request, "*{}\r\n", argv.len()).unwrap();
-    for arg in &argv {
-        write!(request, "${}\r\n{arg}\r\n", arg.len()).unwrap();
-    }
-    waiter.writer.write_all(&request).unwrap();
+    waiter.send(&[blpop]);
     // The release must come after the server blocked the waiter: wait for it to say so.
     let blocked = |conn: &mut Conn| match conn.call(&["INFO", "clients"]) {
         Resp::Bulk(Some(info)) => info.contains("blocked_clients:1"),
         _ => false,
     };
-    while !blocked(&mut conn) {
+    while !blocked(conn) {
         if start.elapsed() > Duration::from_secs(5) {
-            failures.push("the waiter's BLPOP was not blocked within 5 s".into());
-            return failures;
+            return Some("the waiter's BLPOP was not blocked within 5 s".into());
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    conn.call(&["SET", key, "a"]);
     conn.pipeline(&[release]);
     let reply = waiter.read_reply();
     let waited = start.elapsed();
-    if reply != popped || waited > Duration::from_secs(5) {
-        failures.push(format!(
-            "a blocked BLPOP woken by a release: {reply:?} after {waited:?}"
-        ));
-    }
-    failures
+    (reply != *popped || waited > Duration::from_secs(5))
+        .then(|| format!("a blocked BLPOP woken by a release: {reply:?} after {waited:?}"))
 }
 
 /// `GET`s a key every few µs around its deadline `d`, comparing without a margin: at `d`
