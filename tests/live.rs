@@ -66,7 +66,8 @@ fn live_test(program: &str, package: &str) -> Option<std::sync::MutexGuard<'stat
 }
 
 /// The test's scratch directory, removed if it passes; a failing test keeps its histories
-/// and logs there ([`tools::Scratch`]).
+/// and logs there ([`tools::Scratch`]). Bind it for the whole test: a temporary is dropped
+/// (and removed, nothing panicking yet) before the assertions that name its files.
 fn scratch(name: &str) -> tools::Scratch {
     tools::Scratch::new(&format!("live-test-{name}"))
 }
@@ -2246,12 +2247,8 @@ fn the_real_node_redlock_aborts_a_paused_routine_before_its_write_as_its_model_d
         return;
     };
     let file = "scenarios/catalog/node-redlock-abort-signal.toml";
-    let (_, events, saved_at) = library_live(
-        file,
-        &scratch("node-redlock-abort"),
-        &NODE_REDLOCK,
-        &NO_FENCING,
-    );
+    let dir = scratch("node-redlock-abort");
+    let (_, events, saved_at) = library_live(file, &dir, &NODE_REDLOCK, &NO_FENCING);
     let aborted = events.iter().find(|e| {
         e["op"] == "note"
             && e["grant"] == "c1#1"
@@ -2278,12 +2275,8 @@ fn the_real_node_redlock_signal_cannot_stop_a_write_already_past_its_look() {
         return;
     };
     let file = "scenarios/catalog/node-redlock-abort-after-write.toml";
-    let (j, events, saved_at) = library_live(
-        file,
-        &scratch("node-redlock-late"),
-        &NODE_REDLOCK,
-        &NO_FENCING,
-    );
+    let dir = scratch("node-redlock-late");
+    let (j, events, saved_at) = library_live(file, &dir, &NODE_REDLOCK, &NO_FENCING);
     assert_eq!(j["properties"]["lost_update"], "invalid", "{saved_at}");
     let wrote = events
         .iter()
@@ -2331,7 +2324,8 @@ fn the_real_curator_hears_lost_while_cut_off_and_aborts_before_writing_as_its_mo
         return;
     };
     let file = "scenarios/catalog/zookeeper-curator-lost-cut-off.toml";
-    let (j, events, saved_at) = library_live(file, &scratch("curator-lost"), &CURATOR, &PROPERTIES);
+    let dir = scratch("curator-lost");
+    let (j, events, saved_at) = library_live(file, &dir, &CURATOR, &PROPERTIES);
     assert_eq!(j["properties"]["mutual_exclusion"], "invalid", "{saved_at}");
     assert_eq!(j["properties"]["lost_update"], "valid", "{saved_at}");
     let why = aborted(&events, "c1#1").unwrap_or_else(|| panic!("c1#1 aborted: {saved_at}"));
@@ -2355,8 +2349,8 @@ fn the_real_curator_standard_policy_aborts_on_suspended_before_the_next_grant() 
         return;
     };
     let file = "scenarios/catalog/zookeeper-curator-suspended-standard.toml";
-    let (j, events, saved_at) =
-        library_live(file, &scratch("curator-suspended"), &CURATOR, &PROPERTIES);
+    let dir = scratch("curator-suspended");
+    let (j, events, saved_at) = library_live(file, &dir, &CURATOR, &PROPERTIES);
     assert_eq!(j["verdict"], "valid", "{}: {saved_at}", brief(&j));
     let why = aborted(&events, "c1#1").unwrap_or_else(|| panic!("c1#1 aborted: {saved_at}"));
     assert!(
@@ -2376,7 +2370,8 @@ fn the_real_curator_lock_breaks_under_a_gc_pause_as_its_model_does_and_its_seque
         return;
     };
     let file = "live/scenarios/curator-gc-pause-fenced.toml";
-    let (j, events, saved_at) = library_live(file, &scratch("curator-gc"), &CURATOR, &PROPERTIES);
+    let dir = scratch("curator-gc");
+    let (j, events, saved_at) = library_live(file, &dir, &CURATOR, &PROPERTIES);
     assert_eq!(j["properties"]["mutual_exclusion"], "invalid", "{saved_at}");
     assert!(rejected(&events), "c1's stale write rejected: {saved_at}");
     // Every grant carries its node's sequence number, and they grow.
