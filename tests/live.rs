@@ -315,15 +315,35 @@ fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
         return;
     };
     // Someone holds the lock nearly all the time (long critical sections, short gaps), so
-    // `@holder` at 1 s names a client (at 500 ms, on a loaded machine, nobody held yet).
+    // `@holder` at 1 s names a client nearly always. Should nobody hold at that instant
+    // (the gap between a release and the next grant, stretched on a loaded machine), the
+    // nemesis skips the pause with a note, as the simulator does: that run is checked for
+    // the note and run again, at most three times.
     let dir = scratch("faults");
     let path = scenario(&dir, "faults", "duration_ms = 3500\n[protocol]\nname = \"single-redis\"\nttl_ms = 300\nretry_delay_ms_min = 1\nretry_delay_ms_max = 2\n[workload]\nclients = 2\ncs_ms_min = 200\ncs_ms_max = 200\nthink_ms_min = 0\nthink_ms_max = 2\n[[faults]]\nkind = \"pause\"\nnode = \"@holder\"\nat_ms = 1000\nduration_ms = 800\n[[faults]]\nkind = \"crash\"\nnode = \"redis\"\nat_ms = 2300\nrestart_after_ms = 300\n");
-    let (out, events, saved_at) = live_history(&path, &dir, "h", &[]);
-    assert!(
-        matches!(code(&out), 0 | 1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut attempt = 0;
+    let (out, events, saved_at) = loop {
+        attempt += 1;
+        let (out, events, saved_at) = live_history(&path, &dir, &format!("h{attempt}"), &[]);
+        assert!(
+            matches!(code(&out), 0 | 1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if events.iter().any(|e| e["op"] == "pause") || attempt == 3 {
+            break (out, events, saved_at);
+        }
+        let skipped = events.iter().any(|e| {
+            e["op"] == "note"
+                && e["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("skipped: nobody is @holder"))
+        });
+        assert!(skipped, "no pause and no note of a skip: {saved_at}");
+        eprintln!(
+            "attempt {attempt}: nobody held the lock at 1 s, so no pause ({saved_at}); once more"
+        );
+    };
     let find = |op: &str| {
         events
             .iter()
@@ -338,14 +358,19 @@ fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
     assert_eq!(find("resume")["target"], pause["target"]);
     assert_eq!(find("crash")["target"], "redis");
     assert_eq!(find("restart")["target"], "redis");
+    // Due at 1 s and for 800 ms: the nemesis may act late on a loaded machine, never early,
+    // and it resumes 800 ms after it paused.
     let at_ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
+    let paused = at_ms(pause);
     assert!(
-        (1_000..1_100).contains(&at_ms(pause)),
-        "paused at {} ms",
-        at_ms(pause)
+        (1_000..1_400).contains(&paused),
+        "paused at {paused} ms: {saved_at}"
     );
     let resumed = at_ms(find("resume"));
-    assert!((1_800..1_900).contains(&resumed), "resumed at {resumed} ms");
+    assert!(
+        (paused + 799..paused + 1_000).contains(&resumed),
+        "paused at {paused} ms, resumed at {resumed} ms: {saved_at}"
+    );
     // The holder was inside for 800 ms with a 300 ms TTL: the other client took the lock.
     assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stdout));
 }
@@ -1708,9 +1733,12 @@ fn a_zookeeper_session_moves_to_another_server_when_the_leader_crashes() {
     // queue waits behind it while that session lives (the ZooKeeper recipes page's
     // "Recoverable Errors and the GUID"; Curator's protected mode; the catalog's
     // zookeeper-lost-create-raw). So the lock goes on after the crash unless a create went
-    // unanswered.
+    // unanswered: the acquire gave up on it, or the client sent it again elsewhere (the
+    // live link notes each create it got no answer to; looped under load, one run in a
+    // dozen sent its create to the leader just before the crash and waited behind that
+    // node, of its own living session, to the end).
     let lost_create = events.iter().any(|e| {
-        e["op"] == "acquire"
+        (e["op"] == "acquire" || e["op"] == "note")
             && e["detail"]
                 .as_str()
                 .is_some_and(|d| d.starts_with("no answer to create"))

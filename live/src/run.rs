@@ -141,9 +141,15 @@ mod faults;
 pub use faults::pause_plans;
 mod wire;
 
-/// How long before the run's start the clients are spawned (with `--library`: how long after
-/// their drivers are all up the run starts): they wait for it.
-const CLIENT_SPAWN_MS: u64 = 500;
+/// How long after every client said it is up the run starts (time to act on the faults due
+/// at 0 and tell each client the start): they wait for it.
+const START_MARGIN_MS: u64 = 100;
+
+/// How long locksim's own client processes may take to come up before the run fails: a
+/// bound, not an allowance (the run starts as soon as they are all up). Spawned beside a
+/// browser, JVMs and a build, two clients had not taken the lock 1 s after a start fixed at
+/// 500 ms after their spawn.
+const OWN_CLIENT_START_MS: u64 = 30_000;
 
 /// Runs `prepared` live. Every process it starts is gone when it returns (or unwinds).
 pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
@@ -159,8 +165,8 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     let mut deployment = deploy::plan(prepared, &dir, opts.seed)?;
     start_servers(&mut deployment)?;
     let s = &prepared.scenario;
-    // A provisional zero: with --library the clock starts when every driver is up.
-    let recorder = Recorder::new(clock::now_ns() + CLIENT_SPAWN_MS * 1_000_000);
+    // A provisional zero: the clock starts when every client is up (`start_clock`).
+    let recorder = Recorder::new(clock::now_ns() + START_MARGIN_MS * 1_000_000);
     let resource = crate::resource::start(s.resource.rules(), &dir, recorder.clone())?;
     let (tx, rx) = channel();
     let mut live = Live {
@@ -215,11 +221,14 @@ fn real_library(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<Optio
     }))
 }
 
-/// With `--library`, how long its drivers may take to start before the run fails (a JVM
-/// takes seconds): a bound; the run's clock starts as soon as they are all up.
-fn driver_start_ms(library: &Option<LibraryInfo>) -> u64 {
+/// How long the clients may take to come up before the run fails (with `--library`, its
+/// drivers: a JVM takes seconds): a bound; the run's clock starts as soon as they are all up.
+fn client_start_ms(library: &Option<LibraryInfo>) -> u64 {
     let driver = |l: &LibraryInfo| crate::client::driver::named(&l.profile).map(|d| d.start_ms());
-    library.as_ref().and_then(driver).unwrap_or(0)
+    library
+        .as_ref()
+        .and_then(driver)
+        .unwrap_or(OWN_CLIENT_START_MS)
 }
 
 /// Starts every server and waits until each is ready: first those that need no other,
@@ -383,9 +392,9 @@ impl Live<'_> {
         Ok(())
     }
 
-    /// Starts the run's clock once the clients are spawned: with `--library`, when every
-    /// driver is up (a condition, not a fixed allowance: a JVM compiling its driver took more
-    /// than 10 s with other tests beside it). The clients are spawned before the start and
+    /// Starts the run's clock once every client is up (with `--library`, its driver): a
+    /// condition, not a fixed allowance (a JVM compiling its driver took more than 10 s with
+    /// other tests beside it; locksim's own clients, more than 1 s beside a browser). The clients are spawned before the start and
     /// wait for it, and the faults due at 0 act before it (`fire_due`), as in the
     /// simulator, where a fault at 0 precedes every client step: spawned one by one, a client
     /// ran before a partition or pause at 0 took effect (under load, for tens of ms:
@@ -396,12 +405,9 @@ impl Live<'_> {
         faults: &[Fault],
         rx: &Receiver<(String, u32, ClientMsg)>,
     ) -> anyhow::Result<u64> {
-        if self.library.is_some() {
-            self.await_drivers(rx)?;
-            let start_ns = clock::now_ns() + CLIENT_SPAWN_MS * 1_000_000;
-            self.recorder.set_start(start_ns);
-        }
-        let start_ns = self.recorder.start_ns();
+        self.await_clients(rx)?;
+        let start_ns = clock::now_ns() + START_MARGIN_MS * 1_000_000;
+        self.recorder.set_start(start_ns);
         let s = &self.prepared.scenario;
         self.end_ns = start_ns + (s.duration_ms + s.heal_ms) * 1_000_000;
         self.loss = wire::loss_plan(self.prepared, faults, start_ns, &self.deployment);
@@ -418,21 +424,31 @@ impl Live<'_> {
         Ok(start_ns)
     }
 
-    /// With `--library`: waits until every client's driver has said hello, so that neither
-    /// the workload nor a fault begins while a library is still starting; a driver not up
-    /// within its bound ([`driver_start_ms`]) fails the run.
-    fn await_drivers(&mut self, rx: &Receiver<(String, u32, ClientMsg)>) -> anyhow::Result<()> {
+    /// Waits until every client has said it is up (with `--library`, once its driver said
+    /// hello), so that neither the workload nor a fault begins while a client is still
+    /// starting; one not up within its bound ([`client_start_ms`]) fails the run.
+    fn await_clients(&mut self, rx: &Receiver<(String, u32, ClientMsg)>) -> anyhow::Result<()> {
         let mut waiting: std::collections::BTreeSet<String> =
             self.clients.keys().cloned().collect();
-        let bound_ms = driver_start_ms(&self.library);
+        let bound_ms = client_start_ms(&self.library);
         let deadline_ns = clock::now_ns() + bound_ms * 1_000_000;
         while !waiting.is_empty() {
             self.check_clients()?;
             let left = deadline_ns.saturating_sub(clock::now_ns());
             anyhow::ensure!(
                 left > 0,
-                "the real library of {} was not up {bound_ms} ms after its start",
+                "{} {} not up {bound_ms} ms after {}",
+                if self.library.is_some() {
+                    "the real library of"
+                } else {
+                    "client"
+                },
                 waiting.into_iter().collect::<Vec<_>>().join(", "),
+                if self.library.is_some() {
+                    "its start"
+                } else {
+                    "their spawn"
+                },
             );
             let wait = Duration::from_nanos(left).min(Duration::from_millis(20));
             match rx.recv_timeout(wait) {

@@ -111,6 +111,29 @@ enum Failed {
     Expired,
 }
 
+/// A create sent and not (yet) answered: dropped unanswered (no reply in time, the
+/// connection broke, or the call's deadline dropped it), it leaves a note, for the server
+/// may have applied it. The model's client may then send the create again (to the next
+/// server, within its budget) or give up; either way the raw recipe, without a GUID to find
+/// its node by, can leave a node of its living session that nobody deletes, and the queue
+/// waits behind it (the ZooKeeper recipes page's "Recoverable Errors and the GUID"). The
+/// note is the history's evidence of that.
+struct Unanswered<'a> {
+    ctx: &'a NodeCtx,
+    to: NodeIdx,
+    answered: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            let server = self.ctx.node_name(self.to);
+            let why = format!("no answer to create from {server} (applied or not: unknown)");
+            self.ctx.note(why);
+        }
+    }
+}
+
 impl Inner {
     /// The model's answer to `req` sent to server `to`; `None`: no answer.
     async fn answer(&self, to: NodeIdx, req: Req, timeout: Duration) -> Option<Resp> {
@@ -246,10 +269,16 @@ impl Inner {
         } else {
             jute::EPHEMERAL_SEQUENTIAL
         };
+        let mut unanswered = Unanswered {
+            ctx: &self.ctx,
+            to,
+            answered: false,
+        };
         let (err, body) = conn
             .request(jute::OP_CREATE, jute::create_body(&path, flags), wait)
             .await
             .ok_or(Failed::NoAnswer)?;
+        unanswered.answered = true;
         match err {
             0 => {}
             jute::ERR_SESSION_EXPIRED => return Err(Failed::Expired),
