@@ -10,7 +10,9 @@
 //!   pinned (docs/catalog.md and docs/consensus-protocols.md quote them).
 //! - A random-fault sweep of [`SWEEP_SEEDS`] seeds of `etcd` (and [`ZK_SWEEP_SEEDS`] of
 //!   `zookeeper`) with peer crashes, partitions and pauses: with fencing on, fencing holds on
-//!   every run; without client pauses and clock faults, mutual exclusion holds on every run.
+//!   every run; without client pauses and clock faults, mutual exclusion holds on every run
+//!   of ZooKeeper and of etcd with PR #22115's Unlock, and etcd's Unlock by name breaks it
+//!   on some seeds (etcd-io/etcd#22082).
 
 use locksim_scenarios::Prepared;
 use locksim_sim::history::Op;
@@ -237,7 +239,7 @@ fn jepsen_lock_set_mitigations_meet_their_expectations() {
 /// summing `updates_lost` and `updates_acked`; since the lessor is promoted at the first
 /// entry of a leader's term, and since it looks at once when a member wakes from a pause
 /// longer than its 500 ms interval, as etcd's overdue `time.After` does).
-const PINNED: (u64, u64, u64) = (2_424, 9_088, 100);
+const PINNED: (u64, u64, u64) = (2_349, 9_162, 100);
 
 const SWEEP: &str = r#"
 duration_ms = 10_000
@@ -282,6 +284,8 @@ fn sweep(protocol: &str, pause_nodes: &str) -> Prepared {
 }
 
 const ETCD: &str = "name = \"etcd\"\npeers = 5\nlease_ttl_ms = 2_000";
+const ETCD_22115: &str =
+    "name = \"etcd\"\npeers = 5\nlease_ttl_ms = 2_000\nunlock = \"delete-if-owner\"";
 const ZOOKEEPER: &str = "name = \"zookeeper\"\npeers = 5\nsession_timeout_ms = 3_000";
 const EVERYONE: &str = "[\"@servers\", \"@clients\"]";
 const SERVERS: &str = "[\"@servers\"]";
@@ -292,11 +296,41 @@ fn random_faults_fencing_always_holds() {
     assert_holds(&sweep(ZOOKEEPER, EVERYONE), "fencing", 1..=ZK_SWEEP_SEEDS);
 }
 
+/// etcd's Unlock as PR etcd-io/etcd#22115 makes it (delete the key only at the revision the
+/// Mutex created it), and ZooKeeper's recipe.
 #[test]
 fn random_faults_without_client_pauses_or_clock_faults_keep_mutual_exclusion() {
     let me = "mutual_exclusion";
-    assert_holds(&sweep(ETCD, SERVERS), me, 1..=SWEEP_SEEDS);
+    assert_holds(&sweep(ETCD_22115, SERVERS), me, 1..=SWEEP_SEEDS);
     assert_holds(&sweep(ZOOKEEPER, SERVERS), me, 1..=ZK_SWEEP_SEEDS);
+}
+
+/// etcd's Mutex as released (3.4 to 3.6) deletes its key by name: an Unlock whose Delete
+/// waited at a paused or cut-off member, and that the client sent again elsewhere, commits
+/// when that member wakes (it forwards the write to the leader), after the same session
+/// locked again under the same name, and deletes the new key (etcd-io/etcd#22082). Random
+/// server faults find it on some seeds (7 of 300 when members began forwarding writes),
+/// and each such seed holds with the fixed Unlock: the comparison is all that differs.
+#[test]
+fn random_server_faults_find_etcd_22082s_late_delete_with_the_unlock_by_name() {
+    let (by_name, fixed) = (sweep(ETCD, SERVERS), sweep(ETCD_22115, SERVERS));
+    let me = locksim_sim::Property::MutualExclusion;
+    let broken: Vec<u64> = (1..=SWEEP_SEEDS)
+        .filter(|&seed| by_name.run(seed).properties.get(&me) == Some(&Verdict::Invalid))
+        .collect();
+    assert!(
+        !broken.is_empty(),
+        "no seed of {SWEEP_SEEDS} found the late Delete"
+    );
+    for seed in broken {
+        let r = fixed.run(seed);
+        assert_eq!(
+            r.properties.get(&me),
+            Some(&Verdict::Valid),
+            "{}",
+            describe(&r)
+        );
+    }
 }
 
 #[test]

@@ -58,7 +58,7 @@ fn concurrency_35_done_fires_after_the_paused_holders_check_and_on_signal_aborts
     }
 }
 
-/// Why the done-abort file does not pin lost update: on seed 819 the session's first
+/// Why the done-abort file does not pin lost update: on seed 227 the session's first
 /// keep-alive is on its way when the pause strikes; its answer ("kept alive", from before the
 /// revocation) is read on waking before the deadline loop looks, as etcd's `recvKeepAlive` may,
 /// and moves the deadline to now + TTL. `Done()` does not fire before the work ends: nothing is
@@ -66,7 +66,7 @@ fn concurrency_35_done_fires_after_the_paused_holders_check_and_on_signal_aborts
 #[test]
 fn concurrency_35_a_keep_alive_answer_read_on_waking_keeps_done_from_firing() {
     let file = "etcd-concurrency-35-done-abort.toml";
-    let (r, h) = common::prepared(&format!("catalog/{file}")).run_with_history(819);
+    let (r, h) = common::prepared(&format!("catalog/{file}")).run_with_history(227);
     assert!(r.expect.as_ref().is_some_and(|e| e.met), "{}", r.replay);
     assert_eq!(
         r.properties[&Property::LostUpdate],

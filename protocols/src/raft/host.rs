@@ -172,6 +172,16 @@ pub trait Service: 'static {
     /// Answers to held requests that are due: `(client, request id, answer)`.
     fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Self::Resp)>;
 
+    /// Whether a member that does not lead takes a client's write and forwards it to the
+    /// leader it knows (raft-rs forwards the proposal, `MsgPropose`), answering the client
+    /// when it applies the entry itself, across a change of leader, as an etcd member does
+    /// (its `processInternalRaftRequestOnce` waits for the entry's apply by request id).
+    /// Otherwise (the default) it answers "not leader" with the leader it knows, and the
+    /// client goes there. A write a member forwards and whose answer the client did not wait
+    /// for still commits: etcd-io/etcd#22082's late Delete.
+    fn forwards_proposals(&self) -> bool {
+        false
+    }
     /// Whether the server runs parts outside its Raft loop (an etcd member's gRPC handlers
     /// and lessor timer): then a `loop_stall` stops only the loop ([`Service::handle_stuck`],
     /// [`Service::tick_stuck`]); otherwise it pauses the peer.
@@ -481,23 +491,34 @@ impl<S: Service> Host<S> {
         let cmds = self.service.tick(&env(&self.peer, me, 0));
         if self.peer.leading {
             for cmd in cmds {
-                self.propose(&cmd, None);
+                let _ = self.propose(&cmd, None);
             }
         }
     }
 
-    fn propose(&mut self, cmd: &S::Cmd, client: Option<(NodeIdx, u64)>) {
+    fn propose(&mut self, cmd: &S::Cmd, client: Option<(NodeIdx, u64)>) -> bool {
         let key = nonce();
         let data = serde_json::to_vec(cmd).expect("commands serialise");
-        if self
+        let taken = self
             .peer
             .raw
             .propose(key.to_le_bytes().to_vec(), data)
-            .is_ok()
-        {
-            if let Some(client) = client {
-                self.peer.proposals.insert(key, client);
-            }
+            .is_ok();
+        if let (true, Some(client)) = (taken, client) {
+            self.peer.proposals.insert(key, client);
+        }
+        taken
+    }
+
+    /// A client's write: the leader proposes it; a member that does not lead forwards it
+    /// if its service does ([`Service::forwards_proposals`]), else, or when it knows no
+    /// leader (raft-rs drops the proposal), sends the client to the leader it knows.
+    fn propose_for(&mut self, cmd: &S::Cmd, client: (NodeIdx, u64)) {
+        if self.peer.leading {
+            let _ = self.propose(cmd, Some(client));
+        } else if !(self.service.forwards_proposals() && self.propose(cmd, Some(client))) {
+            let resp = self.service.not_leader(self.peer.leader_hint());
+            self.caller.reply(client.0, client.1, resp);
         }
     }
 
@@ -508,11 +529,11 @@ impl<S: Service> Host<S> {
         match handling {
             Handling::Reply(resp) => self.caller.reply(from, id, resp),
             Handling::Hold => {}
-            Handling::Propose(_) | Handling::Read(_) if !leading => {
+            Handling::Propose(cmd) => self.propose_for(&cmd, (from, id)),
+            Handling::Read(_) if !leading => {
                 let resp = self.service.not_leader(self.peer.leader_hint());
                 self.caller.reply(from, id, resp);
             }
-            Handling::Propose(cmd) => self.propose(&cmd, Some((from, id))),
             Handling::Read(_) if !self.peer.raw.raft.commit_to_current_term() => {
                 // raft-rs drops a read before the new leader committed in its term: ask the
                 // client to come back.
@@ -547,7 +568,7 @@ impl<S: Service> Host<S> {
             self.input(input);
         }
         for cmd in later {
-            self.propose(&cmd, None);
+            let _ = self.propose(&cmd, None);
         }
         self.on_ready().await;
     }

@@ -693,6 +693,14 @@ impl Service for Kv {
         true
     }
 
+    /// An etcd member takes any client's write and forwards it to the leader
+    /// (`EtcdServer.processInternalRaftRequestOnce`: `r.Propose`, then it waits for the
+    /// entry's apply by request id). Reads and keep-alives on a follower are still sent to the
+    /// leader by a "not leader" answer (module docs).
+    fn forwards_proposals(&self) -> bool {
+        true
+    }
+
     /// With the Raft loop stuck, a lessor that trusts its role (`lessor = "local-role"`)
     /// still renews its clients' leases; one that ensures its leadership first cannot (the
     /// ReadIndex needs the loop), and the keep-alive waits.

@@ -110,7 +110,15 @@
 //!
 //! What the model keeps and leaves out: one lock prefix, a flat key space with revisions,
 //! leases, the lessor with promotion and a watch on a key's deletion (served by the peer from
-//! its applied state, as a long poll). Keep-alives are confirmed by ReadIndex on the leader
+//! its applied state, as a long poll). A member that does not lead takes a client's write
+//! and forwards it to the leader (raft-rs forwards the proposal), answering the client when
+//! it applies the entry, as etcd's `processInternalRaftRequestOnce` does: so a write that
+//! waited at a paused or cut-off member commits when that member runs again, after the
+//! client gave up on it and perhaps sent it elsewhere (etcd-io/etcd#22082's late Delete,
+//! seen on real etcd by live mode). A read or keep-alive sent to a follower is answered
+//! "not leader" and the client asks the leader it names (a real member serves a linearizable
+//! read through the leader's ReadIndex and forwards a keep-alive to the leader's lessor: the
+//! same answer, one hop shorter here). Keep-alives are confirmed by ReadIndex on the leader
 //! before they renew (a deposed leader that has not noticed yet cannot renew; with `lessor =
 //! "local-role"` the leader renews at once, as before etcd PR #13690), and the client
 //! counts a lease's TTL from when it *sent* the keep-alive (etcd's Go client counts from the
