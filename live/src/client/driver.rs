@@ -331,7 +331,8 @@ fn etcdctl_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
         "name": "locksim",
         "ttl_s": params.lease_ttl_ms / 1000,
         "acquire_timeout_ms": params.acquire_timeout_ms,
-        // Unlock is one Delete: etcdctl's own command timeout bounds it (5 s).
+        // Unlock is one Delete, which etcdctl's lock command gives no deadline
+        // (`m.Unlock(context.TODO())`): a bound on the driver's wait only.
         "release_timeout_ms": 6_000,
         "mode": "signal",
     }))
