@@ -31,7 +31,12 @@
 //!   (`live/scenarios/etcdctl-jepsen-periodic-pause.toml`, `locksim live --library`),
 //!   waiters whose key went with their lease exit "lock lost on init", which the 3.4
 //!   profile's bare `Mutex` would not (docs/validation.md). In the model it is 3.4's
-//!   session with the re-read after waiting.
+//!   session with the re-read after waiting. The command gives `Lock`, its `Get` and
+//!   `Unlock` no deadline (`context.WithCancel(context.TODO())`, `m.Unlock(context.TODO())`;
+//!   `--command-timeout` is for the other commands), and gRPC's keep-alive (2 s, then 6 s)
+//!   outlasts a pause of a few seconds: a request to a paused member waits until it runs
+//!   again. The profile's per-request timeout, [`ETCDCTL_REQUEST_TIMEOUT_MS`], stands for
+//!   that.
 //! - **`jetcd-lock`** (jetcd 0.4.1 `LockImpl`, `LeaseImpl`; etcd
 //!   `server/etcdserver/api/v3lock/lock.go`): the member-side Lock RPC on the caller's lease,
 //!   kept alive by jetcd's 500 ms scheduler; what `lock_api = "lock-rpc"` did before profiles
@@ -60,6 +65,10 @@ pub const SESSION_TTL_MS: i64 = 60_000;
 
 /// `etcdctl lock`'s session TTL unless `--ttl` is given (`lockTTL`), in ms.
 const ETCDCTL_TTL_MS: i64 = 10_000;
+
+/// `etcdctl lock`'s per-request timeout in the model, in ms: past any pause a scenario
+/// draws, for the command gives its requests no deadline (module docs).
+pub const ETCDCTL_REQUEST_TIMEOUT_MS: i64 = 60_000;
 
 /// The profiles of `etcd`, the default first.
 pub fn profiles() -> Vec<ClientProfile> {
@@ -90,8 +99,14 @@ pub fn profiles() -> Vec<ClientProfile> {
             "etcdctl-3.4",
             "etcdctl lock of etcd 3.4: 3.4's session (10 s, etcdctl's --ttl default) and Mutex, \
              then its own Get of the key after Lock, exiting \"lock lost on init\" if it is gone \
-             (as 3.5's re-read)",
-            &[("lease_ttl_ms", toml::Value::Integer(ETCDCTL_TTL_MS))],
+             (as 3.5's re-read); no deadline on its requests",
+            &[
+                ("lease_ttl_ms", toml::Value::Integer(ETCDCTL_TTL_MS)),
+                (
+                    "request_timeout_ms",
+                    toml::Value::Integer(ETCDCTL_REQUEST_TIMEOUT_MS),
+                ),
+            ],
         ),
         profile(
             "jetcd-lock",
