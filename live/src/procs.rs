@@ -229,45 +229,82 @@ pub fn stop_self() {
     unsafe { libc::kill(0, libc::SIGSTOP) };
 }
 
-/// The ports [`free_port`] handed out in this process.
-static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
+/// How many of the ports [`free_port`] handed out last it never hands out again, each
+/// claimed machine-wide meanwhile: far more than the runs of one process hold at once (a run
+/// of five etcd members and five clients takes about 60), far fewer than the ~14,000 ports
+/// Linux gives `bind(0)`. (A set of every port ever handed out ran dry after some 450 live
+/// runs of one `validate --full`.)
+const RECENT_PORTS: usize = 2_048;
 
-/// A free TCP port on 127.0.0.1 (bound, read, released: the caller binds it next), never
-/// one handed out before in this process, nor one another locksim process on this machine
-/// holds ([`claim_port`]): runs in parallel (the tests, a validation's jobs) would otherwise
-/// draw the same released port and one server's bind would fail.
+/// The ports handed out most recently, oldest first, each with its claim (if it could be
+/// made); a port leaves, and its claim is released, once [`RECENT_PORTS`] newer ones came.
+struct Given {
+    order: std::collections::VecDeque<(u16, Option<std::os::unix::net::UnixListener>)>,
+    ports: std::collections::BTreeSet<u16>,
+}
+
+static GIVEN: std::sync::Mutex<Given> = std::sync::Mutex::new(Given {
+    order: std::collections::VecDeque::new(),
+    ports: std::collections::BTreeSet::new(),
+});
+
+impl Given {
+    fn push(&mut self, port: u16, claim: Option<std::os::unix::net::UnixListener>) {
+        self.ports.insert(port);
+        self.order.push_back((port, claim));
+        if self.order.len() > RECENT_PORTS {
+            if let Some((old, _claim)) = self.order.pop_front() {
+                self.ports.remove(&old);
+            }
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound, read, released: the caller binds it next), none of
+/// the last [`RECENT_PORTS`] handed out in this process, nor one another locksim process on
+/// this machine holds ([`claim_port`]): runs in parallel (the tests, a validation's jobs)
+/// would otherwise draw the same released port and one server's bind would fail.
 pub fn free_port() -> anyhow::Result<u16> {
     for _ in 0..100 {
         let listener =
             std::net::TcpListener::bind("127.0.0.1:0").context("no free loopback port")?;
         let port = listener.local_addr()?.port();
-        if GIVEN.lock().unwrap().insert(port) && claim_port(port) {
-            return Ok(port);
+        let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+        if given.ports.contains(&port) {
+            continue;
+        }
+        match claim_port(port) {
+            Claim::Held(claim) => {
+                given.push(port, claim);
+                return Ok(port);
+            }
+            Claim::Taken => {}
         }
     }
     anyhow::bail!("no fresh free loopback port in 100 tries")
 }
 
-/// Claims `port` machine-wide for this process's lifetime: binds the abstract Unix socket
-/// `locksim-port-PORT` and keeps it (the kernel releases it when the process ends, however it
-/// ends, and an abstract name leaves no file behind). False if another process holds it.
-fn claim_port(port: u16) -> bool {
+/// A port's machine-wide claim: held by this process (the listener, or `None` where no
+/// claim could be made), or taken by another.
+enum Claim {
+    Held(Option<std::os::unix::net::UnixListener>),
+    Taken,
+}
+
+/// Claims `port` machine-wide: binds the abstract Unix socket `locksim-port-PORT`, held
+/// while the port is among the recent ones (the kernel releases it when the process ends,
+/// however it ends, and an abstract name leaves no file behind).
+fn claim_port(port: u16) -> Claim {
     use std::os::linux::net::SocketAddrExt;
     use std::os::unix::net::{SocketAddr, UnixListener};
-    static HELD: std::sync::Mutex<Vec<UnixListener>> = std::sync::Mutex::new(Vec::new());
     let name = format!("locksim-port-{port}");
     let Ok(addr) = SocketAddr::from_abstract_name(name.as_bytes()) else {
-        return true;
+        return Claim::Held(None);
     };
     match UnixListener::bind_addr(&addr) {
-        Ok(listener) => {
-            HELD.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(listener);
-            true
-        }
-        Err(e) => e.kind() != std::io::ErrorKind::AddrInUse,
+        Ok(listener) => Claim::Held(Some(listener)),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Claim::Taken,
+        Err(_) => Claim::Held(None),
     }
 }
 
@@ -282,10 +319,10 @@ mod tests {
     #[test]
     fn a_port_one_process_handed_out_is_refused_to_another() {
         if let Ok(port) = std::env::var(CHILD_PORT) {
-            std::process::exit(if claim_port(port.parse().unwrap()) {
-                10
-            } else {
-                11
+            let claimed = claim_port(port.parse().unwrap());
+            std::process::exit(match claimed {
+                Claim::Held(_) => 10,
+                Claim::Taken => 11,
             });
         }
         let claims = |port: u16| {
@@ -307,11 +344,30 @@ mod tests {
         );
         // A port this process never handed out is the child's to claim.
         let other = given ^ 1;
-        assert!(!GIVEN.lock().unwrap().contains(&other));
+        assert!(!GIVEN.lock().unwrap().ports.contains(&other));
         assert_eq!(
             claims(other),
             Some(10),
             "port {other} is held by no process"
         );
+    }
+
+    /// More ports than `bind(0)` has to give, one after another: none of the recent ones
+    /// again, and never "no fresh free loopback port".
+    #[test]
+    fn free_port_hands_out_ports_past_the_whole_range() {
+        let mut recent = std::collections::VecDeque::new();
+        for _ in 0..40_000 {
+            let port = free_port().expect("a port");
+            assert!(
+                !recent.contains(&port),
+                "port {port} handed out again too soon"
+            );
+            recent.push_back(port);
+            if recent.len() > 64 {
+                recent.pop_front();
+            }
+        }
+        assert!(GIVEN.lock().unwrap().order.len() <= RECENT_PORTS);
     }
 }
