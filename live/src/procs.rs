@@ -240,22 +240,22 @@ const RECENT_PORTS: usize = 2_048;
 /// made); a port leaves, and its claim is released, once [`RECENT_PORTS`] newer ones came.
 struct Given {
     order: std::collections::VecDeque<(u16, Option<std::os::unix::net::UnixListener>)>,
-    ports: std::collections::BTreeSet<u16>,
 }
 
 static GIVEN: std::sync::Mutex<Given> = std::sync::Mutex::new(Given {
     order: std::collections::VecDeque::new(),
-    ports: std::collections::BTreeSet::new(),
 });
 
 impl Given {
+    fn contains(&self, port: u16) -> bool {
+        self.order.iter().any(|(p, _)| *p == port)
+    }
+
+    /// Adds `port` with its claim; the oldest leaves (its claim released) past the window.
     fn push(&mut self, port: u16, claim: Option<std::os::unix::net::UnixListener>) {
-        self.ports.insert(port);
         self.order.push_back((port, claim));
         if self.order.len() > RECENT_PORTS {
-            if let Some((old, _claim)) = self.order.pop_front() {
-                self.ports.remove(&old);
-            }
+            self.order.pop_front();
         }
     }
 }
@@ -270,7 +270,7 @@ pub fn free_port() -> anyhow::Result<u16> {
             std::net::TcpListener::bind("127.0.0.1:0").context("no free loopback port")?;
         let port = listener.local_addr()?.port();
         let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
-        if given.ports.contains(&port) {
+        if given.contains(port) {
             continue;
         }
         match claim_port(port) {
@@ -344,7 +344,7 @@ mod tests {
         );
         // A port this process never handed out is the child's to claim.
         let other = given ^ 1;
-        assert!(!GIVEN.lock().unwrap().ports.contains(&other));
+        assert!(!GIVEN.lock().unwrap().contains(other));
         assert_eq!(
             claims(other),
             Some(10),
@@ -352,8 +352,8 @@ mod tests {
         );
     }
 
-    /// More ports than `bind(0)` has to give, one after another: none of the recent ones
-    /// again, and never "no fresh free loopback port".
+    /// More ports than `bind(0)` has to give, one after another: none of the last
+    /// [`RECENT_PORTS`] again, and never "no fresh free loopback port".
     #[test]
     fn free_port_hands_out_ports_past_the_whole_range() {
         let mut recent = std::collections::VecDeque::new();
@@ -361,10 +361,10 @@ mod tests {
             let port = free_port().expect("a port");
             assert!(
                 !recent.contains(&port),
-                "port {port} handed out again too soon"
+                "port {port} handed out again within {RECENT_PORTS}"
             );
             recent.push_back(port);
-            if recent.len() > 64 {
+            if recent.len() > RECENT_PORTS {
                 recent.pop_front();
             }
         }

@@ -435,21 +435,14 @@ impl Live<'_> {
         while !waiting.is_empty() {
             self.check_clients()?;
             let left = deadline_ns.saturating_sub(clock::now_ns());
-            anyhow::ensure!(
-                left > 0,
-                "{} {} not up {bound_ms} ms after {}",
-                if self.library.is_some() {
-                    "the real library of"
-                } else {
-                    "client"
-                },
-                waiting.into_iter().collect::<Vec<_>>().join(", "),
-                if self.library.is_some() {
-                    "its start"
-                } else {
-                    "their spawn"
-                },
-            );
+            if left == 0 {
+                let (what, since) = match self.library {
+                    Some(_) => ("the real library of", "its start"),
+                    None => ("client", "their spawn"),
+                };
+                let who = waiting.into_iter().collect::<Vec<_>>().join(", ");
+                anyhow::bail!("{what} {who} not up {bound_ms} ms after {since}");
+            }
             let wait = Duration::from_nanos(left).min(Duration::from_millis(20));
             match rx.recv_timeout(wait) {
                 Ok((who, _, ClientMsg::Ready)) => {
