@@ -2110,6 +2110,12 @@ const CURATOR: Real = Real {
     note: "client library: curator 5.",
 };
 
+const KAZOO: Real = Real {
+    profile: "kazoo",
+    driver: "live/drivers/kazoo_lock.py",
+    note: "client library: kazoo 2.",
+};
+
 /// Runs `file` in the model and with the real library: both meet the file's expectation,
 /// with the same verdict on each of `properties`, the exit code says the verdict, and the
 /// first note names the library. The live run's JSON, history and where it was saved.
@@ -2413,6 +2419,37 @@ fn the_real_curator_lock_breaks_under_a_gc_pause_as_its_model_does_and_its_seque
         tokens.windows(2).all(|w| w[0] < w[1]),
         "{tokens:?}: {saved_at}"
     );
+}
+
+/// kazoo's cut-off holder listening for LOST only
+/// (scenarios/catalog/zookeeper-kazoo-cut-off-no-lost.toml): the run in which Curator's
+/// holder hears the LOST Curator injects and aborts, with kazoo's `Lock` (through
+/// live/drivers/kazoo_lock.py). kazoo hears LOST only from a server, and none can reach c1:
+/// c1 hears nothing, writes after c2 was granted, and c1's increment is lost, in the model
+/// and in kazoo.
+#[test]
+fn the_real_kazoo_never_hears_lost_while_cut_off_and_writes_as_its_model_does() {
+    let Some(_serial) = live_test("java", "zookeeper") else {
+        return;
+    };
+    let installed = ["-c", "import kazoo"];
+    if !tools::require_runs("live", "python3", &installed, "pip install kazoo") {
+        return;
+    }
+    let file = "scenarios/catalog/zookeeper-kazoo-cut-off-no-lost.toml";
+    let dir = scratch("kazoo-cut-off");
+    let (j, events, saved_at) = library_live(file, &dir, &KAZOO, &PROPERTIES);
+    assert_eq!(j["properties"]["mutual_exclusion"], "invalid", "{saved_at}");
+    assert_eq!(j["properties"]["lost_update"], "invalid", "{saved_at}");
+    assert_eq!(
+        aborted(&events, "c1#1"),
+        None,
+        "c1#1 heard nothing: {saved_at}"
+    );
+    let wrote = events
+        .iter()
+        .any(|e| e["op"] == "write" && e["grant"] == "c1#1");
+    assert!(wrote, "c1#1 wrote, cut off: {saved_at}");
 }
 
 /// `--library` runs only profiles with a driver; the others are refused by name before

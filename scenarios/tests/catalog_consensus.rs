@@ -408,6 +408,26 @@ fn curator_hears_lost_while_cut_off_and_the_raw_client_does_not() {
     assert_expect_met("zookeeper-curator-suspended-standard.toml");
 }
 
+/// kazoo in Curator's cut-off run: no LOST reaches the holder (kazoo hears it only from a
+/// server) and it writes; listening for SUSPENDED too, it aborts and everything holds.
+#[test]
+fn kazoo_hears_no_lost_while_cut_off_and_its_standard_listener_aborts_at_suspended() {
+    assert_expect_met("zookeeper-kazoo-cut-off-no-lost.toml");
+    let file = "catalog/zookeeper-kazoo-cut-off-no-lost.toml";
+    let text = std::fs::read_to_string(path(file)).unwrap();
+    let standard = text
+        .replace("error_policy = \"session\"", "error_policy = \"standard\"")
+        .replace("lost_update = \"violated\"", "lost_update = \"holds\"");
+    assert_ne!(standard, text);
+    let standard = parsed(&standard, "kazoo-standard.toml");
+    assert_holds(&standard, "lost_update", 1..=SEEDS);
+    let (r, history) = standard.run_with_history(1);
+    let suspended = history
+        .iter()
+        .any(|e| e.op == Op::Note && e.detail.as_deref().is_some_and(|d| d.contains("SUSPENDED")));
+    assert!(suspended, "the listener heard SUSPENDED: {}", describe(&r));
+}
+
 #[test]
 fn curator_protected_mode_finds_a_lost_create_and_the_raw_client_waits_behind_its_orphan() {
     assert_expect_met("zookeeper-lost-create-raw.toml");

@@ -15,9 +15,10 @@
 //! Drivers here: `redis-py` (redis-py's `Lock` on `single-redis`), `python-redis-lock` (its
 //! `Lock(auto_renewal=True)`, on `single-redis`) and
 //! `etcdctl-3.4` (`etcdctl lock`, etcd's Go `concurrency` package behind etcd's command, on
-//! `etcd`), both Python programs; `node-redlock` (node); `curator` (Curator's
-//! `InterProcessMutex` on `zookeeper`, a Java program run from a file: [`JAVA`]). A profile
-//! without a driver is refused by name, as modelled only.
+//! `etcd`), Python programs; `node-redlock` (node); `curator` (Curator's
+//! `InterProcessMutex` on `zookeeper`, a Java program run from a file: [`JAVA`]); `kazoo`
+//! (kazoo's `Lock` on `zookeeper`, Python). A profile without a driver is refused by name,
+//! as modelled only.
 
 use crate::client::lock::Ctx;
 use crate::rundir::RunDir;
@@ -135,7 +136,19 @@ pub const DRIVERS: &[Driver] = &[
         path: "live/drivers/Curator.java",
         version_probe: include_str!("../../drivers/Curator.java"),
         install: "apt-get install -y libcurator-recipes-java openjdk-17-jre-headless",
-        args: curator_args,
+        args: zookeeper_args,
+        no_signal: None,
+    },
+    Driver {
+        profile: "kazoo",
+        protocol: "zookeeper",
+        program: "python3",
+        inline: "-c",
+        source: include_str!("../../drivers/kazoo_lock.py"),
+        path: "live/drivers/kazoo_lock.py",
+        version_probe: "from kazoo.version import __version__; print(__version__)",
+        install: "pip install kazoo",
+        args: zookeeper_args,
         no_signal: None,
     },
 ];
@@ -200,14 +213,14 @@ impl Driver {
     }
 }
 
-/// Curator's `InterProcessMutex` on `/lock` (the model's lock directory), with the
-/// scenario's session and connection timeouts (the `curator` profile's defaults fill those
-/// not set), its acquire timeout, its retry interval (the request timeout) and its error
-/// policy.
-fn curator_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
+/// Curator's `InterProcessMutex` or kazoo's `Lock` on `/lock` (the model's lock directory),
+/// with the scenario's session and connection timeouts (the profile's defaults fill those
+/// not set; kazoo has no connection timeout), its acquire timeout, its retry interval (the
+/// request timeout: Curator's) and the error policy its application's listener follows.
+fn zookeeper_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
     use locksim_protocols::raft::zookeeper::profile::ErrorPolicy;
     let LockSpec::ZooKeeper { params, servers } = lock else {
-        anyhow::bail!("the Curator driver runs on zookeeper only");
+        anyhow::bail!("the Curator and kazoo drivers run on zookeeper only");
     };
     let policy = match params.error_policy.unwrap_or_default() {
         ErrorPolicy::Standard => "standard",

@@ -29,7 +29,8 @@ struct Session {
 }
 
 type SharedSession = Rc<RefCell<Option<Session>>>;
-/// The current grant's lost-lock signal (Curator's connection-state listener).
+/// The current grant's lost-lock signal (the application's connection-state listener, on
+/// Curator's or kazoo's states).
 type SharedSignal = Rc<RefCell<Option<LostSignal>>>;
 
 /// The client library: a session kept alive by pings, and the lock recipe.
@@ -167,7 +168,7 @@ impl ZkClient {
     }
 
     /// Whether a listed node created by session `owner` is the client's own. Only a Curator
-    /// acquire that went on into a new session (`session_retry`) can find one of another
+    /// (or kazoo) acquire that went on into a new session (`session_retry`) can find one of another
     /// session: `by-guid` takes it by its name, `owner-checked` does not (its
     /// `ephemeralOwner` is not the current session).
     fn owns(&self, owner: u64) -> bool {
@@ -185,7 +186,7 @@ impl ZkClient {
         }
     }
 
-    /// Curator with `session_retry`: after a request got no answer, the connection is made
+    /// Curator (or kazoo) with `session_retry`: after a request got no answer, the connection is made
     /// again before the next try, and the server says whether the session lives
     /// (`ClientCnxn` reconnecting; a follower asks the leader). `Expired`: Curator's new
     /// ZooKeeper handle opens a new session and the operation goes on in it. Without
@@ -207,9 +208,10 @@ impl ZkClient {
             }
         }
         let id = self.session().await.ok()?;
-        self.link
-            .ctx
-            .note("new session: the acquire goes on in it (Curator's retry loop)");
+        self.link.ctx.note(match self.link.params.client {
+            Library::Kazoo => "new session: the acquire goes on in it (kazoo's KazooRetry)",
+            _ => "new session: the acquire goes on in it (Curator's retry loop)",
+        });
         Some(id)
     }
 
@@ -236,14 +238,24 @@ impl ZkClient {
     /// Creates the client's node: its name, sequence and the session that created it.
     /// Curator creates in protected mode and, when a reply is lost, looks for its GUID among
     /// the children before it creates again, within its connection timeout
-    /// (`CreateBuilderImpl`); with `session_retry` it goes on in a new session when its own
-    /// expires, with the same GUID.
-    async fn create(&mut self, session: u64) -> Result<(String, u64, u64), Acquired> {
+    /// (`CreateBuilderImpl`); kazoo does the same with its uuid prefix until the acquire's
+    /// `deadline` (`_find_node`, under `KazooRetry`); with `session_retry` either goes on
+    /// in a new session when its own expires, with the same GUID.
+    async fn create(
+        &mut self,
+        session: u64,
+        deadline: Duration,
+    ) -> Result<(String, u64, u64), Acquired> {
         let params = &self.link.params;
-        let guid = (params.client == Library::Curator)
+        let guid = (params.client.protected_creates())
             .then(|| format!("{:016x}", self.link.ctx.rng().gen::<u64>()));
-        let give_up = self.link.ctx.mono_now()
-            + Duration::from_millis(params.connection_timeout_ms.unwrap_or(0));
+        let give_up = match params.client {
+            Library::Kazoo => deadline,
+            _ => {
+                let retry_ms = params.connection_timeout_ms.unwrap_or(0);
+                self.link.ctx.mono_now() + Duration::from_millis(retry_ms)
+            }
+        };
         // The session the next create is sent in, and the one Curator's protected mode
         // recorded when it began (`ProtectedMode.sessionId`).
         let (mut session, mut began) = (session, session);
@@ -268,7 +280,7 @@ impl ZkClient {
             };
             if self.link.ctx.mono_now() >= give_up {
                 return Err(Acquired::Unknown(
-                    "no answer to create within the connection timeout".into(),
+                    "no answer to create within the retry's time".into(),
                 ));
             }
             if self.link.params.session_retry.is_some() {
@@ -408,7 +420,7 @@ fn next_try(link: &Link, live: &Session) -> (Duration, Duration, bool) {
     let sleep_ms = link.ctx.rng().gen_range(0..RECONNECT_SLEEP_MS_MAX);
     let servers = link.peers.len().max(1) as u32;
     let (mut wait, mut budget) = (Duration::from_millis(sleep_ms), timeout / servers);
-    if link.params.client == Library::Curator {
+    if link.params.client.injects_lost() {
         let lost_in = (since + timeout).saturating_sub(link.ctx.mono_now());
         wait = wait.min(lost_in);
         budget = budget.min(lost_in - wait);
@@ -437,7 +449,7 @@ fn silence(link: &Link, live: &mut Session) -> Option<State> {
             live.suspended = Some(now);
             Some(State::Suspended("connection lost (SUSPENDED)"))
         }
-        Some(since) if link.params.client == Library::Curator && now >= since + timeout => {
+        Some(since) if link.params.client.injects_lost() && now >= since + timeout => {
             Some(State::Lost(
                 "session timeout elapsed while SUSPENDED: session expiration injected (LOST)",
             ))
@@ -462,7 +474,7 @@ impl LockClient for ZkClient {
             }
             self.link.ctx.point(CHECK_THEN_CREATE_POINT).await;
         }
-        let (name, seq, owner) = match self.create(session).await {
+        let (name, seq, owner) = match self.create(session, deadline).await {
             Ok(created) => created,
             Err(outcome) => return outcome,
         };
@@ -483,8 +495,8 @@ impl LockClient for ZkClient {
     }
 
     /// The lock holds while the connection does (two thirds of the timeout after the last
-    /// answered ping); `ignore-suspended`: until the client hears `Expired`; Curator with
-    /// the `session` error policy: until `LOST`.
+    /// answered ping); `ignore-suspended`: until the client hears `Expired`; Curator or
+    /// kazoo with the `session` error policy: until `LOST`.
     fn validity(&mut self, _grant: &Grant) -> Validity {
         let session = self.session.borrow();
         let Some(s) = session.as_ref() else {
@@ -492,19 +504,22 @@ impl LockClient for ZkClient {
         };
         let connected = Validity::Until(s.heard + self.link.params.timeout() * 2 / 3);
         match (self.link.params.client, self.link.params.variant) {
-            (Library::Curator, _) => match self.link.params.error_policy.unwrap_or_default() {
-                ErrorPolicy::Standard => connected,
-                ErrorPolicy::Session => Validity::Indefinite,
-            },
+            (Library::Curator | Library::Kazoo, _) => {
+                match self.link.params.error_policy.unwrap_or_default() {
+                    ErrorPolicy::Standard => connected,
+                    ErrorPolicy::Session => Validity::Indefinite,
+                }
+            }
             (Library::Zookeeper, Variant::IgnoreSuspended) => Validity::Indefinite,
             (Library::Zookeeper, _) => connected,
         }
     }
 
-    /// Curator: raised when the connection state turns to one the error policy counts as
-    /// losing the lock, `LOST` even while cut off. The raw client has no such signal.
+    /// Curator and kazoo: raised when the connection state turns to one the error policy
+    /// counts as losing the lock (Curator's `LOST` even while cut off). The raw client has
+    /// no such signal.
     fn lost_signal(&mut self, _grant: &Grant) -> Option<LostSignal> {
-        if self.link.params.client != Library::Curator {
+        if !self.link.params.client.state_listener() {
             return None;
         }
         let signal = LostSignal::new();

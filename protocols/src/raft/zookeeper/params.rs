@@ -64,13 +64,14 @@ pub struct Params {
     #[serde(default)]
     pub client: Library,
     /// Curator: how long an operation is retried while the connection is down, in ms.
+    /// (kazoo retries until the acquire's timeout.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_timeout_ms: Option<u64>,
-    /// Curator: which connection states mean the lock is lost (`standard`: SUSPENDED and
-    /// LOST; `session`: LOST only).
+    /// Curator and kazoo: which connection states mean the lock is lost (`standard`:
+    /// SUSPENDED and LOST; `session`: LOST only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_policy: Option<ErrorPolicy>,
-    /// Curator: an acquire whose session expires goes on in a new session, its node found by
+    /// Curator and kazoo: an acquire whose session expires goes on in a new session, its node found by
     /// name alone (`by-guid`, the bug) or only if the current session owns it
     /// (`owner-checked`, the fix). Unset: the acquire ends at the expiry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -152,33 +153,38 @@ impl Params {
         Err(ParamError::field("session_timeout_ms", why))
     }
 
-    /// Curator's keys are refused with the raw client, which has no such setting.
+    /// A library's keys are refused with a library that has no such setting: the raw
+    /// client has none of them; kazoo has no connection timeout (its acquire retries until
+    /// its own timeout).
     fn check_library(&self) -> Result<(), ParamError> {
-        if self.client == Library::Curator {
-            return match self.connection_timeout_ms {
-                Some(0) => Err(ParamError::field(
-                    "connection_timeout_ms",
-                    "must be positive",
-                )),
-                _ => Ok(()),
-            };
+        if self.connection_timeout_ms == Some(0) {
+            return Err(ParamError::field(
+                "connection_timeout_ms",
+                "must be positive",
+            ));
         }
-        for (field, set) in [
+        let listener = "is Curator's or kazoo's: set client = \"curator\" or \"kazoo\"";
+        let checks = [
             (
                 "connection_timeout_ms",
-                self.connection_timeout_ms.is_some(),
+                self.connection_timeout_ms.is_some() && self.client != Library::Curator,
+                "is Curator's: set client = \"curator\"",
             ),
-            ("error_policy", self.error_policy.is_some()),
-            ("session_retry", self.session_retry.is_some()),
-        ] {
-            if set {
-                return Err(ParamError::field(
-                    field,
-                    "is Curator's: set client = \"curator\"",
-                ));
-            }
+            (
+                "error_policy",
+                self.error_policy.is_some() && !self.client.state_listener(),
+                listener,
+            ),
+            (
+                "session_retry",
+                self.session_retry.is_some() && !self.client.protected_creates(),
+                listener,
+            ),
+        ];
+        match checks.into_iter().find(|(_, refused, _)| *refused) {
+            Some((field, _, why)) => Err(ParamError::field(field, why)),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// The server's tick (`tickTime`): given, or a tenth of the session timeout.
@@ -256,6 +262,14 @@ mod tests {
         let zero = params("client = \"curator\"\nconnection_timeout_ms = 0");
         let e = zero.validate().unwrap_err();
         assert_eq!(e.field.as_deref(), Some("connection_timeout_ms"), "{e:?}");
+        // kazoo listens to states and retries through an expiry, but has no connection
+        // timeout: its acquire retries until its own timeout.
+        let kazoo = params("client = \"kazoo\"\nerror_policy = \"session\"");
+        kazoo.validate().unwrap();
+        let kazoo = params("client = \"kazoo\"\nconnection_timeout_ms = 15_000");
+        let e = kazoo.validate().unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("connection_timeout_ms"), "{e:?}");
+        assert!(e.message.contains("Curator's"), "{e:?}");
     }
 
     #[test]

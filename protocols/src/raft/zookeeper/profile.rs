@@ -26,9 +26,30 @@
 //!   has (`session_retry`: CURATOR-604, CURATOR-498): the node may be the dead session's,
 //!   still listed by a server that has not applied the session's close.
 //!
+//! - **`kazoo`** (Python; `python-zk/kazoo`, `kazoo/recipe/lock.py`, `kazoo/retry.py`,
+//!   `kazoo/protocol/connection.py`): `KazooClient(timeout=10.0)`, a 10 s session by default.
+//!   Its connection follows the Java client's (`read_timeout` two thirds of the negotiated
+//!   session timeout): a silent connection turns `SUSPENDED`, and `LOST` comes only when a
+//!   server says the session expired, on reconnecting; kazoo keeps no timer of its own, as
+//!   Curator does. Its `Lock` creates its node under a fresh `uuid4().hex + "__lock__"`
+//!   prefix ("props to Netflix Curator for this trick") and, when a create's reply is lost,
+//!   finds it by that prefix (`_find_node`); it retries the whole acquire with a
+//!   `KazooRetry(max_tries=None)` bounded only by the acquire's timeout, and `KazooRetry`
+//!   treats `SessionExpiredError` as retryable (`ignore_expire=True`, its default): the
+//!   acquire goes on in the client's next session and takes a node listed under its prefix
+//!   whatever session made it, Curator's `by-guid` bug (`session_retry` defaults to
+//!   `by-guid`; no kazoo release checks the owner). `Lock` itself never tells its holder
+//!   that the session went (`is_acquired` stays true; python-zk/kazoo#2): the application
+//!   listens (`client.add_listener`), as kazoo's docs ask ("the lock may have been lost" on
+//!   `SUSPENDED`, lost on `LOST`); `error_policy` names what that listener counts, as with
+//!   Curator (`standard`: `SUSPENDED` or `LOST`; `session`: `LOST`), and it is the lost-lock
+//!   signal here.
+//!
 //! Where the model simplifies: Curator's retry policy (exponential backoff) is a retry every
-//! request timeout until the connection timeout; `sessionExpirationPercent` is 100, its
-//! default; Curator's lock sorts children by the sequence suffix, as the tree lists them.
+//! request timeout until the connection timeout, kazoo's (backoff from 0.1 s with jitter) a
+//! retry every request timeout until the acquire's timeout; `sessionExpirationPercent` is
+//! 100, its default; both libraries' locks sort children by the sequence suffix, as the
+//! tree lists them, and their node names differ only in the prefix's spelling.
 
 use crate::protocol::ClientProfile;
 use serde::{Deserialize, Serialize};
@@ -43,6 +64,30 @@ pub enum Library {
     /// Curator's `InterProcessMutex`: `LOST` injected after a session timeout `SUSPENDED`,
     /// protected-mode creates.
     Curator,
+    /// kazoo's `Lock`: `LOST` only from a server, creates under a uuid prefix, an acquire
+    /// retried through session expiry.
+    Kazoo,
+}
+
+impl Library {
+    /// Whether the lock's node is created under a unique prefix the library finds it by
+    /// when a create's reply is lost (Curator's protected mode, kazoo's uuid prefix).
+    pub fn protected_creates(self) -> bool {
+        matches!(self, Library::Curator | Library::Kazoo)
+    }
+
+    /// Whether the library reports connection states to a listener the application
+    /// follows (`error_policy`): the lost-lock signal.
+    pub fn state_listener(self) -> bool {
+        matches!(self, Library::Curator | Library::Kazoo)
+    }
+
+    /// Whether the library itself declares the session lost once a session timeout has
+    /// passed while suspended (Curator 3.0's `ConnectionStateManager`); the others hear it
+    /// from a server only.
+    pub fn injects_lost(self) -> bool {
+        self == Library::Curator
+    }
 }
 
 /// What a Curator acquire does when its session expires before it holds the lock: Curator's
@@ -105,5 +150,23 @@ pub fn profiles() -> Vec<ClientProfile> {
                 ("connection_timeout_ms", 15_000),
             ],
         ),
+        kazoo(),
     ]
+}
+
+/// kazoo's profile: a 10 s session, and the acquire's retry through an expiry (`by-guid`).
+fn kazoo() -> ClientProfile {
+    let mut kazoo = profile(
+        "kazoo",
+        "kazoo Lock (Python): 10 s session; SUSPENDED after 2/3 of the timeout, LOST only \
+         from a server; the application's listener counts SUSPENDED or LOST (error_policy \
+         standard) or LOST (session); uuid-prefixed creates; the acquire retried through a \
+         session expiry, its node found by prefix (session_retry by-guid)",
+        &[("session_timeout_ms", 10_000)],
+    );
+    kazoo.defaults.insert(
+        "session_retry".into(),
+        toml::Value::String("by-guid".into()),
+    );
+    kazoo
 }
