@@ -1,4 +1,4 @@
-//! What one simulated run costs: `cargo bench --bench run`.
+//! What one simulated run costs: `cargo bench -p locksim-benches --bench run`.
 //!
 //! Each iteration runs the next seed of a catalog scenario end to end (world, workload,
 //! checker, trace hash), so the figure is the CPU time of one sweep step.
@@ -11,7 +11,7 @@ use locksim_protocols::Registry;
 
 fn bench_scenario(c: &mut Criterion, name: &str) {
     let path = format!(
-        "{}/scenarios/catalog/{name}.toml",
+        "{}/../scenarios/catalog/{name}.toml",
         env!("CARGO_MANIFEST_DIR")
     );
     let prepared = locksim_scenarios::load(&path, &Registry::builtin()).expect("catalog loads");
@@ -33,7 +33,7 @@ fn runs(c: &mut Criterion) {
 
 fn checker(c: &mut Criterion) {
     let path = format!(
-        "{}/scenarios/catalog/redis-single-healthy.toml",
+        "{}/../scenarios/catalog/redis-single-healthy.toml",
         env!("CARGO_MANIFEST_DIR")
     );
     let prepared = locksim_scenarios::load(&path, &Registry::builtin()).expect("catalog loads");

@@ -1,4 +1,4 @@
-//! The engine's speed against madsim's own: `cargo bench --bench speed`.
+//! The engine's speed against madsim's own: `cargo bench -p locksim-benches --bench speed`.
 //!
 //! In one process, one thread, it measures madsim's bare `Endpoint` ping-pong (two nodes, one
 //! message in flight, nothing else) and then locksim's healthy catalog scenarios end to end
@@ -104,7 +104,7 @@ struct Totals {
 
 fn run_seeds(name: &str, seeds: u64) -> Totals {
     let path = format!(
-        "{}/scenarios/catalog/{name}.toml",
+        "{}/../scenarios/catalog/{name}.toml",
         env!("CARGO_MANIFEST_DIR")
     );
     let prepared = locksim_scenarios::load(&path, &Registry::builtin()).expect("catalog loads");
@@ -133,7 +133,7 @@ fn scaled(n: u64, scale: f64) -> u64 {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; `cargo test --benches` runs it once, tiny, as a smoke run.
+    // `cargo bench` passes `--bench`; `cargo test -p locksim-benches --benches` runs it once, tiny, as a smoke run.
     let smoke = !std::env::args().any(|a| a == "--bench");
     let scale: f64 = match std::env::var("LOCKSIM_SPEED_SCALE") {
         Ok(s) => s.parse().expect("LOCKSIM_SPEED_SCALE is a number"),
@@ -165,6 +165,6 @@ fn main() {
         );
     }
     println!(
-        "\n(medians of {REPETITIONS} repetitions of this thread's CPU time; scale {scale}; `cargo bench --bench speed`)"
+        "\n(medians of {REPETITIONS} repetitions of this thread's CPU time; scale {scale}; `cargo bench -p locksim-benches --bench speed`)"
     );
 }
