@@ -1736,9 +1736,11 @@ fn a_zookeeper_session_moves_to_another_server_when_the_leader_crashes() {
     // unanswered: the acquire gave up on it, or the client sent it again elsewhere (the
     // live link notes each create it got no answer to; looped under load, one run in a
     // dozen sent its create to the leader just before the crash and waited behind that
-    // node, of its own living session, to the end).
+    // node, of its own living session, to the end). Only a create that went unanswered
+    // after the crash explains it.
     let lost_create = events.iter().any(|e| {
         (e["op"] == "acquire" || e["op"] == "note")
+            && e["time_ns"].as_u64() >= crash["time_ns"].as_u64()
             && e["detail"]
                 .as_str()
                 .is_some_and(|d| d.starts_with("no answer to create"))
