@@ -168,8 +168,8 @@ impl ZkClient {
     }
 
     /// Whether a listed node created by session `owner` is the client's own. Only a Curator
-    /// (or kazoo) acquire that went on into a new session (`session_retry`) can find one of another
-    /// session: `by-guid` takes it by its name, `owner-checked` does not (its
+    /// (or kazoo) acquire that went on into a new session (`session_retry`) can find one of
+    /// another session: `by-guid` takes it by its name, `owner-checked` does not (its
     /// `ephemeralOwner` is not the current session).
     fn owns(&self, owner: u64) -> bool {
         if self.current() == Some(owner) {
@@ -186,8 +186,8 @@ impl ZkClient {
         }
     }
 
-    /// Curator (or kazoo) with `session_retry`: after a request got no answer, the connection is made
-    /// again before the next try, and the server says whether the session lives
+    /// Curator (or kazoo) with `session_retry`: after a request got no answer, the connection
+    /// is made again before the next try, and the server says whether the session lives
     /// (`ClientCnxn` reconnecting; a follower asks the leader). `Expired`: Curator's new
     /// ZooKeeper handle opens a new session and the operation goes on in it. Without
     /// `session_retry` nothing is done here. The current session, if any.

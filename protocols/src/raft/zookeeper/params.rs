@@ -71,9 +71,9 @@ pub struct Params {
     /// SUSPENDED and LOST; `session`: LOST only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_policy: Option<ErrorPolicy>,
-    /// Curator and kazoo: an acquire whose session expires goes on in a new session, its node found by
-    /// name alone (`by-guid`, the bug) or only if the current session owns it
-    /// (`owner-checked`, the fix). Unset: the acquire ends at the expiry.
+    /// Curator and kazoo: an acquire whose session expires goes on in a new session, its node
+    /// found by name alone (`by-guid`, the bug; kazoo's default) or only if the current
+    /// session owns it (`owner-checked`, the fix). Unset: the acquire ends at the expiry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_retry: Option<SessionRetry>,
     /// Each client talks to one server, which answers its child listings from its own
