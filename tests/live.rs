@@ -1641,9 +1641,10 @@ fn a_zookeeper_follower_cut_from_the_leader_stops_serving_and_the_leader_serves_
     let history = dir.join("h.jsonl");
     // A fresh ensemble elects the highest id that a quorum reaches first: never zk1, which
     // votes for a higher one. The cut is between zk1 and the leader only; clients keep
-    // every link. The run goes on 5 s after the heal: zk1 rejoining took 4.5 s and more on
-    // a machine at load 20.
-    let path = scenario(&dir, "follower", "duration_ms = 12000\n[protocol]\nname = \"zookeeper\"\npeers = 3\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 5000\ngroups = [[\"zk1\"], [\"@leader\"]]\n");
+    // every link. The run goes on 13 s after the heal: zk1 rejoining took 4.5 s and more on
+    // a machine at load 20, and more than 10 s once beside the whole suite and two CPU-bound
+    // processes.
+    let path = scenario(&dir, "follower", "duration_ms = 20000\n[protocol]\nname = \"zookeeper\"\npeers = 3\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[[faults]]\nkind = \"partition\"\nat_ms = 2000\nduration_ms = 5000\ngroups = [[\"zk1\"], [\"@leader\"]]\n");
     let child = spawn_live(&path, &[], &keep, &history);
     let modes = zookeeper_modes(child, &keep, &history);
     let (_, events) = read_history(&history);
