@@ -2297,10 +2297,10 @@ fn the_real_node_redlock_aborts_a_paused_routine_before_its_write_as_its_model_d
         aborted.is_some(),
         "c1#1 aborted by node-redlock's own signal: {saved_at}"
     );
-    let wrote = events
-        .iter()
-        .any(|e| e["op"] == "write" && e["grant"] == "c1#1");
-    assert!(!wrote, "c1#1 wrote after its signal: {saved_at}");
+    assert!(
+        !wrote(&events, "c1#1"),
+        "c1#1 wrote after its signal: {saved_at}"
+    );
 }
 
 /// The limit of node-redlock's signal, for real (node-redlock-abort-after-write.toml): a
@@ -2350,6 +2350,13 @@ fn aborted<'a>(events: &'a [serde_json::Value], grant: &str) -> Option<&'a str> 
         .and_then(|e| e["detail"].as_str())
 }
 
+/// Whether `grant` wrote to the resource (accepted or not).
+fn wrote(events: &[serde_json::Value], grant: &str) -> bool {
+    events
+        .iter()
+        .any(|e| e["op"] == "write" && e["grant"] == grant)
+}
+
 /// CURATOR-206's cut-off holder with the session policy, for real
 /// (scenarios/catalog/zookeeper-curator-lost-cut-off.toml): c1 is cut off from the ensemble
 /// while it works; the leader expires its session and c2 takes the lock, and only later
@@ -2371,10 +2378,7 @@ fn the_real_curator_hears_lost_while_cut_off_and_aborts_before_writing_as_its_mo
             && why.contains("SessionConnectionStateErrorPolicy"),
         "{why}: {saved_at}"
     );
-    let wrote = events
-        .iter()
-        .any(|e| e["op"] == "write" && e["grant"] == "c1#1");
-    assert!(!wrote, "c1#1 wrote after LOST: {saved_at}");
+    assert!(!wrote(&events, "c1#1"), "c1#1 wrote after LOST: {saved_at}");
 }
 
 /// The same cut-off under Curator's default StandardConnectionStateErrorPolicy
@@ -2449,10 +2453,7 @@ fn the_real_kazoo_never_hears_lost_while_cut_off_and_writes_as_its_model_does() 
         None,
         "c1#1 heard nothing: {saved_at}"
     );
-    let wrote = events
-        .iter()
-        .any(|e| e["op"] == "write" && e["grant"] == "c1#1");
-    assert!(wrote, "c1#1 wrote, cut off: {saved_at}");
+    assert!(wrote(&events, "c1#1"), "c1#1 wrote, cut off: {saved_at}");
 }
 
 /// `--library` runs only profiles with a driver; the others are refused by name before
