@@ -2101,6 +2101,12 @@ const PYTHON_REDIS_LOCK: Real = Real {
     note: "client library: python-redis-lock ",
 };
 
+const POTTERY: Real = Real {
+    profile: "pottery",
+    driver: "live/drivers/pottery_lock.py",
+    note: "client library: pottery 3.",
+};
+
 const ETCDCTL: Real = Real {
     profile: "etcdctl-3.4",
     driver: "live/drivers/etcdctl.py",
@@ -2321,6 +2327,44 @@ fn the_real_node_redlock_signal_cannot_stop_a_write_already_past_its_look() {
     assert!(wrote, "c1#1's stale write accepted: {saved_at}");
 }
 
+/// pottery's `locked()` for real (live/drivers/pottery_lock.py on three redis-servers): the
+/// holder stalled 3 s past its 1 s lock before the check hears 0 and skips its write (the
+/// sections overlap, no update is lost); stalled after the check, its stale write lands
+/// and an update is lost. The real library gives each the verdict its model gives.
+#[test]
+fn the_real_pottery_locked_says_no_after_a_pause_but_cannot_see_one_after_it() {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
+        return;
+    };
+    let installed = ["-c", "import pottery"];
+    if !tools::require_runs("live", "python3", &installed, "pip install pottery") {
+        return;
+    }
+    let before = "scenarios/validate/pottery-gc-pause.toml";
+    let dir = scratch("pottery-before");
+    let (j, events, saved_at) = library_live(before, &dir, &POTTERY, &NO_FENCING);
+    assert_eq!(j["properties"]["lost_update"], "valid", "{saved_at}");
+    assert!(
+        !wrote(&events, "c1#1"),
+        "locked() = 0, no write: {saved_at}"
+    );
+    let skipped = events.iter().any(|e| {
+        e["grant"] == "c1#1"
+            && e["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("locked() = 0"))
+    });
+    assert!(
+        skipped,
+        "c1#1 skipped its write on locked()'s 0: {saved_at}"
+    );
+    let after = "scenarios/validate/pottery-locked-then-pause.toml";
+    let dir = scratch("pottery-after");
+    let (j, events, saved_at) = library_live(after, &dir, &POTTERY, &NO_FENCING);
+    assert_eq!(j["properties"]["lost_update"], "invalid", "{saved_at}");
+    assert!(wrote(&events, "c1#1"), "c1#1's stale write: {saved_at}");
+}
+
 /// ZooKeeper, java and Debian's Curator jars (libcurator-recipes-java) are on the machine:
 /// the serializing guard, or `None` where a test cannot run (skipped; under CI a failure).
 fn curator_test() -> Option<std::sync::MutexGuard<'static, ()>> {
@@ -2493,6 +2537,18 @@ fn live_library_refuses_profiles_without_a_driver_and_names_a_missing_library() 
     let file = scenario(&inside, "after-wait", &text);
     let out = in_repo(&["live", &file, "--library"]);
     assert_refused(&out, &["`after_wait` of c2 is inside the client library"]);
+    // Only pottery's driver has the library's own question to the servers.
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("live/scenarios/redis-py-gc-pause.toml"),
+    )
+    .unwrap()
+    .replace("[workload]", "[workload]\ncheck = \"ask_servers\"");
+    let file = scenario(&inside, "ask-servers", &text);
+    let out = in_repo(&["live", &file, "--library"]);
+    assert_refused(
+        &out,
+        &["the redis-py driver has no call that asks the servers"],
+    );
     let out = library_without_path("live/scenarios/redis-py-gc-pause.toml");
     assert_refused(&out, &["cannot run python3", "pip install redis"]);
     let out = library_without_path("scenarios/catalog/zookeeper-curator-lost-cut-off.toml");

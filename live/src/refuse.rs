@@ -41,6 +41,13 @@ fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused
     if library {
         let driver = profile.and_then(|p| crate::client::driver::for_profile(protocol, p));
         if let Some(d) = driver {
+            if w.check == Check::AskServers && !d.asks_servers {
+                return Err(Refused(format!(
+                    "{}: workload.check = \"ask_servers\": the {} driver has no call that asks \
+                     the servers (only pottery's locked() is driven); use another check",
+                    prepared.path, d.profile
+                )));
+            }
             return match d.no_signal {
                 Some(why) if w.check != Check::Never => Err(Refused(format!(
                     "{}: workload.check: live --library runs {} with no lost-lock signal to \

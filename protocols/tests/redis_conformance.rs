@@ -513,6 +513,14 @@ fn extend(key: &str, value: &str, px_ms: i128) -> Cmd {
     }
 }
 
+/// pottery's `locked()` script on `key`.
+fn pttl_if_eq(key: &str, value: &str) -> Cmd {
+    Cmd::PttlIfEq {
+        key: key.into(),
+        value: value.into(),
+    }
+}
+
 /// python-redis-lock's release on `key`, signalling on `key:signal`.
 fn unlock_signal(key: &str, value: &str) -> Cmd {
     Cmd::DelIfEqSignal {
@@ -643,6 +651,21 @@ fn scripts() -> Vec<Case> {
                     Run(get(&format!("{k}:signal")), err(store::ERR_WRONGTYPE)),
                     Run(set(k, "c", true, Some(TTL)), Reply::Ok),
                     Run(unlock_signal(k, "c"), Reply::Int(0)),
+                ]
+            },
+        ),
+        (
+            "pottery's locked() script answers 0 unless the key is ours with time left",
+            |k| {
+                // Its positive answers (the PTTL) are compared in the random part.
+                vec![
+                    Run(pttl_if_eq(k, "a"), Reply::Int(0)),
+                    Run(set(k, "a", false, None), Reply::Ok),
+                    Run(pttl_if_eq(k, "a"), Reply::Int(0)),
+                    Run(set(k, "b", false, Some(TTL)), Reply::Ok),
+                    Run(pttl_if_eq(k, "a"), Reply::Int(0)),
+                    Pxat("a", -5),
+                    Run(pttl_if_eq(k, "a"), Reply::Int(0)),
                 ]
             },
         ),
@@ -950,6 +973,7 @@ fn scripts_are_the_ones_redis_names(conn: &mut Conn) -> Vec<String> {
         store::EXTEND,
         store::SET_IF_ABSENT_OR_EQ,
         store::UNLOCK_AND_SIGNAL,
+        store::PTTL_IF_EQ,
     ];
     scripts
         .iter()
@@ -1026,7 +1050,8 @@ fn random_command(rng: &mut StdRng, s: u64) -> Cmd {
         25..=39 => acquire(&key, &value, Some(ttl)),
         40..=54 => release(&key, &value),
         55..=69 => extend(&key, &value, ttl),
-        70..=79 => get(&key),
+        70..=74 => get(&key),
+        75..=79 => pttl_if_eq(&key, &value),
         80..=86 => incr(&format!("{key}:token")),
         87..=89 => incr(&key),
         90..=92 => del(&key),

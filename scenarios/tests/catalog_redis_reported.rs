@@ -6,6 +6,7 @@
 use crate::common;
 
 use locksim_sim::history::{History, Kind, Op};
+use locksim_sim::Verdict;
 
 const SEEDS: u64 = 20;
 
@@ -174,5 +175,68 @@ fn redsync_loses_a_lock_to_restarts_without_persistence_unless_extend_sets_it_ag
             r.replay
         );
         assert!(!set_for(&h, "redis2", "c1").is_empty(), "{}", r.replay);
+    }
+}
+
+/// pottery's `locked()`, its users' check, answers at the first quorum of positive PTTLs, so
+/// redsync#72's slow master cannot make it late (the holder writes in time); a pause after
+/// it still loses an update, and the same pause before it makes it answer 0: the write is
+/// skipped and no update is lost.
+#[test]
+fn pottery_locked_answers_at_a_quorum_and_cannot_see_a_pause_after_it() {
+    let (slow, after) = (
+        "pottery-locked-slow-master.toml",
+        "pottery-locked-then-pause.toml",
+    );
+    common::assert_expect_met(slow, SEEDS);
+    common::assert_expect_met(after, SEEDS);
+    let point = "point = \"after_validity_check\"";
+    let before = common::changed(after, point, "point = \"after_read\"");
+    for seed in 1..=5 {
+        let (_, h) = common::prepared(&format!("catalog/{slow}")).run_with_history(seed);
+        assert!(wrote(&h, "c1#1"), "seed {seed}: the holder wrote in time");
+        let (_, h) = common::prepared(&format!("catalog/{after}")).run_with_history(seed);
+        assert!(wrote(&h, "c1#1"), "seed {seed}: the stale write landed");
+        let (r, h) = before.run_with_history(seed);
+        let verdict = |name: &str| r.properties.iter().find(|(k, _)| k.name() == name);
+        let valid = |name: &str| verdict(name).is_some_and(|(_, v)| *v == Verdict::Valid);
+        assert!(valid("lost_update"), "seed {seed}: {:?}", r.properties);
+        assert!(
+            !valid("mutual_exclusion"),
+            "seed {seed}: {:?}",
+            r.properties
+        );
+        assert!(!wrote(&h, "c1#1"), "seed {seed}: locked() said 0, no write");
+        let zero = common::notes(&h, "c1", "locked() = 0");
+        assert_eq!(zero.len(), 1, "seed {seed}: {zero:?}");
+    }
+}
+
+/// pottery's `num_extensions`: an application extending every 300 ms gets three extensions
+/// of a grant and then `TooManyExtensions` on the fourth call, without a request (and five
+/// with `num_extensions = 5`).
+#[test]
+fn pottery_raises_too_many_extensions_after_num_extensions() {
+    for (limit, set) in [(3, ""), (5, "num_extensions = 5\n")] {
+        let text = format!(
+            "name = \"pottery-extensions\"\nduration_ms = 3_000\n\n[protocol]\nname = \
+             \"redlock\"\nclient = \"pottery\"\ninstances = 3\nttl_ms = 1_000\n{set}\n\
+             [workload]\nclients = 1\ncs_ms_min = 2_000\ncs_ms_max = 2_000\n\
+             extend_every_ms = 300\n"
+        );
+        let (_, h) = common::parsed(&text, "pottery-extensions.toml").run_with_history(1);
+        let extends: Vec<_> = h
+            .iter()
+            .filter(|e| e.op == Op::Extend && e.grant.as_deref() == Some("c1#1"))
+            .filter(|e| e.kind != Kind::Invoke)
+            .collect();
+        let ok = extends.iter().take_while(|e| e.kind == Kind::Ok).count();
+        assert_eq!(ok, limit, "{extends:?}");
+        let failed = extends
+            .get(limit)
+            .expect("a failed extension after the limit");
+        assert_eq!(failed.kind, Kind::Fail);
+        assert_eq!(failed.detail.as_deref(), Some("TooManyExtensions"));
+        assert_eq!(common::notes(&h, "c1", "TooManyExtensions").len(), 1);
     }
 }

@@ -17,8 +17,9 @@
 //! `etcdctl-3.4` (`etcdctl lock`, etcd's Go `concurrency` package behind etcd's command, on
 //! `etcd`), Python programs; `node-redlock` (node); `curator` (Curator's
 //! `InterProcessMutex` on `zookeeper`, a Java program run from a file: [`JAVA`]); `kazoo`
-//! (kazoo's `Lock` on `zookeeper`, Python). A profile without a driver is refused by name,
-//! as modelled only.
+//! (kazoo's `Lock` on `zookeeper`, Python); `pottery` (pottery's `Redlock` on `redlock`,
+//! Python; its `locked()` answers `{"op": "ask"}`, what `check = "ask_servers"` looks at). A
+//! profile without a driver is refused by name, as modelled only.
 
 use crate::client::lock::Ctx;
 use crate::rundir::RunDir;
@@ -52,6 +53,9 @@ pub struct Driver {
     /// Why the library gives the application no lost-lock signal to check, where it gives
     /// none: such a driver runs `check = "never"` only.
     pub no_signal: Option<&'static str>,
+    /// Whether the driver answers `{"op": "ask"}` with the library's own question to the
+    /// servers (pottery's `locked()`): what `check = "ask_servers"` needs.
+    pub asks_servers: bool,
 }
 
 /// `etcdctl lock NAME` (`etcdctl-3.4`); its command form (below) differs in two fields.
@@ -68,6 +72,7 @@ const ETCDCTL: Driver = Driver {
     install: "apt-get install -y etcd-client",
     args: etcdctl_args,
     no_signal: None,
+    asks_servers: false,
 };
 
 /// node-redlock on one server; on Redlock's servers (below), the same driver.
@@ -82,6 +87,7 @@ const NODE_REDLOCK: Driver = Driver {
     install: NODE_REDLOCK_INSTALL,
     args: node_redlock_args,
     no_signal: None,
+    asks_servers: false,
 };
 
 /// Every driver.
@@ -97,6 +103,7 @@ pub const DRIVERS: &[Driver] = &[
         install: "pip install redis",
         args: redis_py_args,
         no_signal: None,
+        asks_servers: false,
     },
     Driver {
         profile: "python-redis-lock",
@@ -111,6 +118,7 @@ pub const DRIVERS: &[Driver] = &[
         // Its answer to `valid` is the library's: held (it keeps no validity, and its
         // renewal thread ends silently).
         no_signal: None,
+        asks_servers: false,
     },
     ETCDCTL,
     Driver {
@@ -138,6 +146,7 @@ pub const DRIVERS: &[Driver] = &[
         install: "apt-get install -y libcurator-recipes-java openjdk-17-jre-headless",
         args: zookeeper_args,
         no_signal: None,
+        asks_servers: false,
     },
     Driver {
         profile: "kazoo",
@@ -150,6 +159,21 @@ pub const DRIVERS: &[Driver] = &[
         install: "pip install kazoo",
         args: zookeeper_args,
         no_signal: None,
+        asks_servers: false,
+    },
+    Driver {
+        profile: "pottery",
+        protocol: "redlock",
+        program: "python3",
+        inline: "-c",
+        source: include_str!("../../drivers/pottery_lock.py"),
+        path: "live/drivers/pottery_lock.py",
+        version_probe: "from importlib.metadata import version; \
+            import pottery; print(version('pottery'))",
+        install: "pip install pottery",
+        args: pottery_args,
+        no_signal: None,
+        asks_servers: true,
     },
 ];
 
@@ -333,6 +357,33 @@ fn node_redlock_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
+/// pottery's `Redlock(key, masters, auto_release_time, num_extensions)` over one redis-py
+/// client per master, its requests bounded by the scenario's request timeout (redis-py's
+/// `socket_timeout`; none by default), `acquire(timeout=T)`.
+fn pottery_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
+    let LockSpec::Redlock { params, servers } = lock else {
+        anyhow::bail!("the pottery driver runs on redlock only");
+    };
+    let Some(acquire_timeout_ms) = params.acquire_timeout_ms else {
+        anyhow::bail!("pottery gives up after acquire_timeout_ms, not after retry_count tries");
+    };
+    let masters: Vec<serde_json::Value> = servers
+        .iter()
+        .map(|s| {
+            let addr: std::net::SocketAddr = s.parse()?;
+            Ok(serde_json::json!({ "host": addr.ip().to_string(), "port": addr.port() }))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(serde_json::json!({
+        "masters": masters,
+        "name": locksim_protocols::redis::client::KEY,
+        "ttl_ms": params.ttl_ms,
+        "num_extensions": params.extensions_max(),
+        "acquire_timeout_ms": acquire_timeout_ms,
+        "request_timeout_ms": params.request_timeout_ms,
+    }))
+}
+
 /// `etcdctl --endpoints=ALL lock --ttl=S`: every member an endpoint, the lease's TTL in
 /// whole seconds (live mode refuses others), etcdctl's own timeouts for the rest.
 fn etcdctl_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
@@ -422,6 +473,8 @@ impl Driver {
 
 /// A client process's lock: the real library, behind its driver.
 pub struct DriverLock {
+    /// Whether it answers `ask` ([`Driver::asks_servers`]).
+    asks_servers: bool,
     child: Child,
     input: ChildStdin,
     output: BufReader<ChildStdout>,
@@ -440,6 +493,7 @@ impl DriverLock {
         let input = child.stdin.take().expect("piped");
         let output = BufReader::new(child.stdout.take().expect("piped"));
         let mut lock = DriverLock {
+            asks_servers: driver.asks_servers,
             child,
             input,
             output,
@@ -503,6 +557,23 @@ impl DriverLock {
             Ok(a) if a["held"] == false => Some(why(&a["why"])),
             _ => None,
         }
+    }
+}
+
+impl DriverLock {
+    /// The library's own question to the servers (pottery's `locked()`), for `check =
+    /// "ask_servers"`: `Ok` if it says held, `Err` with its reason if not; `None` for a
+    /// driver without one (live mode refuses `ask_servers` with it).
+    pub fn ask(&mut self) -> Option<Result<(), String>> {
+        if !self.asks_servers {
+            return None;
+        }
+        Some(match self.call("ask") {
+            Ok(a) if a["held"] == true => Ok(()),
+            Ok(a) if a["held"] == false => Err(why(&a["why"])),
+            Ok(a) => Err(format!("the library raised {}", why(&a["unknown"]))),
+            Err(e) => Err(format!("driver: {e:#}")),
+        })
     }
 }
 

@@ -168,6 +168,17 @@ impl LockClient for Blocking {
         signal.map_or(Validity::Indefinite, Validity::Lost)
     }
 
+    async fn ask_servers(&mut self, grant: &Grant) -> Validity {
+        // The library's own call (pottery's `locked()`); live mode refuses `ask_servers`
+        // with a driver that has none, so the fallback is never the answer of a run.
+        let asked = self.lock.borrow_mut().ask();
+        match asked {
+            Some(Ok(())) => Validity::Indefinite,
+            Some(Err(why)) => Validity::Lost(why),
+            None => self.validity(grant),
+        }
+    }
+
     fn lost_signal(&mut self, _grant: &Grant) -> Option<LostSignal> {
         let signal = LostSignal::new();
         let (lock, watched) = (self.lock.clone(), signal.clone());

@@ -72,6 +72,26 @@
 //!   real library showed it, `scenarios/validate/node-redlock-cut-off.toml`; the model tried
 //!   once before). The routine is expected to look at `signal.aborted` (the workload's
 //!   `check = "on_signal"`).
+//! - **`pottery`** (`redlock` only; Python; `brainix/pottery`, `pottery/redlock.py`,
+//!   `Redlock(key, masters, auto_release_time=10, num_extensions=3)`): `acquire()` sets
+//!   `redlock:KEY` to a fresh uuid with `SET NX PX` on every master from a thread pool and
+//!   gathers the answers `as_completed`, returning at the first quorum if `auto_release_time
+//!   − drift − elapsed` is positive (drift = ttl × 0.01 + 2 ms; its `BailOutExecutor` leaves
+//!   the slower requests in flight); otherwise it releases every master and, while the
+//!   `timeout` lasts (by default for ever; 60 s here), sleeps `random.uniform(0, 0.2)` s and
+//!   tries again. It keeps no validity: `locked()` is the call its users check, a script on
+//!   every master that answers the key's `PTTL` where it holds this uuid
+//!   ([`Cmd::PttlIfEq`]), and at the first quorum of positive answers returns the smallest
+//!   less the drift and the call's own time (0, "not held", without a quorum): the model's
+//!   answer to the workload's `check = "ask_servers"`. Unlike redsync's `Valid()` (#72) it
+//!   neither waits for a slow master nor forgets the time, so what it says was true when
+//!   it said it; a pause after it returns is still Kleppmann's. `extend()` is the
+//!   compare-and-`PEXPIRE` script, true at a quorum however long it took, and the fourth
+//!   call on one grant raises `TooManyExtensions` without a request (`num_extensions`,
+//!   brainix/pottery#692 asks for no limit). There is no automatic renewal
+//!   (brainix/pottery#371). redis-py gives its connections no socket timeout unless asked:
+//!   a master cut off leaves its request hanging, which the quorum of the others hides; the
+//!   model's `request_timeout_ms` bounds it. One master is `instances = 1`.
 //! - **`redis-py`** (Python; `redis/redis-py`, `redis/lock.py`, `Lock`): `SET NX PX` with a
 //!   fresh uuid token, polled every `sleep` (0.1 s) while `blocking_timeout` lasts; release
 //!   and extend run compare-and-delete and compare-and-`PEXPIRE` scripts with the token the
@@ -205,6 +225,9 @@ pub enum Library {
     /// python-redis-lock's `Lock(auto_renewal=True)`: a renewal thread that one failed
     /// extension ends; `NotAcquired` at release.
     PythonRedisLock,
+    /// pottery's `Redlock`: 10 s auto-release, retried until a timeout, at most 3
+    /// extensions, no client-side validity; `locked()` asks the masters.
+    Pottery,
     /// redis-py's `Lock` shared by the threads of a process, its token thread-local (the
     /// default since redis/redis-py#491, #492): each thread releases its own token.
     RedisPy,
@@ -413,7 +436,7 @@ pub fn single_redis_profiles() -> Vec<ClientProfile> {
 }
 
 /// The profiles of `redlock` (the same libraries on N masters; Redisson's `RedissonRedLock`
-/// is deprecated and left out), with redsync before #71 and redlock-rb's pair.
+/// is deprecated and left out), with redsync before #71, redlock-rb's pair and pottery.
 pub fn redlock_profiles() -> Vec<ClientProfile> {
     let mut all: Vec<ClientProfile> = one_server_profiles()
         .into_iter()
@@ -442,6 +465,19 @@ pub fn redlock_profiles() -> Vec<ClientProfile> {
          extension (and an expired key is set again)",
     ));
     all.extend(redlock_rb_profiles());
+    all.push(with_drift(profile(
+        "pottery",
+        "pottery Redlock: 10 s auto-release, tries 0-200 ms apart until the acquire timeout, \
+         each gathering replies only until a quorum; at most 3 extend() calls, then \
+         TooManyExtensions; no client-side validity: locked() asks the masters (smallest TTL \
+         of a quorum - drift - the call's time)",
+        &[
+            ("ttl_ms", 10_000),
+            ("retry_delay_ms_min", 0),
+            ("retry_delay_ms_max", 200),
+            ("acquire_timeout_ms", 60_000),
+        ],
+    )));
     all
 }
 
@@ -655,6 +691,7 @@ impl<C: LockClient + 'static> Profiled<C> {
             | Library::RedsyncSetNxOnExtend
             | Library::RedlockRb
             | Library::RedlockRbExtendOnlyIfLocked
+            | Library::Pottery
             | Library::RedisPy
             | Library::RedisPySharedToken => {}
         }
@@ -879,6 +916,7 @@ impl<C: LockClient + 'static> LockClient for Profiled<C> {
             Library::Redisson
             | Library::RedissonReschedule
             | Library::RedsyncPre71
+            | Library::Pottery
             | Library::RedisPy
             | Library::RedisPySharedToken
             | Library::PythonRedisLock => return Validity::Indefinite,

@@ -166,6 +166,14 @@ pub struct Params {
     /// node-redlock: extend this long before the lock's expiration, in ms.
     #[serde(default = "default_extension_threshold_ms")]
     pub extension_threshold_ms: u64,
+    /// Give up acquiring after this long, in ms, instead of after `retry_count` tries
+    /// (pottery's `acquire(timeout=...)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquire_timeout_ms: Option<u64>,
+    /// pottery's `Redlock(num_extensions=...)`: `extend()` raises `TooManyExtensions` after
+    /// this many extensions of one grant (3 unless set; pottery only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_extensions: Option<u32>,
 }
 
 fn d_instances() -> usize {
@@ -180,6 +188,9 @@ fn d_retry_count() -> u32 {
 fn d_retry_max() -> u64 {
     200
 }
+
+/// pottery's default `num_extensions` (`Redlock._NUM_EXTENSIONS`).
+pub const POTTERY_NUM_EXTENSIONS: u32 = 3;
 
 /// The number of instances that make a majority of `n`.
 pub fn quorum(n: usize) -> usize {
@@ -220,8 +231,22 @@ impl Params {
                 "redisson has no Redlock client here (RedissonRedLock is deprecated)",
             ));
         }
+        if self.acquire_timeout_ms == Some(0) {
+            return Err(ParamError::field("acquire_timeout_ms", "must be positive"));
+        }
+        if self.num_extensions.is_some() && self.client != Library::Pottery {
+            return Err(ParamError::field(
+                "num_extensions",
+                "is pottery's Redlock(num_extensions=...); the other clients have no such limit",
+            ));
+        }
         check_single_redis_library(self.client)?;
         check_library(self.client, self.ttl_ms, self.extension_threshold_ms)
+    }
+
+    /// pottery's limit on the extensions of one grant.
+    pub fn extensions_max(&self) -> u32 {
+        self.num_extensions.unwrap_or(POTTERY_NUM_EXTENSIONS)
     }
 
     /// The instance names.
@@ -342,6 +367,7 @@ impl Protocol for Redlock {
             next_id: 0,
             instances: servers.instances.clone(),
             locked: BTreeMap::new(),
+            extensions: 0,
             params: params.clone(),
         };
         let (ttl_ms, threshold_ms) = (params.ttl_ms, params.extension_threshold_ms);
@@ -359,6 +385,8 @@ pub struct RedlockClient {
     instances: Vec<NodeIdx>,
     /// Per grant handle, the instances that answered OK (for `release-quorum-only`).
     locked: BTreeMap<String, Vec<usize>>,
+    /// pottery: the extensions of the current grant (`_extension_num`).
+    extensions: u32,
     params: Params,
 }
 
@@ -383,6 +411,18 @@ impl RedlockClient {
         asked: &BTreeMap<u64, usize>,
         sent: Duration,
     ) -> Vec<Option<Reply>> {
+        self.collect_until(asked, sent, |_| false).await
+    }
+
+    /// [`Self::collect`], but done as soon as the replies so far are `enough`, looked at
+    /// after each one as it is taken: pottery gathers its futures `as_completed` and returns
+    /// at a quorum (its `BailOutExecutor` leaves the rest in flight).
+    async fn collect_until(
+        &mut self,
+        asked: &BTreeMap<u64, usize>,
+        sent: Duration,
+        enough: impl Fn(&[Option<Reply>]) -> bool,
+    ) -> Vec<Option<Reply>> {
         let mut replies = vec![None; self.instances.len()];
         let deadline = sent + Duration::from_millis(self.params.request_timeout_ms);
         let take = |(id, body): (u64, Reply), replies: &mut Vec<Option<Reply>>| {
@@ -393,6 +433,9 @@ impl RedlockClient {
         loop {
             while let Some(reply) = self.mux.try_recv() {
                 take(reply, &mut replies);
+                if enough(&replies) {
+                    return replies;
+                }
             }
             let answered = replies.iter().flatten().count();
             let now = self.ctx.mono_now();
@@ -404,10 +447,36 @@ impl RedlockClient {
                 .timeout_local(deadline - now, self.mux.next())
                 .await
             {
-                Some(Some(reply)) => take(reply, &mut replies),
+                Some(Some(reply)) => {
+                    take(reply, &mut replies);
+                    if enough(&replies) {
+                        return replies;
+                    }
+                }
                 Some(None) | None => return replies,
             }
         }
+    }
+
+    /// Whether the library stops gathering replies at a quorum (pottery).
+    fn bails_at_quorum(&self) -> bool {
+        self.params.client == Library::Pottery
+    }
+
+    /// The replies to `asked`, all of them or (pottery) until `counted` holds for a quorum.
+    async fn gather(
+        &mut self,
+        asked: &BTreeMap<u64, usize>,
+        sent: Duration,
+        counted: impl Fn(&Reply) -> bool,
+    ) -> Vec<Option<Reply>> {
+        if !self.bails_at_quorum() {
+            return self.collect(asked, sent).await;
+        }
+        let needed = quorum(self.params.instances);
+        let enough =
+            |r: &[Option<Reply>]| r.iter().flatten().filter(|r| counted(r)).count() >= needed;
+        self.collect_until(asked, sent, enough).await
     }
 
     fn all(&self) -> Vec<usize> {
@@ -418,7 +487,7 @@ impl RedlockClient {
     async fn unlock(&mut self, which: &[usize], value: &str) -> (usize, usize) {
         let asked = self.send_all(which, || release_cmd(value));
         let sent = self.ctx.mono_now();
-        let replies = self.collect(&asked, sent).await;
+        let replies = self.gather(&asked, sent, |r| *r == Reply::Int(1)).await;
         let deleted = replies
             .iter()
             .filter(|r| **r == Some(Reply::Int(1)))
@@ -437,7 +506,8 @@ impl RedlockClient {
         });
         // The requests are out; the replies may wait in our buffers while we are paused here.
         self.ctx.point("after_acquire_send").await;
-        let replies = self.collect(&asked, start).await;
+        let is_granted = |r: &Reply| matches!(r, Reply::Ok | Reply::Int(_));
+        let replies = self.gather(&asked, start, is_granted).await;
         let granted: Vec<usize> = (0..replies.len())
             .filter(|i| matches!(replies[*i], Some(Reply::Ok | Reply::Int(_))))
             .collect();
@@ -453,6 +523,7 @@ impl RedlockClient {
             Ok(validity) => {
                 assert!(granted.len() >= quorum(p.instances), "a grant has a quorum");
                 self.locked.insert(value.clone(), granted);
+                self.extensions = 0;
                 Ok(Grant {
                     token,
                     valid_until: Some(self.ctx.mono_now() + validity),
@@ -488,13 +559,17 @@ impl Attempts for RedlockClient {
     }
 }
 
-/// Redlock's retry loop: `retry_count` tries, a random delay between them (also how
-/// node-redlock's `extend()` tries).
+/// Redlock's retry loop: `retry_count` tries (or tries until `acquire_timeout_ms`), a
+/// random delay between them (also how node-redlock's `extend()` tries).
 fn retry(p: &Params) -> Retry {
+    let give_up = match p.acquire_timeout_ms {
+        Some(ms) => GiveUp::After(Duration::from_millis(ms)),
+        None => GiveUp::Tries(p.retry_count),
+    };
     Retry {
         delay_ms_min: p.retry_delay_ms_min,
         delay_ms_max: p.retry_delay_ms_max,
-        give_up: GiveUp::Tries(p.retry_count),
+        give_up,
     }
 }
 
@@ -525,6 +600,9 @@ impl LockClient for RedlockClient {
     }
 
     async fn extend(&mut self, grant: &mut Grant) -> Outcome {
+        if self.params.client == Library::Pottery {
+            return self.extend_pottery(grant).await;
+        }
         let start = self.ctx.mono_now();
         let (ttl_ms, library) = (self.params.ttl_ms, self.params.client);
         let asked = self.send_all(&self.all(), || extend_cmd(library, &grant.handle, ttl_ms));
@@ -544,6 +622,9 @@ impl LockClient for RedlockClient {
     }
 
     async fn ask_servers(&mut self, grant: &Grant) -> Validity {
+        if self.params.client == Library::Pottery {
+            return self.locked_pottery(grant).await;
+        }
         let start = self.ctx.mono_now();
         let asked = self.send_all(&self.all(), || Cmd::Get { key: KEY.into() });
         let replies = self.collect(&asked, start).await;
@@ -560,6 +641,72 @@ impl LockClient for RedlockClient {
 }
 
 impl RedlockClient {
+    /// pottery's `extend()`: `TooManyExtensions` past its limit, without a request; else the
+    /// compare-and-`PEXPIRE` script on every master, a success at a quorum of extensions,
+    /// with no look at the time it took (pottery keeps no validity to move).
+    async fn extend_pottery(&mut self, grant: &Grant) -> Outcome {
+        let limit = self.params.extensions_max();
+        if self.extensions >= limit {
+            self.ctx.note(format!(
+                "pottery extend(): TooManyExtensions ({limit} already, num_extensions = {limit})"
+            ));
+            return Outcome::Failed("TooManyExtensions".into());
+        }
+        let (start, ttl_ms) = (self.ctx.mono_now(), self.params.ttl_ms);
+        let asked = self.send_all(&self.all(), || {
+            extend_cmd(Library::Pottery, &grant.handle, ttl_ms)
+        });
+        let replies = self.gather(&asked, start, is_extended).await;
+        let extended = replies.iter().flatten().filter(|r| is_extended(r)).count();
+        let (n, needed) = (self.params.instances, quorum(self.params.instances));
+        if extended < needed {
+            return Outcome::Failed(format!(
+                "ExtendUnlockedLock: extended on {extended} of {n} masters, {needed} needed"
+            ));
+        }
+        self.extensions += 1;
+        Outcome::Ok
+    }
+
+    /// pottery's `locked()`: the `_acquired_script` on every master (the key's PTTL where it
+    /// holds this value); at the first quorum of positive answers, the smallest of them less
+    /// the drift allowance and the call's own time. A quorum never reached is 0: not held.
+    async fn locked_pottery(&mut self, grant: &Grant) -> Validity {
+        let start = self.ctx.mono_now();
+        let value = grant.handle.clone();
+        let asked = self.send_all(&self.all(), || Cmd::PttlIfEq {
+            key: KEY.into(),
+            value: value.clone(),
+        });
+        let positive = |r: &Reply| matches!(r, Reply::Int(ms) if *ms > 0);
+        let replies = self.gather(&asked, start, positive).await;
+        let ttls: Vec<i64> = replies
+            .iter()
+            .flatten()
+            .filter_map(|r| match r {
+                Reply::Int(ms) if *ms > 0 => Some(*ms),
+                _ => None,
+            })
+            .collect();
+        let (n, needed) = (self.params.instances, quorum(self.params.instances));
+        let Some(&smallest_ms) = ttls.iter().min().filter(|_| ttls.len() >= needed) else {
+            return Validity::Lost(format!(
+                "locked() = 0: {} of {n} masters hold the value with time left, {needed} needed",
+                ttls.len()
+            ));
+        };
+        let now = self.ctx.mono_now();
+        let spent = self.params.drift() + (now - start);
+        match Duration::from_millis(smallest_ms as u64).checked_sub(spent) {
+            Some(left) if !left.is_zero() => Validity::Until(now + left),
+            _ => Validity::Lost(format!(
+                "locked() = 0: the smallest TTL of a quorum, {smallest_ms} ms, less drift and \
+                 the call's {:.1} ms",
+                (now - start).as_secs_f64() * 1e3
+            )),
+        }
+    }
+
     /// redsync's `Extend()` before go-redsync/redsync#71: a quorum of touches is success,
     /// however long they took (the keys they set may have expired since), and `until` stays
     /// where `Lock()` put it.

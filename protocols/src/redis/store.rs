@@ -117,6 +117,13 @@ pub const EXTEND: Script = Script {
     sha1: "36e94d1c6e02fcefaa7ee5d79eee614dbac55f10",
 };
 
+/// pottery's `_acquired_script` (`pottery/redlock.py`, `Redlock.locked()`), on one line
+/// ([`Cmd::PttlIfEq`]): the key's `PTTL` if it holds the value and has time left, else 0.
+pub const PTTL_IF_EQ: Script = Script {
+    source: r#"if redis.call("get",KEYS[1]) == ARGV[1] then local pttl = redis.call("pttl",KEYS[1]) return (pttl > 0) and pttl or 0 else return 0 end"#,
+    sha1: "5d1143ef15af2135df463d0c11377370b71d8c94",
+};
+
 /// python-redis-lock's `UNLOCK_SCRIPT` ([`Cmd::DelIfEqSignal`]), on one line: 1 if the key
 /// is not ours; else a fresh signal list holding one element (which wakes one waiter blocked
 /// in `BLPOP`, or the next to ask within its expiry), the key deleted, and 0.
@@ -204,6 +211,15 @@ pub enum Cmd {
         value: String,
         /// Time to live in ms.
         px_ms: IntArg,
+    },
+    /// Script: `if GET key == value then return max(PTTL key, 0) else return 0` ([`PTTL_IF_EQ`],
+    /// pottery's `locked()`): how long the key still holds this value, in ms (0 for a key
+    /// without a TTL, as `PTTL`'s -1 is not above 0).
+    PttlIfEq {
+        /// The key.
+        key: String,
+        /// The expected value.
+        value: String,
     },
     /// Script: python-redis-lock's release ([`UNLOCK_AND_SIGNAL`]): if `GET key == value`,
     /// `DEL signal`, `LPUSH signal 1`, `PEXPIRE signal signal_expire_ms`, `DEL key` and 0;
@@ -295,6 +311,7 @@ impl Cmd {
             | Cmd::Incr { key }
             | Cmd::DelIfEq { key, .. }
             | Cmd::PexpireIfEq { key, .. }
+            | Cmd::PttlIfEq { key, .. }
             | Cmd::SetIfAbsentOrEq { key, .. } => vec![key],
             Cmd::SetNxIncr { key, counter, .. } => vec![key, counter],
             Cmd::DelIfEqSignal { key, signal, .. } => vec![key, signal],
@@ -348,6 +365,7 @@ impl Cmd {
             Cmd::PexpireIfEq { key, value, px_ms } => {
                 eval(&EXTEND, &[key], &[value, &px_ms.to_string()])
             }
+            Cmd::PttlIfEq { key, value } => eval(&PTTL_IF_EQ, &[key], &[value]),
             Cmd::SetIfAbsentOrEq { key, value, px_ms } => {
                 eval(&SET_IF_ABSENT_OR_EQ, &[key], &[value, &px_ms.to_string()])
             }
@@ -798,6 +816,20 @@ impl Store {
                 } else {
                     Ok(Reply::Int(0))
                 }
+            }
+            Cmd::PttlIfEq { key, value } => {
+                let current = self.get_str(key, now_ms, expired);
+                if current
+                    .map_err(|e| script_error(&PTTL_IF_EQ, e))?
+                    .as_deref()
+                    != Some(value)
+                {
+                    return Ok(Reply::Int(0));
+                }
+                let deadline = self.entries.get(key).and_then(|e| e.expire_at_ms);
+                Ok(Reply::Int(
+                    deadline.map_or(0, |when| (when - now_ms).max(0)),
+                ))
             }
             Cmd::SetIfAbsentOrEq { key, value, px_ms } => {
                 let current = (self.get_str(key, now_ms, expired))
