@@ -231,19 +231,22 @@ pub fn stop_self() {
 
 /// How many of the ports [`free_port`] handed out last it never hands out again, each
 /// claimed machine-wide meanwhile: far more than the runs of one process hold at once (a run
-/// of five etcd members and five clients takes about 60), far fewer than the ~14,000 ports
-/// Linux gives `bind(0)`. (A set of every port ever handed out ran dry after some 450 live
+/// of five etcd members and five clients takes about 60), far fewer than the ~22,000 ports
+/// below Linux's ephemeral range ([`port_range`]). (A set of every port ever handed out ran dry after some 450 live
 /// runs of one `validate --full`.)
 const RECENT_PORTS: usize = 2_048;
 
 /// The ports handed out most recently, oldest first, each with its claim (if it could be
 /// made); a port leaves, and its claim is released, once [`RECENT_PORTS`] newer ones came.
+/// `next` is where the search for the next port starts.
 struct Given {
     order: std::collections::VecDeque<(u16, Option<std::os::unix::net::UnixListener>)>,
+    next: Option<u16>,
 }
 
 static GIVEN: std::sync::Mutex<Given> = std::sync::Mutex::new(Given {
     order: std::collections::VecDeque::new(),
+    next: None,
 });
 
 impl Given {
@@ -260,11 +263,58 @@ impl Given {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound, read, released: the caller binds it next), none of
-/// the last [`RECENT_PORTS`] handed out in this process, nor one another locksim process on
-/// this machine holds ([`claim_port`]): runs in parallel (the tests, a validation's jobs)
-/// would otherwise draw the same released port and one server's bind would fail.
+/// The lowest port [`free_port`] hands out.
+const FIRST_PORT: u16 = 10_000;
+
+/// The ports [`free_port`] draws from: those from [`FIRST_PORT`] up to the kernel's ephemeral
+/// range (`net.ipv4.ip_local_port_range`), which `connect()` never picks a local port from,
+/// so no outgoing connection can take a port between its hand-out and the server's bind
+/// (`bind(0)` draws from the ephemeral range itself: a validation run once failed with
+/// "Address already in use" so). `None` where the range leaves too few below it: then
+/// `bind(0)`.
+fn port_range() -> Option<std::ops::Range<u16>> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let low: u16 = text.split_whitespace().next()?.parse().ok()?;
+    let enough = FIRST_PORT as usize + 4 * RECENT_PORTS;
+    (low as usize >= enough).then_some(FIRST_PORT..low)
+}
+
+/// A free TCP port on 127.0.0.1 (bound, read, released: the caller binds it next), below the
+/// ephemeral range ([`port_range`]), none of the last [`RECENT_PORTS`] handed out in this
+/// process, nor one another locksim process on this machine holds ([`claim_port`]): runs in
+/// parallel (the tests, a validation's jobs) would otherwise draw the same released port and
+/// one server's bind would fail.
 pub fn free_port() -> anyhow::Result<u16> {
+    let Some(range) = port_range() else {
+        return free_ephemeral_port();
+    };
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    let span = range.end - range.start;
+    // Processes start at different places (their claims keep them apart anyway).
+    let mut next = given
+        .next
+        .unwrap_or(range.start + (std::process::id() % u32::from(span)) as u16);
+    for _ in 0..span {
+        let port = next;
+        next = if next + 1 >= range.end {
+            range.start
+        } else {
+            next + 1
+        };
+        if given.contains(port) || std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+            continue;
+        }
+        if let Claim::Held(claim) = claim_port(port) {
+            given.push(port, claim);
+            given.next = Some(next);
+            return Ok(port);
+        }
+    }
+    anyhow::bail!("no free loopback port in {range:?}")
+}
+
+/// [`free_port`] where there is no room below the ephemeral range: `bind(0)`'s port.
+fn free_ephemeral_port() -> anyhow::Result<u16> {
     for _ in 0..100 {
         let listener =
             std::net::TcpListener::bind("127.0.0.1:0").context("no free loopback port")?;
@@ -352,13 +402,18 @@ mod tests {
         );
     }
 
-    /// More ports than `bind(0)` has to give, one after another: none of the last
-    /// [`RECENT_PORTS`] again, and never "no fresh free loopback port".
+    /// More ports than the range has to give, one after another: none of the last
+    /// [`RECENT_PORTS`] again, never "no free loopback port", and none from the ephemeral
+    /// range, whose ports outgoing connections take.
     #[test]
     fn free_port_hands_out_ports_past_the_whole_range() {
+        let range = port_range();
         let mut recent = std::collections::VecDeque::new();
         for _ in 0..40_000 {
             let port = free_port().expect("a port");
+            if let Some(range) = &range {
+                assert!(range.contains(&port), "port {port} outside {range:?}");
+            }
             assert!(
                 !recent.contains(&port),
                 "port {port} handed out again within {RECENT_PORTS}"

@@ -338,10 +338,7 @@ fn node_redlock_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
     );
     let servers: Vec<serde_json::Value> = servers
         .iter()
-        .map(|s| {
-            let addr: std::net::SocketAddr = s.parse()?;
-            Ok(serde_json::json!({ "host": addr.ip().to_string(), "port": addr.port() }))
-        })
+        .map(|s| endpoint(s.as_str()))
         .collect::<anyhow::Result<_>>()?;
     Ok(serde_json::json!({
         "servers": servers,
@@ -357,6 +354,12 @@ fn node_redlock_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
+/// A server's `ADDR:PORT` as a driver takes it: `{"host": ..., "port": ...}`.
+fn endpoint(server: &str) -> anyhow::Result<serde_json::Value> {
+    let addr: std::net::SocketAddr = server.parse()?;
+    Ok(serde_json::json!({ "host": addr.ip().to_string(), "port": addr.port() }))
+}
+
 /// pottery's `Redlock(key, masters, auto_release_time, num_extensions)` over one redis-py
 /// client per master, its requests bounded by the scenario's request timeout (redis-py's
 /// `socket_timeout`; none by default), `acquire(timeout=T)`.
@@ -369,10 +372,7 @@ fn pottery_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
     };
     let masters: Vec<serde_json::Value> = servers
         .iter()
-        .map(|s| {
-            let addr: std::net::SocketAddr = s.parse()?;
-            Ok(serde_json::json!({ "host": addr.ip().to_string(), "port": addr.port() }))
-        })
+        .map(|s| endpoint(s.as_str()))
         .collect::<anyhow::Result<_>>()?;
     Ok(serde_json::json!({
         "masters": masters,
