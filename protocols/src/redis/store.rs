@@ -620,6 +620,28 @@ impl Store {
         Ok(Reply::Ok)
     }
 
+    /// pottery's `locked()` script ([`PTTL_IF_EQ`]): the key's `PTTL` (its deadline less now,
+    /// at least 0; a key without a TTL answers 0) if it holds `value`, else 0.
+    fn pttl_if_eq(
+        &mut self,
+        (key, value): (&str, &str),
+        now_ms: i64,
+        expired: &mut Vec<String>,
+    ) -> Result<Reply, String> {
+        let current = self.get_str(key, now_ms, expired);
+        if current
+            .map_err(|e| script_error(&PTTL_IF_EQ, e))?
+            .as_deref()
+            != Some(value)
+        {
+            return Ok(Reply::Int(0));
+        }
+        let deadline = self.entries.get(key).and_then(|e| e.expire_at_ms);
+        Ok(Reply::Int(
+            deadline.map_or(0, |when| (when - now_ms).max(0)),
+        ))
+    }
+
     /// `INCR key`: a missing key counts from 0; the TTL is kept.
     fn incr(&mut self, key: &str, now_ms: i64, expired: &mut Vec<String>) -> Result<Reply, String> {
         self.expire_if_due(key, now_ms, expired);
@@ -817,20 +839,7 @@ impl Store {
                     Ok(Reply::Int(0))
                 }
             }
-            Cmd::PttlIfEq { key, value } => {
-                let current = self.get_str(key, now_ms, expired);
-                if current
-                    .map_err(|e| script_error(&PTTL_IF_EQ, e))?
-                    .as_deref()
-                    != Some(value)
-                {
-                    return Ok(Reply::Int(0));
-                }
-                let deadline = self.entries.get(key).and_then(|e| e.expire_at_ms);
-                Ok(Reply::Int(
-                    deadline.map_or(0, |when| (when - now_ms).max(0)),
-                ))
-            }
+            Cmd::PttlIfEq { key, value } => self.pttl_if_eq((key, value), now_ms, expired),
             Cmd::SetIfAbsentOrEq { key, value, px_ms } => {
                 let current = (self.get_str(key, now_ms, expired))
                     .map_err(|e| script_error(&SET_IF_ABSENT_OR_EQ, e))?;
