@@ -376,3 +376,19 @@ fn a_scenario_seed_is_any_u64_written_as_a_string() {
         "{err}"
     );
 }
+
+/// A test that passes on a retry moves what its failed try kept out of the temp dir into
+/// `target/tmp/failed-tries/`, under the same name, instead of deleting it.
+#[test]
+fn a_failed_try_kept_by_a_passing_retry_moves_out_of_the_temp_dir() {
+    let name = format!("locksim-failed-try-test-{}", std::process::id());
+    let dir = std::env::temp_dir().join(&name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("h.jsonl"), "{}\n").unwrap();
+    common::tools::keep_failed_try(&dir);
+    assert!(!dir.exists(), "{} is still in the temp dir", dir.display());
+    let kept = common::tools::failed_tries_dir().join(&name);
+    let history = std::fs::read_to_string(kept.join("h.jsonl"));
+    assert_eq!(history.ok().as_deref(), Some("{}\n"), "{}", kept.display());
+    std::fs::remove_dir_all(&kept).unwrap();
+}

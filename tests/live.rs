@@ -1111,7 +1111,9 @@ fn isolate_the_etcd_leader(mode: &str, one_way: bool) {
         .count();
     assert!(
         granted_after_cut > 0,
-        "the majority side kept granting: {saved_at}"
+        "expected the majority side to keep granting after the cut at {} ms, observed no \
+         grant in the 9 s after it: {saved_at}",
+        event_ms(cut)
     );
     // The saved history, checked again, gives the run's own verdict (valid, or the overlap
     // a late delete explained above).

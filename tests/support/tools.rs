@@ -191,8 +191,17 @@ impl Drop for Scratch {
     }
 }
 
-/// A test that passes on a retry (nextest's `retries`) removes the directories its failed
-/// tries kept in the same run: the same name but for the pid, the same run's id, the pid gone.
+/// Where a test that passed on a retry keeps what its failed tries saved, out of the system
+/// temp dir: `target/tmp/failed-tries/` (the failed try's message names its old path under
+/// the temp dir; the directory keeps its name).
+pub fn failed_tries_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("failed-tries")
+}
+
+/// A test that passes on a retry (nextest's `retries`) moves the directories its failed
+/// tries kept in the same run (the same name but for the pid, the same run's id, the pid
+/// gone) out of the temp dir into [`failed_tries_dir`], so that a FLAKY test's evidence
+/// survives and the temp dir is left clean.
 fn remove_earlier_tries(dir: &Path) {
     let (Ok(run), Some(name)) = (std::env::var("NEXTEST_RUN_ID"), dir.file_name()) else {
         return;
@@ -210,8 +219,22 @@ fn remove_earlier_tries(dir: &Path) {
         let gone = pid.parse::<u32>().is_ok() && !Path::new(&format!("/proc/{pid}")).exists();
         let made_by = std::fs::read_to_string(entry.path().join(RUN_ID_FILE)).ok();
         if gone && made_by.as_deref() == Some(run.as_str()) {
-            let _ = std::fs::remove_dir_all(entry.path());
+            keep_failed_try(&entry.path());
         }
+    }
+}
+
+/// Moves a failed try's directory (what [`prune`] left of it) into [`failed_tries_dir`],
+/// replacing one of the same name from an earlier run; removes it if that fails.
+pub fn keep_failed_try(dir: &Path) {
+    let into = failed_tries_dir();
+    let moved = dir.file_name().is_some_and(|name| {
+        let to = into.join(name);
+        let _ = std::fs::remove_dir_all(&to);
+        std::fs::create_dir_all(&into).is_ok() && std::fs::rename(dir, &to).is_ok()
+    });
+    if !moved {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 
