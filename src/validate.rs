@@ -13,6 +13,10 @@
 //!   row could not have told apart shares closer than its `detectable` difference;
 //! - `not validated`: a side has no results.
 //!
+//! Acquire latency is judged apart, per live world: its p50 and its p99 agree with the
+//! simulator's (whose network the validation files set to loopback's) within a factor
+//! [`LATENCY_FACTOR`], or within [`LATENCY_FLOOR_MS`] of it.
+//!
 //! Results are records, one JSON line each in `validation.jsonl` as they come; the tables
 //! (`validation.md`, `.json`, `.html`) are always rewritten from all records so far, so an
 //! interrupted run leaves a consistent table and `--resume` runs only what is missing.
@@ -36,6 +40,32 @@ pub const UPDATES_LOST: &str = "updates_lost";
 /// anything: with fewer clusters the variance between runs is not known (two runs that lost
 /// nothing say little about the third), so the row is inconclusive however narrow.
 pub const CLUSTERS_MIN: u64 = 10;
+
+/// How far apart, as a factor, a live world's acquire latency (p50 or p99) may be from the
+/// simulator's and still agree.
+pub const LATENCY_FACTOR: f64 = 2.0;
+
+/// Below this difference, in ms, two acquire latencies agree whatever their ratio: a real
+/// process's scheduling and system calls (which the model's client does not spend) weigh a
+/// millisecond or two against the model's, and 0.8 ms against 2.0 ms is not a finding.
+pub const LATENCY_FLOOR_MS: f64 = 5.0;
+
+/// Whether two acquire latencies (ms) agree: within [`LATENCY_FLOOR_MS`] of each other, or
+/// within a factor [`LATENCY_FACTOR`]. A latency of 0 (a record from before the p99 was
+/// kept) agrees with anything: it was not measured.
+pub fn latency_agrees(a_ms: f64, b_ms: f64) -> bool {
+    let (lo, hi) = (a_ms.min(b_ms), a_ms.max(b_ms));
+    lo <= 0.0 || hi - lo <= LATENCY_FLOOR_MS || hi <= lo * LATENCY_FACTOR
+}
+
+/// Whether a live world's acquire latency (p50 and p99) agrees with the simulator's; `None`
+/// where a side has no runs.
+fn latency_verdict(side: &Side, sim: &Side) -> Option<bool> {
+    (side.runs > 0 && sim.runs > 0).then(|| {
+        latency_agrees(side.acquire_p50_ms, sim.acquire_p50_ms)
+            && latency_agrees(side.acquire_p99_ms, sim.acquire_p99_ms)
+    })
+}
 
 /// Where a run ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -234,6 +264,11 @@ pub struct Row {
     pub detectable: f64,
     /// The scenario file's explanation of a disagreement, if it has one.
     pub explanation: Option<String>,
+    /// locksim's own client's acquire latency (p50 and p99) agrees with the simulator's
+    /// ([`latency_agrees`]); `None` without runs on a side.
+    pub latency_agrees: Option<bool>,
+    /// The same for the real library, where it ran.
+    pub library_latency_agrees: Option<bool>,
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -392,6 +427,8 @@ fn row(
     let validated = world.runs > 0 && sim.runs > 0;
     let verdict = judge(world, &sim, runs_min);
     let detectable = world.half_width() + sim.half_width();
+    let latency_agrees = latency_verdict(&live, &sim);
+    let library_latency_agrees = library.as_ref().and_then(|l| latency_verdict(l, &sim));
     Row {
         scenario: e.name.clone(),
         protocol: e.protocol.clone(),
@@ -406,6 +443,8 @@ fn row(
         verdict,
         agrees: verdict == RowVerdict::Agrees,
         explanation: e.explanation.get(property).cloned(),
+        latency_agrees,
+        library_latency_agrees,
     }
 }
 
@@ -513,6 +552,24 @@ fn three(r: &Row, f: impl Fn(&Side) -> f64) -> String {
     out
 }
 
+/// The latency verdicts: `agrees` or `differs` for locksim's own client live, then the real
+/// library's where it ran; `—` for a world without runs.
+fn latency_text(r: &Row) -> String {
+    let word = |v: Option<bool>| match v {
+        Some(true) => "agrees",
+        Some(false) => "**differs**",
+        None => "—",
+    };
+    match &r.library {
+        Some(_) => format!(
+            "{} · {}",
+            word(r.latency_agrees),
+            word(r.library_latency_agrees)
+        ),
+        None => word(r.latency_agrees).to_owned(),
+    }
+}
+
 /// The smallest difference a row could see, in points: `±12`.
 fn detectable_text(r: &Row) -> String {
     if r.validated {
@@ -533,18 +590,22 @@ pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
          ±{hw:.0} points wide and the estimates differ by less than {tol:.0} points; \
          `inconclusive` = they overlap but one is wider (too few runs to tell); `sees` = the \
          smallest difference in points the row could detect. Liveness: grants per run and the \
-         median of the runs' median (p50) and 99th-percentile (p99) acquire latency. `real \
+         median of the runs' median (p50) and 99th-percentile (p99) acquire latency; `latency` \
+         = each live world's p50 and p99 against the simulated ones: `agrees` within a factor \
+         {factor} or {floor} ms, else `differs`. `real \
          library`: where the scenario's client profile has a driver, the runs with the real \
          library it models (`locksim live --library`), judged against the simulated runs by \
          the same rule; `modelled only`: a profile whose library does not run here.\n\n",
         hw = HALF_WIDTH_MAX * 100.0,
-        tol = TOLERANCE * 100.0
+        tol = TOLERANCE * 100.0,
+        factor = LATENCY_FACTOR,
+        floor = LATENCY_FLOOR_MS
     );
-    out += "| scenario | protocol | property | live | simulated | verdict | sees | real library | library verdict | grants/run live · sim · lib | acquire p50 ms live · sim · lib | p99 ms live · sim · lib |\n";
-    out += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    out += "| scenario | protocol | property | live | simulated | verdict | sees | real library | library verdict | grants/run live · sim · lib | acquire p50 ms live · sim · lib | p99 ms live · sim · lib | latency live · lib |\n";
+    out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for r in rows {
         out += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.scenario,
             r.protocol,
             r.property,
@@ -556,7 +617,8 @@ pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
             library_verdict_text(r),
             three(r, |s| s.acquisitions_per_run),
             three(r, |s| s.acquire_p50_ms),
-            three(r, |s| s.acquire_p99_ms)
+            three(r, |s| s.acquire_p99_ms),
+            latency_text(r)
         );
     }
     out + &summary(rows, missing)
@@ -591,6 +653,7 @@ fn summary(rows: &[Row], missing: &[String]) -> String {
             count(RowVerdict::NotValidated)
         );
     }
+    out += &latency_summary(rows);
     // Each disagreement, live (locksim's own client) and the real library's apart.
     let library_open = (rows.iter()).filter(|r| r.library_verdict == Some(RowVerdict::Disagrees));
     let notes = (open.iter().map(|r| (*r, " (live)")))
@@ -606,6 +669,47 @@ fn summary(rows: &[Row], missing: &[String]) -> String {
         );
     }
     out
+}
+
+/// The scenarios' latency verdicts, one per scenario (its rows share them): how many agree,
+/// and which differ, live and with the real library.
+fn latency_summary(rows: &[Row]) -> String {
+    let mut seen: Vec<&str> = vec![];
+    let (mut judged, mut differ) = (0, vec![]);
+    for r in rows {
+        if seen.contains(&r.scenario.as_str()) {
+            continue;
+        }
+        seen.push(&r.scenario);
+        let verdicts = [
+            (r.latency_agrees, "live"),
+            (r.library_latency_agrees, "library"),
+        ];
+        for (verdict, world) in verdicts {
+            match verdict {
+                Some(true) => judged += 1,
+                Some(false) => {
+                    judged += 1;
+                    differ.push(format!("{} ({world})", r.scenario));
+                }
+                None => {}
+            }
+        }
+    }
+    if judged == 0 {
+        return String::new();
+    }
+    let list = if differ.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", differ.join(", "))
+    };
+    format!(
+        "\nAcquire latency (p50 and p99 within a factor {LATENCY_FACTOR} or {LATENCY_FLOOR_MS} \
+         ms of the simulated): {} of {judged} agree, {} differ{list}.\n",
+        judged - differ.len(),
+        differ.len()
+    )
 }
 
 fn escape(s: &str) -> String {
@@ -624,7 +728,7 @@ pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
             _ => "bad",
         };
         body += &format!(
-            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             escape(&r.scenario),
             escape(&r.protocol),
             r.property,
@@ -636,7 +740,8 @@ pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
             escape(&library_text(r)),
             library_verdict_text(r).replace("**", ""),
             three(r, |s| s.acquisitions_per_run),
-            three(r, |s| s.acquire_p50_ms)
+            three(r, |s| s.acquire_p50_ms),
+            latency_text(r).replace("**", "")
         );
     }
     let missing = if missing.is_empty() {
@@ -654,7 +759,7 @@ pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
          <p>{}</p><table><tr><th>scenario</th><th>protocol</th><th>property</th><th>live</th>\
          <th>simulated</th><th>verdict</th><th>sees (points)</th><th>real library</th>\
          <th>library verdict</th><th>grants/run live · sim · lib</th>\
-         <th>acquire p50 ms live · sim · lib</th></tr>\n{body}</table>{missing}</body></html>\n",
+         <th>acquire p50 ms live · sim · lib</th><th>latency live · lib</th></tr>\n{body}</table>{missing}</body></html>\n",
         escape(header)
     )
 }
@@ -773,6 +878,24 @@ mod tests {
             markdown(&rows, &[], "h").contains("| — | 14/200"),
             "no live column"
         );
+    }
+
+    #[test]
+    fn latency_agrees_within_a_factor_or_a_few_milliseconds() {
+        assert!(latency_agrees(0.8, 2.0), "within the floor");
+        assert!(latency_agrees(2529.2, 1290.5), "within the factor");
+        assert!(!latency_agrees(25.2, 6.0), "a process per acquire");
+        assert!(!latency_agrees(1000.0, 3000.0));
+        assert!(latency_agrees(0.0, 900.0), "not measured");
+        // Live seeds 1..=16 against simulated 1..=100 (p50 = the seed): 8.5 ms against 50.5.
+        let table = rows(&entries(), &records(16, 0, 100, 0));
+        assert!(table.iter().all(|r| r.latency_agrees == Some(false)));
+        assert!(table.iter().all(|r| r.library_latency_agrees.is_none()));
+        let md = markdown(&table, &[], "");
+        assert!(md.contains("| **differs** |"), "{md}");
+        assert!(md.contains("0 of 1 agree, 1 differ: s (live)"), "{md}");
+        let close = rows(&entries(), &records(16, 0, 16, 0));
+        assert!(close.iter().all(|r| r.latency_agrees == Some(true)));
     }
 
     #[test]

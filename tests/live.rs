@@ -1349,10 +1349,21 @@ fn a_periodic_pause_stops_its_pick_every_cycle_and_nothing_moves_meanwhile() {
     let path = scenario(&dir, "periodic", "duration_ms = 3000\n[protocol]\nname = \"single-redis\"\nttl_ms = 1000\n[workload]\nclients = 2\ncs_ms_min = 10\ncs_ms_max = 20\n[[faults]]\nkind = \"pause_periodic\"\ntargets = [\"redis\", \"@clients\"]\nat_ms = 500\nuntil_ms = 2500\non_ms = 300\noff_ms = 200\n");
     let (out, events, saved_at) = live_history(&path, &dir, "h", &[]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-    let cycles = pause_cycles(&events, 200);
-    // Cycles start at 500, 1000, 1500 and 2000 ms; one at 2500 would start at `until_ms`.
-    let starts: Vec<u64> = cycles.iter().map(|c| c.0 / 100 * 100).collect();
-    assert_eq!(starts, [500, 1_000, 1_500, 2_000], "{saved_at}");
+    // A cycle's targets are paused in one go (the same ms); a late cycle may start within
+    // 200 ms of the next, so the window is narrower than the 200 ms between them.
+    let cycles = pause_cycles(&events, 100);
+    // Cycles are due at 500, 1000, 1500 and 2000 ms (one at 2500 would start at `until_ms`):
+    // each starts when due or late by the parent's scheduling on a loaded machine (323 ms
+    // once, two CPU-bound processes beside the whole suite), never early, and none is lost.
+    let starts: Vec<u64> = cycles.iter().map(|c| c.0).collect();
+    let due = [500, 1_000, 1_500, 2_000];
+    let when_due = starts.len() == due.len()
+        && (starts.iter().zip(due)).all(|(start, due)| (due..due + 400).contains(start));
+    assert!(
+        when_due,
+        "expected cycles due at {due:?} ms (up to 400 ms late), observed starts at {starts:?}: \
+         {saved_at}"
+    );
     let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
     let mut picked = std::collections::BTreeSet::new();
     for (start, resumed, nodes) in &cycles {
@@ -2127,6 +2138,30 @@ const KAZOO: Real = Real {
     note: "client library: kazoo 2.",
 };
 
+/// `file` as the live side of a library test runs it: with the resource's reads and writes
+/// given 2 s (`resource_timeout_ms`, 200 ms by default) where the file sets no timeout. On a
+/// machine with two CPU-bound processes beside the suite, a holder's read of locksim's own
+/// resource once took longer than 200 ms and ended its section before the story's fault
+/// (the Curator cut-off). No file run so faults the resource, so the timeout changes no
+/// verdict; the model runs the file as it is.
+fn patient_resource(file: &str, dir: &Path) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    if text.contains("resource_timeout_ms") {
+        return path.display().to_string();
+    }
+    assert!(
+        text.contains("[workload]\n"),
+        "{file} has a [workload] table"
+    );
+    let patient = text.replacen(
+        "[workload]\n",
+        "[workload]\nresource_timeout_ms = 2_000\n",
+        1,
+    );
+    scenario(dir, "library", &patient)
+}
+
 /// Runs `file` in the model and with the real library: both meet the file's expectation,
 /// with the same verdict on each of `properties`, the exit code says the verdict, and the
 /// first note names the library. The live run's JSON, history and where it was saved.
@@ -2138,7 +2173,8 @@ fn library_live(
 ) -> (serde_json::Value, Vec<serde_json::Value>, String) {
     let model = json(&in_repo(&["run", file, "--json"]));
     assert_eq!(model["expect"]["met"], true, "the model of {file}");
-    let (out, events, saved_at) = live_history(file, dir, "h", &["--library", "--json"]);
+    let live_file = patient_resource(file, dir);
+    let (out, events, saved_at) = live_history(&live_file, dir, "h", &["--library", "--json"]);
     let j = json(&out);
     let violated = j["verdict"] != "valid";
     assert_eq!(code(&out), i32::from(violated), "{}: {saved_at}", brief(&j));
