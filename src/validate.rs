@@ -284,8 +284,9 @@ pub struct Row {
     pub detectable: f64,
     /// The scenario file's explanation of a disagreement, if it has one.
     pub explanation: Option<String>,
-    /// locksim's own client's acquire latency (p50 and p99) agrees with the simulator's
-    /// ([`latency_agrees`]); `None` without runs on a side.
+    /// locksim's own client's acquire latency agrees with the simulator's ([`latency_agrees`]
+    /// on the percentiles its grants can judge); `None` without runs on a side or with too
+    /// few grants for either percentile.
     pub latency_agrees: Option<bool>,
     /// The same for the real library, where it ran.
     pub library_latency_agrees: Option<bool>,
@@ -572,8 +573,8 @@ fn three(r: &Row, f: impl Fn(&Side) -> f64) -> String {
     out
 }
 
-/// The latency verdicts: `agrees` or `differs` for locksim's own client live, then the real
-/// library's where it ran; `—` for a world without runs.
+/// The latency verdicts: `agrees`, `differs` or `not judged` for locksim's own client live,
+/// then the real library's where it ran.
 fn latency_text(r: &Row) -> String {
     let word = |v: Option<bool>| match v {
         Some(true) => "agrees",
@@ -694,34 +695,29 @@ fn summary(rows: &[Row], missing: &[String]) -> String {
     out
 }
 
-/// The scenarios' latency verdicts, one per scenario (its rows share them): how many agree,
-/// and which differ, live and with the real library.
+/// The scenarios' latency verdicts, one per scenario (its rows, which come together, share
+/// them): how many agree, and which differ, live and with the real library.
 fn latency_summary(rows: &[Row]) -> String {
-    let mut seen: Vec<&str> = vec![];
-    let (mut judged, mut differ) = (0, vec![]);
-    for r in rows {
-        if seen.contains(&r.scenario.as_str()) {
-            continue;
-        }
-        seen.push(&r.scenario);
-        let verdicts = [
-            (r.latency_agrees, "live"),
-            (r.library_latency_agrees, "library"),
-        ];
-        for (verdict, world) in verdicts {
-            match verdict {
-                Some(true) => judged += 1,
-                Some(false) => {
-                    judged += 1;
-                    differ.push(format!("{} ({world})", r.scenario));
-                }
-                None => {}
-            }
-        }
-    }
-    if judged == 0 {
+    let mut firsts: Vec<&Row> = rows.iter().collect();
+    firsts.dedup_by(|a, b| a.scenario == b.scenario);
+    let judged: Vec<(bool, String)> = (firsts.iter())
+        .flat_map(|r| {
+            let worlds = [
+                (r.latency_agrees, "live"),
+                (r.library_latency_agrees, "library"),
+            ];
+            worlds
+                .into_iter()
+                .filter_map(move |(v, world)| v.map(|ok| (ok, format!("{} ({world})", r.scenario))))
+        })
+        .collect();
+    if judged.is_empty() {
         return String::new();
     }
+    let differ: Vec<&str> = (judged.iter())
+        .filter(|(ok, _)| !ok)
+        .map(|(_, name)| name.as_str())
+        .collect();
     let list = if differ.is_empty() {
         String::new()
     } else {
@@ -729,9 +725,10 @@ fn latency_summary(rows: &[Row]) -> String {
     };
     format!(
         "\nAcquire latency (p50 and p99, where the grants a run can judge them, within a factor \
-         {LATENCY_FACTOR} or {LATENCY_FLOOR_MS} ms of the simulated): {} of {judged} agree, {} \
+         {LATENCY_FACTOR} or {LATENCY_FLOOR_MS} ms of the simulated): {} of {} agree, {} \
          differ{list}.\n",
-        judged - differ.len(),
+        judged.len() - differ.len(),
+        judged.len(),
         differ.len()
     )
 }

@@ -2201,9 +2201,21 @@ fn library_live(
 /// A live test of a real client library: its turn, if redis-server and redis-py are
 /// installed (skips, or fails under CI, naming what to install).
 fn redis_py_test() -> Option<std::sync::MutexGuard<'static, ()>> {
-    let serial = live_test("redis-server", "redis-server")?;
-    let installed = ["-c", "import redis"];
-    tools::require_runs("live", "python3", &installed, "pip install redis").then_some(serial)
+    python_library_test(("redis-server", "redis-server"), "redis", "redis")
+}
+
+/// A live test of a Python library: its turn, if the server `program` (Debian `package`)
+/// is installed and Python imports `module` (skips, or fails under CI, naming what to
+/// install: `pip install PIP`).
+fn python_library_test(
+    (program, package): (&str, &str),
+    module: &str,
+    pip: &str,
+) -> Option<std::sync::MutexGuard<'static, ()>> {
+    let serial = live_test(program, package)?;
+    let import = format!("import {module}");
+    let install = format!("pip install {pip}");
+    tools::require_runs("live", "python3", &["-c", &import], &install).then_some(serial)
 }
 
 /// The real redis-py `Lock` (`live --library`, through live/drivers/redis_py.py) breaks
@@ -2248,14 +2260,10 @@ fn the_real_redis_py_lock_breaks_under_a_gc_pause_as_its_model_does() {
 /// release (which raises `NotAcquired`), and nothing breaks, as the model derives.
 #[test]
 fn the_real_python_redis_lock_lets_no_waiter_in_on_an_expiry_as_its_model_does() {
-    let Some(_serial) = redis_py_test() else {
+    let redis = ("redis-server", "redis-server");
+    let Some(_serial) = python_library_test(redis, "redis_lock", "python-redis-lock") else {
         return;
     };
-    let installed = ["-c", "import redis_lock"];
-    let install = "pip install python-redis-lock";
-    if !tools::require_runs("live", "python3", &installed, install) {
-        return;
-    }
     let file = "scenarios/validate/python-redis-lock-gc-pause.toml";
     let dir = scratch("python-redis-lock-gc");
     let (j, events, saved_at) = library_live(file, &dir, &PYTHON_REDIS_LOCK, &NO_FENCING);
@@ -2381,13 +2389,10 @@ fn the_real_node_redlock_signal_cannot_stop_a_write_already_past_its_look() {
 /// and an update is lost. The real library gives each the verdict its model gives.
 #[test]
 fn the_real_pottery_locked_says_no_after_a_pause_but_cannot_see_one_after_it() {
-    let Some(_serial) = live_test("redis-server", "redis-server") else {
+    let redis = ("redis-server", "redis-server");
+    let Some(_serial) = python_library_test(redis, "pottery", "pottery") else {
         return;
     };
-    let installed = ["-c", "import pottery"];
-    if !tools::require_runs("live", "python3", &installed, "pip install pottery") {
-        return;
-    }
     let before = "scenarios/validate/pottery-gc-pause.toml";
     let dir = scratch("pottery-before");
     let (j, events, saved_at) = library_live(before, &dir, &POTTERY, &NO_FENCING);
@@ -2528,13 +2533,9 @@ fn the_real_curator_lock_breaks_under_a_gc_pause_as_its_model_does_and_its_seque
 /// and in kazoo.
 #[test]
 fn the_real_kazoo_never_hears_lost_while_cut_off_and_writes_as_its_model_does() {
-    let Some(_serial) = live_test("java", "zookeeper") else {
+    let Some(_serial) = python_library_test(("java", "zookeeper"), "kazoo", "kazoo") else {
         return;
     };
-    let installed = ["-c", "import kazoo"];
-    if !tools::require_runs("live", "python3", &installed, "pip install kazoo") {
-        return;
-    }
     let file = "scenarios/catalog/zookeeper-kazoo-cut-off-no-lost.toml";
     let dir = scratch("kazoo-cut-off");
     let (j, events, saved_at) = library_live(file, &dir, &KAZOO, &PROPERTIES);

@@ -232,8 +232,8 @@ pub fn stop_self() {
 /// How many of the ports [`free_port`] handed out last it never hands out again, each
 /// claimed machine-wide meanwhile: far more than the runs of one process hold at once (a run
 /// of five etcd members and five clients takes about 60), far fewer than the ~22,000 ports
-/// below Linux's ephemeral range ([`port_range`]). (A set of every port ever handed out ran dry after some 450 live
-/// runs of one `validate --full`.)
+/// below Linux's ephemeral range ([`port_range`]). (A set of every port ever handed out ran
+/// dry after some 450 live runs of one `validate --full`.)
 const RECENT_PORTS: usize = 2_048;
 
 /// The ports handed out most recently, oldest first, each with its claim (if it could be
@@ -271,12 +271,16 @@ const FIRST_PORT: u16 = 10_000;
 /// so no outgoing connection can take a port between its hand-out and the server's bind
 /// (`bind(0)` draws from the ephemeral range itself: a validation run once failed with
 /// "Address already in use" so). `None` where the range leaves too few below it: then
-/// `bind(0)`.
+/// `bind(0)`. Read once per process.
 fn port_range() -> Option<std::ops::Range<u16>> {
-    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
-    let low: u16 = text.split_whitespace().next()?.parse().ok()?;
-    let enough = FIRST_PORT as usize + 4 * RECENT_PORTS;
-    (low as usize >= enough).then_some(FIRST_PORT..low)
+    static RANGE: std::sync::OnceLock<Option<std::ops::Range<u16>>> = std::sync::OnceLock::new();
+    let read = || {
+        let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+        let low: u16 = text.split_whitespace().next()?.parse().ok()?;
+        let enough = FIRST_PORT as usize + 4 * RECENT_PORTS;
+        (low as usize >= enough).then_some(FIRST_PORT..low)
+    };
+    RANGE.get_or_init(read).clone()
 }
 
 /// A free TCP port on 127.0.0.1 (bound, read, released: the caller binds it next), below the

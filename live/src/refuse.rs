@@ -42,10 +42,16 @@ fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused
         let driver = profile.and_then(|p| crate::client::driver::for_profile(protocol, p));
         if let Some(d) = driver {
             if w.check == Check::AskServers && !d.asks_servers {
+                let asking: Vec<&str> = (crate::client::driver::DRIVERS.iter())
+                    .filter(|d| d.asks_servers)
+                    .map(|d| d.profile)
+                    .collect();
                 return Err(Refused(format!(
                     "{}: workload.check = \"ask_servers\": the {} driver has no call that asks \
-                     the servers (only pottery's locked() is driven); use another check",
-                    prepared.path, d.profile
+                     the servers (only {} drive one); use another check",
+                    prepared.path,
+                    d.profile,
+                    asking.join(", ")
                 )));
             }
             return match d.no_signal {

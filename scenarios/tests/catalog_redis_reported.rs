@@ -6,7 +6,7 @@
 use crate::common;
 
 use locksim_sim::history::{History, Kind, Op};
-use locksim_sim::Verdict;
+use locksim_sim::{Property, Verdict};
 
 const SEEDS: u64 = 20;
 
@@ -192,17 +192,26 @@ fn pottery_locked_answers_at_a_quorum_and_cannot_see_a_pause_after_it() {
     common::assert_expect_met(after, SEEDS);
     let point = "point = \"after_validity_check\"";
     let before = common::changed(after, point, "point = \"after_read\"");
+    let (slow, after) = (
+        common::prepared(&format!("catalog/{slow}")),
+        common::prepared(&format!("catalog/{after}")),
+    );
     for seed in 1..=5 {
-        let (_, h) = common::prepared(&format!("catalog/{slow}")).run_with_history(seed);
+        let (_, h) = slow.run_with_history(seed);
         assert!(wrote(&h, "c1#1"), "seed {seed}: the holder wrote in time");
-        let (_, h) = common::prepared(&format!("catalog/{after}")).run_with_history(seed);
+        let (_, h) = after.run_with_history(seed);
         assert!(wrote(&h, "c1#1"), "seed {seed}: the stale write landed");
         let (r, h) = before.run_with_history(seed);
-        let verdict = |name: &str| r.properties.iter().find(|(k, _)| k.name() == name);
-        let valid = |name: &str| verdict(name).is_some_and(|(_, v)| *v == Verdict::Valid);
-        assert!(valid("lost_update"), "seed {seed}: {:?}", r.properties);
-        assert!(
-            !valid("mutual_exclusion"),
+        let verdict = |property: Property| r.properties[&property];
+        assert_eq!(
+            verdict(Property::LostUpdate),
+            Verdict::Valid,
+            "seed {seed}: {:?}",
+            r.properties
+        );
+        assert_ne!(
+            verdict(Property::MutualExclusion),
+            Verdict::Valid,
             "seed {seed}: {:?}",
             r.properties
         );

@@ -180,7 +180,7 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.0);
-            remove_earlier_tries(&self.0);
+            keep_earlier_tries(&self.0);
             return;
         }
         prune(&self.0);
@@ -202,7 +202,7 @@ pub fn failed_tries_dir() -> std::path::PathBuf {
 /// tries kept in the same run (the same name but for the pid, the same run's id, the pid
 /// gone) out of the temp dir into [`failed_tries_dir`], so that a FLAKY test's evidence
 /// survives and the temp dir is left clean.
-fn remove_earlier_tries(dir: &Path) {
+fn keep_earlier_tries(dir: &Path) {
     let (Ok(run), Some(name)) = (std::env::var("NEXTEST_RUN_ID"), dir.file_name()) else {
         return;
     };

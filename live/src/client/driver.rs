@@ -336,12 +336,8 @@ fn node_redlock_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
         "node-redlock gives up after retryCount tries, not after acquire_timeout_ms: set \
          retry_count"
     );
-    let servers: Vec<serde_json::Value> = servers
-        .iter()
-        .map(|s| endpoint(s.as_str()))
-        .collect::<anyhow::Result<_>>()?;
     Ok(serde_json::json!({
-        "servers": servers,
+        "servers": endpoints(&servers)?,
         "name": locksim_protocols::redis::client::KEY,
         "duration_ms": ttl_ms,
         // retryCount counts the tries after the first.
@@ -354,10 +350,13 @@ fn node_redlock_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
-/// A server's `ADDR:PORT` as a driver takes it: `{"host": ..., "port": ...}`.
-fn endpoint(server: &str) -> anyhow::Result<serde_json::Value> {
-    let addr: std::net::SocketAddr = server.parse()?;
-    Ok(serde_json::json!({ "host": addr.ip().to_string(), "port": addr.port() }))
+/// The servers' `ADDR:PORT`s as a driver takes them: `[{"host": ..., "port": ...}]`.
+fn endpoints(servers: &[String]) -> anyhow::Result<Vec<serde_json::Value>> {
+    let endpoint = |server: &String| -> anyhow::Result<serde_json::Value> {
+        let addr: std::net::SocketAddr = server.parse()?;
+        Ok(serde_json::json!({ "host": addr.ip().to_string(), "port": addr.port() }))
+    };
+    servers.iter().map(endpoint).collect()
 }
 
 /// pottery's `Redlock(key, masters, auto_release_time, num_extensions)` over one redis-py
@@ -370,12 +369,8 @@ fn pottery_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
     let Some(acquire_timeout_ms) = params.acquire_timeout_ms else {
         anyhow::bail!("pottery gives up after acquire_timeout_ms, not after retry_count tries");
     };
-    let masters: Vec<serde_json::Value> = servers
-        .iter()
-        .map(|s| endpoint(s.as_str()))
-        .collect::<anyhow::Result<_>>()?;
     Ok(serde_json::json!({
-        "masters": masters,
+        "masters": endpoints(servers)?,
         "name": locksim_protocols::redis::client::KEY,
         "ttl_ms": params.ttl_ms,
         "num_extensions": params.extensions_max(),
@@ -550,17 +545,6 @@ impl DriverLock {
         }
     }
 
-    /// The library's own lost-lock signal, if it has raised it (its reason): what the
-    /// workload's `check = "on_signal"` looks at, and a library's only word on a held lock.
-    pub fn lost_signal(&mut self) -> Option<String> {
-        match self.call("valid") {
-            Ok(a) if a["held"] == false => Some(why(&a["why"])),
-            _ => None,
-        }
-    }
-}
-
-impl DriverLock {
     /// The library's own question to the servers (pottery's `locked()`), for `check =
     /// "ask_servers"`: `Ok` if it says held, `Err` with its reason if not; `None` for a
     /// driver without one (live mode refuses `ask_servers` with it).
@@ -574,6 +558,15 @@ impl DriverLock {
             Ok(a) => Err(format!("the library raised {}", why(&a["unknown"]))),
             Err(e) => Err(format!("driver: {e:#}")),
         })
+    }
+
+    /// The library's own lost-lock signal, if it has raised it (its reason): what the
+    /// workload's `check = "on_signal"` looks at, and a library's only word on a held lock.
+    pub fn lost_signal(&mut self) -> Option<String> {
+        match self.call("valid") {
+            Ok(a) if a["held"] == false => Some(why(&a["why"])),
+            _ => None,
+        }
     }
 }
 

@@ -425,35 +425,30 @@ impl RedlockClient {
     ) -> Vec<Option<Reply>> {
         let mut replies = vec![None; self.instances.len()];
         let deadline = sent + Duration::from_millis(self.params.request_timeout_ms);
-        let take = |(id, body): (u64, Reply), replies: &mut Vec<Option<Reply>>| {
+        loop {
+            // Every reply already received first; then wait for the next until the deadline.
+            let (id, body) = match self.mux.try_recv() {
+                Some(reply) => reply,
+                None => {
+                    let answered = replies.iter().flatten().count();
+                    let now = self.ctx.mono_now();
+                    if answered == asked.len() || now >= deadline {
+                        return replies;
+                    }
+                    match (self.ctx)
+                        .timeout_local(deadline - now, self.mux.next())
+                        .await
+                    {
+                        Some(Some(reply)) => reply,
+                        Some(None) | None => return replies,
+                    }
+                }
+            };
             if let Some(&i) = asked.get(&id) {
                 replies[i] = Some(body);
             }
-        };
-        loop {
-            while let Some(reply) = self.mux.try_recv() {
-                take(reply, &mut replies);
-                if enough(&replies) {
-                    return replies;
-                }
-            }
-            let answered = replies.iter().flatten().count();
-            let now = self.ctx.mono_now();
-            if answered == asked.len() || now >= deadline {
+            if enough(&replies) {
                 return replies;
-            }
-            match self
-                .ctx
-                .timeout_local(deadline - now, self.mux.next())
-                .await
-            {
-                Some(Some(reply)) => {
-                    take(reply, &mut replies);
-                    if enough(&replies) {
-                        return replies;
-                    }
-                }
-                Some(None) | None => return replies,
             }
         }
     }
@@ -509,7 +504,7 @@ impl RedlockClient {
         let is_granted = |r: &Reply| matches!(r, Reply::Ok | Reply::Int(_));
         let replies = self.gather(&asked, start, is_granted).await;
         let granted: Vec<usize> = (0..replies.len())
-            .filter(|i| matches!(replies[*i], Some(Reply::Ok | Reply::Int(_))))
+            .filter(|i| replies[*i].as_ref().is_some_and(is_granted))
             .collect();
         let token = replies
             .iter()
@@ -678,16 +673,13 @@ impl RedlockClient {
             key: KEY.into(),
             value: value.clone(),
         });
-        let positive = |r: &Reply| matches!(r, Reply::Int(ms) if *ms > 0);
-        let replies = self.gather(&asked, start, positive).await;
-        let ttls: Vec<i64> = replies
-            .iter()
-            .flatten()
-            .filter_map(|r| match r {
-                Reply::Int(ms) if *ms > 0 => Some(*ms),
-                _ => None,
-            })
-            .collect();
+        // The script's answer: the key's time left in ms, or 0 (not this value, or none left).
+        let left_ms = |r: &Reply| match r {
+            Reply::Int(ms) if *ms > 0 => Some(*ms),
+            _ => None,
+        };
+        let replies = self.gather(&asked, start, |r| left_ms(r).is_some()).await;
+        let ttls: Vec<i64> = replies.iter().flatten().filter_map(left_ms).collect();
         let (n, needed) = (self.params.instances, quorum(self.params.instances));
         let Some(&smallest_ms) = ttls.iter().min().filter(|_| ttls.len() >= needed) else {
             return Validity::Lost(format!(
