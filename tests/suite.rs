@@ -19,3 +19,4 @@ mod robust_input;
 mod search;
 mod sweep;
 mod tidy;
+mod unit;

@@ -5,3 +5,4 @@ mod history_fuzz;
 mod no_madsim;
 mod reference_histories;
 mod uncertainty;
+mod unit;

@@ -43,11 +43,9 @@
 // simulation code may not use are exactly what it needs.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-#[path = "../../tests/support/tools.rs"]
-mod tools;
+use crate::tools;
 
-#[path = "../../tests/support/expiry.rs"]
-mod expiry;
+use crate::expiry;
 
 #[path = "../../live/src/links/http.rs"]
 #[allow(dead_code)]

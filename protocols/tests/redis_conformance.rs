@@ -24,8 +24,7 @@
 // simulation code may not use are exactly what it needs.
 #![allow(clippy::disallowed_methods)]
 
-#[path = "../../tests/support/tools.rs"]
-mod tools;
+use crate::tools;
 
 use locksim_protocols::redis::store::{
     self, standalone_wait, Cmd, Deferred, Effect, Entry, IntArg, Reply, Store, Value,

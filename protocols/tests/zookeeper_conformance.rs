@@ -46,11 +46,9 @@
 // simulation code may not use are exactly what it needs.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-#[path = "../../tests/support/tools.rs"]
-mod tools;
+use crate::tools;
 
-#[path = "../../tests/support/expiry.rs"]
-mod expiry;
+use crate::expiry;
 
 use locksim_protocols::raft::host::{Env, Handling, Service};
 use locksim_protocols::raft::zookeeper::tree::{Cmd, Req, Resp, Tree};

@@ -9,7 +9,7 @@ use crate::Comparison;
 use std::fmt::Write;
 
 /// The drawing's frame: size, margins, and the scales.
-struct Frame {
+pub struct Frame {
     w: f64,
     h: f64,
     l: f64,
@@ -19,24 +19,27 @@ struct Frame {
     /// The latency range drawn, in ms (log scale).
     ms: (f64, f64),
     /// The highest share drawn.
-    top: f64,
+    pub top: f64,
 }
 
 impl Frame {
-    fn x(&self, ms: f64) -> f64 {
+    /// Where a latency of `ms` is drawn, across.
+    pub fn x(&self, ms: f64) -> f64 {
         let (lo, hi) = (self.ms.0.log10(), self.ms.1.log10());
         self.l + (ms.max(self.ms.0).log10() - lo) / (hi - lo) * (self.w - self.l - self.r)
     }
 
-    fn y(&self, share: f64) -> f64 {
+    /// Where a share is drawn, down.
+    pub fn y(&self, share: f64) -> f64 {
         self.t + (1.0 - share / self.top) * (self.h - self.t - self.b)
     }
 }
 
 /// One row's mark: label, median ms, damage, latent, guard.
-type Mark = (String, f64, Share, Share, String);
+pub type Mark = (String, f64, Share, Share, String);
 
-fn marks(c: &Comparison, profile: &str) -> Vec<Mark> {
+/// The rows' marks under `profile`: those with a measured cost and a cell there.
+pub fn marks(c: &Comparison, profile: &str) -> Vec<Mark> {
     c.rows
         .iter()
         .filter_map(|r| {
@@ -62,7 +65,8 @@ fn colour(guard: &str) -> &'static str {
     }
 }
 
-fn frame(marks: &[Mark]) -> Frame {
+/// The frame that holds `marks`: the latency range and a share scale that reach them.
+pub fn frame(marks: &[Mark]) -> Frame {
     let lo = marks.iter().map(|m| m.1).fold(f64::INFINITY, f64::min);
     let hi = marks.iter().map(|m| m.1).fold(0.0, f64::max);
     let worst = marks.iter().map(|m| m.2.hi.max(m.3.hi)).fold(0.0, f64::max);
@@ -194,59 +198,4 @@ pub fn legend(profile: &str) -> String {
          share, labelled with its row; colour: red no guard, teal fencing, dark blue compare-and-set; rows of equal \
          latency stand side by side."
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cost::Cost;
-    use crate::{CellSummary, Row, Setup};
-
-    #[test]
-    fn one_mark_per_row_with_its_label_and_the_latent_ring_where_there_is_one() {
-        let row = |label: &str, ms: f64, guard: &str| Row {
-            label: label.into(),
-            setup: Setup {
-                guard: guard.into(),
-                ..Setup::default()
-            },
-            cost: Some(Cost {
-                acquire_ms_p50: ms,
-                acquire_ms_p99: ms * 2.0,
-                ..Cost::default()
-            }),
-        };
-        let cell = |label: &str, damage: u64, latent: u64| CellSummary {
-            protocol: label.into(),
-            profile: "mixed".into(),
-            damage: Share::of(damage, 100),
-            latent: Share::of(latent, 100),
-            ..CellSummary::default()
-        };
-        let c = Comparison {
-            rows: vec![row("fast", 2.0, "none"), row("slow", 20.0, "fencing")],
-            cells: vec![cell("fast", 30, 0), cell("slow", 0, 40)],
-            ..Comparison::default()
-        };
-        let svg = svg(&c, "mixed");
-        assert_eq!(svg.matches("r=\"5\"").count(), 2, "{svg}");
-        assert_eq!(svg.matches("r=\"6\"").count(), 1, "one latent ring: {svg}");
-        assert!(
-            svg.contains(">latent 40% (slow)</text>"),
-            "the ring is labelled: {svg}"
-        );
-        assert!(
-            svg.contains(">fast</text>") && svg.contains(">slow</text>"),
-            "{svg}"
-        );
-        let f = frame(&marks(&c, "mixed"));
-        assert!(
-            f.x(2.0) < f.x(20.0) && f.y(0.3) < f.y(0.0),
-            "axes point the right way"
-        );
-        assert_eq!(
-            f.top, 0.5,
-            "the scale reaches the widest interval (40%: up to ~50%)"
-        );
-    }
 }

@@ -14,3 +14,4 @@ mod liveness;
 mod parser_fuzz;
 mod proptest_fencing;
 mod shared_runs;
+mod unit;

@@ -357,18 +357,3 @@ fn downcast<T: Any + Clone>(file: &str, record: &Record) -> T {
         })
         .clone()
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn config_validation_names_the_field() {
-        assert!(DiskConfig::default().validate().is_ok());
-        let bad = DiskConfig {
-            fsync_ms_min: 5,
-            fsync_ms_max: 1,
-        };
-        assert!(bad.validate().unwrap_err().contains("disk.fsync_ms_min"));
-    }
-}

@@ -6,3 +6,4 @@ mod harness;
 mod reference_histories;
 mod rpc;
 mod targets;
+mod unit;

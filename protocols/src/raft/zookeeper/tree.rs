@@ -189,7 +189,7 @@ impl Tree {
     /// `ExpiryQueue.roundToNextInterval` (`(t / tick + 1) * tick`) puts it at the end of its
     /// tick bucket, so the tracker wakes once a tick and expires a whole bucket; a session
     /// lives between its timeout and a tick more.
-    fn expiry_after(&self, now: Duration, timeout: Duration) -> Duration {
+    pub fn expiry_after(&self, now: Duration, timeout: Duration) -> Duration {
         let t = now + timeout;
         if self.tick_time.is_zero() {
             return t;
@@ -436,22 +436,5 @@ impl Service for Tree {
 
     fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Resp)> {
         std::mem::take(&mut self.pushes)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_expiry_is_rounded_up_to_the_end_of_its_tick_bucket() {
-        let ms = Duration::from_millis;
-        let tree = Tree::new(ms(2_000));
-        // ZooKeeper: (t / tick + 1) * tick, so an exact multiple moves a whole tick on.
-        assert_eq!(tree.expiry_after(ms(100), ms(4_000)), ms(6_000));
-        assert_eq!(tree.expiry_after(ms(0), ms(4_000)), ms(6_000));
-        assert_eq!(tree.expiry_after(ms(1_999), ms(4_000)), ms(6_000));
-        assert_eq!(tree.expiry_after(ms(2_000), ms(4_000)), ms(8_000));
-        assert_eq!(Tree::default().expiry_after(ms(1), ms(4_000)), ms(4_001));
     }
 }
