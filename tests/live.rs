@@ -1370,9 +1370,14 @@ fn a_periodic_pause_stops_its_pick_every_cycle_and_nothing_moves_meanwhile() {
     let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() / 1_000_000;
     let mut picked = std::collections::BTreeSet::new();
     for (start, resumed, nodes) in &cycles {
+        // The resume is due 300 ms after the instant the nemesis took before sending SIGSTOP;
+        // the pause is noted after the signal, a moment later (299 ms between the two notes
+        // once, on a run of the whole suite: 501.17 and 800.24 ms).
         assert!(
-            (300..350).contains(&(resumed - start)),
-            "{start}: {saved_at}"
+            (290..350).contains(&(resumed - start)),
+            "expected a pause of 300 ms (290 to 350 between its notes), observed {} ms from \
+             {start}: {saved_at}",
+            resumed - start
         );
         let inside = |e: &&serde_json::Value| (start + 5..*resumed).contains(&ms(e));
         let moved: Vec<&serde_json::Value> = match nodes.as_slice() {
@@ -2761,25 +2766,35 @@ fn rejected(events: &[serde_json::Value]) -> bool {
 /// the same class. Left out: files whose class hangs on real Sentinels' failover timing
 /// (`redis-replicated-wait-ignored` lost no update in one run of three under load: c2's
 /// grant on the promoted replica came after c1's write), which `scripts/catalog-live.sh` runs.
-const PROTOCOL_CLIENT_SAMPLE: [&str; 12] = [
-    "redisson-watchdog-gc-pause",
-    "redsync-until-gc-pause",
-    "redsync-no-until-gc-pause",
-    "node-redlock-abort-signal",
-    "redis-py-thread-local-token",
-    "redis-single-get-then-set",
-    "redlock-pause-while-acquiring-no-validity-check",
-    "etcd-concurrency-34-wait-deletes",
-    "etcd-concurrency-35-done-abort",
-    "zookeeper-curator-lost-cut-off",
-    "zookeeper-curator-suspended-standard",
-    "zookeeper-check-then-create",
-];
+/// A test each (one at a time in nextest's `stories` group, three at once: each mostly waits
+/// on its faults), so that a story lost to a loaded machine's timing is tried again alone and
+/// reported `FLAKY` by name, not with the other eleven.
+macro_rules! catalog_stories_live {
+    ($($test:ident = $file:literal;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                catalog_story_live($file);
+            }
+        )*
+    };
+}
 
-/// How many sample runs go at once: each mostly waits on its faults, and three at a time
-/// keep a two-core machine's load (three clusters' servers) within what the stories' margins
-/// (seconds-long pauses and cuts) absorb.
-const SAMPLE_JOBS: usize = 3;
+catalog_stories_live! {
+    catalog_story_redisson_watchdog_gc_pause = "redisson-watchdog-gc-pause";
+    catalog_story_redsync_until_gc_pause = "redsync-until-gc-pause";
+    catalog_story_redsync_no_until_gc_pause = "redsync-no-until-gc-pause";
+    catalog_story_node_redlock_abort_signal = "node-redlock-abort-signal";
+    catalog_story_redis_py_thread_local_token = "redis-py-thread-local-token";
+    catalog_story_redis_single_get_then_set = "redis-single-get-then-set";
+    catalog_story_redlock_pause_while_acquiring_no_validity_check =
+        "redlock-pause-while-acquiring-no-validity-check";
+    catalog_story_etcd_concurrency_34_wait_deletes = "etcd-concurrency-34-wait-deletes";
+    catalog_story_etcd_concurrency_35_done_abort = "etcd-concurrency-35-done-abort";
+    catalog_story_zookeeper_curator_lost_cut_off = "zookeeper-curator-lost-cut-off";
+    catalog_story_zookeeper_curator_suspended_standard = "zookeeper-curator-suspended-standard";
+    catalog_story_zookeeper_check_then_create = "zookeeper-check-then-create";
+}
 
 /// The verdicts of `result` on the properties the story of catalog file `file` pins (its
 /// `[expect]`); one it leaves open (a race the story names) may go either way in either world.
@@ -2794,9 +2809,9 @@ fn pinned(file: &str, result: &serde_json::Value) -> Vec<(String, serde_json::Va
         .collect()
 }
 
-/// One sample file live (`--json`, history kept in `dir`): its name, exit code, result and
-/// the history's path.
-fn sample_run(name: &str, dir: &Path) -> (String, i32, serde_json::Value, PathBuf) {
+/// One sample file live (`--json`, history kept in `dir`): its exit code, result and the
+/// history's path.
+fn sample_run(name: &str, dir: &Path) -> (i32, serde_json::Value, PathBuf) {
     let file = format!("scenarios/catalog/{name}.toml");
     let history = dir.join(format!("{name}.jsonl"));
     let out = in_repo(&[
@@ -2806,63 +2821,39 @@ fn sample_run(name: &str, dir: &Path) -> (String, i32, serde_json::Value, PathBu
         "--history",
         &history.display().to_string(),
     ]);
-    (name.to_owned(), code(&out), json(&out), history)
+    (code(&out), json(&out), history)
 }
 
-#[test]
-fn the_protocols_own_clients_run_live_and_meet_their_catalog_stories() {
+/// The catalog story `name` live: the properties its story pins are the simulator's.
+fn catalog_story_live(name: &str) {
     let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
     };
     if !have("etcd", "etcd-server") || !have("java", "zookeeper") {
         return;
     }
-    let dir = scratch("protocol-client-sample");
-    let queue = std::sync::Mutex::new(PROTOCOL_CLIENT_SAMPLE.to_vec());
-    let results = std::sync::Mutex::new(vec![]);
-    std::thread::scope(|s| {
-        for _ in 0..SAMPLE_JOBS {
-            s.spawn(|| loop {
-                let Some(name) = queue.lock().unwrap().pop() else {
-                    return;
-                };
-                let result = sample_run(name, dir.path());
-                results.lock().unwrap().push(result);
-            });
-        }
-    });
-    let results = results.into_inner().unwrap();
-    let mut wrong = vec![];
-    for (name, exit, j, history) in &results {
-        let file = format!("scenarios/catalog/{name}.toml");
-        let simulated = json(&in_repo(&["run", &file, "--json"]));
-        let (sim, live) = (pinned(&file, &simulated), pinned(&file, j));
-        let expected_exit = if j["verdict"] == "valid" { 0 } else { 1 };
-        if j["mode"] != "live"
-            || j["expect"]["met"] != true
-            || sim != live
-            || *exit != expected_exit
-        {
-            wrong.push(format!(
-                "{name}: expected the simulator's {sim:?} (expect met, exit {expected_exit}), \
-                 observed {live:?}, exit {exit}: {} ({})",
-                brief(j),
-                saved(history)
-            ));
-        }
-    }
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    // Redisson's watchdog stops with its paused holder: the key expires under it, and the
-    // holder writes 5 s after the next one entered.
-    let redisson = results
-        .iter()
-        .find(|r| r.0 == "redisson-watchdog-gc-pause")
-        .unwrap();
-    let window = redisson.2["stats"]["zombie_window_ms_max"].as_f64();
+    let dir = scratch(&format!("story-{name}"));
+    let (exit, j, history) = sample_run(name, dir.path());
+    let file = format!("scenarios/catalog/{name}.toml");
+    let simulated = json(&in_repo(&["run", &file, "--json"]));
+    let (sim, live) = (pinned(&file, &simulated), pinned(&file, &j));
+    let expected_exit = if j["verdict"] == "valid" { 0 } else { 1 };
     assert!(
-        window.is_some_and(|ms| ms > 0.0),
-        "expected a zombie window > 0 ms, observed {window:?}: {} ({})",
-        brief(&redisson.2),
-        saved(&redisson.3)
+        j["mode"] == "live" && j["expect"]["met"] == true && sim == live && exit == expected_exit,
+        "{name}: expected the simulator's {sim:?} (expect met, exit {expected_exit}), observed \
+         {live:?}, exit {exit}: {} ({})",
+        brief(&j),
+        saved(&history)
     );
+    if name == "redisson-watchdog-gc-pause" {
+        // Redisson's watchdog stops with its paused holder: the key expires under it, and
+        // the holder writes 5 s after the next one entered.
+        let window = j["stats"]["zombie_window_ms_max"].as_f64();
+        assert!(
+            window.is_some_and(|ms| ms > 0.0),
+            "expected a zombie window > 0 ms, observed {window:?}: {} ({})",
+            brief(&j),
+            saved(&history)
+        );
+    }
 }
