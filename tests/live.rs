@@ -2310,12 +2310,9 @@ fn the_real_redis_py_lock_releases_only_its_own_token() {
     let Some(_serial) = redis_py_test() else {
         return;
     };
+    let file = "scenarios/catalog/redis-py-thread-local-token.toml";
     let dir = scratch("redis-py-token");
-    // The patient resource of the other library tests: beside the whole suite and two
-    // CPU-bound processes, c1's first read timed out at 200 ms and ended its section before
-    // the pause at its release, so no release came late.
-    let file = patient_resource("scenarios/catalog/redis-py-thread-local-token.toml", &dir);
-    let (out, events, saved_at) = live_history(&file, &dir, "h", &["--library", "--json"]);
+    let (out, events, saved_at) = live_history(file, &dir, "h", &["--library", "--json"]);
     let j = json(&out);
     assert_eq!(code(&out), 0, "{}: {saved_at}", brief(&j));
     assert_eq!(j["verdict"], "valid", "{saved_at}");
@@ -2812,13 +2809,14 @@ fn pinned(file: &str, result: &serde_json::Value) -> Vec<(String, serde_json::Va
         .collect()
 }
 
-/// The catalog story `name` live from `file` (`--json`, history kept in `dir`): its exit
-/// code, result and the history's path.
-fn sample_run(name: &str, file: &str, dir: &Path) -> (i32, serde_json::Value, PathBuf) {
+/// One sample file live (`--json`, history kept in `dir`): its exit code, result and the
+/// history's path.
+fn sample_run(name: &str, dir: &Path) -> (i32, serde_json::Value, PathBuf) {
+    let file = format!("scenarios/catalog/{name}.toml");
     let history = dir.join(format!("{name}.jsonl"));
     let out = in_repo(&[
         "live",
-        file,
+        &file,
         "--json",
         "--history",
         &history.display().to_string(),
@@ -2835,11 +2833,8 @@ fn catalog_story_live(name: &str) {
         return;
     }
     let dir = scratch(&format!("story-{name}"));
-    // The resource patient as in the library tests (no story faults it): beside the whole
-    // suite and two CPU-bound processes, node-redlock-abort-signal's writes timed out at
-    // 200 ms and landed after the next holder's, two updates lost where its story loses none.
-    let file = patient_resource(&format!("scenarios/catalog/{name}.toml"), dir.path());
-    let (exit, j, history) = sample_run(name, &file, dir.path());
+    let (exit, j, history) = sample_run(name, dir.path());
+    let file = format!("scenarios/catalog/{name}.toml");
     let simulated = json(&in_repo(&["run", &file, "--json"]));
     let (sim, live) = (pinned(&file, &simulated), pinned(&file, &j));
     let expected_exit = if j["verdict"] == "valid" { 0 } else { 1 };
