@@ -45,6 +45,8 @@ async fn run(spec: ClientSpec, ctx: Arc<Ctx>) -> anyhow::Result<()> {
     let resource_idx = names.len();
     names.push(RESOURCE.into());
     let node = LiveEnv::node(ctx.clone(), names);
+    let resource_addr: std::net::SocketAddr = spec.resource.parse()?;
+    crate::links::open_ahead(resource_addr)?;
     ctx.ready();
     // Spawned before the run's start, while the other clients come up and the faults due at
     // 0 take effect: wait until the parent says they have, with the run's zero and end
@@ -56,7 +58,7 @@ async fn run(spec: ClientSpec, ctx: Arc<Ctx>) -> anyhow::Result<()> {
     let go = Go::from_bytes(go);
     ctx.set_start(go.start_ns);
     tokio::time::sleep(until_ns(go.start_ns)).await;
-    let resource_links = LinksTo::<ResourceLines>::links(resource_idx, &[spec.resource.parse()?]);
+    let resource_links = LinksTo::<ResourceLines>::links(resource_idx, &[resource_addr]);
     let resource = ResourceHandle::live(resource_links, resource_idx);
     let grants = Arc::new(AtomicU64::new(spec.grants_before));
     let workload = spec.workload.clone();
