@@ -185,26 +185,9 @@ fn legends_under_every_table_and_chart(html: &str) {
     );
 }
 
-#[test]
-fn the_report_loads_in_chromium_with_every_section_and_no_console_error() {
-    let test = "browser::the_report_loads_in_chromium_with_every_section_and_no_console_error";
-    let Some(chromium) = chromium(test) else {
-        return;
-    };
-    let dir = tmp().join("browser-report");
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = common::in_repo(&[
-        "compare",
-        "--seeds",
-        "2",
-        "--quiet",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
-    let page = dir.join("report.html").canonicalize().unwrap();
-    let (dom, console) = load(&chromium, &page, &["--dump-dom"]);
-    assert!(console.is_empty(), "console messages: {console:?}");
+/// The parsed page has every section, the decision table first with an answer per
+/// requirement and row, and its charts, phase diagrams and timelines drawn.
+fn sections_and_drawings(dom: &str) {
     for id in [
         "decide",
         "verdict",
@@ -249,6 +232,29 @@ fn the_report_loads_in_chromium_with_every_section_and_no_console_error() {
         dom.contains("<rect") && dom.contains("<polyline"),
         "drawn marks"
     );
+}
+
+#[test]
+fn the_report_loads_in_chromium_with_every_section_and_no_console_error() {
+    let test = "browser::the_report_loads_in_chromium_with_every_section_and_no_console_error";
+    let Some(chromium) = chromium(test) else {
+        return;
+    };
+    let dir = tmp().join("browser-report");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = common::in_repo(&[
+        "compare",
+        "--seeds",
+        "2",
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let page = dir.join("report.html").canonicalize().unwrap();
+    let (dom, console) = load(&chromium, &page, &["--dump-dom"]);
+    assert!(console.is_empty(), "console messages: {console:?}");
+    sections_and_drawings(&dom);
 
     let html = std::fs::read_to_string(&page).unwrap();
     legends_under_every_table_and_chart(&html);

@@ -1,4 +1,4 @@
-//! `src/protocols_cmd.rs`.
+//! The tests of `src/protocols_cmd.rs`.
 
 use locksim::protocols_cmd::*;
 use locksim_protocols::Registry;

@@ -1,8 +1,7 @@
-//! `src/validate.rs`.
+//! The tests of `src/validate.rs`.
 
 use locksim::validate::{self, *};
-use locksim_check::Property;
-use locksim_check::Verdict;
+use locksim_check::{Property, Verdict};
 use std::collections::BTreeMap;
 
 fn record(scenario: &str, mode: Mode, seed: u64, violated: bool) -> Record {

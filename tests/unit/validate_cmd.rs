@@ -1,4 +1,4 @@
-//! `src/validate_cmd.rs`.
+//! The tests of `src/validate_cmd.rs`.
 
 use clap::Parser;
 use locksim::validate_cmd::*;

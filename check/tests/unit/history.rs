@@ -1,4 +1,4 @@
-//! `src/history.rs`.
+//! The tests of `src/history.rs`.
 
 use locksim_check::history::*;
 

@@ -1,4 +1,4 @@
-//! `src/input.rs`.
+//! The tests of `src/input.rs`.
 
 use locksim_check::input::*;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! `src/overlap.rs`.
+//! The tests of `src/overlap.rs`.
 
 use locksim_check::overlap::*;
 

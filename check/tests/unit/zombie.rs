@@ -1,8 +1,6 @@
-//! `src/zombie.rs`.
+//! The tests of `src/zombie.rs`.
 
-use locksim_check::history::Event;
-use locksim_check::history::Kind;
-use locksim_check::history::Op;
+use locksim_check::history::{Event, Kind, Op};
 use locksim_check::zombie::*;
 
 fn ev(index: u64, ms: u64, node: &str, kind: Kind, op: Op, grant: &str) -> Event {

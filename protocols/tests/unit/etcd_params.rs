@@ -1,4 +1,4 @@
-//! `src/raft/etcd/params.rs`.
+//! The tests of `src/raft/etcd/params.rs`.
 
 use locksim_protocols::raft::etcd::params::*;
 

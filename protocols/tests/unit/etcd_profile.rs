@@ -1,4 +1,4 @@
-//! `src/raft/etcd/profile.rs`.
+//! The tests of `src/raft/etcd/profile.rs`.
 
 use locksim_protocols::protocol::{parse_params, ParamError};
 use locksim_protocols::raft::etcd::params::{Library, LockApi, Params};

@@ -1,4 +1,4 @@
-//! `src/redis/client.rs`.
+//! The tests of `src/redis/client.rs`.
 
 use locksim_protocols::redis::client::lock_value_text;
 

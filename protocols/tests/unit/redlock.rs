@@ -1,4 +1,4 @@
-//! `src/redis/redlock.rs`.
+//! The tests of `src/redis/redlock.rs`.
 
 use locksim_protocols::protocol::{parse_params, Acquired, LockClient, Protocol};
 use locksim_protocols::redis::redlock::*;

@@ -1,4 +1,4 @@
-//! `src/registry.rs`.
+//! The tests of `src/registry.rs`.
 
 use locksim_protocols::registry::*;
 

@@ -1,4 +1,4 @@
-//! `src/redis/replication.rs`.
+//! The tests of `src/redis/replication.rs`.
 
 use locksim_protocols::redis::replication::*;
 use locksim_protocols::redis::store::{Effect, Entry, Store, Value};

@@ -1,4 +1,4 @@
-//! `src/redis/store.rs`.
+//! The tests of `src/redis/store.rs`.
 
 use locksim_protocols::redis::store::*;
 use std::collections::BTreeMap;

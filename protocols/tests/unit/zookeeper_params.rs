@@ -1,4 +1,4 @@
-//! `src/raft/zookeeper/params.rs`.
+//! The tests of `src/raft/zookeeper/params.rs`.
 
 use locksim_protocols::raft::zookeeper::params::*;
 use locksim_protocols::raft::zookeeper::profile::{ErrorPolicy, SessionRetry};

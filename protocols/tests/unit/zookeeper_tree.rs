@@ -1,4 +1,4 @@
-//! `src/raft/zookeeper/tree.rs`.
+//! The tests of `src/raft/zookeeper/tree.rs`.
 
 use locksim_protocols::raft::zookeeper::tree::*;
 use std::time::Duration;

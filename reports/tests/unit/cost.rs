@@ -1,4 +1,4 @@
-//! `src/cost.rs`.
+//! The tests of `src/cost.rs`.
 
 use locksim_reports::cost::*;
 use locksim_reports::CellSummary;

@@ -1,12 +1,10 @@
-//! `src/decide.rs`.
+//! The tests of `src/decide.rs`.
 
 use locksim_reports::cost::Cost;
 use locksim_reports::decide::*;
 use locksim_reports::stats::Share;
-use locksim_reports::CellSummary;
-use locksim_reports::Comparison;
-use locksim_reports::FoundSchedule;
 use locksim_reports::{CellSearch, FailingSeed, Row, Setup};
+use locksim_reports::{CellSummary, Comparison, FoundSchedule};
 
 fn row(label: &str, guard: &str, ms: f64) -> Row {
     Row {

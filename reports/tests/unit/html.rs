@@ -1,10 +1,9 @@
-//! `src/html.rs`.
+//! The tests of `src/html.rs`.
 
 use locksim_reports::html::*;
 use locksim_reports::stats::Share;
 use locksim_reports::timeline::escape;
-use locksim_reports::CellSummary;
-use locksim_reports::Comparison;
+use locksim_reports::{CellSummary, Comparison};
 
 #[test]
 fn an_n_a_share_is_written_n_a_and_gets_no_bar() {

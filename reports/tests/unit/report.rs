@@ -1,10 +1,9 @@
-//! `src/lib.rs`.
+//! The tests of `src/lib.rs`.
 
 use locksim_reports::*;
 use locksim_scenarios::sweep::SeedResult;
 use locksim_scenarios::Stats;
-use locksim_sim::Property;
-use locksim_sim::Verdict;
+use locksim_sim::{Property, Verdict};
 use stats::Share;
 
 fn line(seed: u64, kinds: &[&str], token_writes: u64) -> SeedResult {

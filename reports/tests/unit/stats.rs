@@ -1,4 +1,4 @@
-//! `src/stats.rs`.
+//! The tests of `src/stats.rs`.
 
 use locksim_reports::stats::*;
 

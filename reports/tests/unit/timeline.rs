@@ -1,11 +1,8 @@
-//! `src/timeline.rs`.
+//! The tests of `src/timeline.rs`.
 
-use locksim_check::interpret::interpret;
-use locksim_check::interpret::key_note;
+use locksim_check::interpret::{interpret, key_note};
 use locksim_reports::timeline::*;
-use locksim_sim::Event;
-use locksim_sim::Kind;
-use locksim_sim::Op;
+use locksim_sim::{Event, Kind, Op};
 
 fn ev(index: u64, ms: u64, node: &str, kind: Kind, op: Op) -> Event {
     let mut e = Event::new(node, kind, op);

@@ -1,4 +1,4 @@
-//! `src/tradeoff.rs`.
+//! The tests of `src/tradeoff.rs`.
 
 use locksim_reports::cost::Cost;
 use locksim_reports::stats::Share;

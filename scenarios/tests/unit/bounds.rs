@@ -1,4 +1,4 @@
-//! `src/bounds.rs`.
+//! The tests of `src/bounds.rs`.
 
 use locksim_scenarios::bounds::*;
 

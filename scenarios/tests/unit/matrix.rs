@@ -1,4 +1,4 @@
-//! `src/matrix.rs`.
+//! The tests of `src/matrix.rs`.
 
 #[test]
 fn an_axis_may_have_its_own_sizes_and_bad_sizes_are_refused() {

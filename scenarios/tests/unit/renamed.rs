@@ -1,4 +1,4 @@
-//! `src/renamed.rs`.
+//! The tests of `src/renamed.rs`.
 
 use locksim_scenarios::renamed::*;
 

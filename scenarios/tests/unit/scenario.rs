@@ -1,4 +1,4 @@
-//! `src/scenario.rs`.
+//! The tests of `src/scenario.rs`.
 
 use locksim_protocols::Registry;
 use locksim_scenarios::scenario::*;

@@ -1,15 +1,10 @@
-//! `src/search.rs`.
+//! The tests of `src/search.rs`.
 
 use locksim_protocols::Registry;
-use locksim_scenarios::scenario::Expectation;
-use locksim_scenarios::scenario::Prepared;
-use locksim_scenarios::scenario::Scenario;
+use locksim_scenarios::scenario::{Expectation, Prepared, Scenario};
 use locksim_scenarios::search::*;
 use locksim_scenarios::workload::POINTS;
-use locksim_sim::Fault;
-use locksim_sim::FaultKind;
-use locksim_sim::FaultProfile;
-use locksim_sim::Property;
+use locksim_sim::{Fault, FaultKind, FaultProfile, Property};
 use proptest::strategy::Strategy;
 
 fn prepared(extra: &str) -> Prepared {

@@ -1,14 +1,12 @@
-//! `src/sweep.rs`.
+//! The tests of `src/sweep.rs`.
 
 use locksim_scenarios::runner::Stats;
 use locksim_scenarios::sweep::*;
-use locksim_sim::Property;
-use locksim_sim::Verdict;
+use locksim_sim::{Property, Verdict};
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[test]
 fn seed_ranges_parse_both_ways() {

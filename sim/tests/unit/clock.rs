@@ -1,4 +1,4 @@
-//! `src/clock.rs`.
+//! The tests of `src/clock.rs`.
 
 use locksim_sim::clock::*;
 use std::time::Duration;

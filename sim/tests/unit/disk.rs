@@ -1,4 +1,4 @@
-//! `src/disk.rs`.
+//! The tests of `src/disk.rs`.
 
 use locksim_sim::disk::*;
 

@@ -1,4 +1,4 @@
-//! `src/fault/mod.rs`.
+//! The tests of `src/fault/mod.rs`.
 
 use locksim_check::history::Op;
 use locksim_sim::fault::*;

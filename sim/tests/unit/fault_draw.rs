@@ -1,4 +1,4 @@
-//! `src/fault/draw.rs`.
+//! The tests of `src/fault/draw.rs`.
 
 use locksim_sim::fault::draw::*;
 use proptest::strategy::{Strategy, ValueTree};

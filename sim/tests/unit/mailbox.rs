@@ -1,12 +1,11 @@
-//! `src/mailbox.rs`.
+//! The tests of `src/mailbox.rs`.
 
 use futures::task::{waker, ArcWake};
 use futures::StreamExt;
 use locksim_sim::mailbox::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::Context;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 #[derive(Default)]
 struct Count(AtomicUsize);

@@ -1,4 +1,4 @@
-//! `src/fault/pause_periodic.rs`.
+//! The tests of `src/fault/pause_periodic.rs`.
 
 use locksim_sim::fault::pause_periodic::*;
 use locksim_sim::fault::{Fault, FaultProfile, Targets};
