@@ -196,8 +196,8 @@ fn acquired(v: &Value) -> Option<Resp> {
 fn watch_delete(addr: SocketAddr, key: &str, from: u64, wait: Duration) -> Option<Resp> {
     let body = json!({ "create_request": { "key": b64(key), "start_revision": from.to_string() } });
     let mut stream = http::post(addr, "/v3/watch", &body, wait).ok()?;
-    // The stream's reads time out at `wait` each; a watch answered by events that are not
-    // deletes re-arms it, so the whole watch is bounded by the caller's timeout.
+    // The exchange ends at `wait`, the caller's timeout: events that are not deletes are
+    // read past, not waited on again.
     loop {
         let v = stream.next_json().ok()??;
         let events = v["result"]["events"]
