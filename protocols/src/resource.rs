@@ -51,8 +51,9 @@ pub enum WriteMode {
     Cas,
 }
 
-/// A request to the resource.
-#[derive(Clone, Debug)]
+/// A request to the resource (live mode sends it as a line of JSON).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ResourceReq {
     /// Read the counter.
     Read,
@@ -70,7 +71,8 @@ pub enum ResourceReq {
 }
 
 /// The resource's answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ResourceResp {
     /// The counter's value.
     Value(i64),
@@ -88,8 +90,11 @@ type ResourceNet = Net<Wire<ResourceReq, ResourceResp>>;
 /// The file on the resource's disk that holds its state.
 const STATE_FILE: &str = "resource.db";
 
-#[derive(Clone, Default)]
-struct State {
+/// What the resource holds: the counter and the highest token accepted. The one home of its
+/// rules ([`ResourceState::answer`]): the model's node and live mode's resource server both
+/// answer by it, each with its own disk.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ResourceState {
     value: i64,
     highest_token: Option<u64>,
 }
@@ -153,7 +158,7 @@ pub fn start_watching(world: &World, rules: ResourceRules, shadows: Vec<Shadow>)
 /// changed since the writer read it.
 fn refusal(
     rules: ResourceRules,
-    s: &State,
+    s: &ResourceState,
     token: Option<u64>,
     expected: Option<i64>,
 ) -> Option<String> {
@@ -173,54 +178,69 @@ fn refusal(
 
 async fn serve(ctx: NodeCtx, net: ResourceNet, rules: ResourceRules, shadows: Vec<Shadow>) {
     let disk = ctx.disk();
-    let mut state: State = disk.last(STATE_FILE).unwrap_or_default();
+    let mut state: ResourceState = disk.last(STATE_FILE).unwrap_or_default();
     let (caller, mut requests) = endpoint(&net, &ctx);
     while let Some(req) = requests.next().await {
-        let resp = match req.body {
-            ResourceReq::Read => ResourceResp::Value(state.value),
+        let (resp, event) = state.answer(rules, &shadows, req.body);
+        if resp == ResourceResp::Accepted {
+            disk.put(STATE_FILE, state.clone());
+            // Committed before it is acknowledged.
+            disk.fsync().await;
+        }
+        if let Some(event) = event {
+            ctx.record_event(event);
+        }
+        caller.reply(req.from, req.id, resp);
+    }
+}
+
+impl ResourceState {
+    /// The answer to `req` under `rules`, applied; for a write, the event the history records
+    /// (accepted, or rejected with the reason), to record once the write is durable. Each of
+    /// `shadows` notes whether its rules would have decided otherwise.
+    pub fn answer(
+        &mut self,
+        rules: ResourceRules,
+        shadows: &[Shadow],
+        req: ResourceReq,
+    ) -> (ResourceResp, Option<Event>) {
+        let (value, token, grant, expected) = match req {
+            ResourceReq::Read => return (ResourceResp::Value(self.value), None),
             ResourceReq::Write {
                 value,
                 token,
                 grant,
                 expected,
-            } => {
-                let s = &mut state;
-                let event = Event::new(ctx.name(), Kind::Info, Op::ResourceAccept)
-                    .grant(grant)
-                    .token(token)
-                    .value(value);
-                let refused = refusal(rules, s, token, expected);
-                for shadow in &shadows {
-                    if refusal(shadow.rules, s, token, expected) != refused {
-                        shadow.diverged.store(true, Ordering::Relaxed);
-                    }
-                }
-                if let Some(why) = refused {
-                    let highest = s.highest_token.unwrap_or(0);
-                    ctx.record_event(Event {
-                        op: Op::ResourceReject,
-                        detail: Some(why),
-                        ..event
-                    });
-                    ResourceResp::Rejected { highest }
-                } else {
-                    if let (Fencing::On, Some(t)) = (rules.fencing, token) {
-                        assert!(s.highest_token.is_none_or(|h| t >= h), "a stale token");
-                    }
-                    s.value = value;
-                    if let Some(t) = token {
-                        s.highest_token = Some(s.highest_token.map_or(t, |h| h.max(t)));
-                    }
-                    assert!(token <= s.highest_token, "the highest token only grows");
-                    disk.put(STATE_FILE, s.clone());
-                    // Committed before it is acknowledged.
-                    disk.fsync().await;
-                    ctx.record_event(event);
-                    ResourceResp::Accepted
-                }
-            }
+            } => (value, token, grant, expected),
         };
-        caller.reply(req.from, req.id, resp);
+        let event = Event::new(RESOURCE, Kind::Info, Op::ResourceAccept)
+            .grant(grant)
+            .token(token)
+            .value(value);
+        let refused = refusal(rules, self, token, expected);
+        for shadow in shadows {
+            if refusal(shadow.rules, self, token, expected) != refused {
+                shadow.diverged.store(true, Ordering::Relaxed);
+            }
+        }
+        if let Some(why) = refused {
+            let highest = self.highest_token.unwrap_or(0);
+            let rejected = Event {
+                op: Op::ResourceReject,
+                detail: Some(why),
+                ..event
+            };
+            return (ResourceResp::Rejected { highest }, Some(rejected));
+        }
+        if let (Fencing::On, Some(t)) = (rules.fencing, token) {
+            assert!(self.highest_token.is_none_or(|h| t >= h), "a stale token");
+        }
+        self.value = value;
+        if let Some(t) = token {
+            self.highest_token = Some(self.highest_token.map_or(t, |h| h.max(t)));
+        }
+        assert!(token <= self.highest_token, "the highest token only grows");
+        (ResourceResp::Accepted, Some(event))
     }
 }
 

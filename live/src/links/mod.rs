@@ -17,7 +17,6 @@ pub mod resp;
 pub mod zookeeper;
 
 use crate::deploy::replicated::MASTER_NAME;
-use crate::resource::{Answer, Request};
 use futures::channel::{mpsc, oneshot};
 use futures::StreamExt;
 use locksim_protocols::redis::sentinel::{SentinelReq, SentinelResp};
@@ -285,21 +284,7 @@ impl Codec for ResourceLines {
     type Resp = ResourceResp;
 
     fn encode(req: &ResourceReq) -> Vec<u8> {
-        let req = match req.clone() {
-            ResourceReq::Read => Request::Read,
-            ResourceReq::Write {
-                value,
-                token,
-                grant,
-                expected,
-            } => Request::Write {
-                value,
-                token,
-                grant,
-                expected,
-            },
-        };
-        let mut text = serde_json::to_string(&req).expect("requests serialise");
+        let mut text = serde_json::to_string(req).expect("requests serialise");
         text.push('\n');
         text.into_bytes()
     }
@@ -307,12 +292,7 @@ impl Codec for ResourceLines {
     fn decode(reader: &mut BufReader<TcpStream>) -> LocalFuture<'_, io::Result<ResourceResp>> {
         Box::pin(async move {
             let line = next_line(reader).await?;
-            let answer: Answer = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
-            Ok(match answer {
-                Answer::Value(v) => ResourceResp::Value(v),
-                Answer::Accepted => ResourceResp::Accepted,
-                Answer::Rejected { highest } => ResourceResp::Rejected { highest },
-            })
+            serde_json::from_str(&line).map_err(|e| bad(e.to_string()))
         })
     }
 }
