@@ -134,6 +134,24 @@ fn yes() -> bool {
 }
 
 impl NetConfig {
+    /// The `links` override of the link from `from` to `to`, if one covers it: the last
+    /// listed that does (a later one replaces an earlier). Both worlds take a link's latency
+    /// from here (live mode's proxies too).
+    pub fn link(&self, from: &str, to: &str) -> Option<&LinkConfig> {
+        let covers = |l: &&LinkConfig| {
+            (l.from == from && l.to == to) || (l.both_ways && l.from == to && l.to == from)
+        };
+        self.links.iter().rev().find(covers)
+    }
+
+    /// The one-way latency range from `from` to `to`, in ms: its override's, else the default.
+    pub fn latency_ms(&self, from: &str, to: &str) -> (f64, f64) {
+        self.link(from, to)
+            .map_or((self.latency_ms_min, self.latency_ms_max), |l| {
+                (l.latency_ms_min, l.latency_ms_max)
+            })
+    }
+
     /// Checks ranges; the error names the field.
     pub fn validate(&self) -> Result<(), String> {
         check_latency(
@@ -282,25 +300,14 @@ impl NetState {
     }
 
     /// The configured latencies of links between node `idx` (just added) and the nodes
-    /// named in `names` (indexed by node).
+    /// named in `names` (indexed by node): [`NetConfig::link`]'s.
     pub(crate) fn links_of(&self, idx: NodeIdx, names: &[&str]) -> Vec<(Link, (f64, f64))> {
-        let name = names[idx];
-        let find = |n: &str| names.iter().position(|m| *m == n);
         let mut out = Vec::new();
-        for link in &self.config.links {
-            if link.from != name && link.to != name {
-                continue;
-            }
-            let mut add = |a: &str, b: &str| {
-                if let (Some(ai), Some(bi)) = (find(a), find(b)) {
-                    if ai == idx || bi == idx {
-                        out.push(((ai, bi), (link.latency_ms_min, link.latency_ms_max)));
-                    }
+        for other in 0..names.len() {
+            for (a, b) in [(idx, other), (other, idx)] {
+                if let Some(l) = self.config.link(names[a], names[b]) {
+                    out.push(((a, b), (l.latency_ms_min, l.latency_ms_max)));
                 }
-            };
-            add(&link.from, &link.to);
-            if link.both_ways {
-                add(&link.to, &link.from);
             }
         }
         out

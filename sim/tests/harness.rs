@@ -75,6 +75,33 @@ fn messages_arrive_after_their_latency() {
 }
 
 #[test]
+fn a_later_link_override_replaces_an_earlier_in_the_simulator_as_latency_ms_says() {
+    let link = |from: &str, to: &str, ms: f64, both_ways: bool| locksim_sim::net::LinkConfig {
+        from: from.into(),
+        to: to.into(),
+        latency_ms_min: ms,
+        latency_ms_max: ms,
+        both_ways,
+    };
+    let network = NetConfig {
+        links: vec![link("b", "a", 30.0, true), link("a", "b", 20.0, false)],
+        ..fixed_latency(10.0)
+    };
+    assert_eq!(network.latency_ms("a", "b"), (20.0, 20.0));
+    assert_eq!(network.latency_ms("b", "a"), (30.0, 30.0));
+    assert_eq!(network.latency_ms("a", "c"), (10.0, 10.0));
+    let spec = SimSpec {
+        seed: 1,
+        duration_ms: 100,
+        network,
+        ..SimSpec::default()
+    };
+    let h = ping_world(&spec, 1, 1);
+    let got: Vec<u64> = h.iter().filter(|e| e.op == Op::Note).map(ms).collect();
+    assert_eq!(got, [20], "a -> b takes the later override's 20 ms, not 30");
+}
+
+#[test]
 fn a_partition_drops_messages_already_in_flight() {
     // Sent at t=0 with 10 ms latency; the link is cut from 5 to 7 ms, healed before arrival.
     let cut = Fault::Partition(locksim_sim::fault::Partition {

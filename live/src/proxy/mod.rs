@@ -199,15 +199,10 @@ impl Delays {
     }
 }
 
-/// The scenario's one-way latency from `from` to `to`; `None` if it is zero.
+/// The scenario's one-way latency from `from` to `to` (`NetConfig::latency_ms`, the
+/// simulator's rule); `None` if it is zero.
 fn latency(net: &locksim_sim::NetConfig, from: &str, to: &str) -> Option<Latency> {
-    let link = net
-        .links
-        .iter()
-        .find(|l| (l.from == from && l.to == to) || (l.both_ways && l.from == to && l.to == from));
-    let (ms_min, ms_max) = link.map_or((net.latency_ms_min, net.latency_ms_max), |l| {
-        (l.latency_ms_min, l.latency_ms_max)
-    });
+    let (ms_min, ms_max) = net.latency_ms(from, to);
     Latency::of(ms_min, ms_max)
 }
 
