@@ -607,30 +607,23 @@ impl Live<'_> {
         }
     }
 
-    /// Resolves a role (`@holder`, `@leader`, ...) to a node now; a group (`@servers`)
+    /// The node a role (`@holder`, `@leader`, ...) names now; a node or a group (`@servers`)
     /// stays a name, for the kinds that take groups.
     fn resolve(&self, node: &str) -> Option<String> {
-        if locksim_sim::roles::is_group(node) {
-            return Some(node.to_owned());
+        match node {
+            ROLE_HOLDER => self.holders.first().cloned(),
+            _ if locksim_sim::nemesis::is_role(node) && !locksim_sim::roles::is_group(node) => {
+                self.deployment.resolve_role(node)
+            }
+            _ => Some(node.to_owned()),
         }
-        if node == ROLE_HOLDER {
-            return self.holders.first().cloned();
-        }
-        if locksim_sim::nemesis::is_role(node) {
-            return self.deployment.resolve_role(node);
-        }
-        Some(node.to_owned())
     }
 
+    /// Applies `fault` now, its roles resolved as the simulator resolves them.
     fn apply(&mut self, fault: Fault) {
-        let (role, why) = match fault.nodes().first() {
-            Some(n) if locksim_sim::nemesis::is_role(n) => {
-                (n.to_string(), format!("scheduled on {n}"))
-            }
-            _ => (String::new(), "scheduled".to_owned()),
-        };
-        let Some(concrete) = fault.map_nodes(|n| self.resolve(n)) else {
-            return self.note(format!("{:?} skipped: nobody is {role}", fault.kind()));
+        let (concrete, why) = match locksim_sim::nemesis::resolve(&fault, |r| self.resolve(r)) {
+            Ok(resolved) => resolved,
+            Err(skipped) => return self.note(skipped),
         };
         // A kind live mode cannot apply was refused before the run (`refuse::check`, from
         // the same definition); should one come here, it is skipped by name, with the reason.

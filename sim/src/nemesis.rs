@@ -50,45 +50,50 @@ pub(crate) fn start(world: &World, faults: &[Fault], end_ms: u64) {
 /// the fault hits whoever has the role at this instant; a fault whose role nobody has is
 /// recorded as skipped. Groups (`@servers`) are left to the kinds that take them.
 pub fn apply(world: &World, fault: &Fault) {
+    match resolve(fault, |role| world.who(role).map(|i| world.name(i))) {
+        Ok((concrete, why)) => {
+            world.fault_fired();
+            concrete.apply(world, &why);
+        }
+        Err(skipped) => world.record_fault(Op::Note, None, skipped),
+    }
+}
+
+/// A fault as it applies now, in either world: every role replaced by the node `who` names
+/// for it (groups left as they are), and the words of its event (`scheduled`, `scheduled on
+/// @holder`); or, if nobody has a role, the note that it was skipped.
+pub fn resolve(
+    fault: &Fault,
+    mut who: impl FnMut(&str) -> Option<String>,
+) -> Result<(Fault, String), String> {
     let roles: Vec<&str> = fault
         .nodes()
         .into_iter()
         .filter(|n| resolvable(n))
         .collect();
-    match resolve_roles(world, fault) {
-        Ok(concrete) => {
-            world.fault_fired();
-            if roles.is_empty() {
-                concrete.apply(world, "scheduled");
-            } else {
-                concrete.apply(world, &format!("scheduled on {}", roles.join(", ")));
-            }
-        }
-        Err(role) => {
-            let what = fault.describe();
-            world.record_fault(Op::Note, None, format!("skipped {what}: no {role} now"));
-        }
-    }
-}
-
-/// A role that the deployment or the workload answers (not a group).
-fn resolvable(name: &str) -> bool {
-    is_role(name) && !is_group(name)
-}
-
-/// The fault with every role replaced by the node that has it now, or the first role
-/// nobody has.
-fn resolve_roles(world: &World, fault: &Fault) -> Result<Fault, String> {
     let mut missing = None;
     let concrete = fault.map_nodes(|name| {
         if !resolvable(name) {
             return Some(name.to_owned());
         }
-        let node = world.who(name).map(|i| world.name(i));
+        let node = who(name);
         if node.is_none() {
             missing.get_or_insert_with(|| name.to_owned());
         }
         node
     });
-    concrete.ok_or_else(|| missing.expect("a role was missing"))
+    let Some(concrete) = concrete else {
+        let role = missing.expect("a role was missing");
+        return Err(format!("skipped {}: no {role} now", fault.describe()));
+    };
+    let why = match roles.is_empty() {
+        true => "scheduled".to_owned(),
+        false => format!("scheduled on {}", roles.join(", ")),
+    };
+    Ok((concrete, why))
+}
+
+/// A role that the deployment or the workload answers (not a group).
+fn resolvable(name: &str) -> bool {
+    is_role(name) && !is_group(name)
 }
