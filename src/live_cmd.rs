@@ -98,7 +98,7 @@ pub fn run(args: LiveArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     if args.json {
         let mut json = serde_json::to_value(&result)?;
         json["mode"] = "live".into();
-        json["servers"] = serde_json::to_value(locksim_live::servers_json(&live))?;
+        json["servers"] = serde_json::to_value(&live.servers)?;
         json["library"] = match &live.library {
             Some(l) => serde_json::json!({
                 "profile": l.profile, "version": l.version, "driver": l.driver,

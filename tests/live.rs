@@ -274,6 +274,46 @@ fn single_redis_gives_up_after_retry_count_tries_live_as_in_the_model() {
 }
 
 #[test]
+fn a_points_passages_count_over_a_restart_live_as_in_the_simulator() {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
+        return;
+    };
+    let dir = scratch("passages");
+    // c1 crashes at its first `before_write` and restarts; the pause armed at the third
+    // passage of that point comes at the restarted client's second, in both worlds.
+    let text = "duration_ms = 3000\n[protocol]\nname = \"single-redis\"\nttl_ms = 2000\n[workload]\nclients = 1\ncs_ms_min = 50\ncs_ms_max = 50\nthink_ms_min = 10\nthink_ms_max = 10\n[[faults]]\nkind = \"crash\"\nnode = \"c1\"\npoint = \"before_write\"\noccurrence = 1\nrestart_after_ms = 200\n[[faults]]\nkind = \"pause\"\nnode = \"c1\"\npoint = \"before_write\"\noccurrence = 3\nduration_ms = 300\n";
+    let path = scenario(&dir, "passages", text);
+    // c1's writes between its restart and its pause.
+    let writes_before_pause = |events: &[serde_json::Value]| -> Option<usize> {
+        let at = |op: &str| {
+            let of_c1 = |e: &serde_json::Value| e["op"] == op && e["target"] == "c1";
+            events
+                .iter()
+                .position(|e| e["node"] == "nemesis" && of_c1(e))
+        };
+        let (restart, pause) = (at("restart")?, at("pause")?);
+        let writes = events[restart..pause.max(restart)].iter();
+        Some(
+            writes
+                .filter(|e| e["node"] == "c1" && e["op"] == "write" && e["kind"] == "invoke")
+                .count(),
+        )
+    };
+    let simulated = dir.join("sim.jsonl").display().to_string();
+    let out = in_repo(&["run", &path, "--history", &simulated]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, sim_events) = read_history(Path::new(&simulated));
+    assert_eq!(
+        writes_before_pause(&sim_events),
+        Some(1),
+        "the simulator: {simulated}"
+    );
+    let (out, events, saved_at) = live_history(&path, &dir, "h", &[]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(writes_before_pause(&events), Some(1), "live: {saved_at}");
+}
+
+#[test]
 fn a_two_second_scenario_takes_two_seconds_and_a_healthy_lock_holds() {
     let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;

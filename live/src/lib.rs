@@ -39,7 +39,6 @@ pub use refuse::Refused;
 pub use run::{run, LibraryInfo, LiveOptions, LiveRun};
 
 use locksim_scenarios::{Prepared, RunResult};
-use std::collections::BTreeMap;
 
 /// What a live run puts where a simulated run puts its trace hash.
 pub const NOT_REPLAYABLE: &str = "none: a live run cannot be replayed bit for bit";
@@ -62,18 +61,4 @@ pub fn result(prepared: &Prepared, seed: u64, live: &LiveRun) -> RunResult {
         prepared.path
     );
     result
-}
-
-/// A map for `--json`'s `"servers"`: each server's name, software and version.
-pub fn servers_json(live: &LiveRun) -> Vec<BTreeMap<&'static str, String>> {
-    live.servers
-        .iter()
-        .map(|s| {
-            BTreeMap::from([
-                ("name", s.name.clone()),
-                ("software", s.software.clone()),
-                ("version", s.version.clone()),
-            ])
-        })
-        .collect()
 }

@@ -10,12 +10,12 @@ use crate::procs::Proc;
 use crate::proxy::{CutMode, Delays, Dir, LossPlan, Proxy};
 use crate::refuse::Cuts;
 use crate::rundir::RunDir;
-use crate::spec::{ClientMsg, ClientSpec, PointStop};
+use crate::spec::{ClientMsg, ClientSpec};
 use locksim_check::{Event, History, Kind, Op};
 use locksim_scenarios::Prepared;
 use locksim_sim::fault::pause_periodic::{Cycle, PausePlan};
 use locksim_sim::nemesis::ROLE_HOLDER;
-use locksim_sim::nodes::PointAction;
+use locksim_sim::nodes::{ArmedPoint, PointAction};
 use locksim_sim::Fault;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -105,7 +105,8 @@ struct ClientProc {
     go: Option<std::process::ChildStdin>,
     incarnation: u32,
     grants: u64,
-    fired: Vec<PointStop>,
+    /// Passages of its armed points' points so far, over its incarnations.
+    passages: BTreeMap<String, u32>,
 }
 
 /// A run in progress: the parent's state.
@@ -273,26 +274,9 @@ fn show(links: &Cuts) -> String {
 }
 
 /// The point-triggered pauses, crashes and delay spikes of client `name`.
-fn point_stops(faults: &[Fault], name: &str) -> Vec<PointStop> {
+fn point_stops(faults: &[Fault], name: &str) -> Vec<ArmedPoint> {
     let points = faults.iter().filter_map(Fault::armed_point);
-    let ms = |d: Duration| d.as_millis() as u64;
-    points
-        .filter(|p| p.node == name)
-        .map(|p| {
-            let (duration_ms, crash, hold_to) = match p.action {
-                PointAction::Pause(d) => (Some(ms(d)), false, None),
-                PointAction::Crash(restart) => (restart.map(ms), true, None),
-                PointAction::Hold(d, to) => (Some(ms(d)), false, Some(to)),
-            };
-            PointStop {
-                point: p.point,
-                occurrence: p.occurrence,
-                duration_ms,
-                crash,
-                hold_to,
-            }
-        })
-        .collect()
+    points.filter(|p| p.node == name).collect()
 }
 
 impl Live<'_> {
@@ -336,12 +320,8 @@ impl Live<'_> {
     }
 
     /// Starts (or restarts) client `name`, with a reader thread forwarding its lines.
-    fn start_client(&mut self, name: &str, stops: Vec<PointStop>) -> anyhow::Result<()> {
-        let entry = self.clients.entry(name.to_owned()).or_default();
-        let stops: Vec<PointStop> = stops
-            .into_iter()
-            .filter(|p| !entry.fired.contains(p))
-            .collect();
+    fn start_client(&mut self, name: &str, stops: Vec<ArmedPoint>) -> anyhow::Result<()> {
+        self.clients.entry(name.to_owned()).or_default();
         let (lock, resource) = self.proxied(name)?;
         let s = &self.prepared.scenario;
         let entry = self.clients.get_mut(name).expect("inserted above");
@@ -354,6 +334,7 @@ impl Live<'_> {
             lock,
             resource,
             stops,
+            passages_before: entry.passages.clone(),
             driver: self.library.as_ref().map(|l| l.profile.clone()),
         };
         let spec_file = self.dir.join(format!("{name}.{}.json", entry.incarnation));
@@ -570,8 +551,21 @@ impl Live<'_> {
                 }
                 self.recorder.push_stamped(event);
             }
-            ClientMsg::Stop(stop) if current => self.stop_at_point(who, stop),
-            ClientMsg::Stop(_) | ClientMsg::Ready => {}
+            ClientMsg::Stop(stop) => {
+                self.passed(who, &stop.point);
+                if current {
+                    self.stop_at_point(who, stop);
+                }
+            }
+            // Counted whatever the incarnation: it passed there.
+            ClientMsg::Passed(point) => self.passed(who, &point),
+            ClientMsg::Ready => {}
+        }
+    }
+
+    fn passed(&mut self, who: &str, point: &str) {
+        if let Some(c) = self.clients.get_mut(who) {
+            *c.passages.entry(point.to_owned()).or_default() += 1;
         }
     }
 
@@ -682,10 +676,7 @@ impl Live<'_> {
     }
 
     /// A client stopped itself at a named point: a pause resumes it later, a crash kills it.
-    fn stop_at_point(&mut self, who: &str, stop: PointStop) {
-        if let Some(c) = self.clients.get_mut(who) {
-            c.fired.push(stop.clone());
-        }
+    fn stop_at_point(&mut self, who: &str, stop: ArmedPoint) {
         // The client sent the line, then raised SIGSTOP: wait for it to take effect, so the
         // pause is measured from the stop and a SIGCONT cannot come first.
         let start_ns = clock::now_ns();
@@ -694,18 +685,17 @@ impl Live<'_> {
         {
             clock::sleep(Duration::from_micros(200));
         }
-        if stop.hold_to.is_some() {
-            return self.spike_at_point(who, &stop, start_ns);
-        }
         let why = format!("at {} (passage {})", stop.point, stop.occurrence);
-        if stop.crash {
-            self.crash(who, stop.duration_ms, &why);
-            return;
+        let ms = |d: Duration| d.as_millis() as u64;
+        match stop.action {
+            PointAction::Hold(d, to) => self.spike_at_point(who, (ms(d), &to), &why, start_ns),
+            PointAction::Crash(restart) => self.crash(who, restart.map(ms), &why),
+            PointAction::Pause(d) => {
+                let until = self.fault_now() + ms(d) * 1_000_000;
+                let epoch = self.paused.get(who).map_or(1, |(_, e)| e + 1);
+                self.stopped(who, (until, epoch), ms(d), &why);
+            }
         }
-        let duration_ms = stop.duration_ms.expect("a pause has a duration");
-        let until = self.fault_now() + duration_ms * 1_000_000;
-        let epoch = self.paused.get(who).map_or(1, |(_, e)| e + 1);
-        self.stopped(who, (until, epoch), duration_ms, &why);
     }
 
     /// Cuts every client link `fault` separates (through the proxies) for `duration_ms`.

@@ -7,7 +7,9 @@ use locksim_protocols::redis::redlock;
 use locksim_protocols::redis::replicated;
 use locksim_protocols::redis::single as single_redis;
 use locksim_scenarios::Workload;
+use locksim_sim::nodes::ArmedPoint;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The parent's word to start, on the client's stdin: the run's zero and its end on the
 /// machine's monotonic clock, in ns (16 bytes, little-endian). They come last because the
@@ -58,29 +60,17 @@ pub struct ClientSpec {
     pub lock: LockSpec,
     /// The resource's address (`127.0.0.1:port`).
     pub resource: String,
-    /// Where the client stops itself.
-    pub stops: Vec<PointStop>,
+    /// Where the client stops itself: its faults armed at named points (a pause, a crash,
+    /// or a delay spike, for which the parent holds its links and lets it go on at once).
+    pub stops: Vec<ArmedPoint>,
+    /// Each armed point's passages in its earlier incarnations: an armed point's occurrence
+    /// is its n-th passage in the run, over restarts, as in the simulator.
+    #[serde(default)]
+    pub passages_before: BTreeMap<String, u32>,
     /// The client profile whose real library runs behind its driver (`live --library`);
     /// `None`: locksim's own client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
-}
-
-/// A scripted pause or crash at a named point of the workload.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PointStop {
-    /// The point (`before_write`, ...).
-    pub point: String,
-    /// Which passage, from 1.
-    pub occurrence: u32,
-    /// Pause for this long (or, with `crash`, restart after this long; `None` = never).
-    pub duration_ms: Option<u64>,
-    /// A crash (SIGKILL) instead of a pause.
-    pub crash: bool,
-    /// A delay spike instead: the parent holds what the client sends to these nodes (every
-    /// other node if empty) for `duration_ms`, and lets the client go on at once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hold_to: Option<Vec<String>>,
 }
 
 /// The lock protocol with its parameters, and its servers' client addresses.
@@ -138,7 +128,10 @@ pub enum ClientMsg {
     /// The client is about to stop itself (SIGSTOP) at a named point: the parent records
     /// the fault and resumes (or kills) it; for a delay spike, it holds the client's links
     /// first and resumes it at once.
-    Stop(PointStop),
+    Stop(ArmedPoint),
+    /// The client passed a named point where a later passage stops it (counted by the
+    /// parent for its next incarnation, [`ClientSpec::passages_before`]).
+    Passed(String),
     /// The client's lock is up (a real library's driver said hello): it waits for the start.
     Ready,
 }

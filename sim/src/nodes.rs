@@ -45,7 +45,7 @@ pub(crate) trait Subsystem {
 
 /// What a fault armed at a named point does when its passage comes: resolved once, when the
 /// point is armed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PointAction {
     /// Pause the node for this long (true time).
     Pause(Duration),
@@ -57,7 +57,7 @@ pub enum PointAction {
 }
 
 /// A fault waiting at a named point of a node's code.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArmedPoint {
     /// The node's name.
     pub node: String,
@@ -230,14 +230,20 @@ impl Nodes {
     }
 
     /// A passage through `point` on node `idx`: what to do if this passage is the armed one.
+    /// Each armed point counts every passage of its point, over the node's restarts (its
+    /// `occurrence` is the point's n-th passage in the run); of two due at once, the first
+    /// armed acts.
     pub(crate) fn pass(&mut self, idx: NodeIdx, point: &str) -> Option<PointAction> {
-        let (armed, hits) = self.nodes[idx]
-            .points
-            .iter_mut()
-            .find(|(p, hits)| p.point == point && *hits < p.occurrence)?;
-        *hits += 1;
-        assert!(*hits <= armed.occurrence, "a point fires once");
-        (*hits == armed.occurrence).then(|| armed.action.clone())
+        let mut due = None;
+        for (armed, hits) in &mut self.nodes[idx].points {
+            if armed.point == point && *hits < armed.occurrence {
+                *hits += 1;
+                if *hits == armed.occurrence {
+                    due = due.or_else(|| Some(armed.action.clone()));
+                }
+            }
+        }
+        due
     }
 
     /// Ends the run: the table is emptied.

@@ -301,21 +301,25 @@ fn clock_jump_moves_the_wall_clock_only() {
     assert_eq!(note.detail.as_deref(), Some("mono 20"));
 }
 
-#[test]
-fn a_named_point_pauses_on_the_chosen_occurrence() {
-    let spec = SimSpec {
-        seed: 9,
-        duration_ms: 1_000,
-        faults: vec![Fault::Pause(locksim_sim::fault::Pause {
+/// The times (ms) of the five steps of a node `n` that passes `step` every 10 ms, with
+/// pauses at the given occurrences of `step` (100 ms each).
+fn steps_with_pauses_at(occurrences: &[u32]) -> Vec<Event> {
+    let pause = |occurrence| {
+        Fault::Pause(locksim_sim::fault::Pause {
             node: "n".into(),
             at_ms: None,
             point: Some("step".into()),
-            occurrence: 3,
+            occurrence,
             duration_ms: 100,
-        })],
+        })
+    };
+    let spec = SimSpec {
+        seed: 9,
+        duration_ms: 1_000,
+        faults: occurrences.iter().copied().map(pause).collect(),
         ..SimSpec::default()
     };
-    let h = simulate(&spec, |world| {
+    simulate(&spec, |world| {
         world.add_node("n", Role::Client, |ctx| async move {
             for i in 0..5 {
                 ctx.point("step").await;
@@ -325,17 +329,37 @@ fn a_named_point_pauses_on_the_chosen_occurrence() {
         });
     })
     .unwrap()
-    .history;
-    let times: Vec<u64> = h
-        .iter()
-        .filter(|e| e.op == Op::Note)
-        .map(|e| e.time_ns / 1_000_000)
-        .collect();
+    .history
+}
+
+fn note_times_ms(h: &[Event]) -> Vec<u64> {
+    let notes = h.iter().filter(|e| e.op == Op::Note);
+    notes.map(|e| e.time_ns / 1_000_000).collect()
+}
+
+#[test]
+fn a_named_point_pauses_on_the_chosen_occurrence() {
+    let h = steps_with_pauses_at(&[3]);
     // Steps at 0, 10, then the third passage pauses 100 ms: 120, 130, 140.
-    assert_eq!(times, vec![0, 10, 120, 130, 140]);
+    assert_eq!(note_times_ms(&h), vec![0, 10, 120, 130, 140]);
     let pause = h.iter().find(|e| e.op == Op::Pause).unwrap();
     assert_eq!(pause.target.as_deref(), Some("n"));
     assert!(pause.detail.as_deref().unwrap().contains("step"));
+}
+
+#[test]
+fn each_armed_point_counts_every_passage_of_its_point() {
+    // The third passage pauses whether or not the first did (as live mode counts them),
+    // and whichever fault is listed first.
+    for occurrences in [[1, 3], [3, 1]] {
+        let h = steps_with_pauses_at(&occurrences);
+        // 0 + 100 ms paused, 110, then the third passage pauses: 220, 230, 240.
+        assert_eq!(
+            note_times_ms(&h),
+            vec![100, 110, 220, 230, 240],
+            "{occurrences:?}"
+        );
+    }
 }
 
 #[test]

@@ -35,12 +35,13 @@ impl Ctx {
             .bytes()
             .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
         let seed = spec.seed ^ name_hash.rotate_left(17) ^ ((spec.incarnation as u64) << 48);
+        let passages = Mutex::new(spec.passages_before.clone());
         Ctx {
             spec,
             start_ns: u64::MAX.into(),
             out: Arc::new(Mutex::new(std::io::stdout())),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
-            passages: Mutex::default(),
+            passages,
         }
     }
 
@@ -107,14 +108,17 @@ impl Ctx {
             *n += 1;
             *n
         };
-        let stop = self
-            .spec
-            .stops
-            .iter()
-            .find(|s| s.point == point && s.occurrence == n);
-        if let Some(stop) = stop {
-            self.send(&ClientMsg::Stop(stop.clone()));
-            crate::procs::stop_self();
+        let armed = self.spec.stops.iter().filter(|s| s.point == point);
+        let stop = armed.clone().find(|s| s.occurrence == n);
+        match stop {
+            Some(stop) => {
+                self.send(&ClientMsg::Stop(stop.clone()));
+                crate::procs::stop_self();
+            }
+            None if armed.into_iter().any(|s| s.occurrence > n) => {
+                self.send(&ClientMsg::Passed(point.to_owned()));
+            }
+            None => {}
         }
         stop.is_some()
     }

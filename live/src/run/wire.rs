@@ -14,7 +14,6 @@ use crate::clock;
 use crate::deploy::Deployment;
 use crate::proxy::{CutMode, LossPlan, LossWindow};
 use crate::refuse::Cuts;
-use crate::spec::PointStop;
 use locksim_check::{Event, Kind, Op};
 use locksim_scenarios::Prepared;
 use locksim_sim::fault::Loss;
@@ -128,15 +127,18 @@ impl Live<'_> {
         self.recorder.record(event);
     }
 
-    /// Client `who` stopped itself at a point where a delay spike fires: stall its links,
-    /// then let it go on (unless a pause of its own holds it meanwhile).
-    pub(super) fn spike_at_point(&mut self, who: &str, stop: &PointStop, stopped_ns: u64) {
-        let to = stop.hold_to.clone().expect("a delay spike's stop");
-        let duration_ms = stop.duration_ms.expect("a delay spike has a duration");
+    /// Client `who` stopped itself at a point where a delay spike fires (`duration_ms`, to
+    /// `to`): stall its links, then let it go on (unless a pause of its own holds it meanwhile).
+    pub(super) fn spike_at_point(
+        &mut self,
+        who: &str,
+        (duration_ms, to): (u64, &[String]),
+        why: &str,
+        stopped_ns: u64,
+    ) {
         let resolved: Option<Vec<String>> = to.iter().map(|n| self.resolve(n)).collect();
-        let why = format!("at {} (passage {})", stop.point, stop.occurrence);
         match resolved {
-            Some(to) => self.delay_spike(who, &to, duration_ms, &why),
+            Some(to) => self.delay_spike(who, &to, duration_ms, why),
             None => self.note(format!(
                 "delay spike {why} skipped: a receiver's role is vacant"
             )),
