@@ -3,6 +3,7 @@
 use crate::proxy::{CutMode, Dir};
 use locksim_scenarios::workload::Check;
 use locksim_scenarios::Prepared;
+use locksim_sim::fault::Partition;
 use locksim_sim::nemesis::is_role;
 use locksim_sim::net::{PartitionMode, CONNECTION_TIMEOUT_MS_DEFAULT};
 use locksim_sim::nodes::ArmedPoint;
@@ -249,8 +250,8 @@ fn check_fault(prepared: &Prepared, fault: &Fault, mode: CutMode) -> Result<(), 
     let clients = prepared.scenario.workload.client_names();
     let (servers, protocol) = (prepared.deployment.servers(), &prepared.scenario.protocol);
     match fault {
-        Fault::Partition(_) => {
-            partition_links(fault, &clients, &servers, mode, &protocol.name)?;
+        Fault::Partition(p) => {
+            partition_links(p, &clients, &servers, mode, &protocol.name)?;
         }
         Fault::DelaySpike(d) => {
             spike_links(&d.node, &d.to, &clients, &servers, &protocol.name)?;
@@ -391,13 +392,13 @@ pub fn spike_links(
         true => (vec![sender.to_owned()], vec![]),
         false => (vec![], vec![vec![sender.to_owned()], others]),
     };
-    let one_way = Fault::Partition(locksim_sim::fault::Partition {
+    let one_way = Partition {
         at_ms: 0,
         duration_ms: 0,
         isolate,
         groups,
         one_way: true,
-    });
+    };
     partition_links(&one_way, clients, servers, CutMode::Stall, protocol)
 }
 
@@ -405,15 +406,12 @@ pub fn spike_links(
 /// (between servers of some protocols), or cut one way with `--partition reset` (a reset
 /// closes a connection both ways).
 pub fn partition_links(
-    fault: &Fault,
+    p: &Partition,
     clients: &[String],
     servers: &[String],
     mode: CutMode,
     protocol: &str,
 ) -> Result<Cuts, String> {
-    let Fault::Partition(p) = fault else {
-        return Ok(Cuts::default());
-    };
     if p.one_way && mode == CutMode::Reset {
         return Err(
             "`one_way`: a reset closes a connection both ways (use --partition stall, \
@@ -421,19 +419,7 @@ pub fn partition_links(
                 .into(),
         );
     }
-    // The side of each node: the isolated nodes (0) and everyone else (1), or its group;
-    // a one-way cut goes from a lower side to a higher one, as the simulator's.
-    let side = |n: &str| -> Option<usize> {
-        if p.isolate.is_empty() {
-            p.groups.iter().position(|g| g.iter().any(|x| x == n))
-        } else {
-            Some(usize::from(!p.isolate.iter().any(|x| x == n)))
-        }
-    };
-    let cuts = |a: &str, b: &str| match (side(a), side(b)) {
-        (Some(x), Some(y)) => x < y || (x > y && !p.one_way),
-        _ => false,
-    };
+    let cuts = |a: &str, b: &str| p.cuts(a, b);
     let is_client =
         |n: &str| clients.iter().any(|c| c == n) || n == locksim_sim::nemesis::ROLE_HOLDER;
     let named: Vec<&String> = p.isolate.iter().chain(p.groups.iter().flatten()).collect();

@@ -14,6 +14,7 @@ use crate::spec::{ClientMsg, ClientSpec};
 use locksim_check::{Event, History, Kind, Op};
 use locksim_scenarios::Prepared;
 use locksim_sim::fault::pause_periodic::{Cycle, PausePlan};
+use locksim_sim::fault::Partition;
 use locksim_sim::nemesis::ROLE_HOLDER;
 use locksim_sim::nodes::{ArmedPoint, PointAction};
 use locksim_sim::Fault;
@@ -699,11 +700,12 @@ impl Live<'_> {
     }
 
     /// Cuts every client link `fault` separates (through the proxies) for `duration_ms`.
-    fn partition(&mut self, fault: &Fault, duration_ms: u64) {
+    fn partition(&mut self, partition: &Partition) {
+        let duration_ms = partition.duration_ms;
         let clients = self.prepared.scenario.workload.client_names();
         let servers = self.prepared.deployment.servers();
         let (mode, protocol) = (self.opts.cut_mode, &self.prepared.scenario.protocol.name);
-        let links = crate::refuse::partition_links(fault, &clients, &servers, mode, protocol)
+        let links = crate::refuse::partition_links(partition, &clients, &servers, mode, protocol)
             .expect("checked before the run");
         self.switch(&links, Some(mode));
         let detail = format!("{mode:?}: {}", show(&links)).to_lowercase();

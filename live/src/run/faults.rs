@@ -99,7 +99,7 @@ impl Nemesis for Live<'_> {
         self.crash(node, restart_after_ms, why);
     }
     fn cut(&mut self, partition: &Partition) {
-        self.partition(&Fault::Partition(partition.clone()), partition.duration_ms);
+        self.partition(partition);
     }
     fn stall(&mut self, sender: &str, to: &[String], duration_ms: u64, why: &str) {
         self.delay_spike(sender, to, duration_ms, why);

@@ -109,6 +109,22 @@ impl Spec for Partition {
 }
 
 impl Partition {
+    /// Whether it cuts the link from node `from` to node `to` (by name), in either world:
+    /// between different groups (the isolated nodes and every other node are two), and with
+    /// `one_way` only from an earlier group to a later one. A node in no group is not cut.
+    pub fn cuts(&self, from: &str, to: &str) -> bool {
+        let side = |n: &str| -> Option<usize> {
+            match self.isolate.is_empty() {
+                true => self.groups.iter().position(|g| g.iter().any(|x| x == n)),
+                false => Some(usize::from(!self.isolate.iter().any(|x| x == n))),
+            }
+        };
+        match (side(from), side(to)) {
+            (Some(x), Some(y)) => x < y || (x > y && !self.one_way),
+            _ => false,
+        }
+    }
+
     /// The directed links it cuts, and the cut in words (`a,b | c,d`, `a -/-> b,c`): the
     /// heal event carries the same words, so a timeline pairs them.
     fn links(&self, world: &World) -> (Vec<Link>, String) {
@@ -122,14 +138,11 @@ impl Partition {
             let outside = all.filter(|i| !inside.contains(i)).collect();
             vec![inside, outside]
         };
+        let nodes: Vec<NodeIdx> = groups.iter().flatten().copied().collect();
         let mut links = Vec::new();
-        for (gi, a) in groups.iter().enumerate() {
-            for (gj, b) in groups.iter().enumerate() {
-                if gi == gj || (self.one_way && gj < gi) {
-                    continue;
-                }
-                links.extend(a.iter().flat_map(|x| b.iter().map(move |y| (*x, *y))));
-            }
+        for &x in &nodes {
+            let cut = |y: &&NodeIdx| self.cuts(&world.name(x), &world.name(**y));
+            links.extend(nodes.iter().filter(cut).map(|&y| (x, y)));
         }
         let names = |g: &Vec<NodeIdx>| {
             let names: Vec<String> = g.iter().map(|i| world.name(*i)).collect();
