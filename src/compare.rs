@@ -643,15 +643,8 @@ fn add_job(c: &mut Comparison, job: &Job) {
 
 /// The kinds of a scenario's scripted faults, as files name them, sorted, once each.
 fn fault_kinds(sc: &Scenario) -> Vec<String> {
-    let kinds: BTreeSet<String> = sc
-        .faults
-        .iter()
-        .map(|f| {
-            let kind = serde_json::to_value(f.kind()).expect("a fault kind serialises");
-            kind.as_str().unwrap_or_default().to_owned()
-        })
-        .collect();
-    kinds.into_iter().collect()
+    let kinds: BTreeSet<&str> = sc.faults.iter().map(|f| f.kind().name()).collect();
+    kinds.into_iter().map(str::to_owned).collect()
 }
 
 /// The matrix `opts` names (with a row for each extra protocol of `registry`), every job of it

@@ -132,14 +132,10 @@ pub fn load_set(
 
 /// The third column a scenario can have: its client profile's real library, if it runs here.
 fn real_library(prepared: &Prepared) -> validate::RealLibrary {
-    let s = &prepared.scenario;
-    let profile = s.protocol.params.get("client").and_then(|c| c.as_str());
-    match profile {
-        None => validate::RealLibrary::Own,
-        Some(p) if locksim_live::client::driver::for_profile(&s.protocol.name, p).is_some() => {
-            validate::RealLibrary::Driver(p.into())
-        }
-        Some(p) => validate::RealLibrary::ModelledOnly(p.into()),
+    match locksim_live::client::driver::of_scenario(&prepared.scenario) {
+        (None, _) => validate::RealLibrary::Own,
+        (Some(p), Some(_)) => validate::RealLibrary::Driver(p.into()),
+        (Some(p), None) => validate::RealLibrary::ModelledOnly(p.into()),
     }
 }
 

@@ -105,27 +105,14 @@ pub fn install_signal_handlers() {
 
 /// A child in a process group of its own, killed (with its group) when dropped.
 pub struct Proc {
-    /// Its name in the run (`redis`, `e1`, `c2`, ...).
-    pub name: String,
     child: Child,
 }
 
 impl Proc {
     /// Spawns `cmd` in a new process group, to die with the spawning thread.
     pub fn spawn(name: &str, cmd: &mut Command) -> anyhow::Result<Proc> {
-        let parent = std::process::id() as i32;
         cmd.process_group(0);
-        // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid, _exit).
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-                // The parent may have died before prctl took effect.
-                if libc::getppid() != parent {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
+        die_with_spawner(cmd);
         let child = cmd
             .spawn()
             .with_context(|| format!("cannot start {name} ({:?})", cmd.get_program()))?;
@@ -139,10 +126,7 @@ impl Proc {
             let line = format!("{} {name}\n", child.id());
             std::io::Write::write_all(&mut append_to(&file)?, line.as_bytes())?;
         }
-        Ok(Proc {
-            name: name.into(),
-            child,
-        })
+        Ok(Proc { child })
     }
 
     /// The process (and group) id.
@@ -213,6 +197,22 @@ pub fn append_to(path: &std::path::Path) -> std::io::Result<std::fs::File> {
         .create(true)
         .append(true)
         .open(path)
+}
+
+/// Makes `cmd`'s process die (SIGKILL) with the thread that spawns it, however that ends.
+pub fn die_with_spawner(cmd: &mut Command) {
+    let parent = std::process::id() as i32;
+    // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid, _exit).
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            // The parent may have died before prctl took effect.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
 }
 
 /// In a client process: die with the parent (the client is a child of locksim).

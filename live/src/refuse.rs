@@ -36,11 +36,8 @@ fn own_client(profile: Option<&str>) -> Option<String> {
 /// profile's real library, where it has a driver ([`crate::client::driver`]).
 fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     let w = &prepared.scenario.workload;
-    let protocol = &prepared.scenario.protocol.name;
-    let client = prepared.scenario.protocol.params.get("client");
-    let profile = client.and_then(|c| c.as_str());
+    let (profile, driver) = crate::client::driver::of_scenario(&prepared.scenario);
     if library {
-        let driver = profile.and_then(|p| crate::client::driver::for_profile(protocol, p));
         if let Some(d) = driver {
             if w.check == Check::AskServers && !d.asks_servers {
                 let asking: Vec<&str> = (crate::client::driver::DRIVERS.iter())
@@ -76,8 +73,7 @@ fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused
     match own_client(profile) {
         None => Ok(()),
         Some(why) => {
-            let real = profile.and_then(|p| crate::client::driver::for_profile(protocol, p));
-            let hint = real.map_or(String::new(), |d| {
+            let hint = driver.map_or(String::new(), |d| {
                 format!(" (its real library runs with live --library, {})", d.path)
             });
             Err(Refused(format!(
@@ -217,7 +213,7 @@ pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Re
             return Err(Refused(format!(
                 "{}: faults_random draws {:?} faults: {why}",
                 prepared.path,
-                snake(kind)
+                kind.name()
             )));
         }
     }
@@ -232,7 +228,7 @@ pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Re
             ),
         };
         check_fault(prepared, fault, mode).map_err(|why| {
-            let kind = snake(fault.kind());
+            let kind = fault.kind().name();
             Refused(format!(
                 "{}: {name} (kind = {kind:?}): {why}",
                 prepared.path
@@ -323,13 +319,6 @@ pub fn cut_mode(prepared: &Prepared, mode: CutMode) -> Result<(), Refused> {
         )));
     }
     Ok(())
-}
-
-fn snake(kind: FaultKind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
 }
 
 /// A proxied client link a partition cuts: (client, server or `resource`), and which way

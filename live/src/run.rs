@@ -211,11 +211,8 @@ fn real_library(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<Optio
     if !opts.library {
         return Ok(None);
     }
-    let s = &prepared.scenario;
-    let profile = s.protocol.params.get("client").and_then(|c| c.as_str());
-    let driver = profile
-        .and_then(|p| crate::client::driver::for_profile(&s.protocol.name, p))
-        .expect("refuse::check refuses a profile without a driver");
+    let (_, driver) = crate::client::driver::of_scenario(&prepared.scenario);
+    let driver = driver.expect("refuse::check refuses a profile without a driver");
     Ok(Some(LibraryInfo {
         profile: driver.profile.into(),
         version: driver.version()?,

@@ -407,6 +407,16 @@ fn etcdctl_command_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
     Ok(args)
 }
 
+/// A scenario's client profile (`protocol.client`; `None`: locksim's own client), and its
+/// driver, if it has one.
+pub fn of_scenario(s: &locksim_scenarios::Scenario) -> (Option<&str>, Option<&'static Driver>) {
+    let profile = s.protocol.params.get("client").and_then(|c| c.as_str());
+    (
+        profile,
+        profile.and_then(|p| for_profile(&s.protocol.name, p)),
+    )
+}
+
 /// The driver of `profile` on `protocol`, if there is one.
 pub fn for_profile(protocol: &str, profile: &str) -> Option<&'static Driver> {
     DRIVERS
@@ -483,7 +493,8 @@ impl DriverLock {
         cmd.arg((driver.args)(lock)?.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
-        die_with_client(&mut cmd);
+        // Killed when the client process ends, however it ends.
+        crate::procs::die_with_spawner(&mut cmd);
         let mut child = cmd.spawn()?;
         let input = child.stdin.take().expect("piped");
         let output = BufReader::new(child.stdout.take().expect("piped"));
@@ -572,18 +583,6 @@ impl DriverLock {
 
 fn why(v: &serde_json::Value) -> String {
     v.as_str().unwrap_or("(no reason given)").to_owned()
-}
-
-/// Kills the driver when the client process ends, however it ends.
-fn die_with_client(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure only calls prctl, which is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-            Ok(())
-        });
-    }
 }
 
 impl Drop for DriverLock {

@@ -68,6 +68,13 @@ macro_rules! registry {
             /// Every kind, in the registry's order.
             pub const ALL: &'static [FaultKind] = &[$(FaultKind::$ty),*];
 
+            /// The kind's name in scenario files (`pause_periodic`): its module's.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(FaultKind::$ty => stringify!($module),)*
+                }
+            }
+
             /// Why world `W` (live mode) cannot apply faults of this kind, if it cannot: the
             /// reason the kind's file gives ([`spec::ApplyIn::CANNOT`]).
             pub fn cannot_in<W: ?Sized>(self) -> Option<&'static str>

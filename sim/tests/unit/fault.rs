@@ -165,3 +165,11 @@ fn every_fault_op_has_one_drawing() {
     }
     assert!(drawing(&Op::CsEnter).is_none());
 }
+
+#[test]
+fn a_kinds_name_is_its_kind_in_scenario_files() {
+    for kind in locksim_sim::FaultKind::ALL.iter().copied() {
+        let in_files = serde_json::to_value(kind).unwrap();
+        assert_eq!(in_files.as_str(), Some(kind.name()), "{kind:?}");
+    }
+}
