@@ -305,10 +305,16 @@ pub fn free_port() -> anyhow::Result<u16> {
         } else {
             next + 1
         };
-        if given.contains(port) || std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+        if given.contains(port) {
             continue;
         }
-        if let Claim::Held(claim) = claim_port(port) {
+        // Claimed first, then tried: a port another locksim process claimed is never bound
+        // here, even for a moment (a probe's bind of a port just handed out made that
+        // process's own bind fail once: "Address already in use" in a validation's job).
+        let Claim::Held(claim) = claim_port(port) else {
+            continue;
+        };
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             given.push(port, claim);
             given.next = Some(next);
             return Ok(port);
