@@ -309,8 +309,8 @@ pub fn free_port() -> anyhow::Result<u16> {
             continue;
         }
         // Claimed first, then tried: a port another locksim process claimed is never bound
-        // here, even for a moment (a probe's bind of a port just handed out made that
-        // process's own bind fail once: "Address already in use" in a validation's job).
+        // here, even for a moment (a probe's bind of a port just handed out would make that
+        // process's own bind fail: "Address already in use").
         let Claim::Held(claim) = claim_port(port) else {
             continue;
         };
