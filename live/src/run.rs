@@ -12,12 +12,14 @@ use crate::refuse::Cuts;
 use crate::rundir::RunDir;
 use crate::spec::{ClientMsg, ClientSpec};
 use locksim_check::{Event, History, Kind, Op};
+use locksim_protocols::resource::RESOURCE;
 use locksim_scenarios::Prepared;
 use locksim_sim::fault::pause_periodic::{Cycle, PausePlan};
 use locksim_sim::fault::Partition;
 use locksim_sim::nemesis::ROLE_HOLDER;
 use locksim_sim::nodes::{ArmedPoint, PointAction};
 use locksim_sim::Fault;
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -467,31 +469,29 @@ impl Live<'_> {
     /// its own (made at its first start).
     fn proxied(&mut self, name: &str) -> anyhow::Result<(crate::spec::LockSpec, String)> {
         let mut lock = self.deployment.lock.clone();
+        let mut resource = self.resource.clone();
         let servers = self.deployment.client_addrs.iter().map(|(n, _)| n.clone());
-        let addrs = lock.addrs_mut().into_iter().map(|a| a.clone());
-        let mut targets: Vec<(String, String)> = servers.zip(addrs).collect();
-        targets.push((
-            locksim_protocols::resource::RESOURCE.into(),
-            self.resource.clone(),
-        ));
-        let mut proxied = vec![];
-        for (node, addr) in targets {
-            let key = (name.to_owned(), node);
-            if !self.proxies.contains_key(&key) {
-                let net = &self.prepared.scenario.network;
-                let seed = self.opts.seed ^ (self.proxies.len() as u64 + 1) << 32;
-                let delays = Delays::of(net, name, &key.1, seed);
-                let proxy = Proxy::with_delays(addr.parse()?, delays)?;
-                self.loss.iter().for_each(|plan| proxy.lose(plan.clone()));
-                self.proxies.insert(key.clone(), proxy);
-            }
-            proxied.push(self.proxies[&key].addr.to_string());
-        }
-        let resource = proxied.pop().expect("the resource's proxy");
-        for (slot, addr) in lock.addrs_mut().into_iter().zip(proxied) {
-            *slot = addr;
+        let nodes: Vec<String> = servers.chain([RESOURCE.to_owned()]).collect();
+        let slots = lock.addrs_mut().into_iter().chain([&mut resource]);
+        for (node, slot) in nodes.into_iter().zip(slots) {
+            *slot = self.proxy(name, node, slot)?.addr.to_string();
         }
         Ok((lock, resource))
+    }
+
+    /// The proxy on the link from client `name` to `node` at `addr`, made if it is new.
+    fn proxy(&mut self, name: &str, node: String, addr: &str) -> anyhow::Result<&Proxy> {
+        let seed = self.opts.seed ^ (self.proxies.len() as u64 + 1) << 32;
+        match self.proxies.entry((name.to_owned(), node)) {
+            Entry::Occupied(known) => Ok(known.into_mut()),
+            Entry::Vacant(new) => {
+                let net = &self.prepared.scenario.network;
+                let delays = Delays::of(net, name, &new.key().1, seed);
+                let proxy = Proxy::with_delays(addr.parse()?, delays)?;
+                self.loss.iter().for_each(|plan| proxy.lose(plan.clone()));
+                Ok(new.insert(proxy))
+            }
+        }
     }
 
     /// Fires every timer due by `t_ns` (which may be in the future: the faults at 0).

@@ -188,12 +188,8 @@ pub fn infos(addrs: &[(String, SocketAddr)]) -> Vec<ServerInfo> {
     addrs
         .iter()
         .map(|(name, a)| {
-            let srvr = four_letters(*a, "srvr").unwrap_or_default();
-            let version = srvr
-                .lines()
-                .next()
-                .map(version_in)
-                .unwrap_or_else(|| "unknown".into());
+            // Its first line: "Zookeeper version: 3.8.0-...".
+            let version = version_in(&four_letters(*a, "srvr").unwrap_or_default());
             ServerInfo {
                 name: name.clone(),
                 software: "zookeeper".into(),

@@ -36,15 +36,9 @@ pub fn pause_plans(prepared: &Prepared, seed: u64) -> anyhow::Result<Vec<PausePl
             .map_err(anyhow::Error::msg)?,
         false => vec![],
     };
-    let plans = periodic.into_iter().map(|fault| {
-        let cycles = match fault.node_cycles() {
-            Some(cycles) => cycles,
-            None => match simulated.iter().position(|p| p.fault == fault) {
-                Some(i) => simulated.remove(i).cycles,
-                None => vec![],
-            },
-        };
-        PausePlan { fault, cycles }
+    let plans = periodic.into_iter().map(|fault| PausePlan {
+        cycles: PausePlan::take_cycles(&mut simulated, &fault),
+        fault,
     });
     Ok(plans.collect())
 }
@@ -53,15 +47,8 @@ impl Live<'_> {
     /// Starts a periodic pause (its `node` resolved if it named a role): schedules every cycle
     /// of its plan.
     pub(super) fn pause_periodic(&mut self, fault: &PausePeriodic, why: &str) {
-        let cycles = match fault.node_cycles() {
-            Some(cycles) => cycles,
-            // `targets` are never resolved before: the fault is the one scheduled.
-            None => match self.pause_plans.iter().position(|p| p.fault == *fault) {
-                Some(i) => self.pause_plans.remove(i).cycles,
-                None => vec![],
-            },
-        };
-        for cycle in cycles {
+        // `targets` are never resolved before: the fault is the one scheduled.
+        for cycle in PausePlan::take_cycles(&mut self.pause_plans, fault) {
             let at_ns = self.recorder.start_ns() + cycle.at_ms * 1_000_000;
             let why = cycle.why(fault, why);
             self.at(at_ns, Action::Cycle { cycle, why });

@@ -156,6 +156,19 @@ pub struct PausePlan {
     pub cycles: Vec<Cycle>,
 }
 
+impl PausePlan {
+    /// The cycles of `fault`: its own for a fixed node, else those of its plan among `plans`
+    /// (taken out: each plan serves the one fault it was drawn for).
+    pub fn take_cycles(plans: &mut Vec<PausePlan>, fault: &PausePeriodic) -> Vec<Cycle> {
+        fault.node_cycles().unwrap_or_else(|| {
+            match plans.iter().position(|p| p.fault == *fault) {
+                Some(i) => plans.remove(i).cycles,
+                None => vec![],
+            }
+        })
+    }
+}
+
 impl PausePeriodic {
     fn on(&self) -> Duration {
         Duration::from_millis(self.on_ms)
