@@ -159,13 +159,7 @@ fn summary(
 
 /// Refusals and missing binaries are bad input (exit 2); everything else exits 3.
 fn classify(e: anyhow::Error) -> anyhow::Error {
-    let bad_input = e.downcast_ref::<locksim_live::Refused>().is_some()
-        || e.downcast_ref::<locksim_live::deploy::servers::MissingBinary>()
-            .is_some()
-        || e.downcast_ref::<locksim_live::client::driver::MissingLibrary>()
-            .is_some()
-        || e.downcast_ref::<locksim_protocols::ParamError>().is_some();
-    if bad_input {
+    if locksim_live::is_bad_input(&e) {
         anyhow::Error::new(InputError(format!("{e:#}")))
     } else {
         e

@@ -291,9 +291,7 @@ fn live_run(e: &Entry, p: &Prepared, task: &LiveTask, exe: &Path) -> (Record, bo
             (Record::of(task.mode, task.seed, &result), false)
         }
         Err(err) => {
-            let stop = err.downcast_ref::<locksim_live::Refused>().is_some()
-                || (err.downcast_ref::<locksim_live::deploy::servers::MissingBinary>()).is_some()
-                || (err.downcast_ref::<locksim_live::client::driver::MissingLibrary>()).is_some();
+            let stop = locksim_live::is_bad_input(&err);
             let (name, what) = (printable(&e.name), world(task.mode));
             eprintln!("{name}: {what} {} failed: {err:#}", task.seed);
             let record = Record::failed(&e.name, task.mode, task.seed, format!("{err:#}"));

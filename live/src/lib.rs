@@ -62,3 +62,12 @@ pub fn result(prepared: &Prepared, seed: u64, live: &LiveRun) -> RunResult {
     );
     result
 }
+
+/// Whether a live run's error is its input's (refused, a server's binary or a library
+/// missing, a bad parameter): exit 2, and no use running it again.
+pub fn is_bad_input(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<Refused>().is_some()
+        || e.downcast_ref::<deploy::servers::MissingBinary>().is_some()
+        || e.downcast_ref::<client::driver::MissingLibrary>().is_some()
+        || e.downcast_ref::<locksim_protocols::ParamError>().is_some()
+}

@@ -80,7 +80,7 @@ fn sentinel_config(
     (port, announced): (u16, SocketAddr),
     primary: SocketAddr,
 ) -> String {
-    let quorum = p.quorum.unwrap_or(p.sentinels / 2 + 1);
+    let quorum = p.quorum();
     let (down_ms, failover_ms) = (p.down_after_ms, p.failover_timeout_ms);
     format!(
         "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir .\nlogfile \"\"\n\

@@ -199,7 +199,8 @@ fn d_wait_timeout() -> u64 {
 }
 
 impl Params {
-    fn quorum(&self) -> usize {
+    /// The Sentinels that must agree a primary is down: `quorum`, else a majority.
+    pub fn quorum(&self) -> usize {
         self.quorum.unwrap_or(self.sentinels / 2 + 1)
     }
 
