@@ -16,7 +16,7 @@ use crate::proxy::{CutMode, LossPlan, LossWindow};
 use crate::refuse::Cuts;
 use locksim_check::{Event, Kind, Op};
 use locksim_scenarios::Prepared;
-use locksim_sim::fault::Loss;
+use locksim_sim::fault::{delay_spike, Loss};
 use locksim_sim::Fault;
 use std::sync::Arc;
 
@@ -85,22 +85,16 @@ impl Live<'_> {
     /// Holds what `sender` sends to `to` (every other node if empty) for `duration_ms`: its
     /// links stall one way and heal then ([`Action::Flush`]).
     pub(super) fn delay_spike(&mut self, sender: &str, to: &[String], duration_ms: u64, why: &str) {
-        // A role may resolve to the sender itself: that link is simply not held.
-        let receivers: Vec<String> = to.iter().filter(|t| *t != sender).cloned().collect();
-        if !to.is_empty() && receivers.is_empty() {
+        let Some(receivers) = delay_spike::receivers(&sender.to_owned(), to) else {
             return;
-        }
+        };
         let clients = self.prepared.scenario.workload.client_names();
         let servers = self.prepared.deployment.servers();
         let protocol = &self.prepared.scenario.protocol.name;
         let links = crate::refuse::spike_links(sender, &receivers, &clients, &servers, protocol)
             .expect("checked before the run");
         self.switch(&links, Some(CutMode::Stall));
-        let to_words = match receivers.is_empty() {
-            true => "everyone".to_owned(),
-            false => receivers.join(","),
-        };
-        let detail = format!("{sender} -> {to_words}");
+        let detail = format!("{sender} -> {}", delay_spike::to_words(&receivers));
         let event = Event::new(NEMESIS, Kind::Info, Op::Hold)
             .target(sender)
             .value(duration_ms as i64)

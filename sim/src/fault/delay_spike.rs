@@ -84,23 +84,17 @@ impl Spec for DelaySpike {
     }
     fn describe(&self) -> String {
         let when = spec::describe_when(self.at_ms, self.point.as_ref(), self.occurrence);
-        let to = match self.to.is_empty() {
-            true => "everyone".to_owned(),
-            false => self.to.join(","),
-        };
+        let to = to_words(&self.to);
         let (node, ms) = (&self.node, self.duration_ms);
         format!("delay spike {node} -> {to} {when} for {ms} ms")
     }
     fn apply(&self, world: &World, why: &str) {
         let find = |n: &String| world.node(n).expect("fault targets are validated");
         let to: Vec<NodeIdx> = self.to.iter().map(find).collect();
-        // A role may resolve to the sender itself: then that link is simply not held.
         let from = find(&self.node);
-        let to: Vec<NodeIdx> = to.into_iter().filter(|t| *t != from).collect();
-        if !self.to.is_empty() && to.is_empty() {
-            return;
+        if let Some(to) = receivers(&from, &to) {
+            world.hold(from, &to, Duration::from_millis(self.duration_ms), why);
         }
-        world.hold(from, &to, Duration::from_millis(self.duration_ms), why);
     }
     fn armed_point(&self) -> Option<ArmedPoint> {
         Some(ArmedPoint {
@@ -221,5 +215,21 @@ impl RandomSpec for Random {
             self.delay_spike_ms_max,
             space.describe_when()
         )
+    }
+}
+
+/// The receivers of a spike from `from` to `to`, roles resolved, in either world: `to`
+/// without the sender (a role may resolve to it: that link is simply not held; empty: every
+/// other node); `None` if `to` named only the sender (nothing is held).
+pub fn receivers<T: PartialEq + Clone>(from: &T, to: &[T]) -> Option<Vec<T>> {
+    let others: Vec<T> = to.iter().filter(|t| *t != from).cloned().collect();
+    (to.is_empty() || !others.is_empty()).then_some(others)
+}
+
+/// A spike's receivers in words: `everyone` for every other node.
+pub fn to_words(to: &[String]) -> String {
+    match to.is_empty() {
+        true => "everyone".to_owned(),
+        false => to.join(","),
     }
 }
