@@ -40,8 +40,13 @@ impl Recorder {
     }
 
     /// Records an event of the parent (the resource, the nemesis), stamped now.
-    pub fn record(&self, mut event: Event) {
-        event.time_ns = clock::now_ns().saturating_sub(self.start_ns());
+    pub fn record(&self, event: Event) {
+        self.record_at(clock::now_ns(), event);
+    }
+
+    /// Records an event of the parent that happened at `at_ns` on the monotonic clock.
+    pub fn record_at(&self, at_ns: u64, mut event: Event) {
+        event.time_ns = at_ns.saturating_sub(self.start_ns());
         self.events.lock().unwrap().push(event);
     }
 

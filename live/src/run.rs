@@ -756,6 +756,9 @@ impl Live<'_> {
 
     /// SIGKILL; a restart after `restart_after_ms` if given.
     fn crash(&mut self, node: &str, restart_after_ms: Option<u64>, why: &str) {
+        // Stamped before the SIGKILL: what the others see of it (a connection gone) comes
+        // after it in the history, as in the simulator, however soon they see it.
+        let at_ns = clock::now_ns();
         let killed = match self.clients.get_mut(node) {
             Some(c) => c.proc.take().map(Proc::kill).is_some(),
             None => self.deployment.server_mut(node).is_some_and(Server::kill),
@@ -779,7 +782,7 @@ impl Live<'_> {
                 },
             );
         }
-        self.recorder.record(event);
+        self.recorder.record_at(at_ns, event);
     }
 
     fn restart(&mut self, node: &str) {

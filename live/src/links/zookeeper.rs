@@ -18,7 +18,7 @@
 
 use crate::links::jute::{self, In, Out};
 use futures::channel::oneshot;
-use locksim_protocols::raft::zookeeper::tree::{Req, Resp};
+use locksim_protocols::raft::zookeeper::tree::{self, Req, Resp};
 use locksim_sim::env::LocalFuture;
 use locksim_sim::rpc::{Caller, Links, LiveLink, LiveLinks, RpcError};
 use locksim_sim::{NodeCtx, NodeIdx};
@@ -260,10 +260,7 @@ impl Inner {
         wait: Duration,
     ) -> Result<Resp, Failed> {
         let conn = self.conn(to, Some(session), wait).await?;
-        let path = match guid {
-            Some(guid) => format!("{DIR}/_c_{guid}-lock-"),
-            None => format!("{DIR}/lock-"),
-        };
+        let path = format!("{DIR}/{}", tree::node_prefix(guid.as_deref()));
         let flags = if persistent {
             jute::PERSISTENT_SEQUENTIAL
         } else {

@@ -308,10 +308,7 @@ impl Tree {
             self.nodes.values().all(|s| *s < seq),
             "sequence numbers (the fencing tokens) grow"
         );
-        let name = match guid {
-            Some(guid) => format!("_c_{guid}-lock-{seq:010}"),
-            None => format!("lock-{seq:010}"),
-        };
+        let name = format!("{}{seq:010}", node_prefix(guid.as_deref()));
         if persistent {
             self.persistent.insert(name.clone());
         } else {
@@ -436,5 +433,15 @@ impl Service for Tree {
 
     fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Resp)> {
         std::mem::take(&mut self.pushes)
+    }
+}
+
+/// A lock node's name before the sequence number the server appends (ten digits): Curator's
+/// `_c_GUID-lock-` with its protection, the recipe's `lock-` without. Live mode's link
+/// creates its nodes by it.
+pub fn node_prefix(guid: Option<&str>) -> String {
+    match guid {
+        Some(guid) => format!("_c_{guid}-lock-"),
+        None => "lock-".to_owned(),
     }
 }
