@@ -255,10 +255,7 @@ fn single_redis_gives_up_after_retry_count_tries_live_as_in_the_model() {
             .map(|e| e["detail"].as_str().unwrap().to_owned())
             .collect()
     };
-    let simulated = dir.join("sim.jsonl").display().to_string();
-    let out = in_repo(&["run", &path, "--history", &simulated]);
-    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-    let (_, sim_events) = read_history(Path::new(&simulated));
+    let (sim_events, _) = sim_history(&path, &dir);
     let sim_fails = failed(&sim_events);
     assert!(
         !sim_fails.is_empty() && sim_fails.iter().all(|d| d.starts_with("2 tries: ")),
@@ -299,10 +296,7 @@ fn a_points_passages_count_over_a_restart_live_as_in_the_simulator() {
                 .count(),
         )
     };
-    let simulated = dir.join("sim.jsonl").display().to_string();
-    let out = in_repo(&["run", &path, "--history", &simulated]);
-    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-    let (_, sim_events) = read_history(Path::new(&simulated));
+    let (sim_events, simulated) = sim_history(&path, &dir);
     assert_eq!(
         writes_before_pause(&sim_events),
         Some(1),
@@ -488,6 +482,16 @@ fn assert_ended_valid(mut child: std::process::Child, history: &Path) {
 }
 
 /// Where a history file is (for messages) and its events.
+/// `locksim run SCENARIO --history` into `dir` (it must exit 0): the simulated history's
+/// events and where it is kept.
+fn sim_history(scenario: &str, dir: &Path) -> (Vec<serde_json::Value>, String) {
+    let history = dir.join("sim.jsonl");
+    let out = in_repo(&["run", scenario, "--history", &history.display().to_string()]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let (saved_at, events) = read_history(&history);
+    (events, saved_at)
+}
+
 fn read_history(history: &Path) -> (String, Vec<serde_json::Value>) {
     let text = std::fs::read_to_string(history).unwrap();
     let events = text

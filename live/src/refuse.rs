@@ -408,14 +408,13 @@ pub fn partition_links(
                 .into(),
         );
     }
-    let cuts = |a: &str, b: &str| p.cuts(a, b);
     let is_client =
         |n: &str| clients.iter().any(|c| c == n) || n == locksim_sim::nemesis::ROLE_HOLDER;
     let named: Vec<&String> = p.isolate.iter().chain(p.groups.iter().flatten()).collect();
     let role = named.iter().find(|n| is_role(n) && !is_client(n));
     let mut links = Cuts::default();
     for a in servers {
-        for b in servers.iter().filter(|b| *b != a && cuts(a, b)) {
+        for b in servers.iter().filter(|b| *b != a && p.cuts(a, b)) {
             links.servers.push((a.clone(), b.clone()));
         }
     }
@@ -429,7 +428,7 @@ pub fn partition_links(
     }
     for a in nodes.iter().filter(|n| is_client(n)) {
         for b in nodes.iter().filter(|n| !is_client(n)) {
-            let dir = match (cuts(a, b), cuts(b, a)) {
+            let dir = match (p.cuts(a, b), p.cuts(b, a)) {
                 (true, true) => None,
                 (true, false) => Some(Dir::Up),
                 (false, true) => Some(Dir::Down),

@@ -139,6 +139,8 @@ struct Live<'a> {
     loss_epoch: u64,
     /// The real library the clients run (`--library`).
     library: Option<LibraryInfo>,
+    /// The faults armed at the clients' named points (every incarnation gets its own).
+    armed: Vec<ArmedPoint>,
 }
 
 mod faults;
@@ -193,9 +195,10 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         loss: None,
         loss_epoch: 0,
         library,
+        armed: faults.iter().filter_map(Fault::armed_point).collect(),
     };
     for name in s.workload.client_names() {
-        live.start_client(&name, point_stops(&faults, &name))?;
+        live.start_client(&name)?;
     }
     let start_ns = live.start_clock(&faults, &rx)?;
     live.main_loop(&rx, start_ns + s.duration_ms * 1_000_000)?;
@@ -273,12 +276,6 @@ fn show(links: &Cuts) -> String {
     clients.chain(servers).collect::<Vec<_>>().join(", ")
 }
 
-/// The point-triggered pauses, crashes and delay spikes of client `name`.
-fn point_stops(faults: &[Fault], name: &str) -> Vec<ArmedPoint> {
-    let points = faults.iter().filter_map(Fault::armed_point);
-    points.filter(|p| p.node == name).collect()
-}
-
 impl Live<'_> {
     /// Ends the run: stops the clients (first: every event they stamped comes before the
     /// end), records its end and kills the servers.
@@ -320,7 +317,7 @@ impl Live<'_> {
     }
 
     /// Starts (or restarts) client `name`, with a reader thread forwarding its lines.
-    fn start_client(&mut self, name: &str, stops: Vec<ArmedPoint>) -> anyhow::Result<()> {
+    fn start_client(&mut self, name: &str) -> anyhow::Result<()> {
         self.clients.entry(name.to_owned()).or_default();
         let (lock, resource) = self.proxied(name)?;
         let s = &self.prepared.scenario;
@@ -333,7 +330,12 @@ impl Live<'_> {
             workload: s.workload.clone(),
             lock,
             resource,
-            stops,
+            stops: self
+                .armed
+                .iter()
+                .filter(|p| p.node == name)
+                .cloned()
+                .collect(),
             passages_before: entry.passages.clone(),
             driver: self.library.as_ref().map(|l| l.profile.clone()),
         };
@@ -604,9 +606,7 @@ impl Live<'_> {
     fn resolve(&self, node: &str) -> Option<String> {
         match node {
             ROLE_HOLDER => self.holders.first().cloned(),
-            _ if locksim_sim::nemesis::is_role(node) && !locksim_sim::roles::is_group(node) => {
-                self.deployment.resolve_role(node)
-            }
+            _ if locksim_sim::nemesis::resolvable(node) => self.deployment.resolve_role(node),
             _ => Some(node.to_owned()),
         }
     }
@@ -788,8 +788,7 @@ impl Live<'_> {
     fn restart(&mut self, node: &str) {
         let started = if self.clients.contains_key(node) {
             let alive = self.clients.get(node).is_some_and(|c| c.proc.is_some());
-            let stops = point_stops(&self.prepared.faults_for(self.opts.seed), node);
-            !alive && self.start_client(node, stops).is_ok()
+            !alive && self.start_client(node).is_ok()
         } else {
             match self.deployment.server_mut(node) {
                 Some(s) if !s.running() => s.spawn().is_ok(),

@@ -303,6 +303,10 @@ impl NetState {
     /// named in `names` (indexed by node): [`NetConfig::link`]'s.
     pub(crate) fn links_of(&self, idx: NodeIdx, names: &[&str]) -> Vec<(Link, (f64, f64))> {
         let mut out = Vec::new();
+        if self.config.links.is_empty() {
+            // Most scenarios: nothing to look up for each pair at each node's start.
+            return out;
+        }
         for other in 0..names.len() {
             for (a, b) in [(idx, other), (other, idx)] {
                 if let Some(l) = self.config.link(names[a], names[b]) {

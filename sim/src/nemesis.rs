@@ -94,6 +94,6 @@ pub fn resolve(
 }
 
 /// A role that the deployment or the workload answers (not a group).
-fn resolvable(name: &str) -> bool {
+pub fn resolvable(name: &str) -> bool {
     is_role(name) && !is_group(name)
 }

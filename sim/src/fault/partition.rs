@@ -138,11 +138,13 @@ impl Partition {
             let outside = all.filter(|i| !inside.contains(i)).collect();
             vec![inside, outside]
         };
-        let nodes: Vec<NodeIdx> = groups.iter().flatten().copied().collect();
+        let nodes: Vec<(NodeIdx, String)> = (groups.iter().flatten())
+            .map(|&i| (i, world.name(i)))
+            .collect();
         let mut links = Vec::new();
-        for &x in &nodes {
-            let cut = |y: &&NodeIdx| self.cuts(&world.name(x), &world.name(**y));
-            links.extend(nodes.iter().filter(cut).map(|&y| (x, y)));
+        for (x, from) in &nodes {
+            let cut = |(_, to): &&(NodeIdx, String)| self.cuts(from, to);
+            links.extend(nodes.iter().filter(cut).map(|(y, _)| (*x, *y)));
         }
         let names = |g: &Vec<NodeIdx>| {
             let names: Vec<String> = g.iter().map(|i| world.name(*i)).collect();
