@@ -2,8 +2,9 @@
 //! its own, registered here, and killed on every way out of the run:
 //! - a normal end, an error or a panic (which unwinds): each [`Proc`]'s `Drop` (only the
 //!   run's own processes: several runs may share a process, as a validation's jobs do);
-//! - SIGINT / SIGTERM / SIGHUP to locksim: a signal handler kills every registered group,
-//!   removes the run's temporary directory ([`crate::rundir`]), then exits;
+//! - SIGINT / SIGTERM / SIGHUP to locksim: a thread of `signal-hook`'s that waits for them
+//!   kills every registered group, removes the runs' temporary directories
+//!   ([`crate::rundir`]), then exits;
 //! - locksim itself killed: each child has `PR_SET_PDEATHSIG = SIGKILL` (set in `pre_exec`),
 //!   so the kernel kills it when the thread that spawned it dies. Children are spawned from
 //!   the run's main thread only, which lives as long as the run.
@@ -12,29 +13,31 @@
 //! children go with it.
 
 use anyhow::Context;
+use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Mutex, Once};
 
-/// Enough slots for the largest deployment (5 servers, 5 sentinels, clients) and restarts.
-const SLOTS: usize = 256;
-static GROUPS: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
-static HANDLERS_INSTALLED: AtomicBool = AtomicBool::new(false);
 thread_local! {
     /// Where this thread's run logs the pids it starts: per thread, since each run of a
     /// validation's live jobs spawns its children from its own thread.
     static PID_LOG: std::cell::RefCell<Option<std::path::PathBuf>> =
         const { std::cell::RefCell::new(None) };
 }
-/// Each running child's name, by pid: the proxies between servers ask which server opened a
-/// connection ([`crate::proxy::sender`]).
-static NAMES: std::sync::Mutex<std::collections::BTreeMap<i32, String>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
+/// Each running child's name, by pid (which is its process group's id): what a signal kills,
+/// and what the proxies between servers ask to learn which server opened a connection
+/// ([`crate::proxy::sender`]).
+static RUNNING: Mutex<BTreeMap<i32, String>> = Mutex::new(BTreeMap::new());
+
+fn running_now() -> std::sync::MutexGuard<'static, BTreeMap<i32, String>> {
+    RUNNING.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// The running children, as (pid, name).
 pub fn running() -> Vec<(i32, String)> {
-    let names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
-    names.iter().map(|(pid, n)| (*pid, n.clone())).collect()
+    (running_now().iter())
+        .map(|(pid, n)| (*pid, n.clone()))
+        .collect()
 }
 
 /// Appends `pid name` of every process this thread starts from now on to `file`.
@@ -42,65 +45,33 @@ pub fn log_pids_to(file: std::path::PathBuf) {
     PID_LOG.with(|log| *log.borrow_mut() = Some(file));
 }
 
-fn register(pgid: i32) {
-    assert!(pgid > 0, "a process group id is positive");
-    for slot in &GROUPS {
-        if slot
-            .compare_exchange(0, pgid, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            return;
-        }
-    }
-    // Out of slots: do not leave it running untracked.
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(-pgid, libc::SIGKILL) };
-    panic!("more than {SLOTS} live processes at once");
-}
-
-fn unregister(pgid: i32) {
-    NAMES
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&pgid);
-    for slot in &GROUPS {
-        let _ = slot.compare_exchange(pgid, 0, Ordering::SeqCst, Ordering::SeqCst);
-    }
-}
-
-/// Kills every registered group (async-signal-safe: atomics and `kill` only).
+/// Kills every registered group.
 fn kill_registered() {
-    for slot in &GROUPS {
-        let pgid = slot.swap(0, Ordering::SeqCst);
-        if pgid > 0 {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-        }
+    for pgid in std::mem::take(&mut *running_now()).into_keys() {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
     }
 }
 
-extern "C" fn on_signal(signal: libc::c_int) {
-    kill_registered();
-    crate::rundir::remove_registered();
-    let msg = b"locksim: interrupted: every live server and client was killed, its \
-                temporary directory removed\n";
-    // SAFETY: write(2) and _exit(2) are async-signal-safe.
-    unsafe {
-        libc::write(2, msg.as_ptr().cast(), msg.len());
-        libc::_exit(128 + signal);
-    }
-}
-
-/// Installs the SIGINT/SIGTERM/SIGHUP handler that kills every live process and removes
-/// the temporary run directories (once).
+/// Starts (once) the thread that, at the first SIGINT, SIGTERM or SIGHUP, kills every live
+/// process, removes the temporary run directories and exits with 128 + the signal.
 pub fn install_signal_handlers() {
-    if HANDLERS_INSTALLED.swap(true, Ordering::SeqCst) {
-        return;
-    }
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: `on_signal` only uses async-signal-safe calls.
-        unsafe { libc::signal(signal, on_signal as *const () as libc::sighandler_t) };
-    }
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+            .expect("signal handlers install");
+        std::thread::spawn(move || {
+            let signal = signals.forever().next().unwrap_or(SIGINT);
+            kill_registered();
+            crate::rundir::remove_registered();
+            eprintln!(
+                "locksim: interrupted: every live server and client was killed, its \
+                 temporary directory removed"
+            );
+            std::process::exit(128 + signal);
+        });
+    });
 }
 
 /// A child in a process group of its own, killed (with its group) when dropped.
@@ -116,11 +87,7 @@ impl Proc {
         let child = cmd
             .spawn()
             .with_context(|| format!("cannot start {name} ({:?})", cmd.get_program()))?;
-        register(child.id() as i32);
-        NAMES
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(child.id() as i32, name.into());
+        running_now().insert(child.id() as i32, name.into());
         if let Some(file) = PID_LOG.with(|log| log.borrow().clone()) {
             // For post-mortems and for tests that check nothing outlives a run.
             let line = format!("{} {name}\n", child.id());
@@ -170,7 +137,7 @@ impl Proc {
     fn kill_in_place(&mut self) {
         self.signal(libc::SIGKILL);
         let _ = self.child.wait();
-        unregister(self.pid());
+        running_now().remove(&self.pid());
     }
 
     /// The child's stdout, once.
