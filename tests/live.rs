@@ -2834,11 +2834,42 @@ catalog_stories_live! {
     catalog_story_redis_single_get_then_set = "redis-single-get-then-set";
     catalog_story_redlock_pause_while_acquiring_no_validity_check =
         "redlock-pause-while-acquiring-no-validity-check";
-    catalog_story_etcd_concurrency_34_wait_deletes = "etcd-concurrency-34-wait-deletes";
     catalog_story_etcd_concurrency_35_done_abort = "etcd-concurrency-35-done-abort";
     catalog_story_zookeeper_curator_lost_cut_off = "zookeeper-curator-lost-cut-off";
     catalog_story_zookeeper_curator_suspended_standard = "zookeeper-curator-suspended-standard";
     catalog_story_zookeeper_check_then_create = "zookeeper-check-then-create";
+}
+
+/// etcd 3.4's story needs c2's key in place before c2 is cut off at 1 s: only a key older
+/// than those c1 and c3 create while c2 is away lets c2's `waitDeletes` return at the heal
+/// with no older key left. On a loaded machine (the suite's first minute: JVMs, etcd
+/// clusters and builds side by side) the members were seen to answer c2's lease grant after
+/// 1 s; c2 then queued behind younger keys after the heal, as a correct lock does, and the
+/// run showed no overlap. Such a run is recognised by its history (c2's first grant carries a
+/// higher revision than every grant before it: its key came after theirs), said, and run
+/// again, at most three times; the last run is judged whatever it shows.
+#[test]
+fn catalog_story_etcd_concurrency_34_wait_deletes() {
+    let name = "etcd-concurrency-34-wait-deletes";
+    for attempt in 1..=3 {
+        let key_in_time = |events: &[serde_json::Value]| {
+            let grants: Vec<(&str, u64)> = (events.iter())
+                .filter(|e| e["op"] == "acquire" && e["kind"] == "ok")
+                .map(|e| (e["node"].as_str().unwrap(), e["token"].as_u64().unwrap()))
+                .collect();
+            let c2 = grants.iter().position(|(node, _)| *node == "c2");
+            c2.is_some_and(|i| grants[..i].iter().any(|(_, token)| *token > grants[i].1))
+        };
+        let last = attempt == 3;
+        let judged = catalog_story_live_if(name, |events| last || key_in_time(events));
+        if judged.is_ok() {
+            return;
+        }
+        eprintln!(
+            "attempt {attempt}: c2's key came after others' (its lease or its key was not in \
+             place before its cut at 1 s): once more"
+        );
+    }
 }
 
 /// The verdicts of `result` on the properties the story of catalog file `file` pins (its
@@ -2857,13 +2888,27 @@ fn pinned(file: &str, result: &serde_json::Value) -> Vec<(String, serde_json::Va
 /// The catalog story `name` live: the properties its story pins are the simulator's. The
 /// live result and where its history is (`None`: a server is missing, the test skips).
 fn catalog_story_live(name: &str) -> Option<(serde_json::Value, String)> {
-    let _serial = live_test("redis-server", "redis-server")?;
+    catalog_story_live_if(name, |_| true).ok()?
+}
+
+/// [`catalog_story_live`], judged only if the live history meets the story's setup
+/// (`set_up`): `Err` (nothing judged) if it did not.
+fn catalog_story_live_if(
+    name: &str,
+    set_up: impl Fn(&[serde_json::Value]) -> bool,
+) -> Result<Option<(serde_json::Value, String)>, ()> {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
+        return Ok(None);
+    };
     if !have("etcd", "etcd-server") || !have("java", "zookeeper") {
-        return None;
+        return Ok(None);
     }
     let dir = scratch(&format!("story-{name}"));
     let file = format!("scenarios/catalog/{name}.toml");
-    let (out, _, saved_at) = live_history(&file, &dir, name, &["--json"]);
+    let (out, events, saved_at) = live_history(&file, &dir, name, &["--json"]);
+    if !set_up(&events) {
+        return Err(());
+    }
     let (exit, j) = (code(&out), json(&out));
     let simulated = json(&in_repo(&["run", &file, "--json"]));
     let (sim, live) = (pinned(&file, &simulated), pinned(&file, &j));
@@ -2874,7 +2919,7 @@ fn catalog_story_live(name: &str) -> Option<(serde_json::Value, String)> {
          {live:?}, exit {exit}: {} ({saved_at})",
         brief(&j)
     );
-    Some((j, saved_at))
+    Ok(Some((j, saved_at)))
 }
 
 /// Redisson's watchdog stops with its paused holder: the key expires under it, and the
