@@ -47,9 +47,7 @@ use crate::tools;
 
 use crate::expiry;
 
-#[path = "../../live/src/links/http.rs"]
-#[allow(dead_code)]
-mod http;
+use locksim_live::links::http;
 
 use locksim_protocols::raft::etcd::kv::{Cmd, Kv, Req, Resp};
 use locksim_protocols::raft::etcd::Params;

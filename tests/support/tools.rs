@@ -73,43 +73,20 @@ pub fn missing(test: &str, what: &str, install: &str) {
     let _ = writeln!(std::io::stderr(), "{test}: SKIPPED: {what} ({install})");
 }
 
-/// A free TCP port on 127.0.0.1 (bound, read, released: the server binds it next), never one
-/// handed out before in this test process. The kernel may hand the same released port to two
-/// tests running side by side; the second server then fails to bind it while the first one
-/// answers its readiness probe, and the second test talks to a server that goes away.
+/// A free TCP port on 127.0.0.1 for a server the test starts: live mode's
+/// ([`locksim_live::procs::free_port`]: below the ephemeral range, claimed machine-wide, so
+/// tests side by side, each a process of its own under nextest, never draw the same one).
 pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    for _ in 0..1000 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
-        if GIVEN.lock().unwrap().insert(port) {
-            return port;
-        }
-    }
-    panic!("no fresh free loopback port in 1000 tries")
+    locksim_live::procs::free_port().expect("a free loopback port")
 }
 
-/// Makes the process `cmd` starts die with the thread that starts it (`PR_SET_PDEATHSIG =
-/// SIGKILL`, which survives the `exec`): a test process killed with SIGKILL, where no `Drop`
-/// runs, leaves no server behind. A server is started and dropped by the test's own thread,
-/// which lives as long as the server is needed.
+/// Makes the process `cmd` starts die with the thread that starts it (live mode's
+/// [`locksim_live::procs::die_with_spawner`]): a test process killed with SIGKILL, where no
+/// `Drop` runs, leaves no server behind. A server is started and dropped by the test's own
+/// thread, which lives as long as the server is needed.
 pub fn die_with_test(cmd: &mut Command) -> &mut Command {
-    use std::os::unix::process::CommandExt;
-    let parent = std::process::id() as i32;
-    // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid, _exit).
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-            // The test may have died before prctl took effect.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        })
-    }
+    locksim_live::procs::die_with_spawner(cmd);
+    cmd
 }
 
 /// A fresh, empty scratch directory for one server of `test`, never handed out before in this
