@@ -367,7 +367,7 @@ pub(crate) fn run_rounds(
         if tasks.is_empty() {
             return Ok(shared_runs.into_inner());
         }
-        if crate::signals::STOP.load(Ordering::SeqCst) {
+        if crate::signals::stop().load(Ordering::SeqCst) {
             return Err(anyhow::Error::new(Interrupted));
         }
         if opts.offline {
@@ -384,7 +384,7 @@ pub(crate) fn run_rounds(
                 let (tx, next, groups, shared_runs) = (tx.clone(), &next, &groups, &shared_runs);
                 scope.spawn(move || {
                     // After a SIGINT or SIGTERM no new run starts; those running finish.
-                    let stopped = || crate::signals::STOP.load(Ordering::SeqCst);
+                    let stopped = || crate::signals::stop().load(Ordering::SeqCst);
                     while let Some((seed, members)) =
                         groups.get(next.fetch_add(1, Ordering::Relaxed))
                     {

@@ -1,33 +1,32 @@
 //! SIGINT and SIGTERM stop long work gracefully (`sweep`, `compare`): no new run starts,
 //! the runs in progress are written, and the command says where its results are and how to
-//! resume. A second signal acts as usual (the handler restores the default after the first).
+//! resume. A second signal acts as usual: it ends the process as the signal does.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
 
 /// Set by the first SIGINT or SIGTERM.
-pub static STOP: AtomicBool = AtomicBool::new(false);
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
+static STOP: LazyLock<Arc<AtomicBool>> = LazyLock::new(Arc::default);
+/// The first signal's number (0: none yet).
+static SIGNAL: LazyLock<Arc<AtomicUsize>> = LazyLock::new(Arc::default);
 
-#[cfg(unix)]
-extern "C" fn on_signal(signal: libc::c_int) {
-    // Only async-signal-safe work here: two atomic stores and `signal`.
-    SIGNAL.store(signal, Ordering::SeqCst);
-    STOP.store(true, Ordering::SeqCst);
-    // SAFETY: restoring the default disposition is async-signal-safe.
-    unsafe {
-        libc::signal(signal, libc::SIG_DFL);
-    }
+/// Whether a stop was asked for: the flag the work loops read.
+pub fn stop() -> &'static AtomicBool {
+    &STOP
 }
 
-/// Installs the handler for SIGINT and SIGTERM.
+/// Installs the handlers for SIGINT and SIGTERM.
 pub fn install() {
-    #[cfg(unix)]
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        let handler: extern "C" fn(libc::c_int) = on_signal;
-        // SAFETY: the handler only stores to atomics and calls `signal`.
-        unsafe {
-            libc::signal(signal, handler as libc::sighandler_t);
-        }
+    for signal in [SIGINT, SIGTERM] {
+        // Registered first, so it looks at the flag before the first signal sets it: only a
+        // second signal finds it set and acts as the signal's default.
+        let installed = signal_hook::flag::register_conditional_default(signal, STOP.clone())
+            .and_then(|_| signal_hook::flag::register(signal, STOP.clone()))
+            .and_then(|_| {
+                signal_hook::flag::register_usize(signal, SIGNAL.clone(), signal as usize)
+            });
+        installed.expect("SIGINT and SIGTERM handlers install");
     }
 }
 
@@ -35,8 +34,7 @@ pub fn install() {
 pub fn received() -> Option<&'static str> {
     match SIGNAL.load(Ordering::SeqCst) {
         0 => None,
-        #[cfg(unix)]
-        libc::SIGTERM => Some("SIGTERM"),
+        s if s == SIGTERM as usize => Some("SIGTERM"),
         _ => Some("SIGINT"),
     }
 }

@@ -65,7 +65,7 @@ pub fn run(args: SweepArgs, registry: &Registry) -> anyhow::Result<ExitCode> {
     #[allow(clippy::disallowed_methods)]
     let started = std::time::Instant::now();
     signals::install();
-    run_seeds_until(&prepared, todo, jobs, &signals::STOP, |run| {
+    run_seeds_until(&prepared, todo, jobs, signals::stop(), |run| {
         let line = SeedResult {
             scenario_hash: fingerprint.clone(),
             path: prepared.path.clone(),
