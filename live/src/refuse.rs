@@ -1,6 +1,8 @@
 //! What live mode cannot do, refused before anything starts (exit 2), never faked.
 
 use crate::proxy::{CutMode, Dir};
+use locksim_protocols::raft::etcd;
+use locksim_protocols::redis::replicated;
 use locksim_scenarios::workload::Check;
 use locksim_scenarios::Prepared;
 use locksim_sim::fault::Partition;
@@ -84,56 +86,87 @@ fn workload_and_client(prepared: &Prepared, library: bool) -> Result<(), Refused
     }
 }
 
-/// etcd's fixed Unlock (`unlock = "delete-if-owner"`, etcd-io/etcd PR #22115) is a
-/// transaction live mode's gateway link does not send (it deletes by name); and a real
-/// library (`--library`) runs its own Unlock, which the model's unlock keys do not change.
-fn etcd_unlock(prepared: &Prepared, library: bool) -> Result<(), Refused> {
-    let (protocol, params) = (
-        &prepared.scenario.protocol.name,
-        &prepared.scenario.protocol.params,
-    );
-    let keys = ["unlock", "unlock_timeout_ms", "unlock_retry_after_ms"];
-    let why = match params.get("unlock").and_then(|v| v.as_str()) {
-        _ if protocol != "etcd" => None,
-        Some("delete-if-owner") if !library => Some(
-            "unlock = \"delete-if-owner\": live mode's etcd link sends Unlock as a delete by \
-             name, not PR #22115's transaction"
-                .to_owned(),
-        ),
-        _ if library => keys.iter().find(|k| params.contains_key(**k)).map(|k| {
-            format!(
-                "{k}: live --library runs the real library's own Unlock, which it does not change"
-            )
+/// The model's protocol parameters, with the client profile's defaults (as the deployment
+/// reads them).
+fn typed<P: serde::de::DeserializeOwned>(prepared: &Prepared) -> Result<P, Refused> {
+    crate::deploy::params(prepared)
+        .map_err(|e| Refused(format!("{}: protocol: {e}", prepared.path)))
+}
+
+/// A parameter's value as the file writes it (`"local-role"`).
+fn named(value: impl serde::Serialize) -> String {
+    serde_json::to_string(&value).expect("a parameter's value serialises")
+}
+
+/// What a real etcd cannot be of the model's server: a bug variant, a TTL of a fraction of a
+/// second, settings the binary has no flag for, the model's lessor before etcd's fixes; and
+/// of the model's Unlock: PR #22115's transaction (`unlock = "delete-if-owner"`), which live
+/// mode's gateway link does not send (it deletes by name), and with `library` any Unlock key,
+/// since a real library runs its own Unlock.
+fn etcd_server(prepared: &Prepared, library: bool) -> Result<Option<String>, Refused> {
+    use etcd::{Lessor, Unlock, Variant};
+    let p: etcd::Params = typed(prepared)?;
+    let unlock_keys = ["unlock", "unlock_timeout_ms", "unlock_retry_after_ms"];
+    let raw = &prepared.scenario.protocol.params;
+    let unlock_set = unlock_keys
+        .iter()
+        .find(|key| library && raw.contains_key(**key));
+    Ok(Some(if p.variant == Variant::AckBeforeFsync {
+        "protocol.variant = \"ack-before-fsync\" is a bug of the model's server: a real etcd \
+         fsyncs before it acknowledges"
+            .into()
+    } else if !p.lease_ttl_ms.is_multiple_of(1000) {
+        let ms = p.lease_ttl_ms;
+        format!("protocol.lease_ttl_ms = {ms}: a real etcd lease's TTL is whole seconds")
+    } else if p.checkpoint_interval_ms() != etcd::LEASE_CHECKPOINT_INTERVAL_MS_DEFAULT {
+        "protocol.lease_checkpoint_interval_ms: the etcd binary has no flag for it \
+         (LeaseCheckpointInterval is a server setting; 5 min)"
+            .into()
+    } else if p.lock_delay_ms != 0 {
+        "protocol.lock_delay_ms: etcd has no lock-delay (it is Chubby's)".into()
+    } else if p.lessor != Lessor::EnsureLeadership {
+        format!(
+            "protocol.lessor = {}: a real etcd's lessor is its release's, which no key changes",
+            named(p.lessor)
+        )
+    } else if let Some(key) = unlock_set {
+        format!("protocol.{key}: live --library runs the real library's own Unlock, which it does not change")
+    } else if p.unlock == Unlock::DeleteIfOwner && !library {
+        "protocol.unlock = \"delete-if-owner\": live mode's etcd link sends Unlock as a delete \
+         by name, not PR #22115's transaction"
+            .into()
+    } else {
+        return Ok(None);
+    }))
+}
+
+/// What real Sentinels cannot be: the model's mistake of promoting a lagging replica (the
+/// client's mistakes run live: the model's own client runs).
+fn sentinels(prepared: &Prepared) -> Result<Option<String>, Refused> {
+    let p: replicated::Params = typed(prepared)?;
+    Ok(
+        (p.variant == replicated::Variant::LaggingReplicaPromoted).then(|| {
+            "protocol.variant = \"lagging-replica-promoted\" is a mistake of the model's \
+         Sentinels: live mode runs real ones, which rank replicas by priority and then offset"
+                .into()
         }),
+    )
+}
+
+/// What the real servers cannot be of the model's servers (and of etcd's Unlock), refused by
+/// the parameter's name.
+fn real_servers(prepared: &Prepared, library: bool) -> Result<(), Refused> {
+    let why = match prepared.scenario.protocol.name.as_str() {
+        "etcd" => etcd_server(prepared, library)?,
+        "replicated-redis" => sentinels(prepared)?,
         _ => None,
     };
     match why {
         None => Ok(()),
         Some(why) => Err(Refused(format!(
-            "{}: protocol.{why}; run it in the simulator",
+            "{}: {why}; run it in the simulator",
             prepared.path
         ))),
-    }
-}
-
-/// `lessor` chooses the model's etcd server (before or after etcd's leadership checks in its
-/// lessor); a real etcd's lessor is its release's, which no key changes.
-fn etcd_lessor(prepared: &Prepared) -> Result<(), Refused> {
-    let scenario = &prepared.scenario;
-    let lessor = scenario
-        .protocol
-        .params
-        .get("lessor")
-        .and_then(|v| v.as_str());
-    match lessor {
-        Some(lessor) if scenario.protocol.name == "etcd" && lessor != "ensure-leadership" => {
-            Err(Refused(format!(
-                "{}: protocol.lessor = \"{lessor}\": a real etcd's lessor is its release's, \
-                 which no key changes; run it in the simulator",
-                prepared.path
-            )))
-        }
-        _ => Ok(()),
     }
 }
 
@@ -183,8 +216,7 @@ fn library_points(prepared: &Prepared, seed: u64) -> Result<(), Refused> {
 pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Result<(), Refused> {
     let s = &prepared.scenario;
     workload_and_client(prepared, library)?;
-    etcd_unlock(prepared, library)?;
-    etcd_lessor(prepared)?;
+    real_servers(prepared, library)?;
     curator_session_retry(prepared, library)?;
     if library {
         library_points(prepared, seed)?;
@@ -469,6 +501,60 @@ mod tests {
         for library in [false, true] {
             check(&prepared, 1, CutMode::Stall, library).unwrap_or_else(|e| panic!("{e}"));
         }
+    }
+
+    /// What real servers cannot be is refused before anything starts, naming the file and
+    /// the parameter (these were refused only once the run had begun deploying).
+    #[test]
+    fn the_model_servers_settings_a_real_server_cannot_have_are_refused_by_name() {
+        let registry = locksim_protocols::Registry::builtin();
+        let catalog = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/catalog/");
+        for (file, library, says) in [
+            (
+                "raft-ack-before-fsync",
+                false,
+                "protocol.variant = \"ack-before-fsync\"",
+            ),
+            ("etcd-lock-delay", false, "protocol.lock_delay_ms"),
+            (
+                "etcd-lease-checkpoint-dead-lease-expires",
+                false,
+                "lease_checkpoint_interval_ms",
+            ),
+            (
+                "etcd-15247-stuck-leader-renews-keep-alives",
+                false,
+                "lessor = \"local-role\"",
+            ),
+            (
+                "etcd-22082-unlock-retry-deletes-new-lock-fixed",
+                false,
+                "\"delete-if-owner\"",
+            ),
+            (
+                "etcd-22082-unlock-retry-deletes-new-lock-fixed",
+                true,
+                "real library's own Unlock",
+            ),
+            (
+                "redis-replicated-lagging-replica-promoted",
+                false,
+                "lagging-replica-promoted",
+            ),
+        ] {
+            let path = format!("{catalog}{file}.toml");
+            let prepared = locksim_scenarios::load(&path, &registry).unwrap();
+            let Err(Refused(why)) = real_servers(&prepared, library) else {
+                panic!("{file} (library {library}): not refused");
+            };
+            assert!(
+                why.starts_with(&path) && why.contains(says),
+                "{file}: expected {says:?} after the path, observed {why}"
+            );
+        }
+        let healthy = format!("{catalog}etcd-healthy.toml");
+        let prepared = locksim_scenarios::load(&healthy, &registry).unwrap();
+        assert!(real_servers(&prepared, true).is_ok());
     }
 
     #[test]

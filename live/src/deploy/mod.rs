@@ -74,26 +74,30 @@ const PEER_DELAY_SEED: u64 = 0x5e7e_5e7e;
 /// servers add the scenario's latency, drawn from `seed`.
 pub fn plan(prepared: &Prepared, dir: &Path, seed: u64) -> anyhow::Result<Deployment> {
     let scenario = &prepared.scenario;
-    // As the simulator's `configure`: the client profile's defaults under the keys the
-    // file does not set (node-redlock's 11 tries, redis-py's 0.1 s poll, ...).
-    let registry = locksim_protocols::Registry::builtin();
-    let protocol = registry.get(&scenario.protocol.name);
-    let profiles = protocol.map(|p| p.clients()).unwrap_or_default();
-    let params =
-        &locksim_protocols::registry::with_client_defaults(&profiles, &scenario.protocol.params)?;
     let names = prepared.deployment.servers();
     let peers = Delays::between_servers(&scenario.network, seed ^ PEER_DELAY_SEED);
     match scenario.protocol.name.as_str() {
-        "single-redis" => single_redis(parse_params(params)?, dir),
-        "redlock" => redlock(parse_params(params)?, dir),
-        "replicated-redis" => crate::deploy::replicated::plan(parse_params(params)?, dir, peers),
-        "etcd" => etcd(parse_params(params)?, &names, dir, peers),
-        "zookeeper" => crate::deploy::zookeeper::plan(parse_params(params)?, &names, dir, peers),
+        "single-redis" => single_redis(params(prepared)?, dir),
+        "redlock" => redlock(params(prepared)?, dir),
+        "replicated-redis" => crate::deploy::replicated::plan(params(prepared)?, dir, peers),
+        "etcd" => etcd(params(prepared)?, &names, dir, peers),
+        "zookeeper" => crate::deploy::zookeeper::plan(params(prepared)?, &names, dir, peers),
         other => Err(crate::Refused(format!(
             "protocol `{other}` has no live deployment yet (live mode runs single-redis, redlock, replicated-redis, etcd and zookeeper)"
         ))
         .into()),
     }
+}
+
+/// The scenario's protocol parameters as the simulator's `configure` reads them: the client
+/// profile's defaults under the keys the file does not set (node-redlock's 11 tries,
+/// redis-py's 0.1 s poll, ...).
+pub fn params<P: serde::de::DeserializeOwned>(prepared: &Prepared) -> anyhow::Result<P> {
+    let protocol = &prepared.scenario.protocol;
+    let registry = locksim_protocols::Registry::builtin();
+    let profiles = (registry.get(&protocol.name)).map_or(vec![], |p| p.clients());
+    let params = locksim_protocols::registry::with_client_defaults(&profiles, &protocol.params)?;
+    Ok(parse_params(&params)?)
 }
 
 /// Independent redis-servers `names` on free loopback ports (the i-th with `persistence(i)`),
@@ -188,26 +192,6 @@ fn etcd_leader(addrs: &[(String, SocketAddr)]) -> Option<String> {
         .map(|(name, _, _)| name.clone())
 }
 
-/// Why a real etcd cannot run the model's `params`, if it cannot.
-fn etcd_refusal(params: &etcd::Params) -> Option<String> {
-    if params.variant == etcd::Variant::AckBeforeFsync {
-        return Some("variant `ack-before-fsync` is a bug of the model's server: a real etcd fsyncs before it acknowledges".into());
-    }
-    if params.lease_ttl_ms / 1000 * 1000 != params.lease_ttl_ms {
-        return Some(format!(
-            "protocol.lease_ttl_ms = {}: a real etcd lease's TTL is whole seconds",
-            params.lease_ttl_ms
-        ));
-    }
-    if params.checkpoint_interval_ms() != etcd::LEASE_CHECKPOINT_INTERVAL_MS_DEFAULT {
-        return Some("protocol.lease_checkpoint_interval_ms: the etcd binary has no flag for it (LeaseCheckpointInterval is a server setting; 5 min)".into());
-    }
-    if params.lock_delay_ms != 0 {
-        return Some("protocol.lock_delay_ms: etcd has no lock-delay (it is Chubby's)".into());
-    }
-    None
-}
-
 /// The command line of the etcd member `name` listening on `client` and `peer`, known to
 /// its peers at `advertised` (its peer proxy).
 fn etcd_member_args(
@@ -230,7 +214,7 @@ fn etcd_member_args(
     );
     let mut args: Vec<String> = line.split_whitespace().map(String::from).collect();
     if params.lease_checkpoint {
-        // The interval has no flag: the binary checkpoints every 5 min (etcd_refusal).
+        // The interval has no flag: the binary checkpoints every 5 min (`refuse::etcd`).
         args.push("--experimental-enable-lease-checkpoint".into());
     }
     args
@@ -242,9 +226,6 @@ fn etcd(
     dir: &Path,
     peers: Delays,
 ) -> anyhow::Result<Deployment> {
-    if let Some(why) = etcd_refusal(&params) {
-        return Err(crate::Refused(why).into());
-    }
     let program = find_binary("etcd", "etcd-server")?;
     let version = version_in(&output_of(&program, &["--version"]));
     let ports: Vec<(u16, u16)> = names

@@ -19,7 +19,7 @@ use crate::links::resp;
 use crate::procs::free_port;
 use crate::proxy::{Delays, Proxy};
 use crate::spec::LockSpec;
-use locksim_protocols::redis::replicated::{Params, Variant};
+use locksim_protocols::redis::replicated::Params;
 use locksim_protocols::redis::store::Reply;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -191,15 +191,6 @@ fn redis_probe(addr: SocketAddr, replicas: Option<usize>) -> Probe {
 
 /// The deployment: Redis nodes first (`redis1` primary), then the Sentinels.
 pub fn plan(p: Params, dir: &Path, delays: Delays) -> anyhow::Result<Deployment> {
-    // The client's mistakes run live (the model's own client runs); the Sentinels are real.
-    if p.variant == Variant::LaggingReplicaPromoted {
-        return Err(crate::Refused(
-            "variant `lagging-replica-promoted` is a mistake of the model's Sentinels: live \
-             mode runs real ones, which rank replicas by priority and then offset"
-                .into(),
-        )
-        .into());
-    }
     let program = find_binary("redis-server", "redis-server")?;
     let version = version_in(&output_of(&program, &["--version"]));
     let (redis, sentinels) = (p.redis_names(), p.sentinel_names());
