@@ -158,7 +158,15 @@ pub struct Event {
     pub name: Option<String>,
 }
 
+/// The node name of faults applied from outside (`Event::node`), in both worlds.
+pub const NEMESIS: &str = "nemesis";
+
 impl Event {
+    /// A fault or note of the nemesis (an `info` event of [`NEMESIS`]).
+    pub fn nemesis(op: Op) -> Self {
+        Event::new(NEMESIS, Kind::Info, op)
+    }
+
     /// A new event with the given basics; `index` and `time_ns` are set when recorded.
     pub fn new(node: impl Into<String>, kind: Kind, op: Op) -> Self {
         Event {

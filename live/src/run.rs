@@ -28,9 +28,6 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The nemesis's node name in the history (as in the simulator).
-const NEMESIS: &str = locksim_sim::world::NEMESIS;
-
 /// How a live run is started.
 #[derive(Clone, Debug)]
 pub struct LiveOptions {
@@ -286,8 +283,7 @@ impl Live<'_> {
         faults: u64,
     ) -> LiveRun {
         self.stop_clients(rx);
-        self.recorder
-            .record(Event::new(NEMESIS, Kind::Info, Op::RunEnd));
+        self.recorder.record(Event::nemesis(Op::RunEnd));
         let servers = self.deployment.infos.clone();
         for server in &mut self.deployment.servers {
             server.kill();
@@ -307,12 +303,12 @@ impl Live<'_> {
     }
 
     fn fault_event(&self, op: Op, target: &str) -> Event {
-        Event::new(NEMESIS, Kind::Info, op).target(target)
+        Event::nemesis(op).target(target)
     }
 
     /// A note of the nemesis on the timeline.
     fn note(&self, detail: String) {
-        let note = Event::new(NEMESIS, Kind::Info, Op::Note).detail(detail);
+        let note = Event::nemesis(Op::Note).detail(detail);
         self.recorder.record(note);
     }
 
@@ -706,7 +702,7 @@ impl Live<'_> {
             .expect("checked before the run");
         self.switch(&links, Some(mode));
         let detail = format!("{mode:?}: {}", show(&links)).to_lowercase();
-        let event = Event::new(NEMESIS, Kind::Info, Op::Partition)
+        let event = Event::nemesis(Op::Partition)
             .value(duration_ms as i64)
             .detail(detail.clone());
         self.recorder.record(event);
@@ -719,7 +715,7 @@ impl Live<'_> {
     fn heal(&mut self, links: &Cuts) {
         self.switch(links, None);
         self.recorder
-            .record(Event::new(NEMESIS, Kind::Info, Op::Heal).detail(show(links)));
+            .record(Event::nemesis(Op::Heal).detail(show(links)));
     }
 
     /// Cuts (`Some` way) or heals (`None`) every proxy direction `links` names: a client's

@@ -137,7 +137,7 @@ pub fn lanes(history: &[Event], servers: &[String]) -> Vec<String> {
     let mut names: Vec<String> = servers.to_vec();
     for e in history {
         for n in [Some(&e.node), e.target.as_ref()].into_iter().flatten() {
-            if n != "nemesis" && !names.contains(n) {
+            if n != locksim_check::history::NEMESIS && !names.contains(n) {
                 names.push(n.clone());
             }
         }

@@ -13,7 +13,7 @@ use std::time::Duration;
 pub type NodeIdx = usize;
 
 /// The name under which the nemesis records faults.
-pub const NEMESIS: &str = "nemesis";
+pub use locksim_check::history::NEMESIS;
 
 /// What a node is, for choosing fault targets and drawing timelines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

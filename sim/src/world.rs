@@ -269,7 +269,7 @@ impl World {
 
     /// Records a fault event of the nemesis: `op` on `target`, with words in `detail`.
     pub(crate) fn record_fault(&self, op: Op, target: Option<&str>, detail: String) {
-        let mut event = Event::new(NEMESIS, Kind::Info, op).detail(detail);
+        let mut event = Event::nemesis(op).detail(detail);
         if let Some(t) = target {
             event = event.target(t);
         }
@@ -366,7 +366,7 @@ impl World {
             return; // down, the nemesis, or already paused for longer
         };
         self.record(
-            Event::new(NEMESIS, Kind::Info, Op::Pause)
+            Event::nemesis(Op::Pause)
                 .target(&name)
                 .value(duration.as_millis() as i64)
                 .detail(why),
@@ -407,7 +407,7 @@ impl World {
             }
             (state.nodes.get(idx).name.clone(), incarnation)
         };
-        let mut event = Event::new(NEMESIS, Kind::Info, Op::Crash).target(&name);
+        let mut event = Event::nemesis(Op::Crash).target(&name);
         if let Some(d) = restart_after {
             event = event.value(d.as_millis() as i64);
         }
@@ -470,7 +470,7 @@ impl World {
         let detail = format!("{name} -> {}", names.join(","));
         self.state().net.hold(&links);
         self.record(
-            Event::new(NEMESIS, Kind::Info, Op::Hold)
+            Event::nemesis(Op::Hold)
                 .target(&name)
                 .value(duration.as_millis() as i64)
                 .detail(format!("{detail}; {why}")),

@@ -9,12 +9,12 @@
 //!   stalls its links and lets it go on at once: the write it was about to send leaves on time
 //!   and lands late.
 
-use super::{show, Action, Live, NEMESIS};
+use super::{show, Action, Live};
 use crate::clock;
 use crate::deploy::Deployment;
 use crate::proxy::{CutMode, LossPlan, LossWindow};
 use crate::refuse::Cuts;
-use locksim_check::{Event, Kind, Op};
+use locksim_check::{Event, Op};
 use locksim_scenarios::Prepared;
 use locksim_sim::fault::{delay_spike, Loss};
 use locksim_sim::Fault;
@@ -63,7 +63,7 @@ impl Live<'_> {
     pub(super) fn loss_window(&mut self, loss: &Loss) {
         assert!(self.loss.is_some() || loss.probability == 0.0, "planned");
         self.loss_epoch += 1;
-        let event = Event::new(NEMESIS, Kind::Info, Op::Loss)
+        let event = Event::nemesis(Op::Loss)
             .value(loss.duration_ms as i64)
             .detail(format!(
                 "loss probability {} (TCP: a lost chunk is resent after the RTO)",
@@ -77,7 +77,7 @@ impl Live<'_> {
 
     pub(super) fn loss_over(&mut self, epoch: u64) {
         if epoch == self.loss_epoch {
-            let over = Event::new(NEMESIS, Kind::Info, Op::Loss).detail("loss period over");
+            let over = Event::nemesis(Op::Loss).detail("loss period over");
             self.recorder.record(over);
         }
     }
@@ -95,7 +95,7 @@ impl Live<'_> {
             .expect("checked before the run");
         self.switch(&links, Some(CutMode::Stall));
         let detail = format!("{sender} -> {}", delay_spike::to_words(&receivers));
-        let event = Event::new(NEMESIS, Kind::Info, Op::Hold)
+        let event = Event::nemesis(Op::Hold)
             .target(sender)
             .value(duration_ms as i64)
             .detail(format!("{detail}; {why}; stalled: {}", show(&links)));
@@ -115,9 +115,7 @@ impl Live<'_> {
     /// A delay spike ends: its links move on, what they held first.
     pub(super) fn flush(&mut self, links: &Cuts, node: &str, detail: String) {
         self.switch(links, None);
-        let event = Event::new(NEMESIS, Kind::Info, Op::Flush)
-            .target(node)
-            .detail(detail);
+        let event = Event::nemesis(Op::Flush).target(node).detail(detail);
         self.recorder.record(event);
     }
 
@@ -144,11 +142,9 @@ impl Live<'_> {
             proc.signal(libc::SIGCONT);
         }
         let stopped_us = clock::since(stopped_ns).as_micros();
-        let note = Event::new(NEMESIS, Kind::Info, Op::Note)
-            .target(who)
-            .detail(format!(
-                "{who} stopped itself {stopped_us} µs {why} while its links were held"
-            ));
+        let note = Event::nemesis(Op::Note).target(who).detail(format!(
+            "{who} stopped itself {stopped_us} µs {why} while its links were held"
+        ));
         self.recorder.record(note);
     }
 }

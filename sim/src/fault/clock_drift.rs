@@ -7,8 +7,8 @@ use super::clock_jump::clock_nodes;
 use super::draw::{pick, Draw};
 use super::drawing::{target, Drawing, Glyph, Lane, Shape};
 use super::spec::{self, NodeKey, RandomSpec, Space, Spec};
-use crate::world::{World, NEMESIS};
-use locksim_check::history::{Event, Kind, Op};
+use crate::world::World;
+use locksim_check::history::{Event, Op};
 use serde::{Deserialize, Serialize};
 
 /// Drifts at or beyond this, in ppm either way, are not clocks.
@@ -64,7 +64,7 @@ impl Spec for ClockDrift {
         let idx = world.node(&self.node).expect("fault targets are validated");
         world.clock_drift(idx, self.drift_ppm);
         world.record(
-            Event::new(NEMESIS, Kind::Info, Op::ClockDrift)
+            Event::nemesis(Op::ClockDrift)
                 .target(&self.node)
                 .value(self.drift_ppm),
         );

@@ -7,8 +7,8 @@
 use super::draw::{pick, Draw};
 use super::drawing::{target, Drawing, Glyph, Lane, Shape};
 use super::spec::{self, DefaultNodes, NodeKey, RandomSpec, Space, Spec};
-use crate::world::{World, NEMESIS};
-use locksim_check::history::{Event, Kind, Op};
+use crate::world::World;
+use locksim_check::history::{Event, Op};
 use serde::{Deserialize, Serialize};
 
 /// `[[faults]] kind = "clock_jump"`.
@@ -60,7 +60,7 @@ impl Spec for ClockJump {
         let idx = world.node(&self.node).expect("fault targets are validated");
         world.clock_jump(idx, self.delta_ms);
         world.record(
-            Event::new(NEMESIS, Kind::Info, Op::ClockJump)
+            Event::nemesis(Op::ClockJump)
                 .target(&self.node)
                 .value(self.delta_ms),
         );

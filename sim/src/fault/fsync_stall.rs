@@ -7,8 +7,8 @@
 use super::draw::{pick, Draw};
 use super::drawing::{Drawing, Glyph, Lane, Shape};
 use super::spec::{self, DefaultNodes, NodeKey, RandomSpec, Space, Spec};
-use crate::world::{World, NEMESIS};
-use locksim_check::history::{Event, Kind, Op};
+use crate::world::World;
+use locksim_check::history::{Event, Op};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -61,7 +61,7 @@ impl Spec for FsyncStall {
         let idx = world.node(&self.node).expect("fault targets are validated");
         world.fsync_stall(idx, Duration::from_millis(self.duration_ms));
         world.record(
-            Event::new(NEMESIS, Kind::Info, Op::FsyncStall)
+            Event::nemesis(Op::FsyncStall)
                 .target(&self.node)
                 .value(self.duration_ms as i64),
         );

@@ -10,8 +10,8 @@
 use super::draw::{pick, Draw};
 use super::drawing::{Drawing, Glyph, Lane, Shape};
 use super::spec::{self, DefaultNodes, NodeKey, RandomSpec, Space, Spec};
-use crate::world::{World, NEMESIS};
-use locksim_check::history::{Event, Kind, Op};
+use crate::world::World;
+use locksim_check::history::{Event, Op};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -65,13 +65,13 @@ impl Spec for LoopStall {
     fn apply(&self, world: &World, why: &str) {
         let idx = world.node(&self.node).expect("fault targets are validated");
         world.record(
-            Event::new(NEMESIS, Kind::Info, Op::LoopStall)
+            Event::nemesis(Op::LoopStall)
                 .target(&self.node)
                 .value(self.duration_ms as i64),
         );
         if !world.loop_stall(idx, Duration::from_millis(self.duration_ms), why) {
             world.record(
-                Event::new(NEMESIS, Kind::Info, Op::Note)
+                Event::nemesis(Op::Note)
                     .target(&self.node)
                     .detail("nothing of it runs outside its loop: paused instead"),
             );

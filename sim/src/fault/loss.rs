@@ -8,8 +8,8 @@
 use super::draw::Draw;
 use super::drawing::{Drawing, Lane, Shape};
 use super::spec::{self, NodeKey, RandomSpec, Space, Spec};
-use crate::world::{World, NEMESIS};
-use locksim_check::history::{Event, Kind, Op};
+use crate::world::World;
+use locksim_check::history::{Event, Op};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -60,7 +60,7 @@ impl Spec for Loss {
     fn apply(&self, world: &World, _why: &str) {
         let epoch = world.start_loss(self.probability);
         world.record(
-            Event::new(NEMESIS, Kind::Info, Op::Loss)
+            Event::nemesis(Op::Loss)
                 .value(self.duration_ms as i64)
                 .detail(format!("loss probability {}", self.probability)),
         );

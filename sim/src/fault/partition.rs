@@ -12,8 +12,8 @@ use super::draw::{pick, Draw};
 use super::drawing::{no_label, Drawing, Lane, Shape};
 use super::spec::{self, check_range, DefaultNodes, NodeKey, RandomSpec, Space, Spec};
 use crate::nodes::NodeIdx;
-use crate::world::{Link, World, NEMESIS};
-use locksim_check::history::{Event, Kind, Op};
+use crate::world::{Link, World};
+use locksim_check::history::{Event, Op};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -96,7 +96,7 @@ impl Spec for Partition {
         let (links, detail) = self.links(world);
         world.cut(&links);
         world.record(
-            Event::new(NEMESIS, Kind::Info, Op::Partition)
+            Event::nemesis(Op::Partition)
                 .value(self.duration_ms as i64)
                 .detail(detail.clone()),
         );
