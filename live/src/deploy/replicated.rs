@@ -14,16 +14,20 @@
 
 use crate::deploy::cluster::{peer_proxies, Deployment};
 use crate::deploy::redis_server::redis_args;
-use crate::deploy::servers::{find_binary, loopback, output_of, version_in, Probe, Server};
+use crate::deploy::servers::{
+    find_binary, loopback, output_of, version_in, Configure, Probe, Server,
+};
 use crate::links::resp;
 use crate::procs::free_port;
 use crate::proxy::{Delays, Proxy};
 use crate::spec::LockSpec;
 use locksim_protocols::redis::replicated::Params;
+use locksim_protocols::redis::sentinel::Periods;
 use locksim_protocols::redis::store::Reply;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The node that starts as primary.
@@ -115,11 +119,36 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// Ready when it knows every replica and every other Sentinel (so that a failover can find
-/// a majority from the run's first second).
-fn sentinel_probe(addr: SocketAddr, replicas: usize, sentinels: usize) -> Probe {
+/// `SENTINEL DEBUG` with the model's periods (Redis 7.0 has no config-file directive for
+/// them): whether the Sentinel at `addr` took them.
+fn sentinel_periods(addr: SocketAddr, periods: Periods) -> Configure {
+    Arc::new(move || {
+        let ms = |v: u64| v.to_string();
+        let (ping, info) = (ms(periods.ping_ms), ms(periods.info_ms));
+        let (publish, ask) = (ms(periods.publish_ms), ms(periods.ask_ms));
+        let argv = [
+            "SENTINEL",
+            "DEBUG",
+            "ping-period",
+            &ping,
+            "info-period",
+            &info,
+            "publish-period",
+            &publish,
+            "ask-period",
+            &ask,
+        ];
+        resp::call(addr, &argv, Duration::from_millis(300)).is_ok_and(|r| r == Reply::Ok)
+    })
+}
+
+/// Ready when it has the model's periods and knows every replica and every other Sentinel
+/// (so that a failover can find a majority from the run's first second).
+fn sentinel_probe(addr: SocketAddr, p: &Params) -> Probe {
+    let (replicas, sentinels) = (p.replicas, p.sentinels);
+    let periods = sentinel_periods(addr, p.sentinel_periods());
     Box::new(move || {
-        sentinel_master(addr).is_some_and(|f| {
+        periods() && sentinel_master(addr).is_some_and(|f| {
             field(&f, "num-slaves") == Some(&replicas.to_string())
                 && field(&f, "num-other-sentinels") == Some(&(sentinels - 1).to_string())
         })
@@ -209,8 +238,10 @@ pub fn plan(p: Params, dir: &Path, delays: Delays) -> anyhow::Result<Deployment>
         let sentinel = sentinels.contains(name);
         let mut node = if sentinel {
             let config = sentinel_config(&p, (*port, announced(name)), first);
-            let probe = sentinel_probe(loopback(*port), p.replicas, p.sentinels);
-            server(name, dir, ("sentinel.conf", config), &["--sentinel"], probe)?
+            let probe = sentinel_probe(loopback(*port), &p);
+            let mut node = server(name, dir, ("sentinel.conf", config), &["--sentinel"], probe)?;
+            node.configure = Some(sentinel_periods(loopback(*port), p.sentinel_periods()));
+            node
         } else {
             let (upstream, replicas) = match name.as_str() {
                 FIRST_PRIMARY => (None, Some(p.replicas)),

@@ -68,6 +68,13 @@ pub fn tail(path: &Path, n: usize) -> String {
 /// Answers whether a server is ready to serve (one quick probe; false on any error).
 pub type Probe = Box<dyn Fn() -> bool + Send + Sync>;
 
+/// Sets what a server's config file cannot (a Sentinel's periods, by `SENTINEL DEBUG`): one
+/// quick try, true once done.
+pub type Configure = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// How long a restarted server is given to take its [`Configure`].
+const CONFIGURE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// One server: how to start it, and its process while it runs.
 pub struct Server {
     /// Its node name in the run (`redis`, `e1`, `zk2`, ...).
@@ -83,6 +90,9 @@ pub struct Server {
     /// Started only once every other server is ready (Sentinels, after the nodes they
     /// watch are in sync).
     pub after_others: bool,
+    /// Applied after every start: its probe waits for it at the first, and a thread of
+    /// its own tries it after a restart (a Sentinel forgets its periods when it restarts).
+    pub configure: Option<Configure>,
 }
 
 impl Server {
@@ -104,6 +114,7 @@ impl Server {
             probe,
             proc: None,
             after_others: false,
+            configure: None,
         })
     }
 
@@ -118,6 +129,14 @@ impl Server {
             .stdout(log.try_clone()?)
             .stderr(log);
         self.proc = Some(Proc::spawn(&self.name, &mut cmd)?);
+        if let Some(configure) = self.configure.clone() {
+            std::thread::spawn(move || {
+                let start_ns = clock::now_ns();
+                while !configure() && clock::since(start_ns) < CONFIGURE_TIMEOUT {
+                    clock::sleep(Duration::from_millis(20));
+                }
+            });
+        }
         Ok(())
     }
 

@@ -58,7 +58,7 @@ use super::profile::{
 };
 use super::replication::{ReplNet, ReplRole, Replicated, ReplicationConfig};
 use super::sentinel::{
-    current_primary, start_sentinel, SentinelConfig, SentinelNet, SentinelReq, SentinelResp,
+    current_primary, start_sentinel, Periods, SentinelConfig, SentinelNet, SentinelReq, SentinelResp,
 };
 use super::server::{start_replicated_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
@@ -114,9 +114,21 @@ pub struct Params {
     /// Wait this long between failover attempts, in ms (Sentinel's `failover-timeout`).
     #[serde(default = "d_failover_timeout")]
     pub failover_timeout_ms: u64,
-    /// Period of the sentinels' `INFO` requests and hello messages, in ms.
+    /// A sentinel `PING`s a node whose last answer is older than min(this, down-after), in
+    /// ms (Sentinel's `ping-period`, set live with `SENTINEL DEBUG`).
     #[serde(default = "d_sentinel_ping")]
-    pub sentinel_ping_interval_ms: u64,
+    pub sentinel_ping_period_ms: u64,
+    /// A sentinel asks each node `INFO` this often, in ms (`info-period`; every second to
+    /// the replicas of a primary in trouble).
+    #[serde(default = "d_sentinel_info")]
+    pub sentinel_info_period_ms: u64,
+    /// A sentinel's hello messages go this often, in ms (`publish-period`).
+    #[serde(default = "d_sentinel_publish")]
+    pub sentinel_publish_period_ms: u64,
+    /// A sentinel that sees the primary down asks the others this often, in ms
+    /// (`ask-period`).
+    #[serde(default = "d_sentinel_ask")]
+    pub sentinel_ask_period_ms: u64,
     /// Shortest delay before the primary streams a write to a replica, in ms.
     #[serde(default)]
     pub replication_lag_ms_min: u64,
@@ -180,10 +192,19 @@ fn d_down_after() -> u64 {
     1_000
 }
 fn d_failover_timeout() -> u64 {
-    1_000
+    10_000
 }
 fn d_sentinel_ping() -> u64 {
-    100
+    Periods::default().ping_ms
+}
+fn d_sentinel_info() -> u64 {
+    Periods::default().info_ms
+}
+fn d_sentinel_publish() -> u64 {
+    Periods::default().publish_ms
+}
+fn d_sentinel_ask() -> u64 {
+    Periods::default().ask_ms
 }
 fn d_lag_max() -> u64 {
     2
@@ -199,6 +220,16 @@ fn d_wait_timeout() -> u64 {
 }
 
 impl Params {
+    /// The periods of the Sentinels' commands.
+    pub fn sentinel_periods(&self) -> Periods {
+        Periods {
+            ping_ms: self.sentinel_ping_period_ms,
+            info_ms: self.sentinel_info_period_ms,
+            publish_ms: self.sentinel_publish_period_ms,
+            ask_ms: self.sentinel_ask_period_ms,
+        }
+    }
+
     /// The Sentinels that must agree a primary is down: `quorum`, else a majority.
     pub fn quorum(&self) -> usize {
         self.quorum.unwrap_or(self.sentinels / 2 + 1)
@@ -209,7 +240,10 @@ impl Params {
             ("ttl_ms", self.ttl_ms),
             ("down_after_ms", self.down_after_ms),
             ("failover_timeout_ms", self.failover_timeout_ms),
-            ("sentinel_ping_interval_ms", self.sentinel_ping_interval_ms),
+            ("sentinel_ping_period_ms", self.sentinel_ping_period_ms),
+            ("sentinel_info_period_ms", self.sentinel_info_period_ms),
+            ("sentinel_publish_period_ms", self.sentinel_publish_period_ms),
+            ("sentinel_ask_period_ms", self.sentinel_ask_period_ms),
             (
                 "replication_ping_interval_ms",
                 self.replication_ping_interval_ms,
@@ -352,8 +386,8 @@ impl Protocol for ReplicatedRedis {
             sentinels: p.sentinel_names(),
             quorum: p.quorum(),
             down_after_ms: p.down_after_ms,
-            ping_interval_ms: p.sentinel_ping_interval_ms,
             failover_timeout_ms: p.failover_timeout_ms,
+            periods: p.sentinel_periods(),
             priority_over_offset: p.variant == Variant::LaggingReplicaPromoted,
         };
         let sentinels: Vec<NodeIdx> = p

@@ -1,33 +1,52 @@
 //! Redis Sentinel: automatic failover of a primary (redis.io, "High availability with Redis
 //! Sentinel").
 //!
-//! What each sentinel does here, as real Sentinel does:
-//! - It asks every Redis node `INFO replication` each ping period and remembers when each
-//!   last answered. A primary silent for `down_after_ms` is *subjectively down* (`+sdown`).
-//! - It then asks the other sentinels whether they see that primary down too
-//!   (`SENTINEL is-master-down-by-addr`); with `quorum` sentinels agreeing (itself included)
-//!   the primary is *objectively down* (`+odown`).
-//! - After a random delay (Redis desynchronises sentinels so they do not all stand at once) it
-//!   starts a failover: it bumps its epoch, votes for itself and asks the others for their
-//!   vote in that epoch. Each sentinel votes once per epoch, for the first that asks. With a
-//!   majority of all sentinels (and at least `quorum`) it is the leader.
-//! - The leader promotes the most up-to-date replica that answers (highest replication
-//!   offset; ties go to the first node) with `REPLICAOF NO ONE`, adopts the new configuration
-//!   under its epoch (`+switch-master`), tells the other nodes to follow the new primary, and
-//!   announces the configuration to the other sentinels (hello messages); a sentinel adopts
-//!   any configuration with a higher epoch than its own.
-//! - A node that reports the wrong role for a while (an old primary back from a crash or a
-//!   partition, a replica following the wrong primary) is told to follow the current primary
-//!   (`+convert-to-slave`, `+fix-slave-config`): the old primary is demoted and resynced, and
-//!   writes it took after the split are lost.
+//! What each sentinel does here, as real Sentinel does (Redis 7.0's `sentinel.c`), on the
+//! ticks of its timer (10 to 19 a second, redrawn at each tick as Redis does):
+//! - It `PING`s each Redis node whose last answer is older than min(`ping-period`, 1 s;
+//!   down-after), and calls the node *subjectively down* (`+sdown`) once a `PING` has gone
+//!   unanswered for `down_after_ms` (`act_ping_time`): a primary cut off is called down 1 to 2
+//!   periods after its last answer, not at once.
+//! - It asks each node `INFO replication` every `info-period` (10 s), and every second instead
+//!   to the replicas of a primary that is objectively down or failing over: their role and
+//!   replication offset are as fresh as that.
+//! - While it sees the primary down it asks the other sentinels, every `ask-period` (1 s),
+//!   whether they see it down too (`SENTINEL is-master-down-by-addr`); with `quorum`
+//!   sentinels agreeing (itself included) the primary is *objectively down* (`+odown`).
+//! - It then stands for leader: it bumps its epoch, votes for itself and asks the others for
+//!   their vote in that epoch. Each sentinel votes once per epoch, for the first that asks,
+//!   and does not stand itself for two failover timeouts after (from a start time drawn up
+//!   to a second ahead, so that sentinels that split a vote do not stand together again).
+//!   With a majority of all sentinels (and at least `quorum`) it is the leader.
+//! - The leader picks the most up-to-date replica by its last `INFO` (highest replication
+//!   offset; ties go to the first node), sends it `REPLICAOF NO ONE`, and waits for the
+//!   replica's next `INFO` to show it a primary (`+promoted-slave`; abandoned after
+//!   `failover_timeout_ms`): only then does it adopt the new configuration under its epoch
+//!   (`+switch-master`), tell the other nodes to follow the new primary, and announce the
+//!   configuration to the other sentinels at once; they adopt any configuration with a
+//!   higher epoch than their own. Hello messages otherwise go every `publish-period` (2 s).
+//!   A new configuration resets what a sentinel knows of every node, as Redis re-creates
+//!   its instances: `INFO` at once, roles and downs forgotten.
+//! - A node whose `INFO` shows the wrong role is told to follow the current primary, while
+//!   the primary looks sane: an old primary back from a crash or a partition once it has
+//!   reported itself a primary for four publish periods (8 s) and not been down for as long
+//!   (`+convert-to-slave`: it is demoted and resynced, and writes it took after the split are
+//!   lost), a replica following another node once it has for `failover_timeout_ms`
+//!   (`+fix-slave-config`).
 //! - Clients ask a sentinel for the current primary (`SENTINEL get-master-addr-by-name`).
 //!
-//! Simplifications: `PING` and `INFO` are one request per period (Redis pings every second
-//! and sends `INFO` every ten); hello messages go directly between sentinels (Redis publishes
-//! them through the Redis nodes, so a sentinel that reaches the nodes but not the other
-//! sentinels still learns new configurations there); replica priority and the "disconnected
-//! from the primary for too long" rule are not modelled; failover ends when the promoted
-//! replica answers, without waiting for the others to resync.
+//! The periods are parameters with Redis's defaults; live mode sets the real Sentinels' to
+//! the same with `SENTINEL DEBUG`.
+//!
+//! Simplifications: hello messages go directly between sentinels (Redis publishes them
+//! through the Redis nodes, so a sentinel that reaches the nodes but not the other sentinels
+//! still learns new configurations there); a crashed node is silent, as one cut off is (a
+//! real Sentinel sees its connection refused and counts down-after from the node's last
+//! answer, up to a ping period sooner); the state machine's steps take a tick each in Redis
+//! and none here; replica priority and the "disconnected from the primary for too long"
+//! rule are not modelled; a failover ends at the promotion, without waiting for the other
+//! replicas to resync (the leader answers clients with the promoted replica from then on in
+//! Redis too).
 
 use super::server::RedisNet;
 use super::store::{Cmd, ReplInfo, Reply};
@@ -97,15 +116,60 @@ pub struct SentinelConfig {
     pub quorum: usize,
     /// Silence after which a node is down, in local ms.
     pub down_after_ms: u64,
-    /// Period of `INFO` requests, hello messages and checks, in local ms.
-    pub ping_interval_ms: u64,
     /// After a failover attempt, wait this long before the next one, in local ms.
     pub failover_timeout_ms: u64,
+    /// The periods of Sentinel's commands ([`Periods`]).
+    pub periods: Periods,
     /// Promote the last replica that answers, whatever its offset (the
     /// `lagging-replica-promoted` mistake: a `replica-priority` that prefers it, as Sentinel
     /// compares priority before offset).
     pub priority_over_offset: bool,
 }
+
+/// The periods of a Sentinel's commands, as Redis 7.0 has them (`sentinel.c`; each can be
+/// set with `SENTINEL DEBUG`, which live mode does): what makes a real failover take seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Periods {
+    /// `PING` each node when its last `PONG` is older than min(this, down-after), in ms
+    /// (`ping-period`, 1000).
+    pub ping_ms: u64,
+    /// `INFO` each node this often, in ms (`info-period`, 10000): every second instead to the
+    /// replicas of a primary that is objectively down or failing over, or whose link to
+    /// their primary is down.
+    pub info_ms: u64,
+    /// Hello messages this often, in ms (`publish-period`, 2000).
+    pub publish_ms: u64,
+    /// Ask the other sentinels about a primary this one sees down this often, in ms
+    /// (`ask-period`, 1000).
+    pub ask_ms: u64,
+}
+
+impl Default for Periods {
+    fn default() -> Periods {
+        Periods {
+            ping_ms: 1_000,
+            info_ms: 10_000,
+            publish_ms: 2_000,
+            ask_ms: 1_000,
+        }
+    }
+}
+
+/// How long a sentinel waits for the other sentinels' answers before it counts them, in ms:
+/// its timer's longest period (below).
+const TICK_MS: u64 = 100;
+
+/// The period of the next tick of a sentinel's timer (`sentinelTimer`), on which every check
+/// happens: Redis runs it at `hz` and redraws `hz` from 10..=19 at every tick, "to
+/// desynchronize every Sentinel from every other" (`sentinel.c`), so 53 to 100 ms.
+fn tick() -> Duration {
+    let hz = madsim::rand::thread_rng().gen_range(10..20);
+    Duration::from_millis(1_000 / hz)
+}
+/// `INFO` period to the replicas of a primary in trouble (fixed in `sentinel.c`), in ms.
+const INFO_IN_FAILOVER_MS: u64 = 1_000;
+/// Spread of a failover attempt's start time (`SENTINEL_MAX_DESYNC`), in ms.
+const MAX_DESYNC_MS: u64 = 1_000;
 
 /// What a sentinel keeps in its config file ([`CONF`]): it survives a crash once synced.
 #[derive(Clone, Debug, Default)]
@@ -142,6 +206,52 @@ pub fn current_primary(world: &World, sentinels: &[NodeIdx], initial: NodeIdx) -
         .map_or(initial, |(_, primary)| primary)
 }
 
+/// What a sentinel knows of one Redis node (Redis' `sentinelRedisInstance` and its link).
+#[derive(Clone, Debug)]
+struct Watch {
+    /// When the last `PING` went (`None`: one goes at once, as on a new link).
+    last_ping: Option<Duration>,
+    /// The first `PING` still unanswered (`act_ping_time`): the node is down once it is older
+    /// than down-after.
+    pending_since: Option<Duration>,
+    last_pong: Duration,
+    /// The last `INFO` answer and when it came (`info_refresh`).
+    info: Option<(Duration, ReplInfo)>,
+    /// An `INFO` is on its way.
+    info_asked: bool,
+    /// The last `INFO` has not been acted on yet.
+    info_fresh: bool,
+    /// Since when the node reports whom it follows (`role_reported_time`,
+    /// `slave_conf_change_time`).
+    role_since: Duration,
+    /// Whether it is subjectively down, and since when it last went down
+    /// (`s_down_since_time`, never cleared while the instance lives).
+    down: bool,
+    down_since: Option<Duration>,
+}
+
+impl Watch {
+    /// A node as a new instance sees it (at start, and each after a new configuration: Redis
+    /// resets the instances then): a `PING` pending from now, `INFO` at once.
+    fn new(now: Duration) -> Watch {
+        Watch {
+            last_ping: None,
+            pending_since: Some(now),
+            last_pong: now,
+            info: None,
+            info_asked: false,
+            info_fresh: false,
+            role_since: now,
+            down: false,
+            down_since: None,
+        }
+    }
+
+    fn following(&self) -> Option<Option<NodeIdx>> {
+        self.info.as_ref().map(|(_, i)| i.following)
+    }
+}
+
 struct Sentinel {
     ctx: NodeCtx,
     config: SentinelConfig,
@@ -150,12 +260,16 @@ struct Sentinel {
     d: Durable,
     /// Whether `d` changed since the last fsync was started.
     unsynced: bool,
-    last_ok: BTreeMap<NodeIdx, Duration>,
-    info: BTreeMap<NodeIdx, ReplInfo>,
-    wrong_role_since: BTreeMap<NodeIdx, Duration>,
-    sdown: bool,
+    watch: BTreeMap<NodeIdx, Watch>,
     odown: bool,
+    /// When the other sentinels were last asked about the primary.
+    asked_at: Option<Duration>,
+    /// No failover attempt before this (`failover_start_time` + 2 × failover-timeout).
     failover_not_before: Option<Duration>,
+    /// A promotion sent, awaiting the promoted replica's `INFO` as a primary: (old primary,
+    /// promoted, epoch, when sent).
+    promoting: Option<(NodeIdx, NodeIdx, u64, Duration)>,
+    last_hello: Option<Duration>,
 }
 
 type Shared = Rc<RefCell<Sentinel>>;
@@ -178,16 +292,16 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
     let s: Shared = Rc::new(RefCell::new(Sentinel {
         ctx: ctx.clone(),
         config,
-        last_ok: nodes.iter().map(|n| (*n, now)).collect(),
+        watch: nodes.iter().map(|n| (*n, Watch::new(now))).collect(),
         redis: nodes,
         others,
         d,
         unsynced: false,
-        info: BTreeMap::new(),
-        wrong_role_since: BTreeMap::new(),
-        sdown: false,
         odown: false,
+        asked_at: None,
         failover_not_before: None,
+        promoting: None,
+        last_hello: None,
     }));
     let (s2, caller2) = (s.clone(), caller.clone());
     ctx.spawn(async move {
@@ -206,10 +320,16 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
             }
         }
     });
-    let period = Duration::from_millis(s.borrow().config.ping_interval_ms);
+    // A sentinel started some time before the run: its pings' phase is anyone's.
+    let ping_ms = s.borrow().ping_period_ms();
+    let phase_ms = madsim::rand::thread_rng().gen_range(0..ping_ms);
+    ctx.sleep_local(Duration::from_millis(phase_ms)).await;
+    s.borrow_mut().watch_anew();
     loop {
-        ctx.sleep_local(period).await;
-        ping_all(&s, &redis);
+        ctx.sleep_local(tick()).await;
+        send_periodic(&s, &redis);
+        s.borrow_mut().mark_down();
+        s.borrow_mut().confirm_promotion(&redis);
         check(&s, &redis, &caller).await;
     }
 }
@@ -225,6 +345,10 @@ impl Sentinel {
 
     fn primary(&self) -> NodeIdx {
         self.d.primary.expect("set at start")
+    }
+
+    fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
     }
 
     /// `CONFIG REWRITE` of the sentinel's file, synced in the background (an answer that
@@ -245,9 +369,62 @@ impl Sentinel {
         self.unsynced = true;
     }
 
+    /// Every node watched as a new instance.
+    fn watch_anew(&mut self) {
+        let now = self.now();
+        self.watch.values_mut().for_each(|w| *w = Watch::new(now));
+    }
+
+    /// How long a node's last `PONG` may be before it is pinged: min(ping period, down-after).
+    fn ping_period_ms(&self) -> u64 {
+        self.config.periods.ping_ms.min(self.config.down_after_ms)
+    }
+
+    /// Whether `node` has left a `PING` unanswered for longer than down-after.
     fn is_down(&self, node: NodeIdx) -> bool {
-        let silent = self.now().saturating_sub(self.last_ok[&node]);
-        silent > Duration::from_millis(self.config.down_after_ms)
+        let pending = self.watch[&node].pending_since;
+        let down_after = Self::ms(self.config.down_after_ms);
+        pending.is_some_and(|since| self.now().saturating_sub(since) > down_after)
+    }
+
+    /// Whether `node` has not gone down in the last `wait` (`sentinelRedisInstanceNoDownFor`).
+    fn no_down_for(&self, node: NodeIdx, wait: Duration) -> bool {
+        let since = self.watch[&node].down_since;
+        since.is_none_or(|t| self.now().saturating_sub(t) > wait)
+    }
+
+    /// Each node's down flag, and for the primary `+sdown`/`-sdown`.
+    fn mark_down(&mut self) {
+        let (now, primary) = (self.now(), self.primary());
+        for n in self.redis.clone() {
+            let down = self.is_down(n);
+            let w = self.watch.get_mut(&n).expect("every node is watched");
+            if down == w.down {
+                continue;
+            }
+            w.down = down;
+            if down {
+                w.down_since = Some(now);
+            }
+            if n == primary {
+                let sign = if down { '+' } else { '-' };
+                self.ctx.note(format!("{sign}sdown {}", self.name(n)));
+            }
+        }
+    }
+
+    /// How often `node` is asked `INFO` now.
+    fn info_period(&self, node: NodeIdx) -> Duration {
+        let replica = node != self.primary();
+        let link_down = self.watch[&node]
+            .info
+            .as_ref()
+            .is_some_and(|(_, i)| !i.link_up);
+        let trouble = self.odown || self.promoting.is_some() || link_down;
+        Self::ms(match replica && trouble {
+            true => INFO_IN_FAILOVER_MS,
+            false => self.config.periods.info_ms,
+        })
     }
 
     fn answer(&mut self, req: SentinelReq) -> Option<SentinelResp> {
@@ -262,7 +439,7 @@ impl Sentinel {
                     self.vote(epoch, candidate);
                 }
                 Some(SentinelResp::Down {
-                    down: primary == self.primary() && self.is_down(primary),
+                    down: primary == self.primary() && self.watch[&primary].down,
                     leader: self.d.leader,
                     leader_epoch: self.d.leader_epoch,
                 })
@@ -286,14 +463,21 @@ impl Sentinel {
             self.save();
             if candidate != self.ctx.idx() {
                 // Give the candidate time to finish before standing ourselves.
-                let wait = Duration::from_millis(self.config.failover_timeout_ms);
-                self.failover_not_before = Some(self.now() + wait);
+                self.failover_not_before = Some(self.next_attempt());
             }
         }
         assert!(
             self.d.leader_epoch >= voted_before,
             "never a second vote in an epoch"
         );
+    }
+
+    /// When the next failover attempt may start: two failover timeouts after a start time
+    /// drawn up to a second ahead (`failover_start_time`), so that sentinels that split a
+    /// vote do not stand together again.
+    fn next_attempt(&self) -> Duration {
+        let desync_ms = madsim::rand::thread_rng().gen_range(0..MAX_DESYNC_MS);
+        self.now() + Self::ms(desync_ms + 2 * self.config.failover_timeout_ms)
     }
 
     /// Adopts a configuration announced with a higher epoch than ours.
@@ -309,7 +493,8 @@ impl Sentinel {
         }
     }
 
-    /// Takes a configuration if its epoch is newer than ours.
+    /// Takes a configuration if its epoch is newer than ours; every node is then watched
+    /// anew, as Redis resets its instances (`INFO` at once, roles and downs forgotten).
     fn switch(&mut self, epoch: u64, primary: NodeIdx) -> bool {
         if epoch <= self.d.config_epoch {
             return false;
@@ -318,22 +503,24 @@ impl Sentinel {
         self.d.current_epoch = self.d.current_epoch.max(epoch);
         self.d.primary = Some(primary);
         self.save();
-        self.sdown = false;
+        self.watch_anew();
         self.odown = false;
+        self.asked_at = None;
         self.failover_not_before = None;
+        self.promoting = None;
         true
     }
 
-    /// The replica to promote: answering, following someone, most up to date (or, with
-    /// `priority_over_offset`, the last such node).
+    /// The replica to promote: answering, following someone, most up to date by its last
+    /// `INFO` (or, with `priority_over_offset`, the last such node).
     fn best_replica(&self) -> Option<NodeIdx> {
         let primary = self.primary();
         let priority = |n: &NodeIdx| self.config.priority_over_offset.then_some(*n);
         self.redis
             .iter()
-            .filter(|n| **n != primary && !self.is_down(**n))
+            .filter(|n| **n != primary && !self.watch[n].down)
             .filter_map(|n| {
-                let info = self.info.get(n)?;
+                let (_, info) = self.watch[n].info.as_ref()?;
                 info.following.is_some().then_some((
                     priority(n),
                     info.offset,
@@ -344,74 +531,148 @@ impl Sentinel {
             .map(|(_, _, std::cmp::Reverse(n))| n)
     }
 
-    /// Nodes to tell to follow the primary: those reporting another role for a while, as long
-    /// as the primary itself looks sane (up, and a primary).
-    fn misconfigured(&mut self) -> Vec<NodeIdx> {
-        let primary = self.primary();
-        let sane = !self.is_down(primary)
-            && self
-                .info
-                .get(&primary)
-                .is_some_and(|i| i.following.is_none());
-        if !sane {
-            self.wrong_role_since.clear();
-            return vec![];
-        }
-        let now = self.now();
-        let grace = Duration::from_millis(5 * self.config.ping_interval_ms);
+    /// Whether the primary looks sane (`sentinelMasterLooksSane`): not down, reporting itself
+    /// a primary in an `INFO` of the last two info periods.
+    fn primary_sane(&self) -> bool {
+        let w = &self.watch[&self.primary()];
+        let recent = Self::ms(2 * self.config.periods.info_ms);
+        !w.down
+            && !self.odown
+            && w.info.as_ref().is_some_and(|(at, i)| {
+                i.following.is_none() && self.now().saturating_sub(*at) < recent
+            })
+    }
+
+    /// Nodes whose last `INFO` shows them misconfigured, to be told to follow the primary, as
+    /// Redis acts on each `INFO` answer: one that claims to be a primary once it has for
+    /// four publish periods (`+convert-to-slave`), one that follows another node once it
+    /// has for failover-timeout (`+fix-slave-config`); either only if it has not been down
+    /// for as long, and while the primary looks sane.
+    fn misconfigured(&mut self) -> Vec<(NodeIdx, &'static str)> {
+        let (primary, now, sane) = (self.primary(), self.now(), self.primary_sane());
         let mut fix = vec![];
         for n in self.redis.clone() {
-            let wrong = n != primary
-                && !self.is_down(n)
-                && self
-                    .info
-                    .get(&n)
-                    .is_some_and(|i| i.following != Some(primary));
-            if !wrong {
-                self.wrong_role_since.remove(&n);
+            let w = self.watch.get_mut(&n).expect("every node is watched");
+            let fresh = std::mem::take(&mut w.info_fresh);
+            let (role_since, following) = (w.role_since, w.following());
+            if n == primary || !fresh || !sane {
                 continue;
             }
-            let since = *self.wrong_role_since.entry(n).or_insert(now);
-            if now.saturating_sub(since) >= grace {
-                self.wrong_role_since.insert(n, now);
-                fix.push(n);
+            let (wait_ms, what) = match following {
+                Some(None) => (4 * self.config.periods.publish_ms, "+convert-to-replica"),
+                Some(Some(f)) if f != primary => {
+                    (self.config.failover_timeout_ms, "+fix-replica-config")
+                }
+                _ => continue,
+            };
+            let wait = Self::ms(wait_ms);
+            if self.no_down_for(n, wait) && now.saturating_sub(role_since) > wait {
+                fix.push((n, what));
             }
         }
         fix
     }
 }
 
-fn ping_all(s: &Shared, redis: &Caller<Cmd, Reply>) {
-    let (ctx, nodes, timeout) = {
-        let s = s.borrow();
-        let timeout = Duration::from_millis(s.config.ping_interval_ms);
-        (s.ctx.clone(), s.redis.clone(), timeout)
-    };
-    for node in nodes {
-        let (s, redis, ctx2) = (s.clone(), redis.clone(), ctx.clone());
-        ctx.spawn(async move {
-            if let Ok(Reply::Info(info)) = redis.call(node, Cmd::Info, timeout).await {
-                let mut s = s.borrow_mut();
-                s.last_ok.insert(node, ctx2.mono_now());
-                s.info.insert(node, info);
+/// What a tick sends each node, as Redis' `sentinelSendPeriodicCommands`: `INFO` when the
+/// last answer is older than its period (and none is on its way), `PING` when the last
+/// `PONG` is older than min(ping period, down-after) and the last `PING` older than half that.
+fn send_periodic(s: &Shared, redis: &Caller<Cmd, Reply>) {
+    let mut sent = vec![];
+    {
+        let mut me = s.borrow_mut();
+        let now = me.now();
+        let ping = Sentinel::ms(me.ping_period_ms());
+        for n in me.redis.clone() {
+            let info_period = me.info_period(n);
+            let w = me.watch.get_mut(&n).expect("every node is watched");
+            let stale = w
+                .info
+                .as_ref()
+                .is_none_or(|(at, _)| now.saturating_sub(*at) > info_period);
+            if stale && !w.info_asked {
+                w.info_asked = true;
+                sent.push((n, Cmd::Info));
             }
+            let ping_due = w.last_ping.is_none_or(|t| {
+                now.saturating_sub(w.last_pong) > ping && now.saturating_sub(t) > ping / 2
+            });
+            if ping_due {
+                w.last_ping = Some(now);
+                w.pending_since.get_or_insert(now);
+                sent.push((n, Cmd::Ping));
+            }
+        }
+    }
+    // An answer counts however late it is; a request is given up after down-after.
+    let timeout = Sentinel::ms(s.borrow().config.down_after_ms);
+    let ctx = s.borrow().ctx.clone();
+    for (node, cmd) in sent {
+        let (s, redis) = (s.clone(), redis.clone());
+        ctx.spawn(async move {
+            let reply = redis.call(node, cmd, timeout).await;
+            s.borrow_mut().answered(node, reply);
         });
     }
 }
 
-/// Asks every other sentinel at once; returns the answers that came in time.
+impl Sentinel {
+    /// A node's answer to a `PING` or an `INFO` (or its timeout).
+    fn answered(&mut self, node: NodeIdx, reply: Result<Reply, locksim_sim::rpc::RpcError>) {
+        let now = self.now();
+        let w = self.watch.get_mut(&node).expect("every node is watched");
+        match reply {
+            Ok(Reply::Info(info)) => {
+                if w.following() != Some(info.following) {
+                    w.role_since = now;
+                }
+                w.info = Some((now, info));
+                w.info_fresh = true;
+                w.info_asked = false;
+            }
+            Ok(_) => {
+                w.last_pong = now;
+                w.pending_since = None;
+            }
+            // Only an `INFO`'s timeout matters: the next one may go.
+            Err(_) => w.info_asked = false,
+        }
+    }
+
+    /// A promotion is done when the promoted replica's `INFO` shows it a primary
+    /// (`+promoted-slave`): the sentinel takes the new configuration then, and its hello
+    /// goes at once. One that does not show it within failover-timeout is abandoned.
+    fn confirm_promotion(&mut self, redis: &Caller<Cmd, Reply>) {
+        let Some((primary, chosen, epoch, sent_at)) = self.promoting else {
+            return;
+        };
+        let promoted = self.watch[&chosen]
+            .info
+            .as_ref()
+            .is_some_and(|(at, i)| *at > sent_at && i.following.is_none());
+        if promoted {
+            self.promoting = None;
+            if self.d.config_epoch < epoch && self.primary() == primary {
+                self.switch_to_promoted(redis, primary, chosen, epoch);
+                self.last_hello = None;
+            }
+        } else if self.now().saturating_sub(sent_at) > Self::ms(self.config.failover_timeout_ms) {
+            self.promoting = None;
+            let name = self.name(chosen);
+            self.ctx
+                .note(format!("-failover-abort-slave-timeout: {name} not promoted"));
+        }
+    }
+}
+
+/// Asks every other sentinel at once; returns the answers that came within a tick.
 async fn ask_all(
     s: &Shared,
     caller: &Caller<SentinelReq, SentinelResp>,
     req: SentinelReq,
 ) -> Vec<SentinelResp> {
-    let (others, timeout) = {
-        let s = s.borrow();
-        (
-            s.others.clone(),
-            Duration::from_millis(s.config.ping_interval_ms),
-        )
-    };
+    let others = s.borrow().others.clone();
+    let timeout = Sentinel::ms(TICK_MS);
     let calls = others
         .into_iter()
         .map(|o| caller.call(o, req.clone(), timeout));
@@ -422,11 +683,11 @@ async fn ask_all(
         .collect()
 }
 
-/// One period's checks: is the primary down, should we fail over, is anyone misconfigured;
-/// then the hello message.
+/// One tick's checks: is the primary objectively down, should we fail over, is anyone
+/// misconfigured; then the hello message, if due.
 async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelReq, SentinelResp>) {
-    let (primary, down, epoch, quorum) = s.borrow_mut().subjectively_down();
-    if down {
+    let ask_due = s.borrow_mut().ask_due();
+    if let Some((primary, epoch, quorum)) = ask_due {
         let ask = SentinelReq::IsPrimaryDown {
             primary,
             epoch,
@@ -437,25 +698,25 @@ async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelR
             .iter()
             .filter(|r| matches!(r, SentinelResp::Down { down: true, .. }))
             .count();
-        let wait = s
+        let became = s
             .borrow_mut()
             .objectively_down(primary, 1 + agree >= quorum, agree);
-        if let Some((ctx, wait)) = wait {
-            if !wait.is_zero() {
-                ctx.sleep_local(wait).await;
-            }
-            fail_over(s, redis, caller, primary).await;
+        if became {
+            // Its replicas are asked INFO every second from now, the first time in this
+            // tick (Redis handles a primary's replicas after the primary).
+            send_periodic(s, redis);
         }
     }
+    let due = s.borrow().failover_due();
+    if let Some(primary) = due {
+        fail_over(s, redis, caller, primary).await;
+    }
     let fix = s.borrow_mut().misconfigured();
-    let s = s.borrow();
+    let mut s = s.borrow_mut();
     let primary = s.primary();
-    for n in fix {
-        s.ctx.note(format!(
-            "+convert-to-replica {} of {}",
-            s.name(n),
-            s.name(primary)
-        ));
+    for (n, what) in fix {
+        s.ctx
+            .note(format!("{what} {} of {}", s.name(n), s.name(primary)));
         redis.notify(
             n,
             Cmd::ReplicaOf {
@@ -463,6 +724,12 @@ async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelR
             },
         );
     }
+    let now = s.now();
+    let publish = Sentinel::ms(s.config.periods.publish_ms);
+    if s.last_hello.is_some_and(|t| now.saturating_sub(t) <= publish) {
+        return;
+    }
+    s.last_hello = Some(now);
     let hello = SentinelReq::Hello {
         epoch: s.d.config_epoch,
         primary,
@@ -472,7 +739,8 @@ async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelR
     }
 }
 
-/// Stands for election in a new epoch and, if elected, promotes the best replica.
+/// Stands for election in a new epoch and, if elected, promotes the best replica: it sends
+/// `REPLICAOF NO ONE` and waits for the replica's `INFO` ([`Sentinel::confirm_promotion`]).
 async fn fail_over(
     s: &Shared,
     redis: &Caller<Cmd, Reply>,
@@ -498,7 +766,7 @@ async fn fail_over(
     let Some(chosen) = s.borrow().elected(epoch, votes, needed) else {
         return;
     };
-    let timeout = Duration::from_millis(s.borrow().config.ping_interval_ms);
+    let timeout = Sentinel::ms(TICK_MS);
     let promoted = redis
         .call(chosen, Cmd::ReplicaOf { primary: None }, timeout)
         .await;
@@ -513,37 +781,36 @@ async fn fail_over(
     if s.d.config_epoch >= epoch || s.primary() != primary {
         return; // Someone else's newer configuration arrived meanwhile.
     }
-    s.switch_to_promoted(redis, primary, chosen, epoch);
+    let now = s.now();
+    s.promoting = Some((primary, chosen, epoch, now));
 }
 
 impl Sentinel {
-    /// The primary as this sentinel sees it (`+sdown`/`-sdown`): `(primary, down, current
-    /// epoch, quorum)`.
-    fn subjectively_down(&mut self) -> (NodeIdx, bool, u64, usize) {
+    /// The primary if this sentinel sees it down and should ask the others about it now
+    /// (every ask period): `(primary, current epoch, quorum)`. A primary back up is no
+    /// longer objectively down.
+    fn ask_due(&mut self) -> Option<(NodeIdx, u64, usize)> {
         let primary = self.primary();
-        let down = self.is_down(primary);
-        if down != self.sdown {
-            self.sdown = down;
-            let sign = if down { '+' } else { '-' };
-            self.ctx.note(format!("{sign}sdown {}", self.name(primary)));
-        }
-        if !down {
+        if !self.watch[&primary].down {
             self.odown = false;
-            self.failover_not_before = None;
+            self.asked_at = None;
+            return None;
         }
-        (primary, down, self.d.current_epoch, self.config.quorum)
+        let now = self.now();
+        let ask = Self::ms(self.config.periods.ask_ms);
+        if self.asked_at.is_some_and(|t| now.saturating_sub(t) < ask) {
+            return None;
+        }
+        self.asked_at = Some(now);
+        Some((primary, self.d.current_epoch, self.config.quorum))
     }
 
-    /// With `agree` other sentinels agreeing (`quorate` if enough): `+odown`, and when to
-    /// fail over if it is due within this period.
-    fn objectively_down(
-        &mut self,
-        primary: NodeIdx,
-        quorate: bool,
-        agree: usize,
-    ) -> Option<(NodeCtx, Duration)> {
-        let odown = quorate && self.primary() == primary;
-        if odown && !self.odown {
+    /// With `agree` other sentinels agreeing (`quorate` if enough): whether the primary just
+    /// became objectively down (`+odown`).
+    fn objectively_down(&mut self, primary: NodeIdx, quorate: bool, agree: usize) -> bool {
+        let odown = quorate && self.primary() == primary && self.watch[&primary].down;
+        let became = odown && !self.odown;
+        if became {
             self.ctx.note(format!(
                 "+odown {} ({} sentinels agree)",
                 self.name(primary),
@@ -551,15 +818,15 @@ impl Sentinel {
             ));
         }
         self.odown = odown;
+        became
+    }
+
+    /// Whether to stand for election now: the primary objectively down, no promotion on its
+    /// way and no attempt (ours, or one we voted for) too recent.
+    fn failover_due(&self) -> Option<NodeIdx> {
         let now = self.now();
-        // Redis desynchronises sentinels so that they do not all stand in the same epoch.
-        let desync_ms = madsim::rand::thread_rng().gen_range(0..=self.config.ping_interval_ms);
-        let not_before = *self
-            .failover_not_before
-            .get_or_insert(now + Duration::from_millis(desync_ms));
-        let period = Duration::from_millis(self.config.ping_interval_ms);
-        let wait = not_before.saturating_sub(now);
-        (odown && wait < period).then_some((self.ctx.clone(), wait))
+        let recent = self.failover_not_before.is_some_and(|t| t > now);
+        (self.odown && self.promoting.is_none() && !recent).then(|| self.primary())
     }
 
     /// Stands for leader in a new epoch, voting for itself: `(me, epoch, votes needed)`, or
@@ -574,11 +841,7 @@ impl Sentinel {
         self.d.leader = Some(me);
         self.d.leader_epoch = epoch;
         self.save();
-        // The next attempt is desynchronised again (Redis re-draws `failover_start_time`
-        // for every attempt): sentinels that split the vote must not stand together forever.
-        let desync_ms = madsim::rand::thread_rng().gen_range(0..=self.config.ping_interval_ms);
-        let wait = Duration::from_millis(self.config.failover_timeout_ms + desync_ms);
-        self.failover_not_before = Some(self.now() + wait);
+        self.failover_not_before = Some(self.next_attempt());
         self.ctx.note(format!(
             "+try-failover {} epoch {epoch}",
             self.name(primary)

@@ -108,6 +108,7 @@ fn standalone_command(
     cmd: &Cmd,
 ) -> Option<Reply> {
     let deferred = match cmd {
+        Cmd::Ping => Deferred::Now(Reply::Bulk("PONG".into())),
         Cmd::Info => Deferred::Now(Reply::Info(ReplInfo {
             following: None,
             link_up: true,

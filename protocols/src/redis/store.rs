@@ -243,6 +243,8 @@ pub enum Cmd {
         /// How long to block at most, in seconds of the server's clock.
         timeout_s: u64,
     },
+    /// `PING` (Sentinel's liveness check): answered `PONG` by the server, whatever its role.
+    Ping,
     /// `INFO replication` (what Sentinel asks every node): the node's role and offset.
     /// Handled by the server, not the data set.
     Info,
@@ -293,12 +295,12 @@ impl Cmd {
         }
     }
 
-    /// Whether the server handles the command itself (`INFO`, `REPLICAOF`, `WAIT`, `BLPOP`)
-    /// rather than the data set.
+    /// Whether the server handles the command itself (`PING`, `INFO`, `REPLICAOF`, `WAIT`,
+    /// `BLPOP`) rather than the data set.
     pub fn is_server_command(&self) -> bool {
         matches!(
             self,
-            Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } | Cmd::Blpop { .. }
+            Cmd::Ping | Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } | Cmd::Blpop { .. }
         )
     }
 
@@ -316,7 +318,7 @@ impl Cmd {
             Cmd::SetNxIncr { key, counter, .. } => vec![key, counter],
             Cmd::DelIfEqSignal { key, signal, .. } => vec![key, signal],
             Cmd::Blpop { key, .. } => vec![key],
-            Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } => vec![],
+            Cmd::Ping | Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } => vec![],
         }
     }
 
@@ -379,6 +381,7 @@ impl Cmd {
                 eval(&UNLOCK_AND_SIGNAL, &[key, signal], &[value, &expire_ms])
             }
             Cmd::Blpop { key, timeout_s } => words(&["BLPOP", key, &timeout_s.to_string()]),
+            Cmd::Ping => words(&["PING"]),
             Cmd::Info => words(&["INFO", "replication"]),
             Cmd::ReplicaOf { primary: None } => words(&["REPLICAOF", "NO", "ONE"]),
             Cmd::ReplicaOf { primary: Some(_) } => return None,
@@ -855,7 +858,7 @@ impl Store {
                 signal,
                 signal_expire_ms,
             } => self.del_if_eq_signal((key, value), signal, *signal_expire_ms, now_ms, expired),
-            Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } | Cmd::Blpop { .. } => {
+            Cmd::Ping | Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } | Cmd::Blpop { .. } => {
                 Err("ERR not a data-set command: the server handles it".into())
             }
         }
