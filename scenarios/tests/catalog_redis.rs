@@ -113,6 +113,68 @@ fn replicated_mistake_is_caught_and_correct_is_not(name: &str) {
     }
 }
 
+/// When the first sentinel note containing `part` comes, in ms (infinity if none).
+fn first_sentinel_note_ms(history: &locksim_sim::History, part: &str) -> f64 {
+    let sentinel = |e: &&locksim_sim::history::Event| e.node.starts_with("sentinel");
+    let named = |e: &&locksim_sim::history::Event| e.detail.as_deref().unwrap_or("").contains(part);
+    history
+        .iter()
+        .filter(sentinel)
+        .find(named)
+        .map_or(f64::INFINITY, |e| e.time_ms())
+}
+
+/// Sentinel on Redis 7.0's periods: a primary cut off at 1 s is called down once a PING has
+/// gone unanswered for down-after (1 s), and the PING goes when the last answer is a ping
+/// period (1 s) old: between 2 and 3 s, give or take a tick and a message's latency (the
+/// model's Sentinels once called it down at 2.00 s on every seed, with a 100 ms period). The
+/// promotion is adopted at the promoted replica's next INFO (every second during a failover),
+/// not when it answers REPLICAOF: up to 1.2 s after the election, never in the same tick.
+#[test]
+fn sentinels_call_a_cut_primary_down_and_promote_on_redis_periods() {
+    let p = prepared("catalog/redis-replicated-stale-primary.toml");
+    let mut sdown_ms = vec![];
+    for seed in 1..=SEEDS {
+        let (_, h) = p.run_with_history(seed);
+        let sdown = first_sentinel_note_ms(&h, "+sdown redis1");
+        let elected = first_sentinel_note_ms(&h, "+elected-leader");
+        let switched = first_sentinel_note_ms(&h, "+switch-master");
+        assert!(
+            (1_900.0..=3_300.0).contains(&sdown),
+            "seed {seed}: expected the first +sdown within 1.9-3.3 s, observed {sdown} ms"
+        );
+        let promotion_ms = switched - elected;
+        assert!(
+            (20.0..=1_300.0).contains(&promotion_ms),
+            "seed {seed}: expected +switch-master 20-1300 ms after +elected-leader (at the \
+             replica's next INFO), observed {promotion_ms} ms ({elected} -> {switched})"
+        );
+        sdown_ms.push(sdown);
+    }
+    let spread = sdown_ms.iter().cloned().fold(f64::NAN, f64::max)
+        - sdown_ms.iter().cloned().fold(f64::NAN, f64::min);
+    assert!(
+        spread > 200.0,
+        "the ping phase differs by seed: +sdown at {sdown_ms:?}"
+    );
+}
+
+/// An old primary that comes back is converted only once it has reported itself a primary
+/// for four publish periods (8 s) and at its next INFO (every 10 s to a replica): redis1
+/// restarts at 4.03 s and is told to follow the new primary no sooner than 12 s.
+#[test]
+fn an_old_primary_back_is_converted_after_eight_seconds() {
+    let p = prepared("catalog/redis-replicated-failover.toml");
+    for seed in 1..=SEEDS {
+        let (_, h) = p.run_with_history(seed);
+        let converted = first_sentinel_note_ms(&h, "+convert-to-replica redis1");
+        assert!(
+            (12_000.0..=15_000.0).contains(&converted),
+            "seed {seed}: expected redis1 converted within 12-15 s, observed {converted} ms"
+        );
+    }
+}
+
 #[test]
 fn replicated_stale_primary_is_caught_and_the_correct_client_is_not() {
     replicated_mistake_is_caught_and_correct_is_not("redis-replicated-stale-primary.toml");

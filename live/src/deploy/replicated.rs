@@ -148,10 +148,11 @@ fn sentinel_probe(addr: SocketAddr, p: &Params) -> Probe {
     let (replicas, sentinels) = (p.replicas, p.sentinels);
     let periods = sentinel_periods(addr, p.sentinel_periods());
     Box::new(move || {
-        periods() && sentinel_master(addr).is_some_and(|f| {
-            field(&f, "num-slaves") == Some(&replicas.to_string())
-                && field(&f, "num-other-sentinels") == Some(&(sentinels - 1).to_string())
-        })
+        periods()
+            && sentinel_master(addr).is_some_and(|f| {
+                field(&f, "num-slaves") == Some(&replicas.to_string())
+                    && field(&f, "num-other-sentinels") == Some(&(sentinels - 1).to_string())
+            })
     })
 }
 

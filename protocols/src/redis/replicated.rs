@@ -58,7 +58,8 @@ use super::profile::{
 };
 use super::replication::{ReplNet, ReplRole, Replicated, ReplicationConfig};
 use super::sentinel::{
-    current_primary, start_sentinel, Periods, SentinelConfig, SentinelNet, SentinelReq, SentinelResp,
+    current_primary, start_sentinel, Periods, SentinelConfig, SentinelNet, SentinelReq,
+    SentinelResp,
 };
 use super::server::{start_replicated_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
@@ -242,7 +243,10 @@ impl Params {
             ("failover_timeout_ms", self.failover_timeout_ms),
             ("sentinel_ping_period_ms", self.sentinel_ping_period_ms),
             ("sentinel_info_period_ms", self.sentinel_info_period_ms),
-            ("sentinel_publish_period_ms", self.sentinel_publish_period_ms),
+            (
+                "sentinel_publish_period_ms",
+                self.sentinel_publish_period_ms,
+            ),
             ("sentinel_ask_period_ms", self.sentinel_ask_period_ms),
             (
                 "replication_ping_interval_ms",

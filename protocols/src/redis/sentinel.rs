@@ -659,8 +659,9 @@ impl Sentinel {
         } else if self.now().saturating_sub(sent_at) > Self::ms(self.config.failover_timeout_ms) {
             self.promoting = None;
             let name = self.name(chosen);
-            self.ctx
-                .note(format!("-failover-abort-slave-timeout: {name} not promoted"));
+            self.ctx.note(format!(
+                "-failover-abort-slave-timeout: {name} not promoted"
+            ));
         }
     }
 }
@@ -726,7 +727,9 @@ async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelR
     }
     let now = s.now();
     let publish = Sentinel::ms(s.config.periods.publish_ms);
-    if s.last_hello.is_some_and(|t| now.saturating_sub(t) <= publish) {
+    if s.last_hello
+        .is_some_and(|t| now.saturating_sub(t) <= publish)
+    {
         return;
     }
     s.last_hello = Some(now);

@@ -858,9 +858,11 @@ impl Store {
                 signal,
                 signal_expire_ms,
             } => self.del_if_eq_signal((key, value), signal, *signal_expire_ms, now_ms, expired),
-            Cmd::Ping | Cmd::Info | Cmd::ReplicaOf { .. } | Cmd::Wait { .. } | Cmd::Blpop { .. } => {
-                Err("ERR not a data-set command: the server handles it".into())
-            }
+            Cmd::Ping
+            | Cmd::Info
+            | Cmd::ReplicaOf { .. }
+            | Cmd::Wait { .. }
+            | Cmd::Blpop { .. } => Err("ERR not a data-set command: the server handles it".into()),
         }
     }
 
