@@ -51,7 +51,7 @@
 use super::server::RedisNet;
 use super::store::{Cmd, ReplInfo, Reply};
 use futures::StreamExt;
-use locksim_sim::rpc::{endpoint, Caller, Wire};
+use locksim_sim::rpc::{endpoint, Caller, RpcError, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use rand::Rng;
 use std::cell::RefCell;
@@ -610,15 +610,16 @@ fn send_periodic(s: &Shared, redis: &Caller<Cmd, Reply>) {
     for (node, cmd) in sent {
         let (s, redis) = (s.clone(), redis.clone());
         ctx.spawn(async move {
+            let info = cmd == Cmd::Info;
             let reply = redis.call(node, cmd, timeout).await;
-            s.borrow_mut().answered(node, reply);
+            s.borrow_mut().answered(node, info, reply);
         });
     }
 }
 
 impl Sentinel {
-    /// A node's answer to a `PING` or an `INFO` (or its timeout).
-    fn answered(&mut self, node: NodeIdx, reply: Result<Reply, locksim_sim::rpc::RpcError>) {
+    /// A node's answer to a `PING` or an `INFO` (`info`), or its timeout.
+    fn answered(&mut self, node: NodeIdx, info: bool, reply: Result<Reply, RpcError>) {
         let now = self.now();
         let w = self.watch.get_mut(&node).expect("every node is watched");
         match reply {
@@ -634,8 +635,9 @@ impl Sentinel {
                 w.last_pong = now;
                 w.pending_since = None;
             }
-            // Only an `INFO`'s timeout matters: the next one may go.
-            Err(_) => w.info_asked = false,
+            // A `PING`'s stays pending; after an `INFO`'s the next one may go.
+            Err(RpcError::Timeout) if info => w.info_asked = false,
+            Err(RpcError::Timeout) => {}
         }
     }
 
