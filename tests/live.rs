@@ -1766,9 +1766,48 @@ fn a_zookeeper_session_moves_to_another_server_when_the_leader_crashes() {
     // 8 s, when both clients gave their sessions up, a 6 s session timeout after their last
     // reply. So the session is 10 s here, with the tick kept at 600 ms (syncLimit 5 ticks).
     let path = scenario(&dir, "move", "duration_ms = 14000\n[protocol]\nname = \"zookeeper\"\npeers = 3\nsession_timeout_ms = 10000\ntick_time_ms = 600\n[workload]\nclients = 2\ncs_ms_min = 50\ncs_ms_max = 100\n[resource]\nfencing = \"on\"\n[[faults]]\nkind = \"crash\"\nnode = \"@leader\"\nat_ms = 2000\nrestart_after_ms = 2000\n");
-    let (out, events, saved_at) = live_history(&path, &dir, "h", &["--json"]);
+    // The ensemble itself may take longer than the session to serve again (measured: 10.3 s
+    // once, with the suite's JVMs and builds beside it): every session then ends, as it
+    // should, and the run says nothing of the client. Such a run is recognised by its
+    // history (no client's session moved or came back within the session timeout of the
+    // crash), said, and run again, at most three times; the last is judged whatever it shows.
+    for attempt in 1..=3 {
+        let name = format!("h{attempt}");
+        let (out, events, saved_at) = live_history(&path, &dir, &name, &["--json"]);
+        if attempt < 3 && !ensemble_served_within(&events, 10_000) {
+            eprintln!(
+                "attempt {attempt}: no server took a session within 10 s of the leader's \
+                 crash ({saved_at}): once more"
+            );
+            continue;
+        }
+        return session_moved(&out, &events, &saved_at);
+    }
+}
+
+/// Whether some client's session moved to a server, or came back, within `session_ms` of
+/// the run's crash: the ensemble served again before sessions could end.
+fn ensemble_served_within(events: &[serde_json::Value], session_ms: u64) -> bool {
+    let Some(crash_ns) = (events.iter())
+        .find(|e| e["op"] == "crash")
+        .and_then(|e| e["time_ns"].as_u64())
+    else {
+        return true; // Nothing to wait for: judged as it is.
+    };
+    events.iter().any(|e| {
+        let moved = e["op"] == "note"
+            && e["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("session moved") || d.starts_with("session back"));
+        let t = e["time_ns"].as_u64().unwrap_or(u64::MAX);
+        moved && t > crash_ns && t - crash_ns < session_ms * 1_000_000
+    })
+}
+
+/// What `a_zookeeper_session_moves_to_another_server_when_the_leader_crashes` asserts of a run.
+fn session_moved(out: &Output, events: &[serde_json::Value], saved_at: &str) {
     let printed = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
-    assert_eq!(code(&out), 0, "{printed}\n{saved_at}");
+    assert_eq!(code(out), 0, "{printed}\n{saved_at}");
     let notes = |client: &str, what: &[&str]| {
         events
             .iter()
