@@ -161,7 +161,8 @@ fn sentinels_call_a_cut_primary_down_and_promote_on_redis_periods() {
 
 /// An old primary that comes back is converted only once it has reported itself a primary
 /// for four publish periods (8 s) and at its next INFO (every 10 s to a replica): redis1
-/// restarts at 4.03 s and is told to follow the new primary no sooner than 12 s.
+/// restarts at 4.03 s, a sentinel reconnects to it within a second and asks `INFO` at once,
+/// and it is told to follow the new primary at the INFO ten seconds later: within 12-16 s.
 #[test]
 fn an_old_primary_back_is_converted_after_eight_seconds() {
     let p = prepared("catalog/redis-replicated-failover.toml");
@@ -169,8 +170,8 @@ fn an_old_primary_back_is_converted_after_eight_seconds() {
         let (_, h) = p.run_with_history(seed);
         let converted = first_sentinel_note_ms(&h, "+convert-to-replica redis1");
         assert!(
-            (12_000.0..=15_000.0).contains(&converted),
-            "seed {seed}: expected redis1 converted within 12-15 s, observed {converted} ms"
+            (12_000.0..=16_000.0).contains(&converted),
+            "seed {seed}: expected redis1 converted within 12-16 s, observed {converted} ms"
         );
     }
 }

@@ -254,6 +254,16 @@ impl World {
         self.state().nodes.get(idx).alive
     }
 
+    /// Whether `from`'s connection to `to` is refused or reset: `to`'s process is gone and
+    /// its host, not cut off from `from`, answers with a reset, as a kernel does for a port
+    /// nobody listens on. (The simulated network itself makes a crashed node silent; a model
+    /// that keeps a connection open, as Sentinel does, asks this to see what a real one
+    /// would.)
+    pub fn refuses(&self, from: NodeIdx, to: NodeIdx) -> bool {
+        let state = self.state();
+        !state.nodes.get(to).alive && !state.net.cuts.contains_key(&(to, from))
+    }
+
     /// A copy of a node's clock now.
     pub fn clock(&self, idx: NodeIdx) -> NodeClock {
         self.state().clocks.get(idx).clone()

@@ -33,6 +33,9 @@
 //!   (`+convert-to-slave`: it is demoted and resynced, and writes it took after the split are
 //!   lost), a replica following another node once it has for `failover_timeout_ms`
 //!   (`+fix-slave-config`).
+//! - A crashed node's connection is refused or reset ([`locksim_sim::World::refuses`]): the
+//!   sentinel counts down-after from the node's last answer instead, sends it nothing and
+//!   tries to reconnect once a ping period, with a `PING` as soon as it connects.
 //! - Clients ask a sentinel for the current primary (`SENTINEL get-master-addr-by-name`).
 //!
 //! The periods are parameters with Redis's defaults; live mode sets the real Sentinels' to
@@ -40,10 +43,9 @@
 //!
 //! Simplifications: hello messages go directly between sentinels (Redis publishes them
 //! through the Redis nodes, so a sentinel that reaches the nodes but not the other sentinels
-//! still learns new configurations there); a crashed node is silent, as one cut off is (a
-//! real Sentinel sees its connection refused and counts down-after from the node's last
-//! answer, up to a ping period sooner); the state machine's steps take a tick each in Redis
-//! and none here; replica priority and the "disconnected from the primary for too long"
+//! still learns new configurations there); a link to a node cut off stays open (Redis
+//! closes one whose `PING` has waited half of down-after, after 15 s connected, which changes
+//! no verdict of down); the state machine's steps take a tick each in Redis and none here; replica priority and the "disconnected from the primary for too long"
 //! rule are not modelled; a failover ends at the promotion, without waiting for the other
 //! replicas to resync (the leader answers clients with the promoted replica from then on in
 //! Redis too).
@@ -228,6 +230,10 @@ struct Watch {
     /// (`s_down_since_time`, never cleared while the instance lives).
     down: bool,
     down_since: Option<Duration>,
+    /// The connection was refused or reset (the node's process is gone): nothing is sent
+    /// on it, and it is tried again once a ping period (`last_reconnect`).
+    disconnected: bool,
+    last_reconnect: Duration,
 }
 
 impl Watch {
@@ -244,6 +250,8 @@ impl Watch {
             role_since: now,
             down: false,
             down_since: None,
+            disconnected: false,
+            last_reconnect: now,
         }
     }
 
@@ -380,11 +388,16 @@ impl Sentinel {
         self.config.periods.ping_ms.min(self.config.down_after_ms)
     }
 
-    /// Whether `node` has left a `PING` unanswered for longer than down-after.
+    /// Whether `node` has left a `PING` unanswered for longer than down-after, or, its
+    /// connection refused, not answered one for as long (`sentinelCheckSubjectivelyDown`).
     fn is_down(&self, node: NodeIdx) -> bool {
-        let pending = self.watch[&node].pending_since;
-        let down_after = Self::ms(self.config.down_after_ms);
-        pending.is_some_and(|since| self.now().saturating_sub(since) > down_after)
+        let w = &self.watch[&node];
+        let since = match (w.pending_since, w.disconnected) {
+            (Some(pending), _) => pending,
+            (None, true) => w.last_pong,
+            (None, false) => return false,
+        };
+        self.now().saturating_sub(since) > Self::ms(self.config.down_after_ms)
     }
 
     /// Whether `node` has not gone down in the last `wait` (`sentinelRedisInstanceNoDownFor`).
@@ -583,9 +596,29 @@ fn send_periodic(s: &Shared, redis: &Caller<Cmd, Reply>) {
         let mut me = s.borrow_mut();
         let now = me.now();
         let ping = Sentinel::ms(me.ping_period_ms());
+        let reconnect = Sentinel::ms(me.config.periods.ping_ms);
+        let (world, me_idx) = (me.ctx.world().clone(), me.ctx.idx());
         for n in me.redis.clone() {
             let info_period = me.info_period(n);
             let w = me.watch.get_mut(&n).expect("every node is watched");
+            // A connection refused or reset is seen at once and tried again once a ping
+            // period (`sentinelReconnectInstance`), with a `PING` as soon as it connects.
+            let refused = world.refuses(me_idx, n);
+            if !w.disconnected && refused {
+                w.disconnected = true;
+                w.info_asked = false;
+            }
+            if w.disconnected {
+                if now.saturating_sub(w.last_reconnect) < reconnect {
+                    continue;
+                }
+                w.last_reconnect = now;
+                if refused {
+                    continue;
+                }
+                w.disconnected = false;
+                w.last_ping = None;
+            }
             let stale = w
                 .info
                 .as_ref()
