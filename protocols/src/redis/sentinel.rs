@@ -34,8 +34,12 @@
 //!   lost), a replica following another node once it has for `failover_timeout_ms`
 //!   (`+fix-slave-config`).
 //! - A crashed node's connection is refused or reset ([`locksim_sim::World::refuses`]): the
-//!   sentinel counts down-after from the node's last answer instead, sends it nothing and
-//!   tries to reconnect once a ping period, with a `PING` as soon as it connects.
+//!   sentinel sends it nothing and tries to reconnect once a ping period, each try with a
+//!   `PING` that stays pending (`act_ping_time`), so the node is down a down-after after the
+//!   first try; without a pending `PING` it counts from the node's last answer.
+//! - A sentinel at the run's start has been running: it knows the deployment (the first node
+//!   the primary, the others its replicas) as its `INFO`s told it, and its pings' phase is
+//!   anyone's.
 //! - Clients ask a sentinel for the current primary (`SENTINEL get-master-addr-by-name`).
 //!
 //! The periods are parameters with Redis's defaults; live mode sets the real Sentinels' to
@@ -294,6 +298,7 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
         .filter(|i| *i != ctx.idx())
         .collect();
     let disk = ctx.disk();
+    let first_start = disk.last::<Durable>(CONF).is_none();
     let mut d: Durable = disk.last(CONF).unwrap_or_default();
     d.primary.get_or_insert(nodes[0]);
     let now = ctx.mono_now();
@@ -333,6 +338,9 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
     let phase_ms = madsim::rand::thread_rng().gen_range(0..ping_ms);
     ctx.sleep_local(Duration::from_millis(phase_ms)).await;
     s.borrow_mut().watch_anew();
+    if first_start {
+        s.borrow_mut().knows_the_deployment();
+    }
     loop {
         ctx.sleep_local(tick()).await;
         send_periodic(&s, &redis);
@@ -381,6 +389,23 @@ impl Sentinel {
     fn watch_anew(&mut self) {
         let now = self.now();
         self.watch.values_mut().for_each(|w| *w = Watch::new(now));
+    }
+
+    /// What a sentinel that ran before the run knows of the deployment (from `INFO`s taken
+    /// while it came up, as live mode's Sentinels have): the first node the primary, the
+    /// others its replicas, all in step. Its next `INFO`s come at their periods. (A sentinel
+    /// restarted mid-run knows only its config file, and asks at once.)
+    fn knows_the_deployment(&mut self) {
+        let (now, primary) = (self.now(), self.redis[0]);
+        for (n, w) in self.watch.iter_mut() {
+            let following = (*n != primary).then_some(primary);
+            let info = ReplInfo {
+                following,
+                link_up: true,
+                offset: 0,
+            };
+            w.info = Some((now, info));
+        }
     }
 
     /// How long a node's last `PONG` may be before it is pinged: min(ping period, down-after).
@@ -525,13 +550,15 @@ impl Sentinel {
     }
 
     /// The replica to promote: answering, following someone, most up to date by its last
-    /// `INFO` (or, with `priority_over_offset`, the last such node).
+    /// `INFO` (or, with `priority_over_offset`, the last such node). Whether it answers is
+    /// read now, not from the tick's down flags: Redis selects a replica a tick or more after
+    /// the election, by when a `PONG` that came meanwhile has cleared its flag.
     fn best_replica(&self) -> Option<NodeIdx> {
         let primary = self.primary();
         let priority = |n: &NodeIdx| self.config.priority_over_offset.then_some(*n);
         self.redis
             .iter()
-            .filter(|n| **n != primary && !self.watch[n].down)
+            .filter(|n| **n != primary && !self.is_down(**n) && !self.watch[n].disconnected)
             .filter_map(|n| {
                 let (_, info) = self.watch[n].info.as_ref()?;
                 info.following.is_some().then_some((
@@ -602,7 +629,9 @@ fn send_periodic(s: &Shared, redis: &Caller<Cmd, Reply>) {
             let info_period = me.info_period(n);
             let w = me.watch.get_mut(&n).expect("every node is watched");
             // A connection refused or reset is seen at once and tried again once a ping
-            // period (`sentinelReconnectInstance`), with a `PING` as soon as it connects.
+            // period (`sentinelReconnectInstance`), each try sending a `PING` at once: one
+            // that meets a refusal stays pending, so a crashed node is down a down-after
+            // after the first try.
             let refused = world.refuses(me_idx, n);
             if !w.disconnected && refused {
                 w.disconnected = true;
@@ -614,6 +643,8 @@ fn send_periodic(s: &Shared, redis: &Caller<Cmd, Reply>) {
                 }
                 w.last_reconnect = now;
                 if refused {
+                    w.last_ping = Some(now);
+                    w.pending_since.get_or_insert(now);
                     continue;
                 }
                 w.disconnected = false;
