@@ -259,6 +259,33 @@ impl Watch {
         }
     }
 
+    /// Whether the connection is up to send on, `refused` telling whether the node's
+    /// process is gone: a connection refused or reset is seen at once and tried again once a
+    /// `reconnect` period (`sentinelReconnectInstance`), each try sending a `PING` at once;
+    /// one that meets a refusal stays pending, so a crashed node is down a down-after after
+    /// the first try.
+    fn link_up(&mut self, now: Duration, reconnect: Duration, refused: bool) -> bool {
+        if !self.disconnected && refused {
+            self.disconnected = true;
+            self.info_asked = false;
+        }
+        if !self.disconnected {
+            return true;
+        }
+        if now.saturating_sub(self.last_reconnect) < reconnect {
+            return false;
+        }
+        self.last_reconnect = now;
+        if refused {
+            self.last_ping = Some(now);
+            self.pending_since.get_or_insert(now);
+            return false;
+        }
+        self.disconnected = false;
+        self.last_ping = None;
+        true
+    }
+
     fn following(&self) -> Option<Option<NodeIdx>> {
         self.info.as_ref().map(|(_, i)| i.following)
     }
@@ -628,27 +655,8 @@ fn send_periodic(s: &Shared, redis: &Caller<Cmd, Reply>) {
         for n in me.redis.clone() {
             let info_period = me.info_period(n);
             let w = me.watch.get_mut(&n).expect("every node is watched");
-            // A connection refused or reset is seen at once and tried again once a ping
-            // period (`sentinelReconnectInstance`), each try sending a `PING` at once: one
-            // that meets a refusal stays pending, so a crashed node is down a down-after
-            // after the first try.
-            let refused = world.refuses(me_idx, n);
-            if !w.disconnected && refused {
-                w.disconnected = true;
-                w.info_asked = false;
-            }
-            if w.disconnected {
-                if now.saturating_sub(w.last_reconnect) < reconnect {
-                    continue;
-                }
-                w.last_reconnect = now;
-                if refused {
-                    w.last_ping = Some(now);
-                    w.pending_since.get_or_insert(now);
-                    continue;
-                }
-                w.disconnected = false;
-                w.last_ping = None;
+            if !w.link_up(now, reconnect, world.refuses(me_idx, n)) {
+                continue;
             }
             let stale = w
                 .info
