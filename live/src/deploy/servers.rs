@@ -90,9 +90,12 @@ pub struct Server {
     /// Started only once every other server is ready (Sentinels, after the nodes they
     /// watch are in sync).
     pub after_others: bool,
-    /// Applied after every start: its probe waits for it at the first, and a thread of
-    /// its own tries it after a restart (a Sentinel forgets its periods when it restarts).
+    /// Applied after every start: the first start is ready only once it took it
+    /// ([`wait_all_ready`]); after a restart a thread of its own tries it (a Sentinel
+    /// forgets its periods when it restarts).
     pub configure: Option<Configure>,
+    /// Whether it was started before (a start is then a restart).
+    started: bool,
 }
 
 impl Server {
@@ -115,6 +118,7 @@ impl Server {
             proc: None,
             after_others: false,
             configure: None,
+            started: false,
         })
     }
 
@@ -129,7 +133,8 @@ impl Server {
             .stdout(log.try_clone()?)
             .stderr(log);
         self.proc = Some(Proc::spawn(&self.name, &mut cmd)?);
-        if let Some(configure) = self.configure.clone() {
+        let restarted = std::mem::replace(&mut self.started, true);
+        if let Some(configure) = self.configure.clone().filter(|_| restarted) {
             std::thread::spawn(move || {
                 let start_ns = clock::now_ns();
                 while !configure() && clock::since(start_ns) < CONFIGURE_TIMEOUT {
@@ -138,6 +143,11 @@ impl Server {
             });
         }
         Ok(())
+    }
+
+    /// Whether it took its [`Configure`], if it has one, and answers its probe.
+    fn ready(&self) -> bool {
+        self.configure.as_ref().is_none_or(|configure| configure()) && (self.probe)()
     }
 
     /// Whether its process has exited (true if it was never started).
@@ -180,7 +190,7 @@ pub fn wait_all_ready(servers: &mut [&mut Server]) -> Result<(), NotReady> {
     let mut ready = vec![false; servers.len()];
     loop {
         for (server, ready) in servers.iter_mut().zip(&mut ready) {
-            *ready = *ready || (server.probe)();
+            *ready = *ready || server.ready();
             if !*ready && server.exited() {
                 return Err(server.not_ready("it exited".into()));
             }
