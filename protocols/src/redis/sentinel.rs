@@ -682,16 +682,16 @@ fn send_periodic(s: &Shared, redis: &Caller<Cmd, Reply>) {
     for (node, cmd) in sent {
         let (s, redis) = (s.clone(), redis.clone());
         ctx.spawn(async move {
-            let info = cmd == Cmd::Info;
+            let asked_info = cmd == Cmd::Info;
             let reply = redis.call(node, cmd, timeout).await;
-            s.borrow_mut().answered(node, info, reply);
+            s.borrow_mut().answered(node, asked_info, reply);
         });
     }
 }
 
 impl Sentinel {
-    /// A node's answer to a `PING` or an `INFO` (`info`), or its timeout.
-    fn answered(&mut self, node: NodeIdx, info: bool, reply: Result<Reply, RpcError>) {
+    /// A node's answer to a `PING` or an `INFO` (`asked_info`), or its timeout.
+    fn answered(&mut self, node: NodeIdx, asked_info: bool, reply: Result<Reply, RpcError>) {
         let now = self.now();
         let w = self.watch.get_mut(&node).expect("every node is watched");
         match reply {
@@ -708,7 +708,7 @@ impl Sentinel {
                 w.pending_since = None;
             }
             // A `PING`'s stays pending; after an `INFO`'s the next one may go.
-            Err(RpcError::Timeout) if info => w.info_asked = false,
+            Err(RpcError::Timeout) if asked_info => w.info_asked = false,
             Err(RpcError::Timeout) => {}
         }
     }
