@@ -176,6 +176,92 @@ fn an_old_primary_back_is_converted_after_eight_seconds() {
     }
 }
 
+/// The replicated-Redis file of [`a_replica_cut_off_from_the_primary_too_long_is_not_promoted`]:
+/// redis3 cut from the primary (and only from it) at `cut_ms`, redis2 crashed at 2 s, the
+/// primary at 8 s, none restarted.
+fn stale_replica_file(cut_ms: u64) -> Prepared {
+    let text = format!(
+        r#"
+name = "stale-replica"
+description = "redis3 loses its replication link, redis2 and then the primary crash."
+duration_ms = 14_000
+
+[protocol]
+name = "replicated-redis"
+replicas = 2
+sentinels = 3
+ttl_ms = 2_000
+down_after_ms = 500
+
+[workload]
+clients = 1
+cs_ms_min = 10
+cs_ms_max = 50
+
+[[faults]]
+kind = "partition"
+at_ms = {cut_ms}
+duration_ms = 20_000
+groups = [["redis3"], ["redis1"]]
+
+[[faults]]
+kind = "crash"
+node = "redis2"
+at_ms = 2_000
+
+[[faults]]
+kind = "crash"
+node = "redis1"
+at_ms = 8_000
+"#
+    );
+    common::parsed(&text, &format!("stale-replica-cut-at-{cut_ms}.toml"))
+}
+
+/// Sentinel picks a replica as `sentinelSelectSlave` does: one whose link to the primary has
+/// been down longer than the primary has, plus ten down-afters, is not fit, for it may have
+/// missed any amount of writes. redis3's link, cut at 0.5 s, is down from about 1 s (the
+/// replication timeout, 500 ms); at the election, a second or so after the primary's crash
+/// at 8 s, it has been down about 8 s, past 10 × 500 ms plus the primary's second: no
+/// replica is fit, the failover is aborted and nobody is promoted (the model promoted redis3
+/// before, losing every write since 0.5 s). Cut at 6 s, its link has been down about 2 s
+/// and redis3 is promoted.
+#[test]
+fn a_replica_cut_off_from_the_primary_too_long_is_not_promoted() {
+    let promoted = |h: &locksim_sim::History| -> Vec<String> {
+        let promotion = |e: &&locksim_sim::history::Event| {
+            e.detail
+                .as_deref()
+                .unwrap_or("")
+                .contains("promoted to primary")
+        };
+        h.iter().filter(promotion).map(|e| e.node.clone()).collect()
+    };
+    let (long, short) = (stale_replica_file(500), stale_replica_file(6_000));
+    for seed in 1..=SEEDS {
+        let (_, h) = long.run_with_history(seed);
+        let elected = first_sentinel_note_ms(&h, "+elected-leader");
+        let aborted = first_sentinel_note_ms(&h, "no replica to promote");
+        assert!(
+            elected.is_finite() && aborted == elected,
+            "seed {seed}, cut at 0.5 s: expected the elected sentinel to find no fit replica at \
+             once, observed +elected-leader at {elected} ms and the abort at {aborted} ms"
+        );
+        let nodes = promoted(&h);
+        assert!(
+            nodes.is_empty(),
+            "seed {seed}, cut at 0.5 s: expected nobody promoted, observed {nodes:?}"
+        );
+        let (_, h) = short.run_with_history(seed);
+        let nodes = promoted(&h);
+        assert_eq!(
+            nodes,
+            ["redis3"],
+            "seed {seed}, cut at 6 s: expected redis3 promoted, observed {nodes:?}"
+        );
+    }
+}
+
 #[test]
 fn replicated_stale_primary_is_caught_and_the_correct_client_is_not() {
     replicated_mistake_is_caught_and_correct_is_not("redis-replicated-stale-primary.toml");

@@ -165,6 +165,9 @@ pub struct Replication {
     next_waiter: u64,
     // As a replica.
     synced: bool,
+    /// When the link to the primary last went down (Redis' `repl_down_since`): `None` while
+    /// it is up, before it first came up, and on a primary.
+    down_since: Option<Duration>,
     heard: Duration,
     early: BTreeMap<u64, Vec<Effect>>,
     behind_since: Option<Duration>,
@@ -189,6 +192,7 @@ impl Replication {
             waiters: BTreeMap::new(),
             next_waiter: 0,
             synced: false,
+            down_since: None,
             heard: now,
             early: BTreeMap::new(),
             behind_since: None,
@@ -200,17 +204,21 @@ impl Replication {
         self.role
     }
 
-    /// What `INFO replication` says.
-    pub fn info(&self) -> ReplInfo {
+    /// What `INFO replication` says at local time `now`.
+    pub fn info(&self, now: Duration) -> ReplInfo {
         match self.role {
             ReplRole::Primary => ReplInfo {
                 following: None,
                 link_up: true,
+                link_down_s: None,
                 offset: self.offset,
             },
             ReplRole::Replica { primary } => ReplInfo {
                 following: Some(primary),
                 link_up: self.synced,
+                link_down_s: (self.down_since)
+                    .filter(|_| !self.synced)
+                    .map(|since| now.saturating_sub(since).as_secs()),
                 offset: self.offset,
             },
         }
@@ -268,6 +276,7 @@ impl Replication {
         self.previous = self.replid.map(|r| (r, self.offset));
         self.replid = Some(fresh_replid());
         self.role = ReplRole::Primary;
+        self.down_since = None;
         self.early.clear();
         self.behind_since = None;
         assert!(
@@ -284,6 +293,10 @@ impl Replication {
         if self.role == (ReplRole::Replica { primary }) {
             return false;
         }
+        // A primary has no link to lose (Redis' `repl_down_since` is 0 on one).
+        if self.role != ReplRole::Primary {
+            self.lose_link(now);
+        }
         self.role = ReplRole::Replica { primary };
         self.replicas.clear();
         // Clients blocked in WAIT on this node stay blocked until their timeout, as in Redis.
@@ -292,6 +305,16 @@ impl Replication {
         self.early.clear();
         self.behind_since = None;
         true
+    }
+
+    /// The link to the primary is gone (timed out, or dropped for another primary): stamped
+    /// if it was up, as Redis' `replicationHandleMasterDisconnection` stamps
+    /// `repl_down_since`.
+    fn lose_link(&mut self, now: Duration) {
+        if self.synced {
+            self.down_since = Some(now);
+        }
+        self.synced = false;
     }
 
     fn in_backlog(&self, offset: u64) -> bool {
@@ -463,7 +486,7 @@ impl Replication {
                     .behind_since
                     .is_some_and(|since| now.saturating_sub(since) >= patience);
                 if now.saturating_sub(self.heard) > timeout {
-                    self.synced = false;
+                    self.lose_link(now);
                 }
                 let msg = match self.replid {
                     Some(replid) if self.synced && !stuck => ReplMsg::Ack {
@@ -562,6 +585,7 @@ impl Replication {
         self.previous = None;
         self.early.clear();
         self.synced = true;
+        self.down_since = None;
         self.heard = now;
         self.behind_since = None;
         let loaded = store.len();
@@ -583,6 +607,7 @@ impl Replication {
     ) -> Received {
         self.replid = Some(replid);
         self.synced = true;
+        self.down_since = None;
         self.heard = now;
         self.behind_since = None;
         self.early.clear();

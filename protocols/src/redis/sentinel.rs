@@ -18,8 +18,14 @@
 //!   and does not stand itself for two failover timeouts after (from a start time drawn up
 //!   to a second ahead, so that sentinels that split a vote do not stand together again).
 //!   With a majority of all sentinels (and at least `quorum`) it is the leader.
-//! - The leader picks the most up-to-date replica by its last `INFO` (highest replication
-//!   offset; ties go to the first node), sends it `REPLICAOF NO ONE`, and waits for the
+//! - The leader picks a replica as `sentinelSelectSlave` does: of those that answer (not
+//!   down, connected, a `PONG` within five ping periods), whose last `INFO` is fresh (within
+//!   five ping periods while the primary is down, three info periods otherwise) and whose
+//!   link to the primary (`master_link_down_since_seconds`) has not been down longer than
+//!   the primary has, plus ten down-afters, the most up to date (highest replication offset;
+//!   ties go to the first node, where Redis takes the smaller run id, random per process).
+//!   With none fit the failover is aborted (`-failover-abort-no-good-slave`). It sends the
+//!   chosen one `REPLICAOF NO ONE`, and waits for the
 //!   replica's next `INFO` to show it a primary (`+promoted-slave`; abandoned after
 //!   `failover_timeout_ms`): only then does it adopt the new configuration under its epoch
 //!   (`+switch-master`), tell the other nodes to follow the new primary, and announce the
@@ -49,8 +55,10 @@
 //! through the Redis nodes, so a sentinel that reaches the nodes but not the other sentinels
 //! still learns new configurations there); a link to a node cut off stays open (Redis
 //! closes one whose `PING` has waited half of down-after, after 15 s connected, which changes
-//! no verdict of down); the state machine's steps take a tick each in Redis and none here; replica priority and the "disconnected from the primary for too long"
-//! rule are not modelled; a failover ends at the promotion, without waiting for the other
+//! no verdict of down); the state machine's steps take a tick each in Redis and none here;
+//! replica priority is not modelled (but for the `lagging-replica-promoted` variant); a
+//! replica counts its link's downtime on its monotonic clock (Redis: `unixtime` seconds, which
+//! a wall-clock jump moves); a failover ends at the promotion, without waiting for the other
 //! replicas to resync (the leader answers clients with the promoted replica from then on in
 //! Redis too).
 
@@ -429,6 +437,7 @@ impl Sentinel {
             let info = ReplInfo {
                 following,
                 link_up: true,
+                link_down_s: None,
                 offset: 0,
             };
             w.info = Some((now, info));
@@ -576,23 +585,42 @@ impl Sentinel {
         true
     }
 
-    /// The replica to promote: answering, following someone, most up to date by its last
-    /// `INFO` (or, with `priority_over_offset`, the last such node). Whether it answers is
-    /// read now, not from the tick's down flags: Redis selects a replica a tick or more after
-    /// the election, by when a `PONG` that came meanwhile has cleared its flag.
+    /// The replica to promote, as `sentinelSelectSlave` picks it: one that answers (not down,
+    /// connected, a `PONG` within five ping periods), follows someone by an `INFO` fresh
+    /// enough (within five ping periods while the primary is down, three info periods
+    /// otherwise), and whose link to the primary has not been down for longer than the
+    /// primary has, plus ten down-afters (a replica cut off long before may have missed any
+    /// amount of writes); of those, the most up to date by that `INFO` (or, with
+    /// `priority_over_offset`, the last such node). Whether it answers is read now, not from
+    /// the tick's down flags: Redis selects a replica a tick or more after the election, by
+    /// when a `PONG` that came meanwhile has cleared its flag.
     fn best_replica(&self) -> Option<NodeIdx> {
-        let primary = self.primary();
+        let (primary, now, periods) = (self.primary(), self.now(), self.config.periods);
+        let p = &self.watch[&primary];
+        let primary_down_for = match (p.down, p.down_since) {
+            (true, Some(since)) => now.saturating_sub(since),
+            _ => Duration::ZERO,
+        };
+        let max_link_down = primary_down_for + Self::ms(10 * self.config.down_after_ms);
+        let answers = Self::ms(5 * periods.ping_ms);
+        let info_valid = Self::ms(match p.down {
+            true => 5 * periods.ping_ms,
+            false => 3 * periods.info_ms,
+        });
         let priority = |n: &NodeIdx| self.config.priority_over_offset.then_some(*n);
         self.redis
             .iter()
-            .filter(|n| **n != primary && !self.is_down(**n) && !self.watch[n].disconnected)
+            .filter(|n| **n != primary && !self.is_down(**n))
+            .filter(|n| {
+                let w = &self.watch[n];
+                !w.disconnected && now.saturating_sub(w.last_pong) <= answers
+            })
             .filter_map(|n| {
-                let (_, info) = self.watch[n].info.as_ref()?;
-                info.following.is_some().then_some((
-                    priority(n),
-                    info.offset,
-                    std::cmp::Reverse(*n),
-                ))
+                let (at, info) = self.watch[n].info.as_ref()?;
+                let fresh = now.saturating_sub(*at) <= info_valid;
+                let link_down = Duration::from_secs(info.link_down_s.unwrap_or(0));
+                let fit = info.following.is_some() && fresh && link_down <= max_link_down;
+                fit.then_some((priority(n), info.offset, std::cmp::Reverse(*n)))
             })
             .max()
             .map(|(_, _, std::cmp::Reverse(n))| n)

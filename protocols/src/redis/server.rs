@@ -112,6 +112,7 @@ fn standalone_command(
         Cmd::Info => Deferred::Now(Reply::Info(ReplInfo {
             following: None,
             link_up: true,
+            link_down_s: None,
             offset: 0,
         })),
         Cmd::Wait {

@@ -482,6 +482,10 @@ pub struct ReplInfo {
     pub following: Option<NodeIdx>,
     /// Whether a replica's link to its primary is up (always true for a primary).
     pub link_up: bool,
+    /// For a replica whose link is down, whole seconds since it went down (Redis'
+    /// `master_link_down_since_seconds`); `None` while it is up, and when it has not been up
+    /// since the process started (Redis says -1 then).
+    pub link_down_s: Option<u64>,
     /// How much of the replication stream the node has (Redis' `master_repl_offset`).
     pub offset: u64,
 }
