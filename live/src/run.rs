@@ -238,11 +238,16 @@ fn start_servers(deployment: &mut Deployment) -> anyhow::Result<()> {
     for later in [false, true] {
         let servers = deployment.servers.iter_mut();
         let mut wave: Vec<_> = servers.filter(|s| s.after_others == later).collect();
+        wave.sort_by_key(|s| s.start_after_ms);
+        let wave_ns = clock::now_ns();
         for server in &mut wave {
+            let due = Duration::from_millis(server.start_after_ms);
+            clock::sleep(due.saturating_sub(clock::since(wave_ns)));
             server.spawn()?;
         }
         crate::deploy::servers::wait_all_ready(&mut wave)?;
     }
+    clock::sleep(Duration::from_millis(deployment.settle_ms));
     if deployment.infos.is_empty() {
         // ZooKeeper tells its version only once it runs.
         deployment.infos = crate::deploy::zookeeper::infos(&deployment.client_addrs);

@@ -33,6 +33,11 @@ pub struct Deployment {
     /// name), where their links go through proxies (an etcd member's peer URL; a ZooKeeper
     /// server's quorum and election ports).
     pub peer_proxies: BTreeMap<String, Vec<Proxy>>,
+    /// How long after every server is ready the clients start, in ms: the run's clock then
+    /// stands at a phase of the servers' timers drawn from the seed, not at the one the
+    /// readiness check ends at (a Sentinel is ready once it has heard the others' first
+    /// hellos, on the same timer as its pings).
+    pub settle_ms: u64,
 }
 
 impl Deployment {
@@ -44,6 +49,7 @@ impl Deployment {
             lock,
             client_addrs: vec![],
             peer_proxies,
+            settle_ms: 0,
         }
     }
 

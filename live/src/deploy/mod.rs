@@ -79,7 +79,9 @@ pub fn plan(prepared: &Prepared, dir: &Path, seed: u64) -> anyhow::Result<Deploy
     match scenario.protocol.name.as_str() {
         "single-redis" => single_redis(params(prepared)?, dir),
         "redlock" => redlock(params(prepared)?, dir),
-        "replicated-redis" => crate::deploy::replicated::plan(params(prepared)?, dir, peers),
+        "replicated-redis" => {
+            crate::deploy::replicated::plan(params(prepared)?, dir, peers, seed)
+        }
         "etcd" => etcd(params(prepared)?, &names, dir, peers),
         "zookeeper" => crate::deploy::zookeeper::plan(params(prepared)?, &names, dir, peers),
         other => Err(crate::Refused(format!(

@@ -24,6 +24,8 @@ use crate::spec::LockSpec;
 use locksim_protocols::redis::replicated::Params;
 use locksim_protocols::redis::sentinel::Periods;
 use locksim_protocols::redis::store::Reply;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -219,8 +221,15 @@ fn redis_probe(addr: SocketAddr, replicas: Option<usize>) -> Probe {
     })
 }
 
-/// The deployment: Redis nodes first (`redis1` primary), then the Sentinels.
-pub fn plan(p: Params, dir: &Path, delays: Delays) -> anyhow::Result<Deployment> {
+/// Seeds the draws of the Sentinels' start times and of the run's phase.
+const PHASE_SEED: u64 = 0x5e41_1e15;
+
+/// The deployment: Redis nodes first (`redis1` primary), then the Sentinels, each started
+/// at a time drawn within a ping period, and the run's clock a time so drawn after they are
+/// ready: as the model's sentinels, each pings at a phase of its own, drawn from the seed
+/// (started together, and the run started when their first hellos are heard, the real
+/// Sentinels' pings would stand at the same phase of the run every time).
+pub fn plan(p: Params, dir: &Path, delays: Delays, seed: u64) -> anyhow::Result<Deployment> {
     let program = find_binary("redis-server", "redis-server")?;
     let version = version_in(&output_of(&program, &["--version"]));
     let (redis, sentinels) = (p.redis_names(), p.sentinel_names());
@@ -234,6 +243,7 @@ pub fn plan(p: Params, dir: &Path, delays: Delays) -> anyhow::Result<Deployment>
     let peers = peer_proxies(&names, &one_each, delays)?;
     let announced = |name: &str| peers[name][0].addr;
     let first = announced(FIRST_PRIMARY);
+    let (mut starts_ms, settle_ms) = phases(&p, seed);
     let mut servers = vec![];
     for (name, port) in names.iter().zip(&ports) {
         let sentinel = sentinels.contains(name);
@@ -253,6 +263,9 @@ pub fn plan(p: Params, dir: &Path, delays: Delays) -> anyhow::Result<Deployment>
             server(name, dir, ("redis.conf", config), &[], probe)?
         };
         node.after_others = sentinel;
+        if sentinel {
+            node.start_after_ms = starts_ms.pop().expect("a start per Sentinel");
+        }
         servers.push((node, loopback(*port)));
     }
     // The Sentinels name each node by its announced address, its proxy.
@@ -266,11 +279,59 @@ pub fn plan(p: Params, dir: &Path, delays: Delays) -> anyhow::Result<Deployment>
     for (server, addr) in servers {
         d.add(server, "redis-server", Some(&version), addr);
     }
+    d.settle_ms = settle_ms;
     Ok(d)
+}
+
+/// When each Sentinel starts after the first wave is ready, and how long after they are
+/// all ready the run starts, in ms: each drawn from `seed` within the ping period (a
+/// sentinel pings a node whose last answer is older than min(ping period, down-after)).
+fn phases(p: &Params, seed: u64) -> (Vec<u64>, u64) {
+    let mut draws = ChaCha8Rng::seed_from_u64(seed ^ PHASE_SEED);
+    let ping_period_ms = p.sentinel_ping_period_ms.min(p.down_after_ms);
+    let mut draw = || draws.gen_range(0..ping_period_ms);
+    let starts_ms = (0..p.sentinels).map(|_| draw()).collect();
+    (starts_ms, draw())
 }
 
 /// The client addresses of those of `servers` named in `names`.
 fn addrs(servers: &[(Server, SocketAddr)], names: &[String]) -> Vec<String> {
     let named = servers.iter().filter(|(s, _)| names.contains(&s.name));
     named.map(|(_, addr)| addr.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Sentinels start apart and the run at a phase of their pings, each drawn from the
+    /// seed within the ping period: the same for a seed, other for another.
+    #[test]
+    fn each_sentinel_starts_and_the_run_settles_at_a_phase_drawn_from_the_seed() {
+        let p: Params = locksim_protocols::parse_params(&toml::toml! {
+            sentinels = 3
+            down_after_ms = 700
+        })
+        .unwrap();
+        let draws: Vec<(Vec<u64>, u64)> = (1..=20).map(|seed| phases(&p, seed)).collect();
+        for (seed, (starts, settle)) in (1..).zip(&draws) {
+            assert_eq!(starts.len(), 3, "seed {seed}: a start per Sentinel");
+            let all = starts.iter().chain([settle]);
+            assert!(
+                all.clone().all(|ms| *ms < 700),
+                "seed {seed}: {starts:?} {settle}"
+            );
+            assert_eq!(
+                phases(&p, seed),
+                (starts.clone(), *settle),
+                "seed {seed} again"
+            );
+        }
+        let distinct: std::collections::BTreeSet<&Vec<u64>> = draws.iter().map(|d| &d.0).collect();
+        assert_eq!(
+            distinct.len(),
+            draws.len(),
+            "every seed its own starts: {draws:?}"
+        );
+    }
 }

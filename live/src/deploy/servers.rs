@@ -90,6 +90,9 @@ pub struct Server {
     /// Started only once every other server is ready (Sentinels, after the nodes they
     /// watch are in sync).
     pub after_others: bool,
+    /// How long after its wave's first server it is started, in ms: a Sentinel's timers
+    /// start with it, and a real deployment's Sentinels were not started together.
+    pub start_after_ms: u64,
     /// Applied after every start: the first start is ready only once it took it
     /// ([`wait_all_ready`]); after a restart a thread of its own tries it (a Sentinel
     /// forgets its periods when it restarts).
@@ -117,6 +120,7 @@ impl Server {
             probe,
             proc: None,
             after_others: false,
+            start_after_ms: 0,
             configure: None,
             started: false,
         })
