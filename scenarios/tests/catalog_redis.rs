@@ -385,6 +385,38 @@ fn redis_replicated_random_sweep_is_reproducible() {
     assert!(tally.get("invalid").is_some_and(|n| *n > 0), "{tally:?}");
 }
 
+/// Sentinel's long timers under heavy random faults for 30 s: every seed reproducible, and
+/// the paths the 4 s sweep cannot reach are taken on some of the first 200 seeds (each
+/// counted by the seeds whose history shows it; over seeds 0-199: a failover on 103, one
+/// aborted for want of a fit replica on 93, a promotion abandoned on 12, an old primary
+/// converted on 2).
+#[test]
+fn redis_replicated_long_random_sweep_is_reproducible_and_reaches_sentinels_long_timers() {
+    let tally = assert_sweep_reproducible("redis-replicated-long-random.toml");
+    println!("redis-replicated-long-random over {SWEEP_SEEDS} seeds: {tally:?}");
+    assert!(tally.get("invalid").is_some_and(|n| *n > 0), "{tally:?}");
+    let p = prepared("sweeps/redis-replicated-long-random.toml");
+    let paths = [
+        "+switch-master",
+        "no replica to promote",
+        "-failover-abort-slave-timeout",
+        "+convert-to-replica",
+    ];
+    let mut seeds_with: BTreeMap<&str, u64> = paths.iter().map(|p| (*p, 0)).collect();
+    for seed in 0..200 {
+        let (_, h) = p.run_with_history(seed);
+        for path in paths {
+            if first_sentinel_note_ms(&h, path).is_finite() {
+                *seeds_with.get_mut(path).expect("counted") += 1;
+            }
+        }
+    }
+    assert!(
+        seeds_with.values().all(|n| *n > 0),
+        "expected every path taken on some seed of 0-199, observed seeds per path {seeds_with:?}"
+    );
+}
+
 #[test]
 fn crashing_the_current_primary_twice_loses_the_lock() {
     assert_expect_met("redis-replicated-crash-primary.toml");
