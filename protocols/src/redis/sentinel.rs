@@ -602,8 +602,8 @@ impl Sentinel {
             _ => Duration::ZERO,
         };
         let max_link_down = primary_down_for + Self::ms(10 * self.config.down_after_ms);
-        let answers = Self::ms(5 * periods.ping_ms);
-        let info_valid = Self::ms(match p.down {
+        let answered_within = Self::ms(5 * periods.ping_ms);
+        let info_valid_for = Self::ms(match p.down {
             true => 5 * periods.ping_ms,
             false => 3 * periods.info_ms,
         });
@@ -613,11 +613,11 @@ impl Sentinel {
             .filter(|n| **n != primary && !self.is_down(**n))
             .filter(|n| {
                 let w = &self.watch[n];
-                !w.disconnected && now.saturating_sub(w.last_pong) <= answers
+                !w.disconnected && now.saturating_sub(w.last_pong) <= answered_within
             })
             .filter_map(|n| {
                 let (at, info) = self.watch[n].info.as_ref()?;
-                let fresh = now.saturating_sub(*at) <= info_valid;
+                let fresh = now.saturating_sub(*at) <= info_valid_for;
                 let link_down = Duration::from_secs(info.link_down_s.unwrap_or(0));
                 let fit = info.following.is_some() && fresh && link_down <= max_link_down;
                 fit.then_some((priority(n), info.offset, std::cmp::Reverse(*n)))
