@@ -144,17 +144,15 @@ fn sentinel_periods(addr: SocketAddr, periods: Periods) -> Configure {
     })
 }
 
-/// Ready when it has the model's periods and knows every replica and every other Sentinel
-/// (so that a failover can find a majority from the run's first second).
-fn sentinel_probe(addr: SocketAddr, p: &Params) -> Probe {
-    let (replicas, sentinels) = (p.replicas, p.sentinels);
-    let periods = sentinel_periods(addr, p.sentinel_periods());
+/// Ready when it knows every replica and every other Sentinel (so that a failover can find
+/// a majority from the run's first second); its periods are its [`Server::configure`], which
+/// readiness applies first.
+fn sentinel_probe(addr: SocketAddr, replicas: usize, sentinels: usize) -> Probe {
     Box::new(move || {
-        periods()
-            && sentinel_master(addr).is_some_and(|f| {
-                field(&f, "num-slaves") == Some(&replicas.to_string())
-                    && field(&f, "num-other-sentinels") == Some(&(sentinels - 1).to_string())
-            })
+        sentinel_master(addr).is_some_and(|f| {
+            field(&f, "num-slaves") == Some(&replicas.to_string())
+                && field(&f, "num-other-sentinels") == Some(&(sentinels - 1).to_string())
+        })
     })
 }
 
@@ -249,7 +247,7 @@ pub fn plan(p: Params, dir: &Path, delays: Delays, seed: u64) -> anyhow::Result<
         let sentinel = sentinels.contains(name);
         let mut node = if sentinel {
             let config = sentinel_config(&p, (*port, announced(name)), first);
-            let probe = sentinel_probe(loopback(*port), &p);
+            let probe = sentinel_probe(loopback(*port), p.replicas, p.sentinels);
             let mut node = server(name, dir, ("sentinel.conf", config), &["--sentinel"], probe)?;
             node.configure = Some(sentinel_periods(loopback(*port), p.sentinel_periods()));
             node

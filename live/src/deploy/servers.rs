@@ -99,6 +99,8 @@ pub struct Server {
     pub configure: Option<Configure>,
     /// Whether it was started before (a start is then a restart).
     started: bool,
+    /// Whether this start took its [`Configure`] (asked once, not at every readiness probe).
+    configured: bool,
 }
 
 impl Server {
@@ -123,6 +125,7 @@ impl Server {
             start_after_ms: 0,
             configure: None,
             started: false,
+            configured: false,
         })
     }
 
@@ -138,6 +141,7 @@ impl Server {
             .stderr(log);
         self.proc = Some(Proc::spawn(&self.name, &mut cmd)?);
         let restarted = std::mem::replace(&mut self.started, true);
+        self.configured = false;
         if let Some(configure) = self.configure.clone().filter(|_| restarted) {
             std::thread::spawn(move || {
                 let start_ns = clock::now_ns();
@@ -149,9 +153,13 @@ impl Server {
         Ok(())
     }
 
-    /// Whether it took its [`Configure`], if it has one, and answers its probe.
-    fn ready(&self) -> bool {
-        self.configure.as_ref().is_none_or(|configure| configure()) && (self.probe)()
+    /// Whether it took its [`Configure`], if it has one (tried until it has), and answers its
+    /// probe.
+    fn ready(&mut self) -> bool {
+        if !self.configured {
+            self.configured = self.configure.as_ref().is_none_or(|configure| configure());
+        }
+        self.configured && (self.probe)()
     }
 
     /// Whether its process has exited (true if it was never started).
