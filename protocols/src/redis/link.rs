@@ -46,7 +46,6 @@ pub fn command(
     let mut n = node.borrow_mut();
     let repl = n.repl.as_mut().expect("a replicated node");
     match cmd {
-        Cmd::Ping => Some(Reply::Bulk("PONG".into())),
         Cmd::Info => Some(Reply::Info(repl.info(ctx.mono_now()))),
         Cmd::ReplicaOf { primary: None } => {
             promote(ctx, repl);

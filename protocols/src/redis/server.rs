@@ -108,7 +108,6 @@ fn standalone_command(
     cmd: &Cmd,
 ) -> Option<Reply> {
     let deferred = match cmd {
-        Cmd::Ping => Deferred::Now(Reply::Bulk("PONG".into())),
         Cmd::Info => Deferred::Now(Reply::Info(ReplInfo {
             following: None,
             link_up: true,
@@ -229,10 +228,12 @@ fn spawn_everysec_fsync(ctx: &NodeCtx, node: &Rc<RefCell<Node>>, period_ms: u64)
 }
 
 impl Serving {
-    /// `INFO`, `REPLICAOF`, `WAIT`, `BLPOP`: answered now, or later by a task.
+    /// `PING`, `INFO`, `REPLICAOF`, `WAIT`, `BLPOP`: answered now, or later by a task.
     fn server_command(&self, from: NodeIdx, id: u64, cmd: &Cmd) {
         let (ctx, caller) = (&self.ctx, &self.caller);
         let reply = match (&self.replicated, cmd) {
+            // Whatever the node's role.
+            (_, Cmd::Ping) => Some(Reply::Bulk("PONG".into())),
             (None, Cmd::Blpop { key, timeout_s }) => self.blpop((from, id), key, *timeout_s),
             // Only python-redis-lock sends it, and only on single-redis.
             (Some(_), Cmd::Blpop { .. }) => Some(Reply::Error(
