@@ -266,7 +266,7 @@ type Link = (NodeIdx, NodeIdx);
 pub(crate) struct NetState {
     pub(crate) config: NetConfig,
     /// Directed links currently cut, with how many partitions cut them.
-    pub(crate) cuts: BTreeMap<Link, u32>,
+    cuts: BTreeMap<Link, u32>,
     /// How often each directed link has been cut: a message in flight across a cut dies.
     pub(crate) generations: BTreeMap<Link, u64>,
     /// A loss period in force: its number and probability.
@@ -320,6 +320,11 @@ impl NetState {
     /// Sets per-link latencies.
     pub(crate) fn add_links(&mut self, links: Vec<(Link, (f64, f64))>) {
         self.links.extend(links);
+    }
+
+    /// Whether a partition cuts the link from `from` to `to` now.
+    pub(crate) fn is_cut(&self, from: NodeIdx, to: NodeIdx) -> bool {
+        self.cuts.contains_key(&(from, to))
     }
 
     /// Cuts these directed links (partitions nest: a link heals when every cut is undone).
@@ -420,7 +425,7 @@ impl NetState {
         }
         // With `delay`, a message sent on a cut link goes out and is held where it arrives.
         let drops = self.config.partition == PartitionMode::Drop;
-        if drops && self.cuts.contains_key(&(from, to)) {
+        if drops && self.is_cut(from, to) {
             self.stats.cut += 1;
             return None;
         }

@@ -261,7 +261,7 @@ impl World {
     /// would.)
     pub fn refuses(&self, from: NodeIdx, to: NodeIdx) -> bool {
         let state = self.state();
-        !state.nodes.get(to).alive && !state.net.cuts.contains_key(&(to, from))
+        !state.nodes.get(to).alive && !state.net.is_cut(to, from)
     }
 
     /// A copy of a node's clock now.
