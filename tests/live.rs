@@ -169,6 +169,27 @@ fn live_history(
     (out, events, saved(&history))
 }
 
+/// A live run whose setup the machine's load can undo, run until its history shows the
+/// setup (`set_up`), at most three times (histories `h1`, `h2`, `h3` in `dir`): each run
+/// that missed it is said (`missed`, with where its history is kept), and the first that has
+/// it, or the third whatever it shows, is returned to be judged.
+fn live_history_set_up(
+    scenario: &str,
+    dir: &Path,
+    extra: &[&str],
+    set_up: impl Fn(&Output, &[serde_json::Value], &str) -> bool,
+    missed: &str,
+) -> (Output, Vec<serde_json::Value>, String) {
+    for attempt in 1..3 {
+        let run = live_history(scenario, dir, &format!("h{attempt}"), extra);
+        if set_up(&run.0, &run.1, &run.2) {
+            return run;
+        }
+        eprintln!("attempt {attempt}: {missed} ({}): once more", run.2);
+    }
+    live_history(scenario, dir, "h3", extra)
+}
+
 #[test]
 fn redis_gc_pause_violates_mutual_exclusion_and_loses_an_update() {
     let Some(_serial) = live_test("redis-server", "redis-server") else {
@@ -358,17 +379,17 @@ fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
     // the note and run again, at most three times.
     let dir = scratch("faults");
     let path = scenario(&dir, "faults", "duration_ms = 3500\n[protocol]\nname = \"single-redis\"\nttl_ms = 300\nretry_delay_ms_min = 1\nretry_delay_ms_max = 2\n[workload]\nclients = 2\ncs_ms_min = 200\ncs_ms_max = 200\nthink_ms_min = 0\nthink_ms_max = 2\n[[faults]]\nkind = \"pause\"\nnode = \"@holder\"\nat_ms = 1000\nduration_ms = 800\n[[faults]]\nkind = \"crash\"\nnode = \"redis\"\nat_ms = 2300\nrestart_after_ms = 300\n");
-    let mut attempt = 0;
-    let (out, events, saved_at) = loop {
-        attempt += 1;
-        let (out, events, saved_at) = live_history(&path, &dir, &format!("h{attempt}"), &[]);
+    let exited_0_or_1 = |out: &Output| {
         assert!(
-            matches!(code(&out), 0 | 1),
+            matches!(code(out), 0 | 1),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        if events.iter().any(|e| e["op"] == "pause") || attempt == 3 {
-            break (out, events, saved_at);
+    };
+    let paused = |out: &Output, events: &[serde_json::Value], saved_at: &str| {
+        exited_0_or_1(out);
+        if events.iter().any(|e| e["op"] == "pause") {
+            return true;
         }
         let skipped = events.iter().any(|e| {
             e["op"] == "note"
@@ -377,10 +398,11 @@ fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
                     .is_some_and(|d| d.starts_with("skipped ") && d.ends_with(": no @holder now"))
         });
         assert!(skipped, "no pause and no note of a skip: {saved_at}");
-        eprintln!(
-            "attempt {attempt}: nobody held the lock at 1 s, so no pause ({saved_at}); once more"
-        );
+        false
     };
+    let missed = "nobody held the lock at 1 s, so no pause";
+    let (out, events, saved_at) = live_history_set_up(&path, &dir, &[], paused, missed);
+    exited_0_or_1(&out);
     let find = |op: &str| {
         events
             .iter()
@@ -1771,18 +1793,11 @@ fn a_zookeeper_session_moves_to_another_server_when_the_leader_crashes() {
     // should, and the run says nothing of the client. Such a run is recognised by its
     // history (no client's session moved or came back within the session timeout of the
     // crash), said, and run again, at most three times; the last is judged whatever it shows.
-    for attempt in 1..=3 {
-        let name = format!("h{attempt}");
-        let (out, events, saved_at) = live_history(&path, &dir, &name, &["--json"]);
-        if attempt < 3 && !ensemble_served_within(&events, 10_000) {
-            eprintln!(
-                "attempt {attempt}: no server took a session within 10 s of the leader's \
-                 crash ({saved_at}): once more"
-            );
-            continue;
-        }
-        return session_moved(&out, &events, &saved_at);
-    }
+    let served =
+        |_: &Output, events: &[serde_json::Value], _: &str| ensemble_served_within(events, 10_000);
+    let missed = "no server took a session within 10 s of the leader's crash";
+    let (out, events, saved_at) = live_history_set_up(&path, &dir, &["--json"], served, missed);
+    session_moved(&out, &events, &saved_at);
 }
 
 /// Whether some client's session moved to a server, or came back, within `session_ms` of
