@@ -1618,6 +1618,74 @@ fn link_latency_holds_each_chunk_through_the_proxy() {
     assert!(took_ms.iter().all(|ms| *ms >= 40), "{took_ms:?}");
 }
 
+/// A real redis-server under the clock shim runs on the drifted clock the nemesis sets: its
+/// `TIME` advances 1.1 times as fast as the machine's at +100,000 ppm, and a key set to live
+/// 2 s is gone after 2/1.1 s of real time. Each bound holds whatever the machine's load: a
+/// reading is compared with real intervals taken outside the requests (the inner one for
+/// the lower bound, the outer for the upper), and the key is asked for only once more real
+/// time has passed since its `SET` was answered than the drifted clock needs.
+#[test]
+fn a_real_redis_server_runs_on_the_drifted_clock_its_shim_reads() {
+    use locksim_live::deploy::clock::{install_shim, MovedClock};
+    use locksim_live::links::resp::call_strings;
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
+        return;
+    };
+    let dir = scratch("drift");
+    let shim = install_shim(dir.path()).unwrap();
+    let mut clock = MovedClock::create(&dir.path().join("redis.clock"), 0, 0).unwrap();
+    let port = tools::free_port();
+    let mut cmd = Command::new("redis-server");
+    cmd.arg("--port")
+        .arg(port.to_string())
+        .args("--bind 127.0.0.1 --appendonly no --dir".split(' '))
+        .arg(dir.path())
+        .args(["--save", ""])
+        .envs(clock.env(&shim))
+        .stdout(Stdio::null());
+    let mut server = tools::die_with_test(&mut cmd).spawn().unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let ask = |argv: &[&str]| call_strings(addr, argv, Duration::from_secs(5));
+    let up = Instant::now();
+    while ask(&["PING"]).is_err() {
+        assert!(
+            up.elapsed() < Duration::from_secs(30),
+            "redis-server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    clock.drift(100_000).unwrap();
+    let time_us = || -> (Instant, i64, Instant) {
+        let sent = Instant::now();
+        let t = ask(&["TIME"]).unwrap();
+        let us = t[0].parse::<i64>().unwrap() * 1_000_000 + t[1].parse::<i64>().unwrap();
+        (sent, us, Instant::now())
+    };
+    let (a_sent, a_us, a_answered) = time_us();
+    std::thread::sleep(Duration::from_secs(1));
+    let (b_sent, b_us, b_answered) = time_us();
+    let inner_us = b_sent.duration_since(a_answered).as_micros() as i64;
+    let outer_us = b_answered.duration_since(a_sent).as_micros() as i64;
+    let (lo, hi) = (inner_us * 11 / 10, outer_us * 11 / 10 + 2);
+    assert!(
+        (lo..=hi).contains(&(b_us - a_us)),
+        "expected TIME to advance {lo}..={hi} µs (10% fast), observed {} µs",
+        b_us - a_us
+    );
+    assert_eq!(ask(&["SET", "k", "v", "PX", "2000"]).unwrap(), ["OK"]);
+    let set_answered = Instant::now();
+    // 2000 ms of the clock's time is 1818.2 ms of real time.
+    std::thread::sleep(Duration::from_millis(1_850));
+    assert!(set_answered.elapsed() >= Duration::from_millis(1_850));
+    let left = ask(&["GET", "k"]).unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        left.is_empty(),
+        "expected k expired 1.85 s after a 2 s SET on a clock 10% fast, observed {left:?}"
+    );
+}
+
 /// An upstream that echoes what it reads, on a free loopback port.
 fn echo_server() -> std::net::SocketAddr {
     use std::io::{Read, Write};
@@ -2859,7 +2927,8 @@ fn rejected(events: &[serde_json::Value]) -> bool {
 /// own client code, one or more per protocol and library profile: Redisson's watchdog,
 /// redsync's `Until()`, node-redlock's abort signal, redis-py's thread-local token, a bug
 /// variant of `single-redis` and of `redlock`, etcd 3.4's and 3.5's Mutex, Curator's LOST and
-/// SUSPENDED, ZooKeeper's check-then-create. Each story's outcome class is derived from its
+/// SUSPENDED, ZooKeeper's check-then-create; and the clock jumps on a real Redis server and
+/// one of Redlock's, which its clock shim steps. Each story's outcome class is derived from its
 /// report, and the simulator meets it (`scenarios/tests`); here the real servers must give
 /// the same class. Left out: files whose class hangs on real Sentinels' failover timing
 /// (`redis-replicated-wait-ignored` lost no update in one run of three under load: c2's
@@ -2867,7 +2936,7 @@ fn rejected(events: &[serde_json::Value]) -> bool {
 ///
 /// A test each (in nextest's `stories` group, three at once: each mostly waits on its
 /// faults), so that a story lost to a loaded machine's timing is tried again alone and
-/// reported `FLAKY` by name, not with the other eleven. Redisson's, which asserts more, is
+/// reported `FLAKY` by name, not with the others. Redisson's, which asserts more, is
 /// written out below.
 macro_rules! catalog_stories_live {
     ($($test:ident = $file:literal;)*) => {
@@ -2892,6 +2961,8 @@ catalog_stories_live! {
     catalog_story_zookeeper_curator_lost_cut_off = "zookeeper-curator-lost-cut-off";
     catalog_story_zookeeper_curator_suspended_standard = "zookeeper-curator-suspended-standard";
     catalog_story_zookeeper_check_then_create = "zookeeper-check-then-create";
+    catalog_story_redis_single_clock_jump = "redis-single-clock-jump";
+    catalog_story_redlock_clock_jump = "redlock-clock-jump";
 }
 
 /// etcd 3.4's story needs c2's key in place before c2 is cut off at 1 s: only a key older

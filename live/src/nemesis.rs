@@ -6,7 +6,9 @@
 //! kind). The verbs are implemented by the run (`run/faults.rs`).
 
 use locksim_sim::fault::spec::ApplyIn;
-use locksim_sim::fault::{Crash, DelaySpike, Loss, Partition, Pause, PausePeriodic};
+use locksim_sim::fault::{
+    ClockDrift, ClockJump, Crash, DelaySpike, Loss, Partition, Pause, PausePeriodic,
+};
 
 /// What live mode's nemesis can do; each verb records its history events and undoes itself
 /// after the fault's duration.
@@ -25,6 +27,10 @@ pub trait Nemesis {
     fn loss(&mut self, loss: &Loss);
     /// The cycles of a periodic pause, each a [`Nemesis::pause`] at its planned time.
     fn pause_periodic(&mut self, fault: &PausePeriodic, why: &str);
+    /// Steps a server's wall clock by `delta_ms` (its moved clock, `deploy::clock`).
+    fn jump_clock(&mut self, node: &str, delta_ms: i64);
+    /// Sets a server's clock rate to `drift_ppm` from now on.
+    fn drift_clock(&mut self, node: &str, drift_ppm: i64);
 }
 
 impl<'n> ApplyIn<dyn Nemesis + 'n> for Pause {
@@ -60,5 +66,17 @@ impl<'n> ApplyIn<dyn Nemesis + 'n> for DelaySpike {
 impl<'n> ApplyIn<dyn Nemesis + 'n> for PausePeriodic {
     fn apply_in(&self, nemesis: &mut (dyn Nemesis + 'n), why: &str) {
         nemesis.pause_periodic(self, why);
+    }
+}
+
+impl<'n> ApplyIn<dyn Nemesis + 'n> for ClockJump {
+    fn apply_in(&self, nemesis: &mut (dyn Nemesis + 'n), _why: &str) {
+        nemesis.jump_clock(&self.node, self.delta_ms);
+    }
+}
+
+impl<'n> ApplyIn<dyn Nemesis + 'n> for ClockDrift {
+    fn apply_in(&self, nemesis: &mut (dyn Nemesis + 'n), _why: &str) {
+        nemesis.drift_clock(&self.node, self.drift_ppm);
     }
 }

@@ -232,13 +232,7 @@ pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Re
             prepared.path
         )));
     }
-    if s.clocks != locksim_sim::ClockConfig::default() {
-        let why = why_not(FaultKind::ClockDrift).expect("refused");
-        return Err(Refused(format!(
-            "{}: [clocks] sets clock drift or offsets: {why}",
-            prepared.path
-        )));
-    }
+    clocks(prepared)?;
     let profile = &s.faults_random;
     for kind in FaultKind::ALL.iter().copied() {
         if let (true, Some(why)) = (profile.probability(kind) > 0.0, why_not(kind)) {
@@ -270,6 +264,29 @@ pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Re
     Ok(())
 }
 
+/// `[clocks]`: a node's fixed drift and offset run live on the nodes whose clocks live mode
+/// moves; drawn ones (`drift_ppm_max`, `offset_ms_max`) are drawn inside the simulation.
+fn clocks(prepared: &Prepared) -> Result<(), Refused> {
+    let clocks = &prepared.scenario.clocks;
+    let refused = |why: String| Err(Refused(format!("{}: {why}", prepared.path)));
+    if clocks.drift_ppm_max != 0 || clocks.offset_ms_max != 0 {
+        return refused(
+            "[clocks] drift_ppm_max and offset_ms_max are drawn per node inside the \
+             simulation, which a live run does not run; set each node's under \
+             [clocks.nodes.NAME], or run it in the simulator"
+                .into(),
+        );
+    }
+    for node in clocks.nodes.keys() {
+        if let Some(why) = crate::deploy::clock::why_not_movable(prepared, node) {
+            return refused(format!(
+                "[clocks.nodes.{node}]: {why}; run it in the simulator"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Why live mode cannot apply `fault`, if it cannot.
 fn check_fault(prepared: &Prepared, fault: &Fault, mode: CutMode) -> Result<(), String> {
     if let Some(why) = why_not(fault.kind()) {
@@ -278,6 +295,12 @@ fn check_fault(prepared: &Prepared, fault: &Fault, mode: CutMode) -> Result<(), 
     let clients = prepared.scenario.workload.client_names();
     let (servers, protocol) = (prepared.deployment.servers(), &prepared.scenario.protocol);
     match fault {
+        Fault::ClockJump(locksim_sim::fault::ClockJump { node, .. })
+        | Fault::ClockDrift(locksim_sim::fault::ClockDrift { node, .. }) => {
+            if let Some(why) = crate::deploy::clock::why_not_movable(prepared, node) {
+                return Err(format!("{why}; run it in the simulator"));
+            }
+        }
         Fault::Partition(p) => {
             partition_links(p, &clients, &servers, mode, &protocol.name)?;
         }
@@ -562,10 +585,6 @@ mod tests {
         for kind in FaultKind::ALL.iter().copied() {
             let why = why_not(kind);
             match kind {
-                FaultKind::ClockJump | FaultKind::ClockDrift => {
-                    let why = why.expect("refused");
-                    assert!(why.contains("cannot move a real server's clock"), "{why}");
-                }
                 FaultKind::FsyncStall => {
                     let why = why.expect("refused");
                     assert!(why.contains("cannot hold a real disk's fsyncs"), "{why}");
@@ -582,6 +601,50 @@ mod tests {
             if let Some(why) = why {
                 assert!(why.ends_with("run it in the simulator"), "{why}");
             }
+        }
+    }
+
+    /// Clock faults run live on real Redis data nodes, and are refused by name elsewhere
+    /// (a client, a Sentinel, an etcd member) and when the simulation draws the clocks.
+    #[test]
+    fn clocks_move_live_on_redis_servers_only() {
+        let registry = locksim_protocols::Registry::builtin();
+        let catalog = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/catalog/");
+        for file in [
+            "redis-single-clock-jump",
+            "redlock-clock-jump",
+            "redlock-no-drift-allowance",
+        ] {
+            let prepared = locksim_scenarios::load(&format!("{catalog}{file}.toml"), &registry);
+            check(&prepared.unwrap(), 1, CutMode::Stall, false)
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+        }
+        let jump = |protocol: &str, node: &str, extra: &str| {
+            format!(
+                "name = \"t\"\nduration_ms = 1000\n[protocol]\nname = \"{protocol}\"\n{extra}\n\
+                 [[faults]]\nkind = \"clock_jump\"\nnode = \"{node}\"\nat_ms = 10\ndelta_ms = 5000\n"
+            )
+        };
+        for (text, says) in [
+            (jump("single-redis", "c1", ""), "`c1` is a client"),
+            (jump("single-redis", "@holder", ""), "`@holder` is a client"),
+            (jump("etcd", "etcd1", ""), "Go program"),
+            (jump("zookeeper", "zk1", ""), "JVM"),
+            (jump("replicated-redis", "sentinel1", ""), "TILT"),
+            (
+                jump("single-redis", "redis", "[clocks]\ndrift_ppm_max = 100"),
+                "drawn per node inside the simulation",
+            ),
+        ] {
+            let dir = crate::rundir::RunDir::create().unwrap();
+            let path = dir.path().join("t.toml");
+            std::fs::write(&path, &text).unwrap();
+            let prepared = locksim_scenarios::load(path.to_str().unwrap(), &registry)
+                .unwrap_or_else(|e| panic!("{text}: {e}"));
+            let Err(Refused(why)) = check(&prepared, 1, CutMode::Stall, false) else {
+                panic!("not refused: {text}");
+            };
+            assert!(why.contains(says), "expected {says:?}, observed {why}");
         }
     }
 }

@@ -138,6 +138,8 @@ struct Live<'a> {
     library: Option<LibraryInfo>,
     /// The faults armed at the clients' named points (every incarnation gets its own).
     armed: Vec<ArmedPoint>,
+    /// The servers' moved clocks (`deploy::clock`), if any clock moves in the run.
+    clocks: BTreeMap<String, crate::deploy::clock::MovedClock>,
 }
 
 mod faults;
@@ -166,6 +168,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     // Before any server starts: it may simulate the seed first.
     let pause_plans = faults::pause_plans(prepared, opts.seed)?;
     let mut deployment = deploy::plan(prepared, &dir, opts.seed)?;
+    let clocks = deploy::clock::attach(prepared, &faults, &mut deployment, &dir)?;
     start_servers(&mut deployment)?;
     let s = &prepared.scenario;
     // A provisional zero: the clock starts when every client is up (`start_clock`).
@@ -193,6 +196,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         loss_epoch: 0,
         library,
         armed: faults.iter().filter_map(Fault::armed_point).collect(),
+        clocks,
     };
     for name in s.workload.client_names() {
         live.start_client(&name)?;

@@ -1,6 +1,7 @@
 //! The deployment a scenario's `[protocol]` describes, as real servers: which binaries,
 //! which arguments, which ports, and how to answer roles such as `@leader`.
 
+pub mod clock;
 pub mod cluster;
 pub mod redis_server;
 pub mod replicated;

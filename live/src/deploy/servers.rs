@@ -101,6 +101,8 @@ pub struct Server {
     started: bool,
     /// Whether this start took its [`Configure`] (asked once, not at every readiness probe).
     configured: bool,
+    /// Set in its environment at every start (a moved clock's shim, `deploy::clock`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Server {
@@ -126,6 +128,7 @@ impl Server {
             configure: None,
             started: false,
             configured: false,
+            env: vec![],
         })
     }
 
@@ -135,6 +138,7 @@ impl Server {
         let log = crate::procs::append_to(&self.log)?;
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
+            .envs(self.env.iter().cloned())
             .current_dir(&self.dir)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

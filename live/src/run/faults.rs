@@ -10,7 +10,9 @@
 //! same times.
 
 use super::{Action, Live};
+use crate::deploy::clock::MovedClock;
 use crate::nemesis::Nemesis;
+use locksim_check::{Event, Op};
 use locksim_scenarios::Prepared;
 use locksim_sim::fault::pause_periodic::{Cycle, PausePeriodic, PausePlan};
 use locksim_sim::fault::{Loss, Partition};
@@ -96,5 +98,29 @@ impl Nemesis for Live<'_> {
     }
     fn pause_periodic(&mut self, fault: &PausePeriodic, why: &str) {
         Live::pause_periodic(self, fault, why);
+    }
+    fn jump_clock(&mut self, node: &str, delta_ms: i64) {
+        let moved = self.clock(node).map(|c| c.jump(delta_ms));
+        self.clock_moved(node, moved, Event::nemesis(Op::ClockJump).value(delta_ms));
+    }
+    fn drift_clock(&mut self, node: &str, drift_ppm: i64) {
+        let moved = self.clock(node).map(|c| c.drift(drift_ppm));
+        self.clock_moved(node, moved, Event::nemesis(Op::ClockDrift).value(drift_ppm));
+    }
+}
+
+impl Live<'_> {
+    /// `node`'s moved clock (`refuse::check` refused a clock fault on any other node).
+    fn clock(&mut self, node: &str) -> Option<&mut MovedClock> {
+        self.clocks.get_mut(node)
+    }
+
+    /// Records a clock fault on `node` as the simulator does, or why it was not applied.
+    fn clock_moved(&mut self, node: &str, moved: Option<std::io::Result<()>>, event: Event) {
+        match moved {
+            Some(Ok(())) => self.recorder.record(event.target(node)),
+            Some(Err(e)) => self.note(format!("{node}'s clock file could not be written: {e}")),
+            None => self.note(format!("{node}'s clock is not moved live: skipped")),
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! `clock_drift`: a node's clock rate changes to `drift_ppm` (a failing oscillator, a VM
 //! starved of CPU). Readings stay continuous; local sleeps and timeouts stretch or shrink.
 //!
-//! Live mode cannot apply it, as a clock jump ([`super::clock_jump::REAL_CLOCKS`]).
+//! Live mode: as a clock jump, through the server's clock shim, which re-anchors its
+//! readings so that they stay continuous (`live/src/deploy/clock.rs`).
 
 use super::clock_jump::clock_nodes;
 use super::draw::{pick, Draw};
@@ -25,8 +26,6 @@ pub struct ClockDrift {
     /// New rate error in ppm (positive = runs fast).
     pub drift_ppm: i64,
 }
-
-spec::simulator_only!(ClockDrift, super::clock_jump::REAL_CLOCKS);
 
 impl Spec for ClockDrift {
     type Random = Random;

@@ -2,7 +2,9 @@
 //! its monotonic clock is untouched, as on a real machine. Redis expires keys by its wall
 //! clock, so a forward jump on a server ends a lease early.
 //!
-//! Live mode cannot apply it: [`REAL_CLOCKS`] says why.
+//! Live mode: the server's clock shim steps the wall clock of that process only
+//! (`live/src/deploy/clock.rs`), on a real Redis data node; other nodes are refused there,
+//! by name, with the reason.
 
 use super::draw::{pick, Draw};
 use super::drawing::{target, Drawing, Glyph, Lane, Shape};
@@ -22,13 +24,6 @@ pub struct ClockJump {
     /// By how much, in ms (negative = backwards).
     pub delta_ms: i64,
 }
-
-/// Why a world of real servers cannot move a node's clock (a jump or a drift).
-pub const REAL_CLOCKS: &str = "live mode cannot move a real server's clock: libfaketime does \
-     not reach Go's clock (etcd), Debian's redis-server hangs under it, and stepping the \
-     machine's clock would move every process at once; run it in the simulator";
-
-spec::simulator_only!(ClockJump, REAL_CLOCKS);
 
 impl Spec for ClockJump {
     type Random = Random;

@@ -1,0 +1,121 @@
+/* locksim's clock shim: a real process's clocks as locksim's model has them, moved by the
+ * nemesis while the process runs.
+ *
+ * Loaded with LD_PRELOAD into a real server (redis-server), it answers the process's
+ * clock_gettime, gettimeofday and time from the real clocks plus what the file named by
+ * $LOCKSIM_CLOCK says, which live mode's parent rewrites at each clock fault:
+ *
+ *   monotonic = real monotonic + mono_offset + drift
+ *   wall      = real wall      + wall_offset + drift
+ *   drift     = (real monotonic - anchor) * drift_ppm / 1e6
+ *
+ * as the simulator's clocks (sim/src/clock.rs): the monotonic clock runs at 1 + drift_ppm
+ * times true speed and never jumps (the parent re-anchors it when the drift changes); the
+ * wall clock is stepped by a `clock_jump`. CPU-time clocks pass through.
+ *
+ * Why not libfaketime: Debian's redis-server (jemalloc) recurses into clock_gettime while
+ * libfaketime initialises and never starts. This shim never allocates, never calls dlsym and
+ * reads the real clocks by the raw system call, so it is safe to call from any point of a
+ * process, its allocator's start included.
+ *
+ * Only relative waits keep their length: a process that hands the kernel an absolute deadline
+ * on a moved clock (a JVM's timed waits, on CLOCK_MONOTONIC) waits by the kernel's unmoved
+ * clock. redis-server times its event loop by differences of its monotonic clock and hands
+ * epoll relative timeouts, so its timers run at the drifted rate, as in the model.
+ *
+ * The file is five little-endian 64-bit words, written by the parent under a sequence lock
+ * (seq odd while it writes): seq, wall_offset_ns, mono_offset_ns, anchor_ns, drift_ppm. */
+
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+struct shared {
+    volatile int64_t seq, wall_offset_ns, mono_offset_ns, anchor_ns, drift_ppm;
+};
+
+/* The mapped clock file, mapped at the first call (from whichever thread: two that race
+ * both map it, and one mapping is left unused). NULL without $LOCKSIM_CLOCK. */
+static struct shared *state(void) {
+    static struct shared *mapped;
+    static int tried;
+    if (__atomic_load_n(&tried, __ATOMIC_ACQUIRE)) return __atomic_load_n(&mapped, __ATOMIC_ACQUIRE);
+    const char *path = getenv("LOCKSIM_CLOCK");
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd >= 0) {
+        void *p = mmap(0, sizeof(struct shared), PROT_READ, MAP_SHARED, fd, 0);
+        close(fd);
+        if (p != MAP_FAILED) __atomic_store_n(&mapped, (struct shared *)p, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&tried, 1, __ATOMIC_RELEASE);
+    return __atomic_load_n(&mapped, __ATOMIC_ACQUIRE);
+}
+
+static int real(clockid_t id, struct timespec *ts) {
+    return (int)syscall(SYS_clock_gettime, id, ts);
+}
+
+static int64_t ns(const struct timespec *ts) {
+    return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+/* What to add to clock `wall` (or the monotonic ones) now. */
+static int64_t shift(int wall) {
+    struct shared *s = state();
+    if (!s) return 0;
+    for (;;) {
+        int64_t seq = s->seq;
+        __sync_synchronize();
+        int64_t wall_off = s->wall_offset_ns, mono_off = s->mono_offset_ns;
+        int64_t anchor = s->anchor_ns, ppm = s->drift_ppm;
+        __sync_synchronize();
+        if ((seq & 1) || seq != s->seq) continue;
+        struct timespec mono;
+        real(CLOCK_MONOTONIC, &mono);
+        int64_t drift = (int64_t)((__int128)(ns(&mono) - anchor) * ppm / 1000000);
+        return (wall ? wall_off : mono_off) + drift;
+    }
+}
+
+static int is_wall(clockid_t id) {
+    return id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE || id == CLOCK_TAI;
+}
+
+static int is_monotonic(clockid_t id) {
+    return id == CLOCK_MONOTONIC || id == CLOCK_MONOTONIC_COARSE ||
+           id == CLOCK_MONOTONIC_RAW || id == CLOCK_BOOTTIME;
+}
+
+int clock_gettime(clockid_t id, struct timespec *ts) {
+    int rc = real(id, ts);
+    if (rc != 0 || !(is_wall(id) || is_monotonic(id))) return rc;
+    int64_t t = ns(ts) + shift(is_wall(id));
+    ts->tv_sec = t / 1000000000;
+    ts->tv_nsec = t % 1000000000;
+    return 0;
+}
+
+#pragma GCC diagnostic ignored "-Wnonnull-compare"
+int gettimeofday(struct timeval *tv, void *tz) {
+    (void)tz;
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return -1;
+    if (tv) {
+        tv->tv_sec = ts.tv_sec;
+        tv->tv_usec = ts.tv_nsec / 1000;
+    }
+    return 0;
+}
+
+time_t time(time_t *out) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (out) *out = ts.tv_sec;
+    return ts.tv_sec;
+}
