@@ -1939,6 +1939,87 @@ fn session_moved(out: &Output, events: &[serde_json::Value], saved_at: &str) {
     );
 }
 
+/// The logs of a kept replicated deployment's three Sentinels.
+fn sentinel_logs(keep: &Path) -> Vec<String> {
+    let log = |i| keep.join(format!("sentinel{i}/sentinel{i}.log"));
+    (1..=3)
+        .map(|i| std::fs::read_to_string(log(i)).unwrap())
+        .collect()
+}
+
+/// TILT mode in both worlds: sentinel1 and sentinel2 are paused 3 s (past the 2 s trigger)
+/// and the primary crashes as they wake, with a 5 s TILT period. Real Sentinels and the
+/// model's alike enter TILT mode, answer "not down" meanwhile, so sentinel3 alone cannot
+/// reach the quorum of two, and fail over only after TILT mode ends. Read from the real
+/// Sentinels' logs (`+tilt`, `-tilt`, `+switch-master`) and from the simulated history.
+#[test]
+fn paused_sentinels_sit_out_tilt_mode_for_real_as_in_the_model() {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
+        return;
+    };
+    let dir = scratch("tilt");
+    let keep = dir.join("keep");
+    let k = keep.display().to_string();
+    let path = scenario(&dir, "tilt", "duration_ms = 14000\n[protocol]\nname = \"replicated-redis\"\nttl_ms = 2000\nsentinel_tilt_period_ms = 5000\n[workload]\nclients = 1\ncs_ms_min = 10\ncs_ms_max = 50\n[[faults]]\nkind = \"pause\"\nnode = \"sentinel1\"\nat_ms = 1000\nduration_ms = 3000\n[[faults]]\nkind = \"pause\"\nnode = \"sentinel2\"\nat_ms = 1000\nduration_ms = 3000\n[[faults]]\nkind = \"crash\"\nnode = \"redis1\"\nat_ms = 4000\n");
+    let (out, _, saved_at) = live_history(&path, &dir, "h", &["--keep", &k]);
+    assert!(
+        matches!(code(&out), 0 | 1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // `PID:X 06 Dec 2026 07:42:28.126 # +tilt ...`: the time of day, in ms.
+    let at_ms = |line: &str| -> u64 {
+        let time = line.split_whitespace().nth(4).unwrap_or_default();
+        let parts: Vec<f64> = time.split(':').map(|p| p.parse().unwrap_or(0.0)).collect();
+        ((parts[0] * 3600.0 + parts[1] * 60.0 + parts[2]) * 1000.0) as u64
+    };
+    let logs = sentinel_logs(&keep);
+    let first = |what: &str| -> Option<u64> {
+        let lines = logs.iter().flat_map(|l| l.lines());
+        lines.filter(|l| l.contains(what)).map(at_ms).min()
+    };
+    for (i, log) in logs.iter().enumerate().take(2) {
+        assert!(
+            log.contains("+tilt"),
+            "sentinel{} did not enter TILT mode: {saved_at}\n{log}",
+            i + 1
+        );
+    }
+    let (tilt_over, switched) = (first("-tilt"), first("+switch-master"));
+    assert!(
+        tilt_over.is_some() && switched.is_some() && switched >= tilt_over,
+        "expected a failover once TILT mode ended, observed -tilt at {tilt_over:?} and \
+         +switch-master at {switched:?} ms of the day: {saved_at}\n{}",
+        logs.join("\n")
+    );
+    let simulated = dir.join("sim.jsonl");
+    in_repo(&["run", &path, "--history", simulated.to_str().unwrap()]);
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&simulated)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let first_sim = |what: &str| {
+        let said = |e: &&serde_json::Value| e["detail"].as_str().is_some_and(|d| d.contains(what));
+        events.iter().find(said).and_then(|e| e["time_ns"].as_u64())
+    };
+    let tilted = |node: &str| {
+        events.iter().any(|e| {
+            e["node"] == node && e["detail"].as_str().is_some_and(|d| d.starts_with("+tilt"))
+        })
+    };
+    assert!(
+        tilted("sentinel1") && tilted("sentinel2"),
+        "the model's sentinels did not tilt"
+    );
+    let (tilt_over, switched) = (first_sim("-tilt"), first_sim("+switch-master"));
+    assert!(
+        tilt_over.is_some() && switched >= tilt_over,
+        "the model: expected -tilt then +switch-master, observed {tilt_over:?}, {switched:?} ns"
+    );
+    assert_none_left(&keep);
+}
+
 #[test]
 fn isolating_the_redis_primary_cuts_replication_and_sentinel_links_and_the_sentinels_fail_over() {
     let Some(_serial) = live_test("redis-server", "redis-server") else {
@@ -1963,11 +2044,7 @@ fn isolating_the_redis_primary_cuts_replication_and_sentinel_links_and_the_senti
     // Sentinel took the proxied replication as it is (it repoints a replica whose primary
     // is not the one it monitors: +fix-slave-config), and failed over only because the cut
     // held: with redis1's links open, no Sentinel would find it down.
-    let logs: Vec<String> = (1..=3)
-        .map(|i| {
-            std::fs::read_to_string(keep.join(format!("sentinel{i}/sentinel{i}.log"))).unwrap()
-        })
-        .collect();
+    let logs = sentinel_logs(&keep);
     assert!(
         logs.iter().all(|l| !l.contains("+fix-slave-config")),
         "{}",

@@ -604,8 +604,9 @@ mod tests {
         }
     }
 
-    /// Clock faults run live on real Redis data nodes, and are refused by name elsewhere
-    /// (a client, a Sentinel, an etcd member) and when the simulation draws the clocks.
+    /// Clock faults run live on real Redis servers (a Sentinel's too), and are refused by name
+    /// elsewhere (a client, an etcd member, a ZooKeeper server) and when the simulation
+    /// draws the clocks.
     #[test]
     fn clocks_move_live_on_redis_servers_only() {
         let registry = locksim_protocols::Registry::builtin();
@@ -619,6 +620,15 @@ mod tests {
             check(&prepared.unwrap(), 1, CutMode::Stall, false)
                 .unwrap_or_else(|e| panic!("{file}: {e}"));
         }
+        // A Sentinel's clock and `@primary`'s, whoever it is then.
+        for node in ["sentinel1", "@primary"] {
+            let text = format!("name = \"t\"\nduration_ms = 1000\n[protocol]\nname = \"replicated-redis\"\n[[faults]]\nkind = \"clock_jump\"\nnode = \"{node}\"\nat_ms = 10\ndelta_ms = 5000\n");
+            let dir = crate::rundir::RunDir::create().unwrap();
+            let path = dir.path().join("t.toml");
+            std::fs::write(&path, &text).unwrap();
+            let prepared = locksim_scenarios::load(path.to_str().unwrap(), &registry).unwrap();
+            check(&prepared, 1, CutMode::Stall, false).unwrap_or_else(|e| panic!("{node}: {e}"));
+        }
         let jump = |protocol: &str, node: &str, extra: &str| {
             format!(
                 "name = \"t\"\nduration_ms = 1000\n[protocol]\nname = \"{protocol}\"\n{extra}\n\
@@ -628,9 +638,12 @@ mod tests {
         for (text, says) in [
             (jump("single-redis", "c1", ""), "`c1` is a client"),
             (jump("single-redis", "@holder", ""), "`@holder` is a client"),
+            (
+                jump("single-redis", "resource", ""),
+                "`resource` is not a server",
+            ),
             (jump("etcd", "etcd1", ""), "Go program"),
             (jump("zookeeper", "zk1", ""), "JVM"),
-            (jump("replicated-redis", "sentinel1", ""), "TILT"),
             (
                 jump("single-redis", "redis", "[clocks]\ndrift_ppm_max = 100"),
                 "drawn per node inside the simulation",

@@ -218,6 +218,79 @@ at_ms = 8_000
     common::parsed(&text, &format!("stale-replica-cut-at-{cut_ms}.toml"))
 }
 
+/// Two of three sentinels paused at 1 s for `pause_ms`, then the primary crashed at 4 s for
+/// good, with a TILT period of 10 s (`sentinel_tilt_period_ms`).
+fn paused_sentinels_file(pause_ms: u64) -> Prepared {
+    let text = format!(
+        r#"
+name = "paused-sentinels"
+description = "sentinel1 and sentinel2 are paused, then the primary crashes."
+duration_ms = 20_000
+
+[protocol]
+name = "replicated-redis"
+ttl_ms = 2_000
+sentinel_tilt_period_ms = 10_000
+
+[workload]
+clients = 1
+cs_ms_min = 10
+cs_ms_max = 50
+
+[[faults]]
+kind = "pause"
+node = "sentinel1"
+at_ms = 1_000
+duration_ms = {pause_ms}
+
+[[faults]]
+kind = "pause"
+node = "sentinel2"
+at_ms = 1_000
+duration_ms = {pause_ms}
+
+[[faults]]
+kind = "crash"
+node = "redis1"
+at_ms = 4_000
+"#
+    );
+    common::parsed(&text, &format!("paused-sentinels-{pause_ms}.toml"))
+}
+
+/// TILT mode, as `sentinelCheckTiltCondition` has it: a sentinel whose wall clock moved more
+/// than 2 s between two ticks (here: paused 3 s) acts on nothing for the TILT period, and
+/// answers "not down" to the others; with two of three in TILT mode the third cannot reach
+/// the quorum of two, so the crashed primary is failed over only once TILT mode is over
+/// (14 s: woken at 4 s, plus 10 s). Paused 1.5 s, under the trigger, they fail over at once.
+#[test]
+fn sentinels_paused_past_the_tilt_trigger_sit_out_the_tilt_period() {
+    let (long, short) = (paused_sentinels_file(3_000), paused_sentinels_file(1_500));
+    for seed in 1..=SEEDS {
+        let (_, h) = long.run_with_history(seed);
+        let mut tilts: Vec<&str> = (h.iter())
+            .filter(|e| e.detail.as_deref().unwrap_or("").starts_with("+tilt"))
+            .map(|e| e.node.as_str())
+            .collect();
+        tilts.sort();
+        assert_eq!(tilts, ["sentinel1", "sentinel2"], "seed {seed}: +tilt");
+        let switched = first_sentinel_note_ms(&h, "+switch-master");
+        assert!(
+            (14_000.0..20_000.0).contains(&switched),
+            "seed {seed}, paused 3 s: expected the failover after TILT mode (14 s), \
+             observed +switch-master at {switched} ms"
+        );
+        let (_, h) = short.run_with_history(seed);
+        let tilt = first_sentinel_note_ms(&h, "+tilt");
+        let switched = first_sentinel_note_ms(&h, "+switch-master");
+        assert!(
+            tilt.is_infinite() && switched < 8_000.0,
+            "seed {seed}, paused 1.5 s: expected no TILT and a failover by 8 s, observed \
+             +tilt at {tilt} ms, +switch-master at {switched} ms"
+        );
+    }
+}
+
 /// Sentinel picks a replica as `sentinelSelectSlave` does: one whose link to the primary has
 /// been down longer than the primary has, plus ten down-afters, is not fit, for it may have
 /// missed any amount of writes. redis3's link, cut at 0.5 s, is down from about 1 s (the
@@ -401,6 +474,9 @@ fn redis_replicated_long_random_sweep_is_reproducible_and_reaches_sentinels_long
         "no replica to promote",
         "-failover-abort-slave-timeout",
         "+convert-to-replica",
+        // A sentinel paused past 2 s, or whose clock stepped back (TILT mode lasts 30 s,
+        // the run's length: `-tilt` is the tilt test's).
+        "+tilt",
     ];
     let mut seeds_with: BTreeMap<&str, u64> = paths.iter().map(|p| (*p, 0)).collect();
     for seed in 0..200 {

@@ -1,4 +1,4 @@
-//! Real Redis servers' clocks, moved as the simulator moves a node's (`clock_jump`,
+//! Real Redis servers' clocks (data nodes and Sentinels), moved as the simulator moves a node's (`clock_jump`,
 //! `clock_drift`, a node's `[clocks]` drift and offset; `locksim_sim::clock`).
 //!
 //! A server whose clock may move runs with locksim's clock shim preloaded (`live/clock/shim.c`,
@@ -10,16 +10,14 @@
 //! forward ends a lease early there as in the simulator. The machine's clocks do not move:
 //! the other processes, and the run's own timestamps, keep real time.
 //!
-//! Only redis-server data nodes are moved (see [`why_not_movable`]): etcd is a Go program,
-//! which reads the clock through the vDSO without libc, where no preloaded library reaches;
-//! a real Sentinel enters TILT mode when its wall clock steps, which the model's Sentinel
-//! does not; a ZooKeeper server's JVM hands the kernel absolute deadlines on its monotonic
+//! Only Redis servers are moved, data nodes and Sentinels (see [`why_not_movable`]): a
+//! Sentinel's TILT mode is the model's too. etcd is a Go program, which reads the clock
+//! through the vDSO without libc, where no preloaded library reaches; a ZooKeeper server's JVM hands the kernel absolute deadlines on its monotonic
 //! clock (timed waits), which the kernel would read on the unmoved clock, so a drift would
 //! stretch or cut every wait; the clients are not moved (their events are stamped on the
 //! machine's one monotonic clock).
 
 use crate::clock;
-use locksim_protocols::redis::replicated;
 use locksim_scenarios::Prepared;
 use locksim_sim::Fault;
 use std::collections::BTreeMap;
@@ -159,15 +157,14 @@ pub fn why_not_movable(prepared: &Prepared, node: &str) -> Option<String> {
             "`{node}` is a client: live mode moves real Redis servers' clocks only"
         ));
     }
+    let server = prepared.deployment.servers().iter().any(|n| n == node);
+    if !server && !locksim_sim::nemesis::is_role(node) {
+        return Some(format!(
+            "`{node}` is not a server: live mode moves real Redis servers' clocks only"
+        ));
+    }
     let protocol = s.protocol.name.as_str();
-    let sentinel = protocol == "replicated-redis"
-        && crate::deploy::params::<replicated::Params>(prepared)
-            .is_ok_and(|p| p.sentinel_names().iter().any(|n| n == node));
     match protocol {
-        _ if sentinel => Some(format!(
-            "`{node}` is a Sentinel: a real one enters TILT mode when its wall clock steps \
-             (sentinelCheckTiltCondition), which the model's Sentinel does not"
-        )),
         "single-redis" | "redlock" | "replicated-redis" => None,
         "etcd" => Some(
             "an etcd member is a Go program, which reads the clock through the vDSO without \
@@ -186,7 +183,7 @@ pub fn why_not_movable(prepared: &Prepared, node: &str) -> Option<String> {
     }
 }
 
-/// Gives every Redis data node of `deployment` a clock of its own in `dir` if any clock
+/// Gives every Redis server of `deployment` a clock of its own in `dir` if any clock
 /// moves in the run (a role such as `@primary` may name any of them), with its `[clocks]`
 /// offset and drift, and the shim preloaded at each of its starts.
 pub fn attach(

@@ -121,13 +121,14 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// `SENTINEL DEBUG` with the model's periods (Redis 7.0 has no config-file directive for
+/// `SENTINEL DEBUG` with the model's periods and TILT settings (Redis 7.0 has no config-file directive for
 /// them): whether the Sentinel at `addr` took them.
 fn sentinel_periods(addr: SocketAddr, periods: Periods) -> Configure {
     Arc::new(move || {
         let ms = |v: u64| v.to_string();
         let (ping, info) = (ms(periods.ping_ms), ms(periods.info_ms));
         let (publish, ask) = (ms(periods.publish_ms), ms(periods.ask_ms));
+        let (trigger, tilt) = (ms(periods.tilt_trigger_ms), ms(periods.tilt_period_ms));
         let argv = [
             "SENTINEL",
             "DEBUG",
@@ -139,6 +140,10 @@ fn sentinel_periods(addr: SocketAddr, periods: Periods) -> Configure {
             &publish,
             "ask-period",
             &ask,
+            "tilt-trigger",
+            &trigger,
+            "tilt-period",
+            &tilt,
         ];
         resp::call(addr, &argv, Duration::from_millis(300)).is_ok_and(|r| r == Reply::Ok)
     })

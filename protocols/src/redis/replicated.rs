@@ -130,6 +130,13 @@ pub struct Params {
     /// (`ask-period`).
     #[serde(default = "d_sentinel_ask")]
     pub sentinel_ask_period_ms: u64,
+    /// A sentinel whose wall clock moved back, or more than this forward, between two ticks
+    /// of its timer (a pause, a clock step) enters TILT mode, in ms (`tilt-trigger`).
+    #[serde(default = "d_sentinel_tilt_trigger")]
+    pub sentinel_tilt_trigger_ms: u64,
+    /// How long TILT mode lasts, in ms (`tilt-period`): the sentinel watches but does not act.
+    #[serde(default = "d_sentinel_tilt_period")]
+    pub sentinel_tilt_period_ms: u64,
     /// Shortest delay before the primary streams a write to a replica, in ms.
     #[serde(default)]
     pub replication_lag_ms_min: u64,
@@ -207,6 +214,12 @@ fn d_sentinel_publish() -> u64 {
 fn d_sentinel_ask() -> u64 {
     Periods::default().ask_ms
 }
+fn d_sentinel_tilt_trigger() -> u64 {
+    Periods::default().tilt_trigger_ms
+}
+fn d_sentinel_tilt_period() -> u64 {
+    Periods::default().tilt_period_ms
+}
 fn d_lag_max() -> u64 {
     2
 }
@@ -228,6 +241,8 @@ impl Params {
             info_ms: self.sentinel_info_period_ms,
             publish_ms: self.sentinel_publish_period_ms,
             ask_ms: self.sentinel_ask_period_ms,
+            tilt_trigger_ms: self.sentinel_tilt_trigger_ms,
+            tilt_period_ms: self.sentinel_tilt_period_ms,
         }
     }
 
@@ -248,6 +263,8 @@ impl Params {
                 self.sentinel_publish_period_ms,
             ),
             ("sentinel_ask_period_ms", self.sentinel_ask_period_ms),
+            ("sentinel_tilt_trigger_ms", self.sentinel_tilt_trigger_ms),
+            ("sentinel_tilt_period_ms", self.sentinel_tilt_period_ms),
             (
                 "replication_ping_interval_ms",
                 self.replication_ping_interval_ms,

@@ -46,6 +46,13 @@
 //! - A sentinel at the run's start has been running: it knows the deployment (the first node
 //!   the primary, the others its replicas) as its `INFO`s told it, and its pings' phase is
 //!   anyone's.
+//! - TILT mode (`sentinelCheckTiltCondition`): at each tick, a wall clock that moved back, or
+//!   more than `tilt-trigger` (2 s) forward, since the last tick (the sentinel was stopped,
+//!   or its clock stepped) puts it in TILT mode for `tilt-period` (30 s) of its wall clock:
+//!   it keeps pinging, asking `INFO`, sending and hearing hellos and voting, but marks no
+//!   node up or down, answers every "is the primary down?" with no, asks nobody, starts or
+//!   continues no failover and acts on no `INFO` taken meanwhile (`+tilt`, `-tilt`). So a
+//!   sentinel paused past two seconds sits out the next thirty, as a real one does.
 //! - Clients ask a sentinel for the current primary (`SENTINEL get-master-addr-by-name`).
 //!
 //! The periods are parameters with Redis's defaults; live mode sets the real Sentinels' to
@@ -156,6 +163,11 @@ pub struct Periods {
     /// Ask the other sentinels about a primary this one sees down this often, in ms
     /// (`ask-period`, 1000).
     pub ask_ms: u64,
+    /// TILT mode starts when the wall clock moved back, or more than this forward, between
+    /// two ticks, in ms (`tilt-trigger`, 2000).
+    pub tilt_trigger_ms: u64,
+    /// TILT mode lasts this long, in ms (`tilt-period`, 30 × the default ping period).
+    pub tilt_period_ms: u64,
 }
 
 impl Default for Periods {
@@ -165,6 +177,8 @@ impl Default for Periods {
             info_ms: 10_000,
             publish_ms: 2_000,
             ask_ms: 1_000,
+            tilt_trigger_ms: 2_000,
+            tilt_period_ms: 30_000,
         }
     }
 }
@@ -317,6 +331,12 @@ struct Sentinel {
     /// promoted, epoch, when sent).
     promoting: Option<(NodeIdx, NodeIdx, u64, Duration)>,
     last_hello: Option<Duration>,
+    /// The wall clock at the last tick (`previous_time`).
+    previous_wall_ms: i64,
+    /// In TILT mode since this wall-clock time: watching, not acting.
+    tilt_since_ms: Option<i64>,
+    /// When the last TILT mode ended (local monotonic): an `INFO` taken before is not acted on.
+    tilt_over_at: Duration,
 }
 
 type Shared = Rc<RefCell<Sentinel>>;
@@ -350,6 +370,9 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
         failover_not_before: None,
         promoting: None,
         last_hello: None,
+        previous_wall_ms: 0,
+        tilt_since_ms: None,
+        tilt_over_at: Duration::ZERO,
     }));
     let (s2, caller2) = (s.clone(), caller.clone());
     ctx.spawn(async move {
@@ -376,12 +399,18 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
     if first_start {
         s.borrow_mut().knows_the_deployment();
     }
+    // Its timer has been ticking: the first tick is measured from here.
+    s.borrow_mut().previous_wall_ms = ctx.wall_ms();
     loop {
         ctx.sleep_local(tick()).await;
+        s.borrow_mut().check_tilt();
         send_periodic(&s, &redis);
-        s.borrow_mut().mark_down();
-        s.borrow_mut().confirm_promotion(&redis);
-        check(&s, &redis, &caller).await;
+        if s.borrow_mut().acting() {
+            s.borrow_mut().mark_down();
+            s.borrow_mut().confirm_promotion(&redis);
+            check(&s, &redis, &caller).await;
+        }
+        send_hello(&s, &caller);
     }
 }
 
@@ -501,6 +530,40 @@ impl Sentinel {
         })
     }
 
+    /// `sentinelCheckTiltCondition`, at the start of every tick: a wall clock that moved
+    /// back, or more than tilt-trigger forward, since the last tick (the process was
+    /// stopped, or its clock stepped) starts TILT mode, from now.
+    fn check_tilt(&mut self) {
+        let now_ms = self.ctx.wall_ms();
+        let delta_ms = now_ms - self.previous_wall_ms;
+        if delta_ms < 0 || delta_ms > self.config.periods.tilt_trigger_ms as i64 {
+            self.tilt_since_ms = Some(now_ms);
+            self.ctx.note(format!(
+                "+tilt: the wall clock moved {delta_ms:+} ms since the last tick"
+            ));
+        }
+        self.previous_wall_ms = now_ms;
+    }
+
+    /// Whether the acting half of this tick runs (`sentinelHandleRedisInstance`): not in
+    /// TILT mode, which ends once tilt-period has passed on the wall clock (`-tilt`). In
+    /// TILT mode the sentinel pings, asks `INFO`, hears and sends hellos and votes, but
+    /// marks no node up or down, asks nobody, starts or continues no failover, and acts on
+    /// no `INFO` it takes then.
+    fn acting(&mut self) -> bool {
+        let Some(since_ms) = self.tilt_since_ms else {
+            return true;
+        };
+        if self.ctx.wall_ms() - since_ms < self.config.periods.tilt_period_ms as i64 {
+            self.watch.values_mut().for_each(|w| w.info_fresh = false);
+            return false;
+        }
+        self.tilt_since_ms = None;
+        self.tilt_over_at = self.now();
+        self.ctx.note("-tilt");
+        true
+    }
+
     fn answer(&mut self, req: SentinelReq) -> Option<SentinelResp> {
         match req {
             SentinelReq::GetPrimary => Some(SentinelResp::Primary(self.primary())),
@@ -512,8 +575,10 @@ impl Sentinel {
                 if let Some(candidate) = candidate {
                     self.vote(epoch, candidate);
                 }
+                // In TILT mode a sentinel always says "not down".
+                let tilt = self.tilt_since_ms.is_some();
                 Some(SentinelResp::Down {
-                    down: primary == self.primary() && self.watch[&primary].down,
+                    down: !tilt && primary == self.primary() && self.watch[&primary].down,
                     leader: self.d.leader,
                     leader_epoch: self.d.leader_epoch,
                 })
@@ -751,7 +816,7 @@ impl Sentinel {
         let promoted = self.watch[&chosen]
             .info
             .as_ref()
-            .is_some_and(|(at, i)| *at > sent_at && i.following.is_none());
+            .is_some_and(|(at, i)| *at > sent_at.max(self.tilt_over_at) && i.following.is_none());
         if promoted {
             self.promoting = None;
             if self.d.config_epoch < epoch && self.primary() == primary {
@@ -786,8 +851,8 @@ async fn ask_all(
         .collect()
 }
 
-/// One tick's checks: is the primary objectively down, should we fail over, is anyone
-/// misconfigured; then the hello message, if due.
+/// One tick's acting half: is the primary objectively down, should we fail over, is anyone
+/// misconfigured.
 async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelReq, SentinelResp>) {
     let ask_due = s.borrow_mut().ask_due();
     if let Some((primary, epoch, quorum)) = ask_due {
@@ -815,7 +880,7 @@ async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelR
         fail_over(s, redis, caller, primary).await;
     }
     let fix = s.borrow_mut().misconfigured();
-    let mut s = s.borrow_mut();
+    let s = s.borrow();
     let primary = s.primary();
     for (n, what) in fix {
         s.ctx
@@ -827,6 +892,12 @@ async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelR
             },
         );
     }
+}
+
+/// The hello message, if due (sent in TILT mode too: it is part of watching).
+fn send_hello(s: &Shared, caller: &Caller<SentinelReq, SentinelResp>) {
+    let mut s = s.borrow_mut();
+    let primary = s.primary();
     let now = s.now();
     let publish = Sentinel::ms(s.config.periods.publish_ms);
     if s.last_hello
