@@ -3102,6 +3102,32 @@ fn catalog_story_live_if(
     name: &str,
     set_up: impl Fn(&[serde_json::Value]) -> bool,
 ) -> Result<Option<(serde_json::Value, String)>, ()> {
+    story_live_if(&format!("scenarios/catalog/{name}.toml"), name, set_up)
+}
+
+/// A locksim's own client's clock runs 30% slow: it works past its lease, in both worlds
+/// (`live/scenarios/redis-single-slow-client-clock.toml`; with the drift at 0 both hold).
+#[test]
+fn a_client_whose_clock_runs_slow_overstays_its_lease_for_real() {
+    let file = "live/scenarios/redis-single-slow-client-clock.toml";
+    let judged = story_live_if(file, "slow-client-clock", |_| true);
+    let Ok(Some((j, saved_at))) = judged else {
+        return;
+    };
+    let window = j["stats"]["zombie_window_ms_max"].as_f64().unwrap_or(0.0);
+    assert!(
+        window > 100.0,
+        "expected c1 working >100 ms past c2's entry, observed {window} ms: {saved_at}"
+    );
+}
+
+/// The story of scenario `file` (named `name` for its scratch directory) live, judged as
+/// [`catalog_story_live_if`] says.
+fn story_live_if(
+    file: &str,
+    name: &str,
+    set_up: impl Fn(&[serde_json::Value]) -> bool,
+) -> Result<Option<(serde_json::Value, String)>, ()> {
     let Some(_serial) = live_test("redis-server", "redis-server") else {
         return Ok(None);
     };
@@ -3109,14 +3135,13 @@ fn catalog_story_live_if(
         return Ok(None);
     }
     let dir = scratch(&format!("story-{name}"));
-    let file = format!("scenarios/catalog/{name}.toml");
-    let (out, events, saved_at) = live_history(&file, &dir, name, &["--json"]);
+    let (out, events, saved_at) = live_history(file, &dir, name, &["--json"]);
     if !set_up(&events) {
         return Err(());
     }
     let (exit, j) = (code(&out), json(&out));
-    let simulated = json(&in_repo(&["run", &file, "--json"]));
-    let (sim, live) = (pinned(&file, &simulated), pinned(&file, &j));
+    let simulated = json(&in_repo(&["run", file, "--json"]));
+    let (sim, live) = (pinned(file, &simulated), pinned(file, &j));
     let expected_exit = if j["verdict"] == "valid" { 0 } else { 1 };
     assert!(
         j["mode"] == "live" && j["expect"]["met"] == true && sim == live && exit == expected_exit,

@@ -232,7 +232,7 @@ pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Re
             prepared.path
         )));
     }
-    clocks(prepared)?;
+    clocks(prepared, library)?;
     let profile = &s.faults_random;
     for kind in FaultKind::ALL.iter().copied() {
         if let (true, Some(why)) = (profile.probability(kind) > 0.0, why_not(kind)) {
@@ -253,7 +253,7 @@ pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Re
                 fault.describe()
             ),
         };
-        check_fault(prepared, fault, mode).map_err(|why| {
+        check_fault(prepared, fault, mode, library).map_err(|why| {
             let kind = fault.kind().name();
             Refused(format!(
                 "{}: {name} (kind = {kind:?}): {why}",
@@ -266,7 +266,7 @@ pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Re
 
 /// `[clocks]`: a node's fixed drift and offset run live on the nodes whose clocks live mode
 /// moves; drawn ones (`drift_ppm_max`, `offset_ms_max`) are drawn inside the simulation.
-fn clocks(prepared: &Prepared) -> Result<(), Refused> {
+fn clocks(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     let clocks = &prepared.scenario.clocks;
     let refused = |why: String| Err(Refused(format!("{}: {why}", prepared.path)));
     if clocks.drift_ppm_max != 0 || clocks.offset_ms_max != 0 {
@@ -278,7 +278,7 @@ fn clocks(prepared: &Prepared) -> Result<(), Refused> {
         );
     }
     for node in clocks.nodes.keys() {
-        if let Some(why) = crate::deploy::clock::why_not_movable(prepared, node) {
+        if let Some(why) = crate::deploy::clock::why_not_movable(prepared, node, library) {
             return refused(format!(
                 "[clocks.nodes.{node}]: {why}; run it in the simulator"
             ));
@@ -288,7 +288,12 @@ fn clocks(prepared: &Prepared) -> Result<(), Refused> {
 }
 
 /// Why live mode cannot apply `fault`, if it cannot.
-fn check_fault(prepared: &Prepared, fault: &Fault, mode: CutMode) -> Result<(), String> {
+fn check_fault(
+    prepared: &Prepared,
+    fault: &Fault,
+    mode: CutMode,
+    library: bool,
+) -> Result<(), String> {
     if let Some(why) = why_not(fault.kind()) {
         return Err(why.into());
     }
@@ -297,7 +302,7 @@ fn check_fault(prepared: &Prepared, fault: &Fault, mode: CutMode) -> Result<(), 
     match fault {
         Fault::ClockJump(locksim_sim::fault::ClockJump { node, .. })
         | Fault::ClockDrift(locksim_sim::fault::ClockDrift { node, .. }) => {
-            if let Some(why) = crate::deploy::clock::why_not_movable(prepared, node) {
+            if let Some(why) = crate::deploy::clock::why_not_movable(prepared, node, library) {
                 return Err(format!("{why}; run it in the simulator"));
             }
         }
@@ -604,9 +609,9 @@ mod tests {
         }
     }
 
-    /// Clock faults run live on real Redis servers (a Sentinel's too), and are refused by name
-    /// elsewhere (a client, an etcd member, a ZooKeeper server) and when the simulation
-    /// draws the clocks.
+    /// Clock faults run live on real Redis servers (a Sentinel's too) and locksim's own
+    /// clients, and are refused by name elsewhere (a real library's client, an etcd member, a
+    /// ZooKeeper server, the resource) and when the simulation draws the clocks.
     #[test]
     fn clocks_move_live_on_redis_servers_only() {
         let registry = locksim_protocols::Registry::builtin();
@@ -620,27 +625,39 @@ mod tests {
             check(&prepared.unwrap(), 1, CutMode::Stall, false)
                 .unwrap_or_else(|e| panic!("{file}: {e}"));
         }
-        // A Sentinel's clock and `@primary`'s, whoever it is then.
-        for node in ["sentinel1", "@primary"] {
-            let text = format!("name = \"t\"\nduration_ms = 1000\n[protocol]\nname = \"replicated-redis\"\n[[faults]]\nkind = \"clock_jump\"\nnode = \"{node}\"\nat_ms = 10\ndelta_ms = 5000\n");
+        let load = |text: &str| {
             let dir = crate::rundir::RunDir::create().unwrap();
             let path = dir.path().join("t.toml");
-            std::fs::write(&path, &text).unwrap();
-            let prepared = locksim_scenarios::load(path.to_str().unwrap(), &registry).unwrap();
-            check(&prepared, 1, CutMode::Stall, false).unwrap_or_else(|e| panic!("{node}: {e}"));
-        }
+            std::fs::write(&path, text).unwrap();
+            locksim_scenarios::load(path.to_str().unwrap(), &registry)
+                .unwrap_or_else(|e| panic!("{text}: {e}"))
+        };
         let jump = |protocol: &str, node: &str, extra: &str| {
             format!(
                 "name = \"t\"\nduration_ms = 1000\n[protocol]\nname = \"{protocol}\"\n{extra}\n\
                  [[faults]]\nkind = \"clock_jump\"\nnode = \"{node}\"\nat_ms = 10\ndelta_ms = 5000\n"
             )
         };
+        // A Sentinel's clock, `@primary`'s whoever it is then, and locksim's own clients'.
+        for (protocol, node) in [
+            ("replicated-redis", "sentinel1"),
+            ("replicated-redis", "@primary"),
+            ("single-redis", "c1"),
+            ("single-redis", "@holder"),
+        ] {
+            let prepared = load(&jump(protocol, node, ""));
+            check(&prepared, 1, CutMode::Stall, false).unwrap_or_else(|e| panic!("{node}: {e}"));
+        }
+        // A real library's client reads the machine's clock.
+        let prepared = load(&jump("single-redis", "c1", "client = \"redis-py\""));
+        let Err(Refused(why)) = check(&prepared, 1, CutMode::Stall, true) else {
+            panic!("a real library's clock moved");
+        };
+        assert!(why.contains("live --library runs a real library"), "{why}");
         for (text, says) in [
-            (jump("single-redis", "c1", ""), "`c1` is a client"),
-            (jump("single-redis", "@holder", ""), "`@holder` is a client"),
             (
                 jump("single-redis", "resource", ""),
-                "`resource` is not a server",
+                "`resource` is neither",
             ),
             (jump("etcd", "etcd1", ""), "Go program"),
             (jump("zookeeper", "zk1", ""), "JVM"),
@@ -649,11 +666,7 @@ mod tests {
                 "drawn per node inside the simulation",
             ),
         ] {
-            let dir = crate::rundir::RunDir::create().unwrap();
-            let path = dir.path().join("t.toml");
-            std::fs::write(&path, &text).unwrap();
-            let prepared = locksim_scenarios::load(path.to_str().unwrap(), &registry)
-                .unwrap_or_else(|e| panic!("{text}: {e}"));
+            let prepared = load(&text);
             let Err(Refused(why)) = check(&prepared, 1, CutMode::Stall, false) else {
                 panic!("not refused: {text}");
             };

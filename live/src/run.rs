@@ -168,7 +168,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     // Before any server starts: it may simulate the seed first.
     let pause_plans = faults::pause_plans(prepared, opts.seed)?;
     let mut deployment = deploy::plan(prepared, &dir, opts.seed)?;
-    let clocks = deploy::clock::attach(prepared, &faults, &mut deployment, &dir)?;
+    let clocks = deploy::clock::attach(prepared, &faults, &mut deployment, &dir, opts.library)?;
     start_servers(&mut deployment)?;
     let s = &prepared.scenario;
     // A provisional zero: the clock starts when every client is up (`start_clock`).
@@ -343,6 +343,7 @@ impl Live<'_> {
                 .collect(),
             passages_before: entry.passages.clone(),
             driver: self.library.as_ref().map(|l| l.profile.clone()),
+            clock: self.clocks.get(name).map(|c| c.path().to_owned()),
         };
         let spec_file = self.dir.join(format!("{name}.{}.json", entry.incarnation));
         std::fs::write(&spec_file, serde_json::to_string_pretty(&spec)?)?;

@@ -69,11 +69,26 @@ impl LiveNode for LiveEnv {
     }
 
     fn wall_ms(&self) -> i64 {
-        clock::wall_ms()
+        self.ctx.wall_ms()
     }
 
+    /// Until the client's monotonic clock has advanced by `local`: at its drift, checked
+    /// again on waking, as the simulated node's sleep re-checks when its drift changes.
     fn sleep(&self, local: Duration) -> LocalFuture<'static, ()> {
-        Box::pin(tokio::time::sleep(local))
+        let ctx = self.ctx.clone();
+        Box::pin(async move {
+            if !ctx.clock_moves() {
+                return tokio::time::sleep(local).await;
+            }
+            let until = ctx.mono_now() + local;
+            loop {
+                let left = until.saturating_sub(ctx.mono_now());
+                if left.is_zero() {
+                    return;
+                }
+                tokio::time::sleep(ctx.real_duration(left)).await;
+            }
+        })
     }
 
     fn record(&self, event: Event) -> u64 {

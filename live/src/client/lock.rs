@@ -4,6 +4,7 @@
 
 use crate::client::driver::DriverLock;
 use crate::clock;
+use crate::deploy::clock::ClockView;
 use crate::spec::{ClientMsg, ClientSpec};
 use async_trait::async_trait;
 use locksim_check::{Event, Kind, Op};
@@ -26,6 +27,8 @@ pub struct Ctx {
     out: Arc<Mutex<std::io::Stdout>>,
     rng: Mutex<StdRng>,
     passages: Mutex<BTreeMap<String, u32>>,
+    /// Its moved clock, if the run moves it (else the machine's clocks).
+    clock: Option<ClockView>,
 }
 
 impl Ctx {
@@ -36,7 +39,11 @@ impl Ctx {
             .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
         let seed = spec.seed ^ name_hash.rotate_left(17) ^ ((spec.incarnation as u64) << 48);
         let passages = Mutex::new(spec.passages_before.clone());
+        let clock = (spec.clock.as_deref()).map(|path| {
+            ClockView::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        });
         Ctx {
+            clock,
             spec,
             start_ns: u64::MAX.into(),
             out: Arc::new(Mutex::new(std::io::stdout())),
@@ -50,9 +57,41 @@ impl Ctx {
         &self.spec.name
     }
 
-    /// Time since the run's zero (the client's monotonic clock is the machine's).
+    /// Time since the run's zero on the client's monotonic clock: the machine's, or its
+    /// moved clock's, which runs at its drift.
     pub fn mono_now(&self) -> Duration {
-        clock::since(self.start_ns())
+        match &self.clock {
+            None => clock::since(self.start_ns()),
+            Some(_) if !self.started() => Duration::ZERO,
+            Some(view) => {
+                let moved_ns = view.mono_ns(clock::now_ns()) - self.start_ns() as i64;
+                Duration::from_nanos(moved_ns.max(0) as u64)
+            }
+        }
+    }
+
+    /// The client's wall clock, in ms since the epoch: the machine's, or its moved clock's.
+    pub fn wall_ms(&self) -> i64 {
+        self.clock
+            .as_ref()
+            .map_or_else(clock::wall_ms, ClockView::wall_ms)
+    }
+
+    /// Whether the run moves this client's clock and has started (a sleep before the start
+    /// is on the machine's clock).
+    pub fn clock_moves(&self) -> bool {
+        self.clock.is_some() && self.started()
+    }
+
+    fn started(&self) -> bool {
+        self.start_ns() != u64::MAX
+    }
+
+    /// How long `local` of the client's monotonic clock lasts in real time, at its drift now.
+    pub fn real_duration(&self, local: Duration) -> Duration {
+        let ppm = self.clock.as_ref().map_or(0, ClockView::drift_ppm);
+        let ns = local.as_nanos() as i128 * 1_000_000 / (1_000_000 + ppm as i128);
+        Duration::from_nanos(ns.max(0) as u64)
     }
 
     fn start_ns(&self) -> u64 {

@@ -1,4 +1,4 @@
-//! Real Redis servers' clocks (data nodes and Sentinels), moved as the simulator moves a node's (`clock_jump`,
+//! Real Redis servers' clocks (data nodes and Sentinels) and locksim's own clients', moved as the simulator moves a node's (`clock_jump`,
 //! `clock_drift`, a node's `[clocks]` drift and offset; `locksim_sim::clock`).
 //!
 //! A server whose clock may move runs with locksim's clock shim preloaded (`live/clock/shim.c`,
@@ -14,8 +14,9 @@
 //! Sentinel's TILT mode is the model's too. etcd is a Go program, which reads the clock
 //! through the vDSO without libc, where no preloaded library reaches; a ZooKeeper server's JVM hands the kernel absolute deadlines on its monotonic
 //! clock (timed waits), which the kernel would read on the unmoved clock, so a drift would
-//! stretch or cut every wait; the clients are not moved (their events are stamped on the
-//! machine's one monotonic clock).
+//! stretch or cut every wait. locksim's own client reads its clock from its file
+//! ([`ClockView`]) through its node's context, and keeps stamping its events on the machine's
+//! monotonic clock; a real library's client (`--library`) is not moved.
 
 use crate::clock;
 use locksim_scenarios::Prepared;
@@ -78,6 +79,11 @@ impl MovedClock {
         Ok(clock)
     }
 
+    /// Its file, which the process whose clock it is reads.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The environment that preloads the shim (`shim`, in the run's directory) onto this
     /// clock.
     pub fn env(&self, shim: &Path) -> Vec<(String, String)> {
@@ -124,6 +130,64 @@ impl MovedClock {
     }
 }
 
+/// A moved clock as its own process reads it without the shim: locksim's own client, whose
+/// node code reads its clocks through its context (`client::env`), never libc's, and whose
+/// events keep the machine's time.
+pub struct ClockView {
+    file: File,
+}
+
+impl ClockView {
+    /// The clock in `path` (the parent keeps writing it).
+    pub fn open(path: &Path) -> std::io::Result<ClockView> {
+        Ok(ClockView {
+            file: File::open(path)?,
+        })
+    }
+
+    /// The state now, read under the sequence lock as the shim reads it.
+    fn state(&self) -> State {
+        let mut buf = [0u8; 40];
+        loop {
+            if self.file.read_exact_at(&mut buf, 0).is_err() {
+                return State::default();
+            }
+            let word = |i: usize| i64::from_le_bytes(buf[i * 8..i * 8 + 8].try_into().unwrap());
+            let mut seq = [0u8; 8];
+            let again = self
+                .file
+                .read_exact_at(&mut seq, 0)
+                .map(|_| i64::from_le_bytes(seq));
+            if word(0) % 2 == 0 && again.is_ok_and(|s| s == word(0)) {
+                return State {
+                    wall_offset_ns: word(1),
+                    mono_offset_ns: word(2),
+                    anchor_ns: word(3),
+                    drift_ppm: word(4),
+                };
+            }
+        }
+    }
+
+    /// The moved monotonic reading at the machine's monotonic `real_ns`, in ns.
+    pub fn mono_ns(&self, real_ns: u64) -> i64 {
+        let state = self.state();
+        real_ns as i64 + state.mono_offset_ns + state.drifted_ns(real_ns as i64)
+    }
+
+    /// The moved wall clock now, in ms since the epoch.
+    pub fn wall_ms(&self) -> i64 {
+        let (state, now_ns) = (self.state(), clock::now_ns() as i64);
+        let moved_ns = state.wall_offset_ns + state.drifted_ns(now_ns);
+        clock::wall_ms() + moved_ns.div_euclid(1_000_000)
+    }
+
+    /// The rate error now, in ppm.
+    pub fn drift_ppm(&self) -> i64 {
+        self.state().drift_ppm
+    }
+}
+
 /// Writes the shim into `dir`; its path, for [`MovedClock::env`].
 pub fn install_shim(dir: &Path) -> std::io::Result<PathBuf> {
     let shim = dir.join("locksim-clock.so");
@@ -147,20 +211,25 @@ pub fn moved(prepared: &Prepared, faults: &[Fault]) -> Vec<String> {
     nodes
 }
 
-/// Why live mode cannot move `node`'s clock (a node or a role), if it cannot.
-pub fn why_not_movable(prepared: &Prepared, node: &str) -> Option<String> {
+/// Why live mode cannot move `node`'s clock (a node or a role), if it cannot; `library`:
+/// the clients run a real library (`--library`).
+pub fn why_not_movable(prepared: &Prepared, node: &str, library: bool) -> Option<String> {
     let s = &prepared.scenario;
-    if s.workload.client_names().iter().any(|c| c == node)
-        || node == locksim_sim::nemesis::ROLE_HOLDER
-    {
-        return Some(format!(
-            "`{node}` is a client: live mode moves real Redis servers' clocks only"
-        ));
+    let client = s.workload.client_names().iter().any(|c| c == node)
+        || node == locksim_sim::nemesis::ROLE_HOLDER;
+    if client {
+        return library.then(|| {
+            format!(
+                "`{node}` is a client, and live --library runs a real library, which reads the \
+                 machine's clock (live mode moves locksim's own client's clock only)"
+            )
+        });
     }
     let server = prepared.deployment.servers().iter().any(|n| n == node);
     if !server && !locksim_sim::nemesis::is_role(node) {
         return Some(format!(
-            "`{node}` is not a server: live mode moves real Redis servers' clocks only"
+            "`{node}` is neither a server nor a client: live mode moves real Redis servers' \
+             and locksim's own clients' clocks"
         ));
     }
     let protocol = s.protocol.name.as_str();
@@ -183,30 +252,38 @@ pub fn why_not_movable(prepared: &Prepared, node: &str) -> Option<String> {
     }
 }
 
-/// Gives every Redis server of `deployment` a clock of its own in `dir` if any clock
-/// moves in the run (a role such as `@primary` may name any of them), with its `[clocks]`
-/// offset and drift, and the shim preloaded at each of its starts.
+/// Gives every Redis server of `deployment`, and every client of locksim's own (not a real
+/// library's, `library`), a clock of its own in `dir` if any clock moves in the run (a role
+/// such as `@primary` or `@holder` may name any of them), with its `[clocks]` offset and
+/// drift; each server starts with the shim preloaded, each client reads its clock's file.
 pub fn attach(
     prepared: &Prepared,
     faults: &[Fault],
     deployment: &mut super::Deployment,
     dir: &Path,
+    library: bool,
 ) -> anyhow::Result<BTreeMap<String, MovedClock>> {
     let mut clocks = BTreeMap::new();
     if moved(prepared, faults).is_empty() {
         return Ok(clocks);
     }
     let shim = install_shim(dir)?;
-    for server in &mut deployment.servers {
-        if why_not_movable(prepared, &server.name).is_some() {
-            continue;
-        }
-        let set = prepared.scenario.clocks.nodes.get(&server.name);
+    let create = |name: &str| {
+        let set = prepared.scenario.clocks.nodes.get(name);
         let (offset_ms, drift_ppm) = set.map_or((0, 0), |c| (c.offset_ms, c.drift_ppm));
-        let path = dir.join(format!("{}.clock", server.name));
-        let clock = MovedClock::create(&path, offset_ms, drift_ppm)?;
-        server.env = clock.env(&shim);
-        clocks.insert(server.name.clone(), clock);
+        MovedClock::create(&dir.join(format!("{name}.clock")), offset_ms, drift_ppm)
+    };
+    for server in &mut deployment.servers {
+        if why_not_movable(prepared, &server.name, false).is_none() {
+            let clock = create(&server.name)?;
+            server.env = clock.env(&shim);
+            clocks.insert(server.name.clone(), clock);
+        }
+    }
+    for client in prepared.scenario.workload.client_names() {
+        if why_not_movable(prepared, &client, library).is_none() {
+            clocks.insert(client.clone(), create(&client)?);
+        }
     }
     Ok(clocks)
 }

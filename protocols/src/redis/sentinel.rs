@@ -72,7 +72,7 @@
 use super::server::RedisNet;
 use super::store::{Cmd, ReplInfo, Reply};
 use futures::StreamExt;
-use locksim_sim::rpc::{endpoint, Caller, RpcError, Wire};
+use locksim_sim::rpc::{endpoint, Caller, Requests, RpcError, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use rand::Rng;
 use std::cell::RefCell;
@@ -343,7 +343,7 @@ type Shared = Rc<RefCell<Sentinel>>;
 
 async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: SentinelConfig) {
     let (redis, _) = endpoint(&redis_net, &ctx);
-    let (caller, mut requests) = endpoint(&net, &ctx);
+    let (caller, requests) = endpoint(&net, &ctx);
     let idx = |name: &String| ctx.world().node(name).expect("nodes are added first");
     let nodes: Vec<NodeIdx> = config.redis.iter().map(idx).collect();
     let others = config
@@ -374,23 +374,7 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
         tilt_since_ms: None,
         tilt_over_at: Duration::ZERO,
     }));
-    let (s2, caller2) = (s.clone(), caller.clone());
-    ctx.spawn(async move {
-        while let Some(req) = requests.next().await {
-            let (answer, changed) = {
-                let mut s = s2.borrow_mut();
-                let answer = s.answer(req.body);
-                (answer, std::mem::take(&mut s.unsynced))
-            };
-            if changed {
-                // A vote is on disk before it is given (Redis: `sentinelFlushConfig`).
-                disk.fsync().await;
-            }
-            if let Some(resp) = answer {
-                caller2.reply(req.from, req.id, resp);
-            }
-        }
-    });
+    ctx.spawn(answer_requests(s.clone(), caller.clone(), requests));
     // A sentinel started some time before the run: its pings' phase is anyone's.
     let ping_ms = s.borrow().ping_period_ms();
     let phase_ms = madsim::rand::thread_rng().gen_range(0..ping_ms);
@@ -411,6 +395,29 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
             check(&s, &redis, &caller).await;
         }
         send_hello(&s, &caller);
+    }
+}
+
+/// Answers the other sentinels and the clients, one request at a time.
+async fn answer_requests(
+    s: Shared,
+    caller: Caller<SentinelReq, SentinelResp>,
+    mut requests: Requests<SentinelReq>,
+) {
+    let disk = s.borrow().ctx.disk();
+    while let Some(req) = requests.next().await {
+        let (answer, changed) = {
+            let mut s = s.borrow_mut();
+            let answer = s.answer(req.body);
+            (answer, std::mem::take(&mut s.unsynced))
+        };
+        if changed {
+            // A vote is on disk before it is given (Redis: `sentinelFlushConfig`).
+            disk.fsync().await;
+        }
+        if let Some(resp) = answer {
+            caller.reply(req.from, req.id, resp);
+        }
     }
 }
 
