@@ -27,9 +27,9 @@ pub trait Nemesis {
     fn loss(&mut self, loss: &Loss);
     /// The cycles of a periodic pause, each a [`Nemesis::pause`] at its planned time.
     fn pause_periodic(&mut self, fault: &PausePeriodic, why: &str);
-    /// Steps a server's wall clock by `delta_ms` (its moved clock, `deploy::clock`).
+    /// Steps a node's wall clock by `delta_ms` (its moved clock, `deploy::clock`).
     fn jump_clock(&mut self, node: &str, delta_ms: i64);
-    /// Sets a server's clock rate to `drift_ppm` from now on.
+    /// Sets a node's clock rate to `drift_ppm` from now on.
     fn drift_clock(&mut self, node: &str, drift_ppm: i64);
 }
 
