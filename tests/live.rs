@@ -3121,6 +3121,84 @@ fn a_client_whose_clock_runs_slow_overstays_its_lease_for_real() {
     );
 }
 
+/// ZooKeeper times sessions by its monotonic clock: the leader's wall clock stepped 30 s
+/// forward and back expires no session and the lock holds, live as in the simulator. The
+/// real servers did read the stepped clock: the transaction log's times (the leader's wall
+/// clock when it proposed) jump 30 s forward, then back.
+#[test]
+fn a_zookeeper_leaders_wall_clock_steps_and_no_session_expires() {
+    let Some(_serial) = live_test("java", "zookeeper") else {
+        return;
+    };
+    let dir = scratch("zk-clock");
+    let keep = dir.join("keep");
+    let k = keep.display().to_string();
+    let file = "live/scenarios/zookeeper-leader-clock-jump.toml";
+    let (out, _, saved_at) = live_history(file, &dir, "h", &["--json", "--keep", &k]);
+    let j = json(&out);
+    assert!(
+        j["verdict"] == "valid" && j["expect"]["met"] == true,
+        "expected the lock to hold, observed {}: {saved_at}",
+        brief(&j)
+    );
+    // `12/6/26, 8:09:25 AM UTC session ...`: seconds of the day of each transaction.
+    let log_dir = keep.join("zk1/data/version-2");
+    let log = std::fs::read_dir(&log_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path());
+    let log = log
+        .filter(|p| p.to_string_lossy().contains("log."))
+        .min()
+        .unwrap();
+    let jars = [
+        "zookeeper",
+        "zookeeper-jute",
+        "slf4j-api",
+        "slf4j-nop",
+        "commons-cli",
+    ];
+    let cp: Vec<String> = jars
+        .iter()
+        .map(|j| format!("/usr/share/java/{j}.jar"))
+        .collect();
+    let dump = Command::new("java")
+        .args([
+            "-cp",
+            &cp.join(":"),
+            "org.apache.zookeeper.server.persistence.TxnLogToolkit",
+        ])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let seconds = |line: &str| -> Option<i64> {
+        let mut words = line.split_whitespace().skip(1);
+        let (time, half) = (words.next()?, words.next()?);
+        let hms: Vec<i64> = time
+            .split(':')
+            .map(|p| p.parse().ok())
+            .collect::<Option<_>>()?;
+        let pm = if half == "PM" { 12 } else { 0 };
+        Some(((hms[0] % 12 + pm) * 60 + hms[1]) * 60 + hms[2])
+    };
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let times: Vec<i64> = text.lines().filter_map(seconds).collect();
+    let steps: Vec<i64> = times
+        .windows(2)
+        .map(|w| (w[1] - w[0] + 129_600) % 86_400 - 43_200)
+        .collect();
+    let (forward, back) = (
+        steps.iter().any(|d| *d >= 25),
+        steps.iter().any(|d| *d <= -25),
+    );
+    assert!(
+        forward && back,
+        "expected the transactions' times to step 30 s forward and back, observed steps {steps:?} \
+         in {} ({saved_at})",
+        log.display()
+    );
+}
+
 /// The story of scenario `file` (named `name` for its scratch directory) live, judged as
 /// [`catalog_story_live_if`] says.
 fn story_live_if(

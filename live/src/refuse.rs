@@ -277,8 +277,9 @@ fn clocks(prepared: &Prepared, library: bool) -> Result<(), Refused> {
                 .into(),
         );
     }
-    for node in clocks.nodes.keys() {
-        if let Some(why) = crate::deploy::clock::why_not_movable(prepared, node, library) {
+    for (node, set) in &clocks.nodes {
+        let drifts = set.drift_ppm != 0;
+        if let Some(why) = crate::deploy::clock::why_not_movable(prepared, node, library, drifts) {
             return refused(format!(
                 "[clocks.nodes.{node}]: {why}; run it in the simulator"
             ));
@@ -302,7 +303,9 @@ fn check_fault(
     match fault {
         Fault::ClockJump(locksim_sim::fault::ClockJump { node, .. })
         | Fault::ClockDrift(locksim_sim::fault::ClockDrift { node, .. }) => {
-            if let Some(why) = crate::deploy::clock::why_not_movable(prepared, node, library) {
+            let drifts = matches!(fault, Fault::ClockDrift(_));
+            let why = crate::deploy::clock::why_not_movable(prepared, node, library, drifts);
+            if let Some(why) = why {
                 return Err(format!("{why}; run it in the simulator"));
             }
         }
@@ -644,6 +647,7 @@ mod tests {
             ("replicated-redis", "@primary"),
             ("single-redis", "c1"),
             ("single-redis", "@holder"),
+            ("zookeeper", "zk1"),
         ] {
             let prepared = load(&jump(protocol, node, ""));
             check(&prepared, 1, CutMode::Stall, false).unwrap_or_else(|e| panic!("{node}: {e}"));
@@ -660,7 +664,12 @@ mod tests {
                 "`resource` is neither",
             ),
             (jump("etcd", "etcd1", ""), "Go program"),
-            (jump("zookeeper", "zk1", ""), "JVM"),
+            (
+                jump("zookeeper", "zk1", "")
+                    .replace("clock_jump", "clock_drift")
+                    .replace("delta_ms", "drift_ppm"),
+                "JVM",
+            ),
             (
                 jump("single-redis", "redis", "[clocks]\ndrift_ppm_max = 100"),
                 "drawn per node inside the simulation",

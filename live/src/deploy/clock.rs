@@ -10,11 +10,12 @@
 //! forward ends a lease early there as in the simulator. The machine's clocks do not move:
 //! the other processes, and the run's own timestamps, keep real time.
 //!
-//! Only Redis servers are moved, data nodes and Sentinels (see [`why_not_movable`]): a
+//! Redis servers are moved, data nodes and Sentinels (see [`why_not_movable`]): a
 //! Sentinel's TILT mode is the model's too. etcd is a Go program, which reads the clock
-//! through the vDSO without libc, where no preloaded library reaches; a ZooKeeper server's JVM hands the kernel absolute deadlines on its monotonic
-//! clock (timed waits), which the kernel would read on the unmoved clock, so a drift would
-//! stretch or cut every wait. locksim's own client reads its clock from its file
+//! through the vDSO without libc, where no preloaded library reaches. A ZooKeeper server's
+//! wall clock steps (the JVM reads it through libc), but its clock does not drift: the JVM
+//! hands the kernel absolute deadlines on its monotonic clock (timed waits), which the
+//! kernel would read on the unmoved clock, so a drift would stretch or cut every wait. locksim's own client reads its clock from its file
 //! ([`ClockView`]) through its node's context, and keeps stamping its events on the machine's
 //! monotonic clock; a real library's client (`--library`) is not moved.
 
@@ -212,8 +213,14 @@ pub fn moved(prepared: &Prepared, faults: &[Fault]) -> Vec<String> {
 }
 
 /// Why live mode cannot move `node`'s clock (a node or a role), if it cannot; `library`:
-/// the clients run a real library (`--library`).
-pub fn why_not_movable(prepared: &Prepared, node: &str, library: bool) -> Option<String> {
+/// the clients run a real library (`--library`); `drifts`: the clock's rate changes, not
+/// only its wall reading.
+pub fn why_not_movable(
+    prepared: &Prepared,
+    node: &str,
+    library: bool,
+    drifts: bool,
+) -> Option<String> {
     let s = &prepared.scenario;
     let client = s.workload.client_names().iter().any(|c| c == node)
         || node == locksim_sim::nemesis::ROLE_HOLDER;
@@ -240,12 +247,13 @@ pub fn why_not_movable(prepared: &Prepared, node: &str, library: bool) -> Option
              libc, where live mode's clock shim cannot reach"
                 .into(),
         ),
-        "zookeeper" => Some(
+        "zookeeper" if drifts => Some(
             "a ZooKeeper server's JVM hands the kernel absolute deadlines on its monotonic \
-             clock, which the kernel reads unmoved: a moved clock would stretch or cut every \
-             timed wait, so live mode does not move it"
+             clock, which the kernel reads unmoved: a drifting clock would stretch or cut every \
+             timed wait, so live mode steps a ZooKeeper server's wall clock only"
                 .into(),
         ),
+        "zookeeper" => None,
         _ => Some(format!(
             "live mode moves real Redis servers' clocks only, not {protocol}'s"
         )),
@@ -274,14 +282,14 @@ pub fn attach(
         MovedClock::create(&dir.join(format!("{name}.clock")), offset_ms, drift_ppm)
     };
     for server in &mut deployment.servers {
-        if why_not_movable(prepared, &server.name, false).is_none() {
+        if why_not_movable(prepared, &server.name, false, false).is_none() {
             let clock = create(&server.name)?;
             server.env = clock.env(&shim);
             clocks.insert(server.name.clone(), clock);
         }
     }
     for client in prepared.scenario.workload.client_names() {
-        if why_not_movable(prepared, &client, library).is_none() {
+        if why_not_movable(prepared, &client, library, false).is_none() {
             clocks.insert(client.clone(), create(&client)?);
         }
     }
