@@ -435,16 +435,18 @@ fn a_pause_of_the_holder_at_a_time_and_a_server_crash_are_in_the_history() {
 }
 
 #[test]
-fn clock_fsync_and_loop_faults_and_a_model_lessor_are_refused_with_exit_2() {
+fn an_etcd_clock_fsync_and_loop_faults_and_a_model_lessor_are_refused_with_exit_2() {
     let _serial = one_at_a_time();
-    let out = in_repo(&["live", "scenarios/catalog/redis-single-clock-jump.toml"]);
+    let dir = scratch("fsync");
+    // A Go program reads its clock through the vDSO, which the clock shim cannot reach.
+    let path = scenario(&dir, "etcd-clock", "duration_ms = 1000\n[protocol]\nname = \"etcd\"\n[[faults]]\nkind = \"clock_jump\"\nnode = \"etcd1\"\nat_ms = 100\ndelta_ms = 5000\n");
+    let out = in_repo(&["live", &path]);
     assert_eq!(code(&out), 2);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("clock_jump") && err.contains("faults[0]"),
+        err.contains("clock_jump") && err.contains("faults[0]") && err.contains("vDSO"),
         "{err}"
     );
-    let dir = scratch("fsync");
     let path = scenario(&dir, "fsync", "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[[faults]]\nkind = \"fsync_stall\"\nnode = \"redis\"\nat_ms = 100\nduration_ms = 100\n");
     let out = in_repo(&["live", &path]);
     assert_eq!(code(&out), 2);
@@ -1576,12 +1578,22 @@ fn random_faults_are_the_ones_the_simulator_draws_from_the_seed() {
 fn random_kinds_live_mode_cannot_inject_are_refused_by_name() {
     let _serial = one_at_a_time();
     let dir = scratch("random-refused");
-    let clock = scenario(&dir, "clock", "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[faults_random]\npause_probability = 0.5\nclock_jump_probability = 0.5\n");
+    let fsync = scenario(&dir, "fsync", "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[faults_random]\npause_probability = 0.5\nfsync_stall_probability = 0.5\n");
+    let out = in_repo(&["live", &fsync]);
+    assert_eq!(code(&out), 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("faults_random draws \"fsync_stall\" faults"),
+        "{err}"
+    );
+    // A kind live mode applies on some nodes: refused for the seed that draws it on another.
+    let clock = scenario(&dir, "clock", "duration_ms = 3000\n[protocol]\nname = \"etcd\"\n[faults_random]\nclock_jump_probability = 1.0\nclock_nodes = [\"@servers\"]\n");
     let out = in_repo(&["live", &clock]);
     assert_eq!(code(&out), 2);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("faults_random draws \"clock_jump\" faults"),
+        err.contains("faults_random's fault 1 on seed 1 (clock jump on etcd")
+            && err.contains("vDSO"),
         "{err}"
     );
     // TCP never hands the application a message twice; loss it resends (see the loss tests).
