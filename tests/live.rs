@@ -447,7 +447,8 @@ fn an_etcd_clock_fsync_and_loop_faults_and_a_model_lessor_are_refused_with_exit_
         err.contains("clock_jump") && err.contains("faults[0]") && err.contains("vDSO"),
         "{err}"
     );
-    let path = scenario(&dir, "fsync", "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[[faults]]\nkind = \"fsync_stall\"\nnode = \"redis\"\nat_ms = 100\nduration_ms = 100\n");
+    // An etcd member calls fsync by the system call itself.
+    let path = scenario(&dir, "fsync", "duration_ms = 1000\n[protocol]\nname = \"etcd\"\n[[faults]]\nkind = \"fsync_stall\"\nnode = \"etcd1\"\nat_ms = 100\nduration_ms = 100\n");
     let out = in_repo(&["live", &path]);
     assert_eq!(code(&out), 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("fsync_stall"));
@@ -1578,12 +1579,12 @@ fn random_faults_are_the_ones_the_simulator_draws_from_the_seed() {
 fn random_kinds_live_mode_cannot_inject_are_refused_by_name() {
     let _serial = one_at_a_time();
     let dir = scratch("random-refused");
-    let fsync = scenario(&dir, "fsync", "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[faults_random]\npause_probability = 0.5\nfsync_stall_probability = 0.5\n");
-    let out = in_repo(&["live", &fsync]);
+    let stall = scenario(&dir, "stall", "duration_ms = 1000\n[protocol]\nname = \"single-redis\"\n[faults_random]\npause_probability = 0.5\nloop_stall_probability = 0.5\n");
+    let out = in_repo(&["live", &stall]);
     assert_eq!(code(&out), 2);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("faults_random draws \"fsync_stall\" faults"),
+        err.contains("faults_random draws \"loop_stall\" faults"),
         "{err}"
     );
     // A kind live mode applies on some nodes: refused for the seed that draws it on another.
@@ -1638,14 +1639,14 @@ fn link_latency_holds_each_chunk_through_the_proxy() {
 /// time has passed since its `SET` was answered than the drifted clock needs.
 #[test]
 fn a_real_redis_server_runs_on_the_drifted_clock_its_shim_reads() {
-    use locksim_live::deploy::clock::{install_shim, MovedClock};
+    use locksim_live::deploy::clock::{install_shim, NodeShim};
     use locksim_live::links::resp::call_strings;
     let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
     };
     let dir = scratch("drift");
     let shim = install_shim(dir.path()).unwrap();
-    let mut clock = MovedClock::create(&dir.path().join("redis.clock"), 0, 0).unwrap();
+    let mut clock = NodeShim::create(&dir.path().join("redis.clock"), 0, 0).unwrap();
     let port = tools::free_port();
     let mut cmd = Command::new("redis-server");
     cmd.arg("--port")
@@ -3016,8 +3017,9 @@ fn rejected(events: &[serde_json::Value]) -> bool {
 /// own client code, one or more per protocol and library profile: Redisson's watchdog,
 /// redsync's `Until()`, node-redlock's abort signal, redis-py's thread-local token, a bug
 /// variant of `single-redis` and of `redlock`, etcd 3.4's and 3.5's Mutex, Curator's LOST and
-/// SUSPENDED, ZooKeeper's check-then-create; and the clock jumps on a real Redis server and
-/// one of Redlock's, which its clock shim steps. Each story's outcome class is derived from its
+/// SUSPENDED, ZooKeeper's check-then-create; the clock jumps on a real Redis server and one
+/// of Redlock's, which its shim steps; and the fsync stall, which its shim holds, before a
+/// crash that loses what was not synced. Each story's outcome class is derived from its
 /// report, and the simulator meets it (`scenarios/tests`); here the real servers must give
 /// the same class. Left out: files whose class hangs on real Sentinels' failover timing
 /// (`redis-replicated-wait-ignored` lost no update in one run of three under load: c2's
@@ -3052,6 +3054,7 @@ catalog_stories_live! {
     catalog_story_zookeeper_check_then_create = "zookeeper-check-then-create";
     catalog_story_redis_single_clock_jump = "redis-single-clock-jump";
     catalog_story_redlock_clock_jump = "redlock-clock-jump";
+    catalog_story_redis_single_fsync_stall = "redis-single-fsync-stall";
 }
 
 /// etcd 3.4's story needs c2's key in place before c2 is cut off at 1 s: only a key older

@@ -1,4 +1,4 @@
-/* locksim's clock shim: a real process's clocks as locksim's model has them, moved by the
+/* locksim's shim: a real process's clocks and disk as locksim's model has them, moved by the
  * nemesis while the process runs.
  *
  * Loaded with LD_PRELOAD into a real server (redis-server), it answers the process's
@@ -23,14 +23,23 @@
  * clock. redis-server times its event loop by differences of its monotonic clock and hands
  * epoll relative timeouts, so its timers run at the drifted rate, as in the model.
  *
- * The file is five little-endian 64-bit words, written by the parent under a sequence lock
- * (seq odd while it writes): seq, wall_offset_ns, mono_offset_ns, anchor_ns, drift_ppm. */
+ * Its disk: fsync and fdatasync wait while the file's fsync_held_until_ns (on the machine's
+ * monotonic clock) is ahead (`fsync_stall`: a device that does not complete them), and each
+ * one that completes on a regular file appends "SIZE NS PATH" to the file named by
+ * $LOCKSIM_SYNCED: what a power loss would keep of it. At a crash, live mode cuts each such
+ * file back to its last synced size, as the simulator's crash keeps only what was synced
+ * (a SIGKILL alone keeps what the kernel has).
+ *
+ * The file is six little-endian 64-bit words, written by the parent under a sequence lock
+ * (seq odd while it writes): seq, wall_offset_ns, mono_offset_ns, anchor_ns, drift_ppm,
+ * fsync_held_until_ns. */
 
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -38,6 +47,7 @@
 
 struct shared {
     volatile int64_t seq, wall_offset_ns, mono_offset_ns, anchor_ns, drift_ppm;
+    volatile int64_t fsync_held_until_ns;
 };
 
 /* The mapped clock file, mapped at the first call (from whichever thread: two that race
@@ -65,22 +75,31 @@ static int64_t ns(const struct timespec *ts) {
     return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
-/* What to add to clock `wall` (or the monotonic ones) now. */
-static int64_t shift(int wall) {
+/* A consistent copy of the shared words (all zero without a file). */
+static struct shared snapshot(void) {
+    struct shared copy = {0, 0, 0, 0, 0, 0};
     struct shared *s = state();
-    if (!s) return 0;
+    if (!s) return copy;
     for (;;) {
         int64_t seq = s->seq;
         __sync_synchronize();
-        int64_t wall_off = s->wall_offset_ns, mono_off = s->mono_offset_ns;
-        int64_t anchor = s->anchor_ns, ppm = s->drift_ppm;
+        copy.wall_offset_ns = s->wall_offset_ns;
+        copy.mono_offset_ns = s->mono_offset_ns;
+        copy.anchor_ns = s->anchor_ns;
+        copy.drift_ppm = s->drift_ppm;
+        copy.fsync_held_until_ns = s->fsync_held_until_ns;
         __sync_synchronize();
-        if ((seq & 1) || seq != s->seq) continue;
-        struct timespec mono;
-        real(CLOCK_MONOTONIC, &mono);
-        int64_t drift = (int64_t)((__int128)(ns(&mono) - anchor) * ppm / 1000000);
-        return (wall ? wall_off : mono_off) + drift;
+        if (!(seq & 1) && seq == s->seq) return copy;
     }
+}
+
+/* What to add to clock `wall` (or the monotonic ones) now. */
+static int64_t shift(int wall) {
+    struct shared s = snapshot();
+    struct timespec mono;
+    real(CLOCK_MONOTONIC, &mono);
+    int64_t drift = (int64_t)((__int128)(ns(&mono) - s.anchor_ns) * s.drift_ppm / 1000000);
+    return (wall ? s.wall_offset_ns : s.mono_offset_ns) + drift;
 }
 
 static int is_wall(clockid_t id) {
@@ -118,4 +137,65 @@ time_t time(time_t *out) {
     clock_gettime(CLOCK_REALTIME, &ts);
     if (out) *out = ts.tv_sec;
     return ts.tv_sec;
+}
+
+/* Waits while the parent holds this process's fsyncs. */
+static void hold_fsync(void) {
+    for (;;) {
+        struct timespec mono;
+        real(CLOCK_MONOTONIC, &mono);
+        int64_t left = snapshot().fsync_held_until_ns - ns(&mono);
+        if (left <= 0) return;
+        if (left > 10000000) left = 10000000; /* look again every 10 ms: a stall may end early */
+        struct timespec wait = {0, (long)left};
+        syscall(SYS_nanosleep, &wait, 0);
+    }
+}
+
+/* Appends the decimal digits of `n` to `out`; the new end. */
+static char *digits(char *out, int64_t n) {
+    char tmp[24];
+    int len = 0;
+    do tmp[len++] = (char)('0' + n % 10); while ((n /= 10) > 0);
+    while (len > 0) *out++ = tmp[--len];
+    return out;
+}
+
+/* Records that regular file `fd` is synced at its present size: "SIZE NS PATH\n", NS the
+ * machine's monotonic clock when the sync completed. */
+static void record_synced(int fd) {
+    static int log = -2;
+    if (log == -2) {
+        const char *path = getenv("LOCKSIM_SYNCED");
+        log = path ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;
+    }
+    struct stat st;
+    if (log < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
+    struct timespec mono;
+    real(CLOCK_MONOTONIC, &mono);
+    char link[32] = "/proc/self/fd/", line[4200], *end = digits(link + 14, fd);
+    *end = 0;
+    end = digits(line, st.st_size);
+    *end++ = ' ';
+    end = digits(end, ns(&mono));
+    *end++ = ' ';
+    ssize_t n = readlink(link, end, line + sizeof line - end - 1);
+    if (n <= 0) return;
+    end += n;
+    *end++ = '\n';
+    if (write(log, line, (size_t)(end - line)) < 0) return;
+}
+
+int fsync(int fd) {
+    hold_fsync();
+    int rc = (int)syscall(SYS_fsync, fd);
+    if (rc == 0) record_synced(fd);
+    return rc;
+}
+
+int fdatasync(int fd) {
+    hold_fsync();
+    int rc = (int)syscall(SYS_fdatasync, fd);
+    if (rc == 0) record_synced(fd);
+    return rc;
 }

@@ -7,7 +7,7 @@
 
 use locksim_sim::fault::spec::ApplyIn;
 use locksim_sim::fault::{
-    ClockDrift, ClockJump, Crash, DelaySpike, Loss, Partition, Pause, PausePeriodic,
+    ClockDrift, ClockJump, Crash, DelaySpike, FsyncStall, Loss, Partition, Pause, PausePeriodic,
 };
 
 /// What live mode's nemesis can do; each verb records its history events and undoes itself
@@ -31,6 +31,8 @@ pub trait Nemesis {
     fn jump_clock(&mut self, node: &str, delta_ms: i64);
     /// Sets a node's clock rate to `drift_ppm` from now on.
     fn drift_clock(&mut self, node: &str, drift_ppm: i64);
+    /// Holds a server's fsyncs for `duration_ms` (its shim, `deploy::clock`).
+    fn hold_fsyncs(&mut self, node: &str, duration_ms: u64);
 }
 
 impl<'n> ApplyIn<dyn Nemesis + 'n> for Pause {
@@ -78,5 +80,11 @@ impl<'n> ApplyIn<dyn Nemesis + 'n> for ClockJump {
 impl<'n> ApplyIn<dyn Nemesis + 'n> for ClockDrift {
     fn apply_in(&self, nemesis: &mut (dyn Nemesis + 'n), _why: &str) {
         nemesis.drift_clock(&self.node, self.drift_ppm);
+    }
+}
+
+impl<'n> ApplyIn<dyn Nemesis + 'n> for FsyncStall {
+    fn apply_in(&self, nemesis: &mut (dyn Nemesis + 'n), _why: &str) {
+        nemesis.hold_fsyncs(&self.node, self.duration_ms);
     }
 }

@@ -309,6 +309,11 @@ fn check_fault(
                 return Err(format!("{why}; run it in the simulator"));
             }
         }
+        Fault::FsyncStall(locksim_sim::fault::FsyncStall { node, .. }) => {
+            if let Some(why) = crate::deploy::clock::why_not_stalled(prepared, node) {
+                return Err(format!("{why}; run it in the simulator"));
+            }
+        }
         Fault::Partition(p) => {
             partition_links(p, &clients, &servers, mode, &protocol.name)?;
         }
@@ -593,10 +598,6 @@ mod tests {
         for kind in FaultKind::ALL.iter().copied() {
             let why = why_not(kind);
             match kind {
-                FaultKind::FsyncStall => {
-                    let why = why.expect("refused");
-                    assert!(why.contains("cannot hold a real disk's fsyncs"), "{why}");
-                }
                 FaultKind::LoopStall => {
                     let why = why.expect("refused");
                     assert!(
@@ -612,11 +613,12 @@ mod tests {
         }
     }
 
-    /// Clock faults run live on real Redis servers (a Sentinel's too) and locksim's own
-    /// clients, and are refused by name elsewhere (a real library's client, an etcd member, a
-    /// ZooKeeper server, the resource) and when the simulation draws the clocks.
+    /// Clock faults run live on real Redis servers (a Sentinel's too), locksim's own clients
+    /// and ZooKeeper's wall clocks, fsync stalls on Redis servers; both are refused by name
+    /// elsewhere (a real library's client, an etcd member, a ZooKeeper server's drift or
+    /// fsyncs, the resource) and when the simulation draws the clocks.
     #[test]
-    fn clocks_move_live_on_redis_servers_only() {
+    fn clocks_and_fsyncs_move_live_where_the_shim_reaches() {
         let registry = locksim_protocols::Registry::builtin();
         let catalog = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/catalog/");
         for file in [
@@ -641,6 +643,17 @@ mod tests {
                  [[faults]]\nkind = \"clock_jump\"\nnode = \"{node}\"\nat_ms = 10\ndelta_ms = 5000\n"
             )
         };
+        let stall = |protocol: &str, node: &str| {
+            format!(
+                "name = \"t\"\nduration_ms = 1000\n[protocol]\nname = \"{protocol}\"\n\
+                 [[faults]]\nkind = \"fsync_stall\"\nnode = \"{node}\"\nat_ms = 10\nduration_ms = 500\n"
+            )
+        };
+        for node in ["redis", "@primary"] {
+            let protocol = ["single-redis", "replicated-redis"][usize::from(node == "@primary")];
+            check(&load(&stall(protocol, node)), 1, CutMode::Stall, false)
+                .unwrap_or_else(|e| panic!("{node}: {e}"));
+        }
         // A Sentinel's clock, `@primary`'s whoever it is then, and locksim's own clients'.
         for (protocol, node) in [
             ("replicated-redis", "sentinel1"),
@@ -663,6 +676,12 @@ mod tests {
                 jump("single-redis", "resource", ""),
                 "`resource` is neither",
             ),
+            (
+                stall("etcd", "etcd1"),
+                "calls fsync by the system call itself",
+            ),
+            (stall("zookeeper", "zk1"), "ZooKeeper preallocates"),
+            (stall("single-redis", "c1"), "`c1` is not a server"),
             (jump("etcd", "etcd1", ""), "Go program"),
             (
                 jump("zookeeper", "zk1", "")

@@ -139,7 +139,7 @@ struct Live<'a> {
     /// The faults armed at the clients' named points (every incarnation gets its own).
     armed: Vec<ArmedPoint>,
     /// The servers' moved clocks (`deploy::clock`), if any clock moves in the run.
-    clocks: BTreeMap<String, crate::deploy::clock::MovedClock>,
+    clocks: BTreeMap<String, crate::deploy::clock::NodeShim>,
 }
 
 mod faults;
@@ -765,12 +765,15 @@ impl Live<'_> {
         // Stamped before the SIGKILL: what the others see of it (a connection gone) comes
         // after it in the history, as in the simulator, however soon they see it.
         let at_ns = clock::now_ns();
-        let killed = match self.clients.get_mut(node) {
-            Some(c) => c.proc.take().map(Proc::kill).is_some(),
-            None => self.deployment.server_mut(node).is_some_and(Server::kill),
+        let (killed, lost) = match self.clients.get_mut(node) {
+            Some(c) => (c.proc.take().map(Proc::kill).is_some(), vec![]),
+            None => (self.deployment.server_mut(node)).map_or((false, vec![]), Server::crash),
         };
         if !killed {
             return;
+        }
+        if !lost.is_empty() {
+            self.note(format!("{node} lost power: {}", lost.join("; ")));
         }
         self.paused.remove(node);
         self.holders.retain(|h| h != node);
@@ -819,6 +822,16 @@ impl Live<'_> {
             .collect();
         for node in crashed {
             self.restart(&node);
+        }
+        // Every held fsync goes, as the simulator's disks heal.
+        for (node, shim) in &mut self.clocks {
+            if let Err(e) = shim.hold_fsyncs(0) {
+                self.recorder.record(
+                    Event::nemesis(Op::Note)
+                        .target(node)
+                        .detail(format!("{node}'s shim file could not be written: {e}")),
+                );
+            }
         }
         // Every cut heals and every delay spike ends now; nothing else pending fires.
         for action in std::mem::take(&mut self.timers).into_values() {

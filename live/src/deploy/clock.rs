@@ -38,6 +38,8 @@ struct State {
     /// On the machine's monotonic clock.
     anchor_ns: i64,
     drift_ppm: i64,
+    /// Fsyncs wait until then, on the machine's monotonic clock (0: none held).
+    fsync_held_until_ns: i64,
 }
 
 impl State {
@@ -47,8 +49,8 @@ impl State {
     }
 }
 
-/// One server's moved clock.
-pub struct MovedClock {
+/// One process's shim state: its moved clock and, for a server, its held fsyncs.
+pub struct NodeShim {
     file: File,
     path: PathBuf,
     state: State,
@@ -56,16 +58,16 @@ pub struct MovedClock {
     seq: i64,
 }
 
-impl MovedClock {
+impl NodeShim {
     /// A clock for a process, in `path`, with a wall offset and drift from now on.
-    pub fn create(path: &Path, offset_ms: i64, drift_ppm: i64) -> std::io::Result<MovedClock> {
+    pub fn create(path: &Path, offset_ms: i64, drift_ppm: i64) -> std::io::Result<NodeShim> {
         let file = File::options()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
             .open(path)?;
-        let mut clock = MovedClock {
+        let mut clock = NodeShim {
             file,
             path: path.to_owned(),
             state: State::default(),
@@ -73,9 +75,9 @@ impl MovedClock {
         };
         clock.write(State {
             wall_offset_ns: offset_ms * 1_000_000,
-            mono_offset_ns: 0,
             anchor_ns: clock::now_ns() as i64,
             drift_ppm,
+            ..State::default()
         })?;
         Ok(clock)
     }
@@ -110,6 +112,20 @@ impl MovedClock {
             mono_offset_ns: old.mono_offset_ns + drifted,
             anchor_ns: now_ns,
             drift_ppm,
+            ..old
+        })
+    }
+
+    /// Holds the process's fsyncs until `until_ns` on the machine's monotonic clock (a
+    /// later hold already on wins; 0 lets them all go).
+    pub fn hold_fsyncs(&mut self, until_ns: u64) -> std::io::Result<()> {
+        let until_ns = match until_ns {
+            0 => 0,
+            _ => (until_ns as i64).max(self.state.fsync_held_until_ns),
+        };
+        self.write(State {
+            fsync_held_until_ns: until_ns,
+            ..self.state
         })
     }
 
@@ -120,6 +136,7 @@ impl MovedClock {
             state.mono_offset_ns,
             state.anchor_ns,
             state.drift_ppm,
+            state.fsync_held_until_ns,
         ];
         let body: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         self.file.write_all_at(&(self.seq + 1).to_le_bytes(), 0)?;
@@ -148,7 +165,7 @@ impl ClockView {
 
     /// The state now, read under the sequence lock as the shim reads it.
     fn state(&self) -> State {
-        let mut buf = [0u8; 40];
+        let mut buf = [0u8; 48];
         loop {
             if self.file.read_exact_at(&mut buf, 0).is_err() {
                 return State::default();
@@ -165,6 +182,7 @@ impl ClockView {
                     mono_offset_ns: word(2),
                     anchor_ns: word(3),
                     drift_ppm: word(4),
+                    fsync_held_until_ns: word(5),
                 };
             }
         }
@@ -189,7 +207,98 @@ impl ClockView {
     }
 }
 
-/// Writes the shim into `dir`; its path, for [`MovedClock::env`].
+/// What a power loss leaves of a Redis server's append-only file: its increments
+/// (`appendonlydir/*.incr.aof`, Redis 7's multi-part AOF: the only files a running Redis
+/// appends to) cut back to their size at their last sync, as the simulator's crash keeps
+/// only what was synced. Synced sizes come from the shim's log (`LOCKSIM_SYNCED`); a file
+/// not synced since the process started keeps its size at the start (what an earlier
+/// incarnation left), and one created since and never synced is emptied. Other files
+/// (the base file and the manifest, written whole, synced and renamed into place) keep what
+/// the kernel has.
+pub struct PowerLoss {
+    log: PathBuf,
+    aof_dir: PathBuf,
+    started_ns: u64,
+    at_start: BTreeMap<PathBuf, u64>,
+}
+
+impl PowerLoss {
+    /// For the server whose data directory is `data_dir`, its syncs logged in `log`.
+    pub fn new(log: PathBuf, data_dir: &Path) -> PowerLoss {
+        PowerLoss {
+            log,
+            aof_dir: data_dir.join("appendonlydir"),
+            started_ns: 0,
+            at_start: BTreeMap::new(),
+        }
+    }
+
+    /// The increments and their sizes now, by their canonical paths (as the shim logs them).
+    fn increments(&self) -> BTreeMap<PathBuf, u64> {
+        let entries = std::fs::read_dir(&self.aof_dir)
+            .into_iter()
+            .flatten()
+            .flatten();
+        let increment = |p: &PathBuf| p.to_string_lossy().ends_with(".incr.aof");
+        entries
+            .filter_map(|e| {
+                let path = std::fs::canonicalize(e.path()).ok()?;
+                increment(&path).then_some((path, e.metadata().ok()?.len()))
+            })
+            .collect()
+    }
+
+    /// Before each start of the process: what is on disk now is what it starts from.
+    pub fn starting(&mut self) {
+        self.started_ns = clock::now_ns();
+        self.at_start = self.increments();
+    }
+
+    /// After the process was killed: each increment cut back to what was synced; the files
+    /// cut, each with its size before and after.
+    pub fn lose_unsynced(&self) -> std::io::Result<Vec<(PathBuf, u64, u64)>> {
+        let synced = self.synced_since_start()?;
+        let mut cut = vec![];
+        for (path, len) in self.increments() {
+            let kept = (synced.get(&path))
+                .or(self.at_start.get(&path))
+                .copied()
+                .unwrap_or(0);
+            if len > kept {
+                let file = File::options().write(true).open(&path)?;
+                file.set_len(kept)?;
+                file.sync_all()?;
+                cut.push((path, len, kept));
+            }
+        }
+        Ok(cut)
+    }
+
+    /// Each file's size at its last sync since the process started ("SIZE NS PATH" lines).
+    fn synced_since_start(&self) -> std::io::Result<BTreeMap<PathBuf, u64>> {
+        let text = match std::fs::read_to_string(&self.log) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            read => read?,
+        };
+        let mut synced = BTreeMap::new();
+        for line in text.lines() {
+            // The path is the rest of the line, spaces and all.
+            let mut fields = line.splitn(3, ' ');
+            let (Some(size), Some(at_ns), Some(path)) =
+                (fields.next(), fields.next(), fields.next())
+            else {
+                continue;
+            };
+            let since_start = at_ns.parse::<u64>().is_ok_and(|ns| ns >= self.started_ns);
+            if let (true, Ok(size)) = (since_start, size.parse()) {
+                synced.insert(PathBuf::from(path), size);
+            }
+        }
+        Ok(synced)
+    }
+}
+
+/// Writes the shim into `dir`; its path, for [`NodeShim::env`].
 pub fn install_shim(dir: &Path) -> std::io::Result<PathBuf> {
     let shim = dir.join("locksim-clock.so");
     std::fs::write(&shim, SHIM)?;
@@ -260,6 +369,37 @@ pub fn why_not_movable(
     }
 }
 
+/// Whether the scenario's servers are redis-servers (and Sentinels).
+fn is_redis(prepared: &Prepared) -> bool {
+    let protocol = prepared.scenario.protocol.name.as_str();
+    matches!(protocol, "single-redis" | "redlock" | "replicated-redis")
+}
+
+/// Why live mode cannot hold `node`'s fsyncs (a node or a role), if it cannot: it does for
+/// Redis servers, whose fsyncs go through libc, and a crash there loses what they held.
+pub fn why_not_stalled(prepared: &Prepared, node: &str) -> Option<String> {
+    let protocol = prepared.scenario.protocol.name.as_str();
+    let server = prepared.deployment.servers().iter().any(|n| n == node);
+    if !server && !locksim_sim::nemesis::is_role(node) {
+        return Some(format!(
+            "`{node}` is not a server: live mode holds real Redis servers' fsyncs only"
+        ));
+    }
+    match protocol {
+        _ if is_redis(prepared) => None,
+        "etcd" => Some(
+            "an etcd member is a Go program, which calls fsync by the system call itself, \
+             where live mode's shim cannot reach"
+                .into(),
+        ),
+        _ => Some(format!(
+            "live mode holds real Redis servers' fsyncs only, not {protocol}'s (a crash must \
+             then lose what was held, which live mode does by cutting append-only files back \
+             to their last synced size, and ZooKeeper preallocates its log files)"
+        )),
+    }
+}
+
 /// Gives every Redis server of `deployment`, and every client of locksim's own (not a real
 /// library's, `library`), a clock of its own in `dir` if any clock moves in the run (a role
 /// such as `@primary` or `@holder` may name any of them), with its `[clocks]` offset and
@@ -270,21 +410,30 @@ pub fn attach(
     deployment: &mut super::Deployment,
     dir: &Path,
     library: bool,
-) -> anyhow::Result<BTreeMap<String, MovedClock>> {
+) -> anyhow::Result<BTreeMap<String, NodeShim>> {
     let mut clocks = BTreeMap::new();
-    if moved(prepared, faults).is_empty() {
+    let disk = |f: &Fault| matches!(f, Fault::Crash(_) | Fault::FsyncStall(_));
+    if moved(prepared, faults).is_empty() && !faults.iter().any(disk) {
         return Ok(clocks);
     }
     let shim = install_shim(dir)?;
     let create = |name: &str| {
         let set = prepared.scenario.clocks.nodes.get(name);
         let (offset_ms, drift_ppm) = set.map_or((0, 0), |c| (c.offset_ms, c.drift_ppm));
-        MovedClock::create(&dir.join(format!("{name}.clock")), offset_ms, drift_ppm)
+        NodeShim::create(&dir.join(format!("{name}.clock")), offset_ms, drift_ppm)
     };
+    let redis = is_redis(prepared);
     for server in &mut deployment.servers {
         if why_not_movable(prepared, &server.name, false, false).is_none() {
             let clock = create(&server.name)?;
             server.env = clock.env(&shim);
+            if redis {
+                let log = dir.join(format!("{}.synced", server.name));
+                server
+                    .env
+                    .push(("LOCKSIM_SYNCED".into(), log.display().to_string()));
+                server.power_loss = Some(PowerLoss::new(log, &server.dir));
+            }
             clocks.insert(server.name.clone(), clock);
         }
     }
@@ -302,7 +451,7 @@ mod tests {
     use std::process::Command;
 
     /// `date`'s reading, in ms since the epoch, of a process started with `clock`'s shim.
-    fn date_ms(clock: &MovedClock, shim: &Path) -> i64 {
+    fn date_ms(clock: &NodeShim, shim: &Path) -> i64 {
         let out = Command::new("date")
             .arg("+%s%3N")
             .envs(clock.env(shim))
@@ -321,8 +470,8 @@ mod tests {
     fn a_process_under_the_shim_reads_the_moved_wall_clock() {
         let dir = crate::rundir::RunDir::create().unwrap();
         let shim = install_shim(dir.path()).unwrap();
-        let mut clock = MovedClock::create(&dir.path().join("n.clock"), 0, 0).unwrap();
-        let within = |clock: &MovedClock, shift_ms: (i64, i64)| {
+        let mut clock = NodeShim::create(&dir.path().join("n.clock"), 0, 0).unwrap();
+        let within = |clock: &NodeShim, shift_ms: (i64, i64)| {
             let before = clock::wall_ms();
             let read = date_ms(clock, &shim);
             let after = clock::wall_ms();
@@ -351,5 +500,83 @@ mod tests {
             before - 2_000 + 100,
             after - 2_000 + gained_max_ms
         );
+    }
+
+    /// A process under the shim waits for its fsyncs while they are held, and logs each one
+    /// that completes with the file's size: a Python `os.fsync`, held 300 ms.
+    #[test]
+    fn a_process_under_the_shim_waits_for_held_fsyncs_and_logs_them() {
+        let dir = crate::rundir::RunDir::create().unwrap();
+        let shim = install_shim(dir.path()).unwrap();
+        let mut node = NodeShim::create(&dir.path().join("n.clock"), 0, 0).unwrap();
+        let (log, file) = (dir.path().join("n.synced"), dir.path().join("data"));
+        let program = "import os, sys\n\
+            f = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT)\n\
+            os.write(f, b'locksim')\n\
+            os.fsync(f)\n";
+        let start_ns = clock::now_ns();
+        node.hold_fsyncs(start_ns + 300_000_000).unwrap();
+        let status = Command::new("python3")
+            .args(["-c", program])
+            .arg(&file)
+            .envs(node.env(&shim))
+            .env("LOCKSIM_SYNCED", &log)
+            .status()
+            .expect("python3 runs");
+        let took = clock::since(start_ns);
+        assert!(status.success());
+        assert!(
+            took.as_millis() >= 300,
+            "expected the fsync held 300 ms, observed {took:?}"
+        );
+        let text = std::fs::read_to_string(&log).unwrap();
+        let canonical = std::fs::canonicalize(&file).unwrap();
+        let (size, rest) = text.trim_end().split_once(' ').unwrap();
+        assert_eq!(size, "7", "{text}");
+        assert!(
+            rest.ends_with(&format!(" {}", canonical.display())),
+            "{text}"
+        );
+    }
+
+    /// A power loss cuts each increment back to its last sync since the process started,
+    /// else to its size at the start, else empties it; what else is there stays.
+    #[test]
+    fn a_power_loss_keeps_what_was_synced_of_each_increment() {
+        let dir = crate::rundir::RunDir::create().unwrap();
+        let aof = dir.path().join("appendonlydir");
+        std::fs::create_dir(&aof).unwrap();
+        let (old, new, base) = (
+            aof.join("a.1.incr.aof"),
+            aof.join("a.2.incr.aof"),
+            aof.join("a.1.base.rdb"),
+        );
+        std::fs::write(&old, "0123456789").unwrap();
+        std::fs::write(&base, "base").unwrap();
+        let log = dir.path().join("synced");
+        std::fs::write(
+            &log,
+            format!("4 1 {}\n", std::fs::canonicalize(&old).unwrap().display()),
+        )
+        .unwrap();
+        let mut power = PowerLoss::new(log.clone(), dir.path());
+        power.starting();
+        // Written since the start: 5 more bytes of the old increment, a new one synced at 3
+        // of its 6 bytes (the entry of before the start no longer counts).
+        std::fs::write(&old, "012345678901234").unwrap();
+        std::fs::write(&new, "abcdef").unwrap();
+        let synced = format!(
+            "3 {} {}\n",
+            clock::now_ns(),
+            std::fs::canonicalize(&new).unwrap().display()
+        );
+        let mut text = std::fs::read_to_string(&log).unwrap();
+        text.push_str(&synced);
+        std::fs::write(&log, text).unwrap();
+        let cut = power.lose_unsynced().unwrap();
+        assert_eq!(std::fs::read_to_string(&old).unwrap(), "0123456789");
+        assert_eq!(std::fs::read_to_string(&new).unwrap(), "abc");
+        assert_eq!(std::fs::read_to_string(&base).unwrap(), "base");
+        assert_eq!(cut.len(), 2, "{cut:?}");
     }
 }

@@ -103,6 +103,9 @@ pub struct Server {
     configured: bool,
     /// Set in its environment at every start (a moved clock's shim, `deploy::clock`).
     pub env: Vec<(String, String)>,
+    /// What a crash leaves of its append-only file, if the shim logs its syncs
+    /// (`deploy::clock`): what was written after the last sync is lost, as in a power loss.
+    pub power_loss: Option<crate::deploy::clock::PowerLoss>,
 }
 
 impl Server {
@@ -129,12 +132,16 @@ impl Server {
             started: false,
             configured: false,
             env: vec![],
+            power_loss: None,
         })
     }
 
     /// Starts the process (without waiting for it to be ready).
     pub fn spawn(&mut self) -> anyhow::Result<()> {
         assert!(self.proc.is_none(), "{} is already running", self.name);
+        if let Some(power_loss) = &mut self.power_loss {
+            power_loss.starting();
+        }
         let log = crate::procs::append_to(&self.log)?;
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
@@ -185,10 +192,28 @@ impl Server {
         self.proc.as_ref()
     }
 
-    /// SIGKILL to its group (a crash); its data directory stays for a restart. Whether it
-    /// was running.
+    /// SIGKILL to its group (the run's end); its data directory stays. Whether it was
+    /// running.
     pub fn kill(&mut self) -> bool {
         self.proc.take().map(Proc::kill).is_some()
+    }
+
+    /// A crash: SIGKILL to its group; its data directory stays for a restart, its
+    /// append-only file cut back to what it last synced if the shim logs its syncs
+    /// ([`Server::power_loss`]). Whether it was running, and what the power loss cut, in words.
+    pub fn crash(&mut self) -> (bool, Vec<String>) {
+        let killed = self.kill();
+        let cut = match (&self.power_loss, killed) {
+            (Some(power_loss), true) => {
+                (power_loss.lose_unsynced()).unwrap_or_else(|e| panic!("{}: {e}", self.name))
+            }
+            _ => vec![],
+        };
+        let said = cut.iter().map(|(path, was, now)| {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            format!("{name} cut from {was} to {now} bytes, its last sync")
+        });
+        (killed, said.collect())
     }
 
     /// Whether it is running (not crashed).

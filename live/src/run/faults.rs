@@ -10,7 +10,7 @@
 //! same times.
 
 use super::{Action, Live};
-use crate::deploy::clock::MovedClock;
+use crate::deploy::clock::NodeShim;
 use crate::nemesis::Nemesis;
 use locksim_check::{Event, Op};
 use locksim_scenarios::Prepared;
@@ -107,20 +107,27 @@ impl Nemesis for Live<'_> {
         let moved = self.clock(node).map(|c| c.drift(drift_ppm));
         self.clock_moved(node, moved, Event::nemesis(Op::ClockDrift).value(drift_ppm));
     }
+    fn hold_fsyncs(&mut self, node: &str, duration_ms: u64) {
+        let until_ns = self.fault_now() + duration_ms * 1_000_000;
+        let held = self.clock(node).map(|c| c.hold_fsyncs(until_ns));
+        let event = Event::nemesis(Op::FsyncStall).value(duration_ms as i64);
+        self.clock_moved(node, held, event);
+    }
 }
 
 impl Live<'_> {
-    /// `node`'s moved clock (`refuse::check` refused a clock fault on any other node).
-    fn clock(&mut self, node: &str) -> Option<&mut MovedClock> {
+    /// `node`'s shim (`refuse::check` refused a clock or fsync fault on any other node).
+    fn clock(&mut self, node: &str) -> Option<&mut NodeShim> {
         self.clocks.get_mut(node)
     }
 
-    /// Records a clock fault on `node` as the simulator does, or why it was not applied.
+    /// Records a fault of `node`'s shim (its clock, its fsyncs) as the simulator does, or why
+    /// it was not applied.
     fn clock_moved(&mut self, node: &str, moved: Option<std::io::Result<()>>, event: Event) {
         match moved {
             Some(Ok(())) => self.recorder.record(event.target(node)),
-            Some(Err(e)) => self.note(format!("{node}'s clock file could not be written: {e}")),
-            None => self.note(format!("{node}'s clock is not moved live: skipped")),
+            Some(Err(e)) => self.note(format!("{node}'s shim file could not be written: {e}")),
+            None => self.note(format!("{node} has no shim live: skipped")),
         }
     }
 }

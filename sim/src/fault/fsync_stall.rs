@@ -2,7 +2,9 @@
 //! until it ends (a saturated or failing device, a stalled RAID controller, a cloud volume
 //! hiccup): writes stay in the page cache, where a crash loses them.
 //!
-//! Live mode cannot apply it: the `simulator_only!` below says why.
+//! Live mode: a Redis server's shim holds its fsyncs and fdatasyncs (`live/clock/shim.c`),
+//! and a crash cuts each file it synced back to its last synced size; other nodes are
+//! refused there, by name, with the reason (`live/src/deploy/clock.rs`).
 
 use super::draw::{pick, Draw};
 use super::drawing::{Drawing, Glyph, Lane, Shape};
@@ -23,13 +25,6 @@ pub struct FsyncStall {
     /// How long, in true ms.
     pub duration_ms: u64,
 }
-
-spec::simulator_only!(
-    FsyncStall,
-    "live mode cannot hold a real disk's fsyncs (that needs a fault-injecting filesystem); a \
-     SIGKILL loses nothing the kernel already has, so power-loss semantics stay the \
-     simulator's; run it in the simulator"
-);
 
 impl Spec for FsyncStall {
     type Random = Random;
