@@ -1,11 +1,11 @@
-//! Builds the clock shim (`clock/shim.c`) into a shared library that the binary carries
-//! (`deploy::clock::SHIM`) and writes into a run's directory when a server's clock moves.
+//! Builds the clock shim (`shim/shim.c`) into a shared library that the binary carries
+//! (`deploy::shim::SHIM`) and writes into a run's directory when a server's clock moves.
 
 fn main() {
-    let source = "clock/shim.c";
+    let source = "shim/shim.c";
     println!("cargo:rerun-if-changed={source}");
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let library = out.join("locksim-clock.so");
+    let library = out.join("locksim-shim.so");
     let compiler = cc::Build::new().get_compiler();
     let status = compiler
         .to_command()

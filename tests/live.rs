@@ -1639,14 +1639,14 @@ fn link_latency_holds_each_chunk_through_the_proxy() {
 /// time has passed since its `SET` was answered than the drifted clock needs.
 #[test]
 fn a_real_redis_server_runs_on_the_drifted_clock_its_shim_reads() {
-    use locksim_live::deploy::clock::{install_shim, NodeShim};
+    use locksim_live::deploy::shim::{install_shim, NodeShim};
     use locksim_live::links::resp::call_strings;
     let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
     };
     let dir = scratch("drift");
     let shim = install_shim(dir.path()).unwrap();
-    let mut clock = NodeShim::create(&dir.path().join("redis.clock"), 0, 0).unwrap();
+    let mut clock = NodeShim::create(&dir.path().join("redis.shim"), 0, 0).unwrap();
     let port = tools::free_port();
     let mut cmd = Command::new("redis-server");
     cmd.arg("--port")

@@ -27,11 +27,11 @@ pub trait Nemesis {
     fn loss(&mut self, loss: &Loss);
     /// The cycles of a periodic pause, each a [`Nemesis::pause`] at its planned time.
     fn pause_periodic(&mut self, fault: &PausePeriodic, why: &str);
-    /// Steps a node's wall clock by `delta_ms` (its moved clock, `deploy::clock`).
+    /// Steps a node's wall clock by `delta_ms` (its moved clock, `deploy::shim`).
     fn jump_clock(&mut self, node: &str, delta_ms: i64);
     /// Sets a node's clock rate to `drift_ppm` from now on.
     fn drift_clock(&mut self, node: &str, drift_ppm: i64);
-    /// Holds a server's fsyncs for `duration_ms` (its shim, `deploy::clock`).
+    /// Holds a server's fsyncs for `duration_ms` (its shim, `deploy::shim`).
     fn hold_fsyncs(&mut self, node: &str, duration_ms: u64);
 }
 

@@ -279,7 +279,7 @@ fn clocks(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     }
     for (node, set) in &clocks.nodes {
         let drifts = set.drift_ppm != 0;
-        if let Some(why) = crate::deploy::clock::why_not_movable(prepared, node, library, drifts) {
+        if let Some(why) = crate::deploy::shim::why_not_movable(prepared, node, library, drifts) {
             return refused(format!(
                 "[clocks.nodes.{node}]: {why}; run it in the simulator"
             ));
@@ -304,13 +304,13 @@ fn check_fault(
         Fault::ClockJump(locksim_sim::fault::ClockJump { node, .. })
         | Fault::ClockDrift(locksim_sim::fault::ClockDrift { node, .. }) => {
             let drifts = matches!(fault, Fault::ClockDrift(_));
-            let why = crate::deploy::clock::why_not_movable(prepared, node, library, drifts);
+            let why = crate::deploy::shim::why_not_movable(prepared, node, library, drifts);
             if let Some(why) = why {
                 return Err(format!("{why}; run it in the simulator"));
             }
         }
         Fault::FsyncStall(locksim_sim::fault::FsyncStall { node, .. }) => {
-            if let Some(why) = crate::deploy::clock::why_not_stalled(prepared, node) {
+            if let Some(why) = crate::deploy::shim::why_not_stalled(prepared, node) {
                 return Err(format!("{why}; run it in the simulator"));
             }
         }

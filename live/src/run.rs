@@ -138,8 +138,8 @@ struct Live<'a> {
     library: Option<LibraryInfo>,
     /// The faults armed at the clients' named points (every incarnation gets its own).
     armed: Vec<ArmedPoint>,
-    /// The servers' moved clocks (`deploy::clock`), if any clock moves in the run.
-    clocks: BTreeMap<String, crate::deploy::clock::NodeShim>,
+    /// The servers' moved clocks (`deploy::shim`), if any clock moves in the run.
+    clocks: BTreeMap<String, crate::deploy::shim::NodeShim>,
 }
 
 mod faults;
@@ -168,7 +168,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     // Before any server starts: it may simulate the seed first.
     let pause_plans = faults::pause_plans(prepared, opts.seed)?;
     let mut deployment = deploy::plan(prepared, &dir, opts.seed)?;
-    let clocks = deploy::clock::attach(prepared, &faults, &mut deployment, &dir, opts.library)?;
+    let clocks = deploy::shim::attach(prepared, &faults, &mut deployment, &dir, opts.library)?;
     start_servers(&mut deployment)?;
     let s = &prepared.scenario;
     // A provisional zero: the clock starts when every client is up (`start_clock`).

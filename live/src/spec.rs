@@ -71,7 +71,7 @@ pub struct ClientSpec {
     /// `None`: locksim's own client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
-    /// Its moved clock's file (`deploy::clock`), if the run moves its clock.
+    /// Its moved clock's file (`deploy::shim`), if the run moves its clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<std::path::PathBuf>,
 }

@@ -4,7 +4,7 @@
 
 use crate::client::driver::DriverLock;
 use crate::clock;
-use crate::deploy::clock::ClockView;
+use crate::deploy::shim::ClockView;
 use crate::spec::{ClientMsg, ClientSpec};
 use async_trait::async_trait;
 use locksim_check::{Event, Kind, Op};

@@ -1,11 +1,11 @@
 //! The deployment a scenario's `[protocol]` describes, as real servers: which binaries,
 //! which arguments, which ports, and how to answer roles such as `@leader`.
 
-pub mod clock;
 pub mod cluster;
 pub mod redis_server;
 pub mod replicated;
 pub mod servers;
+pub mod shim;
 pub mod zookeeper;
 
 use crate::deploy::cluster::peer_proxies;

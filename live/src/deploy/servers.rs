@@ -101,11 +101,11 @@ pub struct Server {
     started: bool,
     /// Whether this start took its [`Configure`] (asked once, not at every readiness probe).
     configured: bool,
-    /// Set in its environment at every start (a moved clock's shim, `deploy::clock`).
+    /// Set in its environment at every start (a moved clock's shim, `deploy::shim`).
     pub env: Vec<(String, String)>,
     /// What a crash leaves of its append-only file, if the shim logs its syncs
-    /// (`deploy::clock`): what was written after the last sync is lost, as in a power loss.
-    pub power_loss: Option<crate::deploy::clock::PowerLoss>,
+    /// (`deploy::shim`): what was written after the last sync is lost, as in a power loss.
+    pub power_loss: Option<crate::deploy::shim::PowerLoss>,
 }
 
 impl Server {

@@ -10,7 +10,7 @@
 //! same times.
 
 use super::{Action, Live};
-use crate::deploy::clock::NodeShim;
+use crate::deploy::shim::NodeShim;
 use crate::nemesis::Nemesis;
 use locksim_check::{Event, Op};
 use locksim_scenarios::Prepared;

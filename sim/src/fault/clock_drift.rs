@@ -2,7 +2,7 @@
 //! starved of CPU). Readings stay continuous; local sleeps and timeouts stretch or shrink.
 //!
 //! Live mode: as a clock jump, through the server's clock shim, which re-anchors its
-//! readings so that they stay continuous (`live/src/deploy/clock.rs`).
+//! readings so that they stay continuous (`live/src/deploy/shim.rs`).
 
 use super::clock_jump::clock_nodes;
 use super::draw::{pick, Draw};

@@ -3,7 +3,7 @@
 //! clock, so a forward jump on a server ends a lease early.
 //!
 //! Live mode: the server's clock shim steps the wall clock of that process only
-//! (`live/src/deploy/clock.rs`), on a real Redis data node; other nodes are refused there,
+//! (`live/src/deploy/shim.rs`), on a real Redis data node; other nodes are refused there,
 //! by name, with the reason.
 
 use super::draw::{pick, Draw};

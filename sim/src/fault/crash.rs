@@ -5,7 +5,7 @@
 //!
 //! Live mode: SIGKILL, and a restart after `restart_after_ms` if given (a server's after its
 //! deployment's restart delay) (`live/src/nemesis.rs`); a Redis server's append-only file is
-//! cut back to its last sync first (`live/src/deploy/clock.rs`, `PowerLoss`).
+//! cut back to its last sync first (`live/src/deploy/shim.rs`, `PowerLoss`).
 
 use super::draw::{pick, Draw};
 use super::drawing::{no_label, target, Drawing, Glyph, Lane, Shape};

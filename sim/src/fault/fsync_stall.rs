@@ -2,9 +2,9 @@
 //! until it ends (a saturated or failing device, a stalled RAID controller, a cloud volume
 //! hiccup): writes stay in the page cache, where a crash loses them.
 //!
-//! Live mode: a Redis server's shim holds its fsyncs and fdatasyncs (`live/clock/shim.c`),
+//! Live mode: a Redis server's shim holds its fsyncs and fdatasyncs (`live/shim/shim.c`),
 //! and a crash cuts each file it synced back to its last synced size; other nodes are
-//! refused there, by name, with the reason (`live/src/deploy/clock.rs`).
+//! refused there, by name, with the reason (`live/src/deploy/shim.rs`).
 
 use super::draw::{pick, Draw};
 use super::drawing::{Drawing, Glyph, Lane, Shape};

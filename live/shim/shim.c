@@ -3,7 +3,7 @@
  *
  * Loaded with LD_PRELOAD into a real server (redis-server), it answers the process's
  * clock_gettime, gettimeofday and time from the real clocks plus what the file named by
- * $LOCKSIM_CLOCK says, which live mode's parent rewrites at each clock fault:
+ * $LOCKSIM_SHIM says, which live mode's parent rewrites at each clock fault:
  *
  *   monotonic = real monotonic + mono_offset + drift
  *   wall      = real wall      + wall_offset + drift
@@ -50,13 +50,13 @@ struct shared {
     volatile int64_t fsync_held_until_ns;
 };
 
-/* The mapped clock file, mapped at the first call (from whichever thread: two that race
- * both map it, and one mapping is left unused). NULL without $LOCKSIM_CLOCK. */
+/* The mapped shim file, mapped at the first call (from whichever thread: two that race
+ * both map it, and one mapping is left unused). NULL without $LOCKSIM_SHIM. */
 static struct shared *state(void) {
     static struct shared *mapped;
     static int tried;
     if (__atomic_load_n(&tried, __ATOMIC_ACQUIRE)) return __atomic_load_n(&mapped, __ATOMIC_ACQUIRE);
-    const char *path = getenv("LOCKSIM_CLOCK");
+    const char *path = getenv("LOCKSIM_SHIM");
     int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     if (fd >= 0) {
         void *p = mmap(0, sizeof(struct shared), PROT_READ, MAP_SHARED, fd, 0);

@@ -1,23 +1,29 @@
-//! Real Redis servers' clocks (data nodes and Sentinels) and locksim's own clients', moved as the simulator moves a node's (`clock_jump`,
-//! `clock_drift`, a node's `[clocks]` drift and offset; `locksim_sim::clock`).
+//! locksim's shim: a real process's clocks and disk as the simulator has a node's, moved by
+//! the nemesis while the process runs (`clock_jump`, `clock_drift`, a node's `[clocks]`
+//! drift and offset, `fsync_stall`; `locksim_sim::clock`), and a crash that loses what was
+//! not synced.
 //!
-//! A server whose clock may move runs with locksim's clock shim preloaded (`live/clock/shim.c`,
-//! built into the binary, written into the run's directory): it answers the process's
-//! `clock_gettime`, `gettimeofday` and `time` from the machine's clocks plus what the server's
-//! clock file says, which the nemesis rewrites at each fault. Its monotonic clock runs at
-//! `1 + drift_ppm·1e-6` times true speed and never jumps; its wall clock is stepped by a jump,
-//! as in the model. redis-server expires keys by its wall clock (`mstime()`), so a step
-//! forward ends a lease early there as in the simulator. The machine's clocks do not move:
-//! the other processes, and the run's own timestamps, keep real time.
+//! A server runs with the shim preloaded (`live/shim/shim.c`, built into the binary by
+//! `live/build.rs`, written into the run's directory) when the run moves a clock, stalls
+//! fsyncs or crashes a node. It answers the process's `clock_gettime`, `gettimeofday` and
+//! `time` from the machine's clocks plus what the server's shim file says ([`NodeShim`],
+//! rewritten by the nemesis at each fault): the monotonic clock runs at
+//! `1 + drift_ppm·1e-6` times true speed and never jumps; the wall clock is stepped by a
+//! jump, as in the model. redis-server expires keys by its wall clock (`mstime()`), so a step
+//! forward ends a lease early there as in the simulator. It holds `fsync` and `fdatasync`
+//! while the file says, and logs each one that completes, from which [`PowerLoss`] cuts a
+//! Redis server's append-only file back to its last sync at a crash. The machine's clocks
+//! and files do not move: the other processes, and the run's own timestamps, keep real time.
 //!
-//! Redis servers are moved, data nodes and Sentinels (see [`why_not_movable`]): a
-//! Sentinel's TILT mode is the model's too. etcd is a Go program, which reads the clock
-//! through the vDSO without libc, where no preloaded library reaches. A ZooKeeper server's
-//! wall clock steps (the JVM reads it through libc), but its clock does not drift: the JVM
-//! hands the kernel absolute deadlines on its monotonic clock (timed waits), which the
-//! kernel would read on the unmoved clock, so a drift would stretch or cut every wait. locksim's own client reads its clock from its file
-//! ([`ClockView`]) through its node's context, and keeps stamping its events on the machine's
-//! monotonic clock; a real library's client (`--library`) is not moved.
+//! What it reaches ([`why_not_movable`], [`why_not_stalled`]): Redis servers, data nodes and
+//! Sentinels (a Sentinel's TILT mode is the model's too); a ZooKeeper server's wall clock
+//! (the JVM reads it through libc), not its drift (the JVM hands the kernel absolute
+//! deadlines on its monotonic clock, which the kernel would read unmoved, so a drift would
+//! stretch or cut every timed wait) nor its fsyncs (ZooKeeper preallocates its log files);
+//! not an etcd member (Go reads the clock through the vDSO and calls fsync by the system
+//! call, without libc). locksim's own client needs no shim: it reads its clock from its file
+//! ([`ClockView`]) through its node's context, and keeps stamping its events on the
+//! machine's monotonic clock; a real library's client (`--library`) is not moved.
 
 use crate::clock;
 use locksim_scenarios::Prepared;
@@ -27,8 +33,8 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// The shim, as built from `live/clock/shim.c`.
-const SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/locksim-clock.so"));
+/// The shim, as built from `live/shim/shim.c`.
+const SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/locksim-shim.so"));
 
 /// A moved clock's state in its file: the layout `shim.c` reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -92,7 +98,7 @@ impl NodeShim {
     pub fn env(&self, shim: &Path) -> Vec<(String, String)> {
         vec![
             ("LD_PRELOAD".into(), shim.display().to_string()),
-            ("LOCKSIM_CLOCK".into(), self.path.display().to_string()),
+            ("LOCKSIM_SHIM".into(), self.path.display().to_string()),
         ]
     }
 
@@ -300,7 +306,7 @@ impl PowerLoss {
 
 /// Writes the shim into `dir`; its path, for [`NodeShim::env`].
 pub fn install_shim(dir: &Path) -> std::io::Result<PathBuf> {
-    let shim = dir.join("locksim-clock.so");
+    let shim = dir.join("locksim-shim.so");
     std::fs::write(&shim, SHIM)?;
     Ok(shim)
 }
@@ -353,7 +359,7 @@ pub fn why_not_movable(
         "single-redis" | "redlock" | "replicated-redis" => None,
         "etcd" => Some(
             "an etcd member is a Go program, which reads the clock through the vDSO without \
-             libc, where live mode's clock shim cannot reach"
+             libc, where live mode's shim cannot reach"
                 .into(),
         ),
         "zookeeper" if drifts => Some(
@@ -420,7 +426,7 @@ pub fn attach(
     let create = |name: &str| {
         let set = prepared.scenario.clocks.nodes.get(name);
         let (offset_ms, drift_ppm) = set.map_or((0, 0), |c| (c.offset_ms, c.drift_ppm));
-        NodeShim::create(&dir.join(format!("{name}.clock")), offset_ms, drift_ppm)
+        NodeShim::create(&dir.join(format!("{name}.shim")), offset_ms, drift_ppm)
     };
     let redis = is_redis(prepared);
     for server in &mut deployment.servers {
@@ -470,7 +476,7 @@ mod tests {
     fn a_process_under_the_shim_reads_the_moved_wall_clock() {
         let dir = crate::rundir::RunDir::create().unwrap();
         let shim = install_shim(dir.path()).unwrap();
-        let mut clock = NodeShim::create(&dir.path().join("n.clock"), 0, 0).unwrap();
+        let mut clock = NodeShim::create(&dir.path().join("n.shim"), 0, 0).unwrap();
         let within = |clock: &NodeShim, shift_ms: (i64, i64)| {
             let before = clock::wall_ms();
             let read = date_ms(clock, &shim);
@@ -508,7 +514,7 @@ mod tests {
     fn a_process_under_the_shim_waits_for_held_fsyncs_and_logs_them() {
         let dir = crate::rundir::RunDir::create().unwrap();
         let shim = install_shim(dir.path()).unwrap();
-        let mut node = NodeShim::create(&dir.path().join("n.clock"), 0, 0).unwrap();
+        let mut node = NodeShim::create(&dir.path().join("n.shim"), 0, 0).unwrap();
         let (log, file) = (dir.path().join("n.synced"), dir.path().join("data"));
         let program = "import os, sys\n\
             f = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT)\n\
