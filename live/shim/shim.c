@@ -3,7 +3,7 @@
  *
  * Loaded with LD_PRELOAD into a real server (redis-server), it answers the process's
  * clock_gettime, gettimeofday and time from the real clocks plus what the file named by
- * $LOCKSIM_SHIM says, which live mode's parent rewrites at each clock fault:
+ * $LOCKSIM_SHIM says, which live mode's parent rewrites at each fault:
  *
  *   monotonic = real monotonic + mono_offset + drift
  *   wall      = real wall      + wall_offset + drift
@@ -26,9 +26,9 @@
  * Its disk: fsync and fdatasync wait while the file's fsync_held_until_ns (on the machine's
  * monotonic clock) is ahead (`fsync_stall`: a device that does not complete them), and each
  * one that completes on a regular file appends "SIZE NS PATH" to the file named by
- * $LOCKSIM_SYNCED: what a power loss would keep of it. At a crash, live mode cuts each such
- * file back to its last synced size, as the simulator's crash keeps only what was synced
- * (a SIGKILL alone keeps what the kernel has).
+ * $LOCKSIM_SYNCED: what a power loss would keep of it. At a crash, live mode cuts a Redis
+ * server's append-only increments back to their last synced size, as the simulator's crash
+ * keeps only what was synced (a SIGKILL alone keeps what the kernel has).
  *
  * The file is six little-endian 64-bit words, written by the parent under a sequence lock
  * (seq odd while it writes): seq, wall_offset_ns, mono_offset_ns, anchor_ns, drift_ppm,
@@ -164,13 +164,13 @@ static char *digits(char *out, int64_t n) {
 /* Records that regular file `fd` is synced at its present size: "SIZE NS PATH\n", NS the
  * machine's monotonic clock when the sync completed. */
 static void record_synced(int fd) {
-    static int log = -2;
-    if (log == -2) {
+    static int synced_log = -2; /* two threads that race both open it: one fd unused */
+    if (synced_log == -2) {
         const char *path = getenv("LOCKSIM_SYNCED");
-        log = path ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;
+        synced_log = path ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;
     }
     struct stat st;
-    if (log < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
+    if (synced_log < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
     struct timespec mono;
     real(CLOCK_MONOTONIC, &mono);
     char link[32] = "/proc/self/fd/", line[4200], *end = digits(link + 14, fd);
@@ -183,7 +183,7 @@ static void record_synced(int fd) {
     if (n <= 0) return;
     end += n;
     *end++ = '\n';
-    if (write(log, line, (size_t)(end - line)) < 0) return;
+    if (write(synced_log, line, (size_t)(end - line)) < 0) return;
 }
 
 int fsync(int fd) {
