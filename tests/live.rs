@@ -3156,7 +3156,6 @@ fn a_zookeeper_leaders_wall_clock_steps_and_no_session_expires() {
         "expected the lock to hold, observed {}: {saved_at}",
         brief(&j)
     );
-    // `12/6/26, 8:09:25 AM UTC session ...`: seconds of the day of each transaction.
     let log_dir = keep.join("zk1/data/version-2");
     let log = std::fs::read_dir(&log_dir)
         .unwrap()
@@ -3166,38 +3165,7 @@ fn a_zookeeper_leaders_wall_clock_steps_and_no_session_expires() {
         .filter(|p| p.to_string_lossy().contains("log."))
         .min()
         .unwrap();
-    let jars = [
-        "zookeeper",
-        "zookeeper-jute",
-        "slf4j-api",
-        "slf4j-nop",
-        "commons-cli",
-    ];
-    let cp: Vec<String> = jars
-        .iter()
-        .map(|j| format!("/usr/share/java/{j}.jar"))
-        .collect();
-    let dump = Command::new("java")
-        .args([
-            "-cp",
-            &cp.join(":"),
-            "org.apache.zookeeper.server.persistence.TxnLogToolkit",
-        ])
-        .arg(&log)
-        .output()
-        .unwrap();
-    let seconds = |line: &str| -> Option<i64> {
-        let mut words = line.split_whitespace().skip(1);
-        let (time, half) = (words.next()?, words.next()?);
-        let hms: Vec<i64> = time
-            .split(':')
-            .map(|p| p.parse().ok())
-            .collect::<Option<_>>()?;
-        let pm = if half == "PM" { 12 } else { 0 };
-        Some(((hms[0] % 12 + pm) * 60 + hms[1]) * 60 + hms[2])
-    };
-    let text = String::from_utf8_lossy(&dump.stdout);
-    let times: Vec<i64> = text.lines().filter_map(seconds).collect();
+    let times = txn_log_times(&log);
     let steps: Vec<i64> = times
         .windows(2)
         .map(|w| (w[1] - w[0] + 129_600) % 86_400 - 43_200)
@@ -3212,6 +3180,41 @@ fn a_zookeeper_leaders_wall_clock_steps_and_no_session_expires() {
          in {} ({saved_at})",
         log.display()
     );
+}
+
+/// The times of the transactions in ZooKeeper's transaction log `log`, as seconds of the
+/// day, read with ZooKeeper's own `TxnLogToolkit` (lines `12/6/26, 8:09:25 AM UTC session ...`).
+fn txn_log_times(log: &Path) -> Vec<i64> {
+    let jars = [
+        "zookeeper",
+        "zookeeper-jute",
+        "slf4j-api",
+        "slf4j-nop",
+        "commons-cli",
+    ];
+    let cp: Vec<String> = jars
+        .iter()
+        .map(|j| format!("/usr/share/java/{j}.jar"))
+        .collect();
+    let toolkit = "org.apache.zookeeper.server.persistence.TxnLogToolkit";
+    let dump = Command::new("java")
+        .args(["-cp", &cp.join(":"), toolkit])
+        .arg(log)
+        .output()
+        .unwrap();
+    let seconds = |line: &str| -> Option<i64> {
+        let mut words = line.split_whitespace().skip(1);
+        let (time, half) = (words.next()?, words.next()?);
+        let hms: Vec<i64> = time
+            .split(':')
+            .map(|p| p.parse().ok())
+            .collect::<Option<_>>()?;
+        let [h, m, s] = hms[..] else { return None };
+        let pm = if half == "PM" { 12 } else { 0 };
+        Some(((h % 12 + pm) * 60 + m) * 60 + s)
+    };
+    let text = String::from_utf8_lossy(&dump.stdout);
+    text.lines().filter_map(seconds).collect()
 }
 
 /// The story of scenario `file` (named `name` for its scratch directory) live, judged as

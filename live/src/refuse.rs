@@ -517,23 +517,19 @@ mod tests {
     /// mode applies), and `--library` refuses them where no real library has a driver.
     #[test]
     fn the_reported_redis_profile_files_run_on_the_own_client_only() {
-        let registry = locksim_protocols::Registry::builtin();
-        let catalog = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/catalog/");
         for file in [
             "redsync-71-extend-after-expiry",
             "redsync-72-valid-after-expiry",
             "redsync-147-restarts-without-persistence",
             "redlock-rb-36-extend-sets-an-expired-key",
         ] {
-            let path = format!("{catalog}{file}.toml");
-            let prepared = locksim_scenarios::load(&path, &registry).unwrap();
+            let prepared = catalog(file);
             check(&prepared, 1, CutMode::Stall, false).unwrap_or_else(|e| panic!("{e}"));
             let refused = check(&prepared, 1, CutMode::Stall, true).unwrap_err();
             assert!(refused.0.contains("modelled only"), "{refused}");
         }
         // python-redis-lock's runs on both: its real library has a driver.
-        let path = format!("{catalog}python-redis-lock-85-renewal-starved.toml");
-        let prepared = locksim_scenarios::load(&path, &registry).unwrap();
+        let prepared = catalog("python-redis-lock-85-renewal-starved");
         for library in [false, true] {
             check(&prepared, 1, CutMode::Stall, library).unwrap_or_else(|e| panic!("{e}"));
         }
@@ -613,47 +609,54 @@ mod tests {
         }
     }
 
-    /// Clock faults run live on real Redis servers (a Sentinel's too), locksim's own clients
-    /// and ZooKeeper's wall clocks, fsync stalls on Redis servers; both are refused by name
-    /// elsewhere (a real library's client, an etcd member, a ZooKeeper server's drift or
-    /// fsyncs, the resource) and when the simulation draws the clocks.
-    #[test]
-    fn clocks_and_fsyncs_move_live_where_the_shim_reaches() {
+    /// A catalog file.
+    fn catalog(file: &str) -> Prepared {
         let registry = locksim_protocols::Registry::builtin();
         let catalog = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/catalog/");
-        for file in [
+        locksim_scenarios::load(&format!("{catalog}{file}.toml"), &registry)
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
+    }
+
+    /// A scenario of `protocol` (with `extra` keys) and one fault (its `[[faults]]` keys).
+    fn with_fault(protocol: &str, extra: &str, fault: &str) -> Prepared {
+        let text = format!(
+            "name = \"t\"\nduration_ms = 1000\n[protocol]\nname = \"{protocol}\"\n{extra}\n\
+             [[faults]]\n{fault}\nat_ms = 10\n"
+        );
+        let dir = crate::rundir::RunDir::create().unwrap();
+        let path = dir.path().join("t.toml");
+        std::fs::write(&path, &text).unwrap();
+        let registry = locksim_protocols::Registry::builtin();
+        locksim_scenarios::load(path.to_str().unwrap(), &registry)
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    fn jump(protocol: &str, node: &str, extra: &str) -> Prepared {
+        let fault = format!("kind = \"clock_jump\"\nnode = \"{node}\"\ndelta_ms = 5000");
+        with_fault(protocol, extra, &fault)
+    }
+
+    fn stall(protocol: &str, node: &str) -> Prepared {
+        let fault = format!("kind = \"fsync_stall\"\nnode = \"{node}\"\nduration_ms = 500");
+        with_fault(protocol, "", &fault)
+    }
+
+    /// Clock faults run live on real Redis servers (a Sentinel's too), locksim's own clients
+    /// and ZooKeeper's wall clocks; fsync stalls on Redis servers.
+    #[test]
+    fn clocks_and_fsyncs_move_live_where_the_shim_reaches() {
+        let files = [
             "redis-single-clock-jump",
             "redlock-clock-jump",
             "redlock-no-drift-allowance",
-        ] {
-            let prepared = locksim_scenarios::load(&format!("{catalog}{file}.toml"), &registry);
-            check(&prepared.unwrap(), 1, CutMode::Stall, false)
-                .unwrap_or_else(|e| panic!("{file}: {e}"));
-        }
-        let load = |text: &str| {
-            let dir = crate::rundir::RunDir::create().unwrap();
-            let path = dir.path().join("t.toml");
-            std::fs::write(&path, text).unwrap();
-            locksim_scenarios::load(path.to_str().unwrap(), &registry)
-                .unwrap_or_else(|e| panic!("{text}: {e}"))
-        };
-        let jump = |protocol: &str, node: &str, extra: &str| {
-            format!(
-                "name = \"t\"\nduration_ms = 1000\n[protocol]\nname = \"{protocol}\"\n{extra}\n\
-                 [[faults]]\nkind = \"clock_jump\"\nnode = \"{node}\"\nat_ms = 10\ndelta_ms = 5000\n"
-            )
-        };
-        let stall = |protocol: &str, node: &str| {
-            format!(
-                "name = \"t\"\nduration_ms = 1000\n[protocol]\nname = \"{protocol}\"\n\
-                 [[faults]]\nkind = \"fsync_stall\"\nnode = \"{node}\"\nat_ms = 10\nduration_ms = 500\n"
-            )
-        };
-        for node in ["redis", "@primary"] {
-            let protocol = ["single-redis", "replicated-redis"][usize::from(node == "@primary")];
-            check(&load(&stall(protocol, node)), 1, CutMode::Stall, false)
-                .unwrap_or_else(|e| panic!("{node}: {e}"));
-        }
+        ];
+        let mut accepted: Vec<(String, Prepared)> =
+            files.map(|f| (f.to_owned(), catalog(f))).into();
+        accepted.push(("stall redis".into(), stall("single-redis", "redis")));
+        accepted.push((
+            "stall @primary".into(),
+            stall("replicated-redis", "@primary"),
+        ));
         // A Sentinel's clock, `@primary`'s whoever it is then, and locksim's own clients'.
         for (protocol, node) in [
             ("replicated-redis", "sentinel1"),
@@ -662,16 +665,26 @@ mod tests {
             ("single-redis", "@holder"),
             ("zookeeper", "zk1"),
         ] {
-            let prepared = load(&jump(protocol, node, ""));
-            check(&prepared, 1, CutMode::Stall, false).unwrap_or_else(|e| panic!("{node}: {e}"));
+            accepted.push((format!("jump {node}"), jump(protocol, node, "")));
         }
+        for (what, prepared) in accepted {
+            check(&prepared, 1, CutMode::Stall, false).unwrap_or_else(|e| panic!("{what}: {e}"));
+        }
+    }
+
+    /// Clock faults and fsync stalls are refused by name where the shim does not reach (a
+    /// real library's client, an etcd member, a ZooKeeper server's drift or fsyncs, the
+    /// resource, a client's disk) and when the simulation draws the clocks.
+    #[test]
+    fn clocks_and_fsyncs_the_shim_cannot_reach_are_refused_by_name() {
         // A real library's client reads the machine's clock.
-        let prepared = load(&jump("single-redis", "c1", "client = \"redis-py\""));
+        let prepared = jump("single-redis", "c1", "client = \"redis-py\"");
         let Err(Refused(why)) = check(&prepared, 1, CutMode::Stall, true) else {
             panic!("a real library's clock moved");
         };
         assert!(why.contains("live --library runs a real library"), "{why}");
-        for (text, says) in [
+        let drift = "kind = \"clock_drift\"\nnode = \"zk1\"\ndrift_ppm = 5000";
+        for (prepared, says) in [
             (
                 jump("single-redis", "resource", ""),
                 "`resource` is neither",
@@ -683,20 +696,14 @@ mod tests {
             (stall("zookeeper", "zk1"), "ZooKeeper preallocates"),
             (stall("single-redis", "c1"), "`c1` is not a server"),
             (jump("etcd", "etcd1", ""), "Go program"),
-            (
-                jump("zookeeper", "zk1", "")
-                    .replace("clock_jump", "clock_drift")
-                    .replace("delta_ms", "drift_ppm"),
-                "JVM",
-            ),
+            (with_fault("zookeeper", "", drift), "JVM"),
             (
                 jump("single-redis", "redis", "[clocks]\ndrift_ppm_max = 100"),
                 "drawn per node inside the simulation",
             ),
         ] {
-            let prepared = load(&text);
             let Err(Refused(why)) = check(&prepared, 1, CutMode::Stall, false) else {
-                panic!("not refused: {text}");
+                panic!("not refused: {says}");
             };
             assert!(why.contains(says), "expected {says:?}, observed {why}");
         }

@@ -138,8 +138,8 @@ struct Live<'a> {
     library: Option<LibraryInfo>,
     /// The faults armed at the clients' named points (every incarnation gets its own).
     armed: Vec<ArmedPoint>,
-    /// The servers' moved clocks (`deploy::shim`), if any clock moves in the run.
-    clocks: BTreeMap<String, crate::deploy::shim::NodeShim>,
+    /// The nodes' shims (`deploy::shim`): their clocks and fsyncs, if the run needs them.
+    shims: BTreeMap<String, crate::deploy::shim::NodeShim>,
 }
 
 mod faults;
@@ -168,7 +168,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     // Before any server starts: it may simulate the seed first.
     let pause_plans = faults::pause_plans(prepared, opts.seed)?;
     let mut deployment = deploy::plan(prepared, &dir, opts.seed)?;
-    let clocks = deploy::shim::attach(prepared, &faults, &mut deployment, &dir, opts.library)?;
+    let shims = deploy::shim::attach(prepared, &faults, &mut deployment, &dir, opts.library)?;
     start_servers(&mut deployment)?;
     let s = &prepared.scenario;
     // A provisional zero: the clock starts when every client is up (`start_clock`).
@@ -196,7 +196,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         loss_epoch: 0,
         library,
         armed: faults.iter().filter_map(Fault::armed_point).collect(),
-        clocks,
+        shims,
     };
     for name in s.workload.client_names() {
         live.start_client(&name)?;
@@ -343,7 +343,7 @@ impl Live<'_> {
                 .collect(),
             passages_before: entry.passages.clone(),
             driver: self.library.as_ref().map(|l| l.profile.clone()),
-            clock: self.clocks.get(name).map(|c| c.path().to_owned()),
+            clock: self.shims.get(name).map(|c| c.path().to_owned()),
         };
         let spec_file = self.dir.join(format!("{name}.{}.json", entry.incarnation));
         std::fs::write(&spec_file, serde_json::to_string_pretty(&spec)?)?;
@@ -824,7 +824,7 @@ impl Live<'_> {
             self.restart(&node);
         }
         // Every held fsync goes, as the simulator's disks heal.
-        for (node, shim) in &mut self.clocks {
+        for (node, shim) in &mut self.shims {
             if let Err(e) = shim.hold_fsyncs(0) {
                 self.recorder.record(
                     Event::nemesis(Op::Note)

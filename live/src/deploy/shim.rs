@@ -49,6 +49,28 @@ struct State {
 }
 
 impl State {
+    /// Its words after the sequence number, in the file's order (`struct shared` in shim.c).
+    fn words(&self) -> [i64; 5] {
+        [
+            self.wall_offset_ns,
+            self.mono_offset_ns,
+            self.anchor_ns,
+            self.drift_ppm,
+            self.fsync_held_until_ns,
+        ]
+    }
+
+    fn from_words(w: [i64; 5]) -> State {
+        let [wall_offset_ns, mono_offset_ns, anchor_ns, drift_ppm, fsync_held_until_ns] = w;
+        State {
+            wall_offset_ns,
+            mono_offset_ns,
+            anchor_ns,
+            drift_ppm,
+            fsync_held_until_ns,
+        }
+    }
+
     /// What the drift has added since the anchor, at `now_ns` (the shim's own formula).
     fn drifted_ns(&self, now_ns: i64) -> i64 {
         ((now_ns - self.anchor_ns) as i128 * self.drift_ppm as i128 / 1_000_000) as i64
@@ -137,14 +159,7 @@ impl NodeShim {
 
     /// Writes `state` under the sequence lock the shim reads by.
     fn write(&mut self, state: State) -> std::io::Result<()> {
-        let words = [
-            state.wall_offset_ns,
-            state.mono_offset_ns,
-            state.anchor_ns,
-            state.drift_ppm,
-            state.fsync_held_until_ns,
-        ];
-        let body: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let body: Vec<u8> = state.words().iter().flat_map(|w| w.to_le_bytes()).collect();
         self.file.write_all_at(&(self.seq + 1).to_le_bytes(), 0)?;
         self.file.write_all_at(&body, 8)?;
         self.seq += 2;
@@ -183,13 +198,7 @@ impl ClockView {
                 .read_exact_at(&mut seq, 0)
                 .map(|_| i64::from_le_bytes(seq));
             if word(0) % 2 == 0 && again.is_ok_and(|s| s == word(0)) {
-                return State {
-                    wall_offset_ns: word(1),
-                    mono_offset_ns: word(2),
-                    anchor_ns: word(3),
-                    drift_ppm: word(4),
-                    fsync_held_until_ns: word(5),
-                };
+                return State::from_words(std::array::from_fn(|i| word(i + 1)));
             }
         }
     }
@@ -311,20 +320,22 @@ pub fn install_shim(dir: &Path) -> std::io::Result<PathBuf> {
     Ok(shim)
 }
 
-/// The nodes whose clocks `faults` or the scenario's `[clocks]` move (a role as named).
-pub fn moved(prepared: &Prepared, faults: &[Fault]) -> Vec<String> {
-    let mut nodes: Vec<String> = faults
-        .iter()
-        .filter_map(|f| match f {
-            Fault::ClockJump(j) => Some(j.node.clone()),
-            Fault::ClockDrift(d) => Some(d.node.clone()),
-            _ => None,
-        })
-        .collect();
-    nodes.extend(prepared.scenario.clocks.nodes.keys().cloned());
-    nodes.sort();
-    nodes.dedup();
-    nodes
+/// Whether the run needs the shim: a clock moves (by a fault or `[clocks]`), fsyncs stall,
+/// or a node crashes (a crash of a Redis server loses what was not synced).
+fn shim_needed(prepared: &Prepared, faults: &[Fault]) -> bool {
+    let needs = |f: &Fault| {
+        matches!(
+            f,
+            Fault::ClockJump(_) | Fault::ClockDrift(_) | Fault::Crash(_) | Fault::FsyncStall(_)
+        )
+    };
+    faults.iter().any(needs) || !prepared.scenario.clocks.nodes.is_empty()
+}
+
+/// Whether `node` is neither one of the servers nor a role (`@primary`, `@leader`).
+fn not_a_server(prepared: &Prepared, node: &str) -> bool {
+    let server = prepared.deployment.servers().iter().any(|n| n == node);
+    !server && !locksim_sim::nemesis::is_role(node)
 }
 
 /// Why live mode cannot move `node`'s clock (a node or a role), if it cannot; `library`:
@@ -347,8 +358,7 @@ pub fn why_not_movable(
             )
         });
     }
-    let server = prepared.deployment.servers().iter().any(|n| n == node);
-    if !server && !locksim_sim::nemesis::is_role(node) {
+    if not_a_server(prepared, node) {
         return Some(format!(
             "`{node}` is neither a server nor a client: live mode moves real Redis servers' \
              and locksim's own clients' clocks"
@@ -356,7 +366,7 @@ pub fn why_not_movable(
     }
     let protocol = s.protocol.name.as_str();
     match protocol {
-        "single-redis" | "redlock" | "replicated-redis" => None,
+        _ if is_redis(prepared) => None,
         "etcd" => Some(
             "an etcd member is a Go program, which reads the clock through the vDSO without \
              libc, where live mode's shim cannot reach"
@@ -385,8 +395,7 @@ fn is_redis(prepared: &Prepared) -> bool {
 /// Redis servers, whose fsyncs go through libc, and a crash there loses what they held.
 pub fn why_not_stalled(prepared: &Prepared, node: &str) -> Option<String> {
     let protocol = prepared.scenario.protocol.name.as_str();
-    let server = prepared.deployment.servers().iter().any(|n| n == node);
-    if !server && !locksim_sim::nemesis::is_role(node) {
+    if not_a_server(prepared, node) {
         return Some(format!(
             "`{node}` is not a server: live mode holds real Redis servers' fsyncs only"
         ));
@@ -406,10 +415,11 @@ pub fn why_not_stalled(prepared: &Prepared, node: &str) -> Option<String> {
     }
 }
 
-/// Gives every Redis server of `deployment`, and every client of locksim's own (not a real
-/// library's, `library`), a clock of its own in `dir` if any clock moves in the run (a role
-/// such as `@primary` or `@holder` may name any of them), with its `[clocks]` offset and
-/// drift; each server starts with the shim preloaded, each client reads its clock's file.
+/// Gives every server the shim reaches, and every client of locksim's own (not a real
+/// library's, `library`), a shim file of its own in `dir` if the run needs one
+/// ([`shim_needed`]; a role such as `@primary` or `@holder` may name any of them), with its
+/// `[clocks]` offset and drift; each server starts with the shim preloaded (a Redis server
+/// also logging its syncs, for [`PowerLoss`]), each client reads its clock from its file.
 pub fn attach(
     prepared: &Prepared,
     faults: &[Fault],
@@ -417,10 +427,9 @@ pub fn attach(
     dir: &Path,
     library: bool,
 ) -> anyhow::Result<BTreeMap<String, NodeShim>> {
-    let mut clocks = BTreeMap::new();
-    let disk = |f: &Fault| matches!(f, Fault::Crash(_) | Fault::FsyncStall(_));
-    if moved(prepared, faults).is_empty() && !faults.iter().any(disk) {
-        return Ok(clocks);
+    let mut shims = BTreeMap::new();
+    if !shim_needed(prepared, faults) {
+        return Ok(shims);
     }
     let shim = install_shim(dir)?;
     let create = |name: &str| {
@@ -440,15 +449,15 @@ pub fn attach(
                     .push(("LOCKSIM_SYNCED".into(), log.display().to_string()));
                 server.power_loss = Some(PowerLoss::new(log, &server.dir));
             }
-            clocks.insert(server.name.clone(), clock);
+            shims.insert(server.name.clone(), clock);
         }
     }
     for client in prepared.scenario.workload.client_names() {
         if why_not_movable(prepared, &client, library, false).is_none() {
-            clocks.insert(client.clone(), create(&client)?);
+            shims.insert(client.clone(), create(&client)?);
         }
     }
-    Ok(clocks)
+    Ok(shims)
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@
 //! same times.
 
 use super::{Action, Live};
-use crate::deploy::shim::NodeShim;
 use crate::nemesis::Nemesis;
 use locksim_check::{Event, Op};
 use locksim_scenarios::Prepared;
@@ -100,27 +99,22 @@ impl Nemesis for Live<'_> {
         Live::pause_periodic(self, fault, why);
     }
     fn jump_clock(&mut self, node: &str, delta_ms: i64) {
-        let moved = self.clock(node).map(|c| c.jump(delta_ms));
+        let moved = self.shims.get_mut(node).map(|c| c.jump(delta_ms));
         self.clock_moved(node, moved, Event::nemesis(Op::ClockJump).value(delta_ms));
     }
     fn drift_clock(&mut self, node: &str, drift_ppm: i64) {
-        let moved = self.clock(node).map(|c| c.drift(drift_ppm));
+        let moved = self.shims.get_mut(node).map(|c| c.drift(drift_ppm));
         self.clock_moved(node, moved, Event::nemesis(Op::ClockDrift).value(drift_ppm));
     }
     fn hold_fsyncs(&mut self, node: &str, duration_ms: u64) {
         let until_ns = self.fault_now() + duration_ms * 1_000_000;
-        let held = self.clock(node).map(|c| c.hold_fsyncs(until_ns));
+        let held = self.shims.get_mut(node).map(|c| c.hold_fsyncs(until_ns));
         let event = Event::nemesis(Op::FsyncStall).value(duration_ms as i64);
         self.clock_moved(node, held, event);
     }
 }
 
 impl Live<'_> {
-    /// `node`'s shim (`refuse::check` refused a clock or fsync fault on any other node).
-    fn clock(&mut self, node: &str) -> Option<&mut NodeShim> {
-        self.clocks.get_mut(node)
-    }
-
     /// Records a fault of `node`'s shim (its clock, its fsyncs) as the simulator does, or why
     /// it was not applied.
     fn clock_moved(&mut self, node: &str, moved: Option<std::io::Result<()>>, event: Event) {
