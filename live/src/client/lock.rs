@@ -87,11 +87,11 @@ impl Ctx {
         self.start_ns() != u64::MAX
     }
 
-    /// How long `local` of the client's monotonic clock lasts in real time, at its drift now.
+    /// How long `local` of the client's monotonic clock lasts in real time, at its drift now
+    /// (the simulator's own conversion, rounded up: a sleep never ends early).
     pub fn real_duration(&self, local: Duration) -> Duration {
         let ppm = self.clock.as_ref().map_or(0, ClockView::drift_ppm);
-        let ns = local.as_nanos() as i128 * 1_000_000 / (1_000_000 + ppm as i128);
-        Duration::from_nanos(ns.max(0) as u64)
+        locksim_sim::clock::NodeClock::new(ppm, 0).true_duration(local)
     }
 
     fn start_ns(&self) -> u64 {
