@@ -859,6 +859,50 @@ fn etcd_3_4_lock_enters_without_its_key_after_a_pause_and_3_5_does_not() {
     assert_none_left(keep);
 }
 
+/// etcd-io/etcd#22082 against a real etcd (live/scenarios/etcd-22082-unlock-retry*.toml):
+/// c1's Unlock commits on etcd3, its one endpoint, but the answer is held past the 500 ms
+/// deadline; c1 locks again with its session and retries the old Unlock a second later.
+/// Etcd's Unlock by name deletes c1's new key and c2 enters inside c1's critical section;
+/// PR #22115's transaction, sent to the real member, deletes nothing. c1 is pinned to etcd3
+/// in both worlds only because a live client has the simulator's node index (before, every
+/// live client was pinned to etcd2 and the held answers never reached c1).
+#[test]
+fn etcd_unlock_retry_deletes_the_new_lock_and_the_transaction_does_not() {
+    let Some(_serial) = live_test("etcd", "etcd-server") else {
+        return;
+    };
+    // The set-up: c1's first Unlock got no answer in time and the old Unlock was retried.
+    let set_up = |_: &Output, events: &[serde_json::Value], _: &str| {
+        let c1 = |op: &str, says: &str| {
+            events.iter().any(|e| {
+                e["node"] == "c1"
+                    && e["op"] == op
+                    && e["detail"].as_str().unwrap_or("").contains(says)
+            })
+        };
+        c1("release", "no answer to the delete") && c1("note", "unanswered unlock of")
+    };
+    for (form, expected, exit) in [("", "invalid", 1), ("-fixed", "valid", 0)] {
+        let dir = scratch(&format!("22082{form}"));
+        let file = format!("live/scenarios/etcd-22082-unlock-retry{form}.toml");
+        let missed = "c1's Unlock was answered in time or not retried";
+        let (out, events, saved_at) = live_history_set_up(&file, &dir, &["--json"], set_up, missed);
+        assert!(
+            set_up(&out, &events, &saved_at),
+            "{file}: {missed}: {saved_at}"
+        );
+        let result = json(&out);
+        for property in ["mutual_exclusion", "lost_update"] {
+            assert_eq!(
+                result["properties"][property], expected,
+                "{file}: {property}: expected {expected}, observed {}: {saved_at}",
+                result["properties"][property]
+            );
+        }
+        assert_eq!(code(&out), exit, "{file}: {saved_at}");
+    }
+}
+
 #[test]
 fn a_partition_cuts_a_clients_links_through_the_proxies() {
     let Some(_serial) = live_test("redis-server", "redis-server") else {

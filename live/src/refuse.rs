@@ -100,11 +100,10 @@ fn named(value: impl serde::Serialize) -> String {
 
 /// What a real etcd cannot be of the model's server: a bug variant, a TTL of a fraction of a
 /// second, settings the binary has no flag for, the model's lessor before etcd's fixes; and
-/// of the model's Unlock: PR #22115's transaction (`unlock = "delete-if-owner"`), which live
-/// mode's gateway link does not send (it deletes by name), and with `library` any Unlock key,
-/// since a real library runs its own Unlock.
+/// with `library` any Unlock key, since a real library runs its own Unlock (locksim's own
+/// client sends either Unlock, PR #22115's transaction included, `links::etcd`).
 fn etcd_server(prepared: &Prepared, library: bool) -> Result<Option<String>, Refused> {
-    use etcd::{Lessor, Unlock, Variant};
+    use etcd::{Lessor, Variant};
     let p: etcd::Params = typed(prepared)?;
     let unlock_keys = ["unlock", "unlock_timeout_ms", "unlock_retry_after_ms"];
     let raw = &prepared.scenario.protocol.params;
@@ -131,10 +130,6 @@ fn etcd_server(prepared: &Prepared, library: bool) -> Result<Option<String>, Ref
         )
     } else if let Some(key) = unlock_set {
         format!("protocol.{key}: live --library runs the real library's own Unlock, which it does not change")
-    } else if p.unlock == Unlock::DeleteIfOwner && !library {
-        "protocol.unlock = \"delete-if-owner\": live mode's etcd link sends Unlock as a delete \
-         by name, not PR #22115's transaction"
-            .into()
     } else {
         return Ok(None);
     }))
@@ -557,11 +552,6 @@ mod tests {
                 "etcd-15247-stuck-leader-renews-keep-alives",
                 false,
                 "lessor = \"local-role\"",
-            ),
-            (
-                "etcd-22082-unlock-retry-deletes-new-lock-fixed",
-                false,
-                "\"delete-if-owner\"",
             ),
             (
                 "etcd-22082-unlock-retry-deletes-new-lock-fixed",

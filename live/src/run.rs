@@ -329,6 +329,7 @@ impl Live<'_> {
         let entry = self.clients.get_mut(name).expect("inserted above");
         let spec = ClientSpec {
             name: name.into(),
+            nodes: self.prepared.node_table(),
             seed: self.opts.seed,
             incarnation: entry.incarnation,
             grants_before: entry.grants,

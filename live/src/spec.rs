@@ -48,6 +48,9 @@ pub struct ClientSpec {
     /// Its node name (`c1`, ...). The run's zero and end come later, with the parent's word
     /// to start ([`Go`]).
     pub name: String,
+    /// The simulator's node table ([`locksim_scenarios::Prepared::node_table`]): the client
+    /// knows each node, itself included, by the index the simulator gives it.
+    pub nodes: Vec<String>,
     /// The run's seed (the client's random draws derive from it).
     pub seed: u64,
     /// How many times this client has been started before (restarts after crashes).

@@ -147,6 +147,19 @@ impl Stats {
 }
 
 impl Prepared {
+    /// The simulated world's nodes by index: the nemesis, the deployment's servers in the
+    /// order it adds them, the resource, then the clients. Live mode hands a client process
+    /// the same table, so what a client derives from its node index (the Raft peer it asks
+    /// first, its one endpoint when pinned) is the same in both worlds; every simulated run
+    /// asserts that its world's table is this one.
+    pub fn node_table(&self) -> Vec<String> {
+        let mut table = vec![locksim_sim::history::NEMESIS.to_owned()];
+        table.extend(self.deployment.servers());
+        table.push(resource::RESOURCE.to_owned());
+        table.extend(self.scenario.workload.client_names());
+        table
+    }
+
     /// The full fault schedule of a seed: the scripted faults plus those the random
     /// profile draws for it.
     pub fn faults_for(&self, seed: u64) -> Vec<Fault> {
@@ -366,6 +379,10 @@ impl Prepared {
                 )
             });
         }
+        let table: Vec<String> = (0..=world.node_indexes().len())
+            .map(|i| world.name(i))
+            .collect();
+        assert_eq!(table, self.node_table(), "the world's nodes, by index");
     }
 
     /// The result of `history`, a run of this scenario on `seed` with `faults` faults in its

@@ -22,25 +22,30 @@ use std::time::Duration;
 /// driver and the readers it wakes, and one to spare.
 const SETTLE_YIELDS: usize = 2;
 
-/// One live client node: its process's context and the names of the nodes it knows.
+/// One live client node: its process's context and the nodes it knows by index.
 pub struct LiveEnv {
     ctx: Arc<Ctx>,
-    /// Node names by index: the servers, the resource, then this client.
+    /// The simulator's node table ([`locksim_scenarios::Prepared::node_table`]).
     names: Vec<String>,
+    /// This client's place in it.
+    idx: NodeIdx,
     recorded: AtomicU64,
 }
 
 impl LiveEnv {
-    /// The node of client `ctx`, which knows the nodes `names` by index (its own name
-    /// last). Panics inside a madsim runtime.
-    pub fn node(ctx: Arc<Ctx>, mut names: Vec<String>) -> NodeCtx {
+    /// The node of client `ctx` in the simulator's node table `names`, where it has the index
+    /// the simulator gives it. Panics inside a madsim runtime.
+    pub fn node(ctx: Arc<Ctx>, names: Vec<String>) -> anyhow::Result<NodeCtx> {
         clock::assert_real();
-        names.push(ctx.name().to_owned());
-        NodeCtx::live(Arc::new(LiveEnv {
+        let Some(idx) = names.iter().position(|n| n == ctx.name()) else {
+            anyhow::bail!("{} is not in the run's node table {names:?}", ctx.name());
+        };
+        Ok(NodeCtx::live(Arc::new(LiveEnv {
             ctx,
             names,
+            idx,
             recorded: AtomicU64::new(0),
-        }))
+        })))
     }
 }
 
@@ -50,7 +55,7 @@ impl LiveNode for LiveEnv {
     }
 
     fn idx(&self) -> NodeIdx {
-        self.names.len() - 1
+        self.idx
     }
 
     fn incarnation(&self) -> u64 {

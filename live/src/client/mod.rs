@@ -28,7 +28,7 @@ use locksim_protocols::resource::{ResourceHandle, RESOURCE};
 use locksim_protocols::{Connector, LockClient};
 use locksim_scenarios::workload::{client_loop, Holders};
 use locksim_sim::rpc::Links;
-use locksim_sim::NodeCtx;
+use locksim_sim::{NodeCtx, NodeIdx};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,10 +41,10 @@ pub fn main(spec: ClientSpec) -> anyhow::Result<()> {
 }
 
 async fn run(spec: ClientSpec, ctx: Arc<Ctx>) -> anyhow::Result<()> {
-    let (connector, mut names) = connector_for(&spec, &ctx)?;
-    let resource_idx = names.len();
-    names.push(RESOURCE.into());
-    let node = LiveEnv::node(ctx.clone(), names);
+    let table = Table(&spec.nodes);
+    let connector = connector_for(&spec, &ctx, &table)?;
+    let resource_idx = table.idx(RESOURCE)?;
+    let node = LiveEnv::node(ctx.clone(), spec.nodes.clone())?;
     let resource_addr: std::net::SocketAddr = spec.resource.parse()?;
     crate::links::open_ahead(resource_addr)?;
     ctx.ready();
@@ -81,35 +81,62 @@ fn until_ns(ns: u64) -> Duration {
     Duration::from_nanos(ns.saturating_sub(clock::now_ns()))
 }
 
-/// The scenario's lock client, and the names of the servers it knows by index: the real
-/// library behind its driver (`live --library`), else the protocol's own client.
+/// The simulator's node table ([`locksim_scenarios::Prepared::node_table`]): a node's index
+/// is its place in it, in both worlds.
+struct Table<'a>(&'a [String]);
+
+impl Table<'_> {
+    fn idx(&self, name: &str) -> anyhow::Result<NodeIdx> {
+        (self.0.iter().position(|n| n == name))
+            .ok_or_else(|| anyhow::anyhow!("{name} is not in the run's node table"))
+    }
+
+    /// The index of the first of `servers`, which follow it in the table in their order.
+    fn first(&self, servers: &[String]) -> anyhow::Result<NodeIdx> {
+        let Some(name) = servers.first() else {
+            anyhow::bail!("a lock without servers");
+        };
+        let first = self.idx(name)?;
+        let listed = self.0.get(first..first + servers.len());
+        anyhow::ensure!(
+            listed == Some(servers),
+            "the servers {servers:?} are not in the node table in order"
+        );
+        Ok(first)
+    }
+}
+
+/// The scenario's lock client: the real library behind its driver (`live --library`), else
+/// the protocol's own client.
 fn connector_for(
     spec: &ClientSpec,
     ctx: &Arc<Ctx>,
-) -> anyhow::Result<(Arc<dyn Connector>, Vec<String>)> {
+    table: &Table,
+) -> anyhow::Result<Arc<dyn Connector>> {
     if let Some(profile) = &spec.driver {
         let driver = crate::client::driver::named(profile)
             .ok_or_else(|| anyhow::anyhow!("no driver for the client profile {profile}"))?;
         let lock = DriverLock::start(driver, &spec.lock, ctx)?;
-        return Ok((Arc::new(Once(Mutex::new(Some(lock)))), vec![]));
+        return Ok(Arc::new(Once(Mutex::new(Some(lock)))));
     }
-    protocol_client(&spec.lock)
+    protocol_client(&spec.lock, table)
 }
 
 /// The protocol's own client (`locksim_protocols`), reaching the deployment's real servers
-/// through live links, and the servers' names by node index.
-fn protocol_client(lock: &LockSpec) -> anyhow::Result<(Arc<dyn Connector>, Vec<String>)> {
+/// through live links, each server known by its index in the node table.
+fn protocol_client(lock: &LockSpec, table: &Table) -> anyhow::Result<Arc<dyn Connector>> {
     Ok(match lock {
         LockSpec::SingleRedis { params, server } => {
-            let links = LinksTo::<Resp>::links(0, &[server.parse()?]);
-            let servers = single_redis::Servers::live(links, 0);
-            let names = vec![single_redis::SERVER.to_owned()];
-            (connector(SingleRedis, params.clone(), servers), names)
+            let first = table.first(&[single_redis::SERVER.to_owned()])?;
+            let links = LinksTo::<Resp>::links(first, &[server.parse()?]);
+            let servers = single_redis::Servers::live(links, first);
+            connector(SingleRedis, params.clone(), servers)
         }
         LockSpec::Redlock { params, servers } => {
-            let links = LinksTo::<Resp>::links(0, &addrs(servers)?);
-            let servers = redlock::Servers::live(links, (0..servers.len()).collect());
-            (connector(Redlock, params.clone(), servers), params.names())
+            let first = table.first(&params.names())?;
+            let links = LinksTo::<Resp>::links(first, &addrs(servers)?);
+            let servers = redlock::Servers::live(links, (first..first + servers.len()).collect());
+            connector(Redlock, params.clone(), servers)
         }
         LockSpec::ReplicatedRedis {
             params,
@@ -117,26 +144,26 @@ fn protocol_client(lock: &LockSpec) -> anyhow::Result<(Arc<dyn Connector>, Vec<S
             sentinels,
             real,
         } => {
-            let n = servers.len();
-            let redis = LinksTo::<Resp>::links(0, &addrs(servers)?);
-            let sentinel = SentinelLinks::links(n, &addrs(sentinels)?, addrs(real)?);
-            let watching = (n..n + sentinels.len()).collect();
+            let first = table.first(&params.redis_names())?;
+            let first_sentinel = table.first(&params.sentinel_names())?;
+            let redis = LinksTo::<Resp>::links(first, &addrs(servers)?);
+            let sentinel =
+                SentinelLinks::links((first_sentinel, &addrs(sentinels)?), (first, &addrs(real)?));
+            let watching = (first_sentinel..first_sentinel + sentinels.len()).collect();
             let nodes = replicated::Servers::live(redis, sentinel, watching);
-            let mut names = params.redis_names();
-            names.extend(params.sentinel_names());
-            (connector(ReplicatedRedis, params.clone(), nodes), names)
+            connector(ReplicatedRedis, params.clone(), nodes)
         }
         LockSpec::Etcd { params, endpoints } => {
-            let links = crate::links::etcd::Gateway::links(addrs(endpoints)?);
-            let cluster = cluster(links, endpoints.len());
-            let peers = params.host().peers;
-            (connector(Etcd, params.clone(), cluster), peers)
+            let first = table.first(&params.host().peers)?;
+            let links = crate::links::etcd::Gateway::links(first, &addrs(endpoints)?);
+            let cluster = cluster(links, first, endpoints.len());
+            connector(Etcd, params.clone(), cluster)
         }
         LockSpec::ZooKeeper { params, servers } => {
-            let links = crate::links::zookeeper::ZkLinks::links(addrs(servers)?);
-            let cluster = cluster(links, servers.len());
-            let peers = params.host().peers;
-            (connector(ZooKeeper, params.clone(), cluster), peers)
+            let first = table.first(&params.host().peers)?;
+            let links = crate::links::zookeeper::ZkLinks::links(first, &addrs(servers)?);
+            let cluster = cluster(links, first, servers.len());
+            connector(ZooKeeper, params.clone(), cluster)
         }
     })
 }
@@ -153,11 +180,16 @@ impl Connector for Once {
     }
 }
 
-/// A Raft cluster as a live client reaches it: its peers, numbered from 0, through `links`.
-fn cluster<Req, Resp>(clients: Links<Req, Resp>, peers: usize) -> Cluster<Req, Resp> {
+/// A Raft cluster as a live client reaches it: its `peers` peers, nodes `first`, `first +
+/// 1`, ..., through `links`.
+fn cluster<Req, Resp>(
+    clients: Links<Req, Resp>,
+    first: NodeIdx,
+    peers: usize,
+) -> Cluster<Req, Resp> {
     Cluster {
         clients,
-        peers: (0..peers).collect(),
+        peers: (first..first + peers).collect(),
     }
 }
 

@@ -19,20 +19,22 @@ use locksim_sim::env::LocalFuture;
 use locksim_sim::rpc::{Caller, Links, LiveLink, LiveLinks, RpcError};
 use locksim_sim::{NodeCtx, NodeIdx};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The members' client addresses, by peer number.
+/// The members' client addresses, by node index.
 pub struct Gateway {
-    addrs: Vec<SocketAddr>,
+    addrs: BTreeMap<NodeIdx, SocketAddr>,
 }
 
 impl Gateway {
-    /// Links to the members at `addrs` (peer `i` at `addrs[i]`).
-    pub fn links(addrs: Vec<SocketAddr>) -> Links<Req, Resp> {
-        super::assert_loopback(&addrs);
+    /// Links to the members at `addrs`, known as nodes `first`, `first + 1`, ...
+    pub fn links(first: NodeIdx, addrs: &[SocketAddr]) -> Links<Req, Resp> {
+        super::assert_loopback(addrs);
+        let addrs = (first..).zip(addrs.iter().copied()).collect();
         Links::Live(Arc::new(Gateway { addrs }))
     }
 }
@@ -52,7 +54,7 @@ impl LiveLink<Req, Resp> for Gateway {
         body: Req,
         timeout: Duration,
     ) -> LocalFuture<'static, Result<Resp, RpcError>> {
-        let addr = self.addrs[to];
+        let addr = self.addrs[&to];
         let work = tokio::task::spawn_blocking(move || answer(addr, &body, timeout));
         Box::pin(async move {
             match tokio::time::timeout(timeout, work).await {
@@ -63,7 +65,7 @@ impl LiveLink<Req, Resp> for Gateway {
     }
 
     fn notify(&self, to: NodeIdx, body: Req) {
-        let addr = self.addrs[to];
+        let addr = self.addrs[&to];
         let timeout = Duration::from_secs(1);
         drop(tokio::task::spawn_blocking(move || {
             answer(addr, &body, timeout)
@@ -132,7 +134,12 @@ fn answer(addr: SocketAddr, req: &Req, timeout: Duration) -> Option<Resp> {
             Err(_) => return None,
         },
         Req::Delete { key } => {
-            call("/v3/kv/deleterange", range(key, None)).ok()?;
+            match key.if_create_rev {
+                None => call("/v3/kv/deleterange", range(key, None)).ok()?,
+                Some(rev) => call("/v3/kv/txn", delete_if_created(key, rev)).ok()?,
+            };
+            // A transaction whose comparison failed deleted nothing, and answers as the
+            // model's server does: the key a newer acquire made stays.
             Resp::Deleted
         }
         Req::Get { key } => {
@@ -176,6 +183,14 @@ fn try_acquire(key: &str, lease: u64) -> Value {
         "compare": [{ "key": b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": "0" }],
         "success": [{ "request_put": { "key": b64(key), "value": "", "lease": lease.to_string() } }, { "request_range": owner }],
         "failure": [{ "request_range": range(key, None) }, { "request_range": owner }],
+    })
+}
+
+/// PR #22115's Unlock: `If(CreateRevision(key) == rev).Then(Delete(key))`.
+fn delete_if_created(key: &str, rev: u64) -> Value {
+    json!({
+        "compare": [{ "key": b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": rev.to_string() }],
+        "success": [{ "request_delete_range": range(key, None) }],
     })
 }
 

@@ -396,21 +396,20 @@ impl Codec for SentinelAddr {
 pub struct SentinelLinks {
     /// Each Sentinel's address, by node index.
     sentinels: BTreeMap<NodeIdx, SocketAddr>,
-    /// Each Redis node's address as the Sentinels name it, by node index (from 0).
-    announced: Vec<SocketAddr>,
+    /// Each Redis node's address as the Sentinels name it, by node index.
+    announced: BTreeMap<NodeIdx, SocketAddr>,
 }
 
 impl SentinelLinks {
     /// Links to the Sentinels at `sentinels` (nodes `first`, `first + 1`, ...), which name
-    /// Redis node `i` by `announced[i]`.
+    /// the Redis nodes `first_redis`, `first_redis + 1`, ... by the addresses `announced`.
     pub fn links(
-        first: NodeIdx,
-        sentinels: &[SocketAddr],
-        announced: Vec<SocketAddr>,
+        (first, sentinels): (NodeIdx, &[SocketAddr]),
+        (first_redis, announced): (NodeIdx, &[SocketAddr]),
     ) -> Links<SentinelReq, SentinelResp> {
         Links::Live(Arc::new(SentinelLinks {
             sentinels: (first..).zip(sentinels.iter().copied()).collect(),
-            announced,
+            announced: (first_redis..).zip(announced.iter().copied()).collect(),
         }))
     }
 }
@@ -426,7 +425,7 @@ impl LiveLinks<SentinelReq, SentinelResp> for SentinelLinks {
 
 struct SentinelLink {
     link: Rc<Pipelined<SentinelAddr>>,
-    announced: Vec<SocketAddr>,
+    announced: BTreeMap<NodeIdx, SocketAddr>,
 }
 
 impl LiveLink<SentinelReq, SentinelResp> for SentinelLink {
@@ -441,8 +440,9 @@ impl LiveLink<SentinelReq, SentinelResp> for SentinelLink {
         Box::pin(async move {
             // A Sentinel that knows no primary, or names a node not deployed, tells nothing.
             let addr = asked.await?.ok_or(RpcError::Timeout)?;
-            let node = announced.iter().position(|a| *a == addr);
-            node.map(SentinelResp::Primary).ok_or(RpcError::Timeout)
+            let node = announced.iter().find(|(_, a)| **a == addr);
+            node.map(|(idx, _)| SentinelResp::Primary(*idx))
+                .ok_or(RpcError::Timeout)
         })
     }
 

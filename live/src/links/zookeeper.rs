@@ -34,15 +34,16 @@ use tokio::net::TcpStream;
 /// The lock's directory: every lock node is a child of it.
 const DIR: &str = "/lock";
 
-/// The servers' client addresses, by peer number.
+/// The servers' client addresses, by node index.
 pub struct ZkLinks {
-    servers: Vec<SocketAddr>,
+    servers: BTreeMap<NodeIdx, SocketAddr>,
 }
 
 impl ZkLinks {
-    /// Links to the servers at `servers` (peer `i` at `servers[i]`).
-    pub fn links(servers: Vec<SocketAddr>) -> Links<Req, Resp> {
-        super::assert_loopback(&servers);
+    /// Links to the servers at `servers`, known as nodes `first`, `first + 1`, ...
+    pub fn links(first: NodeIdx, servers: &[SocketAddr]) -> Links<Req, Resp> {
+        super::assert_loopback(servers);
+        let servers = (first..).zip(servers.iter().copied()).collect();
         Links::Live(Arc::new(ZkLinks { servers }))
     }
 }
@@ -69,7 +70,7 @@ struct Session {
 
 struct Inner {
     ctx: NodeCtx,
-    servers: Vec<SocketAddr>,
+    servers: BTreeMap<NodeIdx, SocketAddr>,
     session: RefCell<Option<Session>>,
     conn: RefCell<Option<Rc<Conn>>>,
     /// The highest zxid the client has seen (what a reconnection carries).
@@ -175,7 +176,7 @@ impl Inner {
             last_zxid: 0,
             timeout,
         };
-        let Attach::Attached((stream, id, passwd)) = connect(self.servers[to], hello, wait).await
+        let Attach::Attached((stream, id, passwd)) = connect(self.servers[&to], hello, wait).await
         else {
             return None;
         };
@@ -224,7 +225,7 @@ impl Inner {
             conn.close();
             *self.conn.borrow_mut() = None;
         }
-        let stream = match connect(self.servers[to], hello, wait).await {
+        let stream = match connect(self.servers[&to], hello, wait).await {
             Attach::Attached((stream, _, _)) => stream,
             Attach::Expired => {
                 *self.session.borrow_mut() = None;

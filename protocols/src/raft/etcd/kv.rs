@@ -68,8 +68,7 @@ pub enum Req {
 /// The key a [`Req::Delete`] removes: by its name (etcd's `Mutex.Unlock`), or, with
 /// `if_create_rev`, only while it has that create-revision (the transaction of etcd-io/etcd
 /// PR #22115, `If(CreateRevision(key) == myRev).Then(Delete(key))`). It reads as the key's
-/// name (`Deref<Target = str>`), so a link that only knows plain deletes, live mode's etcd
-/// gateway, still sends its name: live mode refuses `unlock = "delete-if-owner"` for that.
+/// name (`Deref<Target = str>`); live mode's etcd link sends either form (`links::etcd`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeleteKey {
     /// The key's name.
