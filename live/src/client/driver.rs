@@ -58,6 +58,25 @@ pub struct Driver {
     pub asks_servers: bool,
 }
 
+impl Driver {
+    /// Why live mode cannot move this library's clock (the shim preloaded into its process,
+    /// `deploy::shim`), if it cannot; `drifts`: the clock's rate would change, not only its
+    /// wall reading.
+    pub fn why_clock_fixed(&self, drifts: bool) -> Option<&'static str> {
+        if self.protocol == "etcd" {
+            return Some(
+                "etcdctl is a Go program, which reads the clock through the vDSO without libc, \
+                 where live mode's shim cannot reach",
+            );
+        }
+        drifts.then_some(
+            "live mode steps a real library's wall clock (clock_jump, an offset) but does not \
+             drift it: Python and a JVM hand the kernel absolute deadlines on their monotonic \
+             clock, which the kernel reads unmoved (Node's timers were not measured)",
+        )
+    }
+}
+
 /// `etcdctl lock NAME` (`etcdctl-3.4`); its command form (below) differs in two fields.
 const ETCDCTL: Driver = Driver {
     profile: "etcdctl-3.4",
@@ -490,6 +509,10 @@ impl DriverLock {
     /// on the timeline.
     pub fn start(driver: &Driver, lock: &LockSpec, ctx: &Ctx) -> anyhow::Result<DriverLock> {
         let (mut cmd, source) = driver.command(driver.source)?;
+        if let Some(clock) = &ctx.spec.clock {
+            // The library reads the client's clock, as locksim's own client does.
+            cmd.envs(crate::deploy::shim::preload(clock));
+        }
         cmd.arg((driver.args)(lock)?.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());

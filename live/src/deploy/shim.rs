@@ -116,7 +116,7 @@ impl NodeShim {
     }
 
     /// The environment that preloads the shim (`shim`, in the run's directory) onto this
-    /// clock.
+    /// clock (a client's: [`preload`]).
     pub fn env(&self, shim: &Path) -> Vec<(String, String)> {
         vec![
             ("LD_PRELOAD".into(), shim.display().to_string()),
@@ -315,9 +315,26 @@ impl PowerLoss {
 
 /// Writes the shim into `dir`; its path, for [`NodeShim::env`].
 pub fn install_shim(dir: &Path) -> std::io::Result<PathBuf> {
-    let shim = dir.join("locksim-shim.so");
+    let shim = dir.join(SHIM_FILE);
     std::fs::write(&shim, SHIM)?;
     Ok(shim)
+}
+
+/// The shim's file in a run's directory ([`install_shim`]), beside its nodes' clock files.
+const SHIM_FILE: &str = "locksim-shim.so";
+
+/// The environment that preloads the shim onto the clock in `clock_file`, a client's: what
+/// the real library's process a client starts (`--library`) runs with, so that the library
+/// reads the client's clock. The shim lies beside the clock files.
+pub fn preload(clock_file: &Path) -> Vec<(String, String)> {
+    let dir = clock_file.parent().unwrap_or(Path::new("."));
+    vec![
+        (
+            "LD_PRELOAD".into(),
+            dir.join(SHIM_FILE).display().to_string(),
+        ),
+        ("LOCKSIM_SHIM".into(), clock_file.display().to_string()),
+    ]
 }
 
 /// Whether the run needs the shim: a clock moves (by a fault or `[clocks]`), fsyncs stall,
@@ -351,12 +368,16 @@ pub fn why_not_movable(
     let client = s.workload.client_names().iter().any(|c| c == node)
         || node == locksim_sim::nemesis::ROLE_HOLDER;
     if client {
-        return library.then(|| {
-            format!(
-                "`{node}` is a client, and live --library runs a real library, which reads the \
-                 machine's clock (live mode moves locksim's own client's clock only)"
-            )
-        });
+        let (_, driver) = crate::client::driver::of_scenario(s);
+        return match driver.filter(|_| library) {
+            None => None,
+            Some(d) => d.why_clock_fixed(drifts).map(|why| {
+                format!(
+                    "`{node}` is a client running {} (--library): {why}",
+                    d.profile
+                )
+            }),
+        };
     }
     if not_a_server(prepared, node) {
         return Some(format!(
