@@ -2854,6 +2854,41 @@ fn the_real_kazoo_never_hears_lost_while_cut_off_and_writes_as_its_model_does() 
     assert!(wrote(&events, "c1#1"), "c1#1 wrote, cut off: {saved_at}");
 }
 
+/// python-zk/kazoo#722 in three worlds
+/// (scenarios/catalog/zookeeper-kazoo-722-clock-step-back.toml): the holder's wall clock
+/// steps back 10 s. kazoo 2.10.0 times its pings by `time.time()`, so the holder sends none
+/// until its clock has made up the step; the real servers expire its session, grant the lock
+/// to the other client and close the holder's connection (it hears LOST), and the holder,
+/// which asks the lock only before writing, works on inside the other's critical section
+/// and skips its write. The real kazoo (its process under the shim that moves the holder's
+/// clock) breaks as the model does, and so does locksim's own client with the kazoo profile
+/// (its link waits on the connection as kazoo's `select` does); with 2.11.0's monotonic
+/// pings (the `-fixed` file) the step harms nothing, and `--library` refuses that file: the
+/// installed kazoo is 2.10.0.
+#[test]
+fn kazoo_times_its_pings_by_the_wall_clock_and_a_step_back_expires_its_session() {
+    let Some(_serial) = python_library_test(("java", "zookeeper"), "kazoo", "kazoo") else {
+        return;
+    };
+    let file = "scenarios/catalog/zookeeper-kazoo-722-clock-step-back.toml";
+    let dir = scratch("kazoo-722");
+    let (j, _, saved_at) = library_live(file, &dir, &KAZOO, &PROPERTIES);
+    assert_eq!(j["properties"]["mutual_exclusion"], "invalid", "{saved_at}");
+    assert_eq!(j["properties"]["lost_update"], "valid", "{saved_at}");
+    for (form, expected) in [("", "invalid"), ("-fixed", "valid")] {
+        let file = format!("scenarios/catalog/zookeeper-kazoo-722-clock-step-back{form}.toml");
+        let keep = dir.join(format!("own{form}"));
+        let (_, own) = live_json(&file, &keep);
+        let properties = &own["properties"];
+        let brief = brief(&own);
+        assert_eq!(properties["mutual_exclusion"], expected, "{file}: {brief}");
+        assert_eq!(properties["lost_update"], "valid", "{file}: {brief}");
+    }
+    let fixed = "scenarios/catalog/zookeeper-kazoo-722-clock-step-back-fixed.toml";
+    let out = in_repo(&["live", fixed, "--library"]);
+    assert_refused(&out, &["ping_clock = \"monotonic\"", "2.10.0"]);
+}
+
 /// `--library` runs only profiles with a driver; the others are refused by name before
 /// anything starts, and a missing interpreter or library is named with how to install it.
 #[test]

@@ -182,6 +182,26 @@ fn curator_session_retry(prepared: &Prepared, library: bool) -> Result<(), Refus
     )))
 }
 
+/// kazoo's `ping_clock = "monotonic"` is kazoo 2.11.0's (python-zk/kazoo PR #742); live
+/// `--library` runs the kazoo the machine has, 2.10.0 where `.ci/run` installs it, whose
+/// pings are timed by the wall clock whatever the key says.
+fn kazoo_ping_clock(prepared: &Prepared, library: bool) -> Result<(), Refused> {
+    use locksim_protocols::raft::zookeeper::{self, profile::Library, profile::PingClock};
+    if !library || prepared.scenario.protocol.name != "zookeeper" {
+        return Ok(());
+    }
+    let p: zookeeper::Params = typed(prepared)?;
+    if p.client != Library::Kazoo || p.ping_clock == PingClock::Wall {
+        return Ok(());
+    }
+    Err(Refused(format!(
+        "{}: protocol.ping_clock = \"monotonic\" is kazoo 2.11.0's (PR #742): live --library \
+         runs the installed kazoo (2.10.0 from .ci/run), which times its pings by the wall \
+         clock; run it in the simulator, or live without --library",
+        prepared.path
+    )))
+}
+
 /// A real library is one call to locksim: a point inside it (etcd's `after_wait`) cannot be
 /// reached, only the workload's own ([`locksim_scenarios::workload::POINTS`]).
 fn library_points(prepared: &Prepared, seed: u64) -> Result<(), Refused> {
@@ -213,6 +233,7 @@ pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Re
     workload_and_client(prepared, library)?;
     real_servers(prepared, library)?;
     curator_session_retry(prepared, library)?;
+    kazoo_ping_clock(prepared, library)?;
     if library {
         library_points(prepared, seed)?;
     }
@@ -632,7 +653,8 @@ mod tests {
     }
 
     /// Clock faults run live on real Redis servers (a Sentinel's too), locksim's own clients
-    /// and ZooKeeper's wall clocks; fsync stalls on Redis servers.
+    /// and ZooKeeper's wall clocks, and a real library's wall clock steps; fsync stalls on
+    /// Redis servers.
     #[test]
     fn clocks_and_fsyncs_move_live_where_the_shim_reaches() {
         let files = [
@@ -660,19 +682,40 @@ mod tests {
         for (what, prepared) in accepted {
             check(&prepared, 1, CutMode::Stall, false).unwrap_or_else(|e| panic!("{what}: {e}"));
         }
+        // A real library's wall clock steps (its process runs under the client's shim).
+        for (protocol, client) in [
+            ("single-redis", "redis-py"),
+            ("redlock", "node-redlock"),
+            ("zookeeper", "kazoo"),
+        ] {
+            let prepared = jump(protocol, "c1", &format!("client = \"{client}\""));
+            check(&prepared, 1, CutMode::Stall, true).unwrap_or_else(|e| panic!("{client}: {e}"));
+        }
     }
 
     /// Clock faults and fsync stalls are refused by name where the shim does not reach (a
-    /// real library's client, an etcd member, a ZooKeeper server's drift or fsyncs, the
+    /// real library's drift, etcdctl's clock, an etcd member, a ZooKeeper server's drift or fsyncs, the
     /// resource, a client's disk) and when the simulation draws the clocks.
     #[test]
     fn clocks_and_fsyncs_the_shim_cannot_reach_are_refused_by_name() {
-        // A real library's client reads the machine's clock.
-        let prepared = jump("single-redis", "c1", "client = \"redis-py\"");
-        let Err(Refused(why)) = check(&prepared, 1, CutMode::Stall, true) else {
-            panic!("a real library's clock moved");
-        };
-        assert!(why.contains("live --library runs a real library"), "{why}");
+        // A real library's clock drifts nowhere, and etcdctl's does not move at all.
+        let client_drift = "kind = \"clock_drift\"\nnode = \"c1\"\ndrift_ppm = 5000";
+        let library = [
+            (
+                with_fault("single-redis", "client = \"redis-py\"", client_drift),
+                "does not drift it",
+            ),
+            (
+                jump("etcd", "c1", "client = \"etcdctl-3.4\""),
+                "etcdctl is a Go program",
+            ),
+        ];
+        for (prepared, says) in library {
+            let Err(Refused(why)) = check(&prepared, 1, CutMode::Stall, true) else {
+                panic!("a real library's clock moved: {says}");
+            };
+            assert!(why.contains(says), "expected {says:?}, observed {why}");
+        }
         let drift = "kind = \"clock_drift\"\nnode = \"zk1\"\ndrift_ppm = 5000";
         for (prepared, says) in [
             (

@@ -159,6 +159,7 @@ impl Inner {
                 self.watch(to, DIR, changed, timeout).await
             }
             Req::Delete { name } => self.delete(to, &name, timeout).await,
+            Req::AwaitClose { session } => self.await_close(to, session, timeout).await,
         };
         match result {
             Ok(resp) => Some(resp),
@@ -244,6 +245,24 @@ impl Inner {
         });
         *self.conn.borrow_mut() = Some(conn.clone());
         Ok(conn)
+    }
+
+    /// `Expired` if the server closes the session's connection within `wait` and a
+    /// reconnection hears the session expired (kazoo in `select` on its socket); nothing is
+    /// sent before that, not even a ping.
+    async fn await_close(&self, to: NodeIdx, session: u64, wait: Duration) -> Result<Resp, Failed> {
+        let current = self.conn.borrow().clone();
+        let closed = match current.filter(|c| c.up()) {
+            Some(conn) => tokio::time::timeout(wait, conn.closed()).await.is_ok(),
+            None => false,
+        };
+        if !closed {
+            tokio::time::sleep(wait).await;
+            return Err(Failed::NoAnswer);
+        }
+        // The connection ended: reconnecting says whether the session lives.
+        self.conn(to, Some(session), wait).await?;
+        Err(Failed::NoAnswer)
     }
 
     async fn ping(&self, to: NodeIdx, session: u64, wait: Duration) -> Result<Resp, Failed> {
@@ -379,6 +398,8 @@ struct Conn {
     pending: RefCell<BTreeMap<i32, oneshot::Sender<Reply>>>,
     pings: RefCell<Vec<oneshot::Sender<()>>>,
     watches: RefCell<Vec<(String, i32, oneshot::Sender<()>)>>,
+    /// Waiters for the connection's end, woken when it ends (their senders dropped).
+    closers: RefCell<Vec<oneshot::Sender<()>>>,
     heard: Cell<Duration>,
     reader: RefCell<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -399,6 +420,7 @@ impl Conn {
             pending: RefCell::default(),
             pings: RefCell::default(),
             watches: RefCell::default(),
+            closers: RefCell::default(),
             heard: Cell::new(ctx.mono_now()),
             reader: RefCell::default(),
         });
@@ -431,6 +453,16 @@ impl Conn {
         self.pending.borrow_mut().clear();
         self.pings.borrow_mut().clear();
         self.watches.borrow_mut().clear();
+        self.closers.borrow_mut().clear();
+    }
+
+    /// Until the connection ends (the server closed it, or it was closed here).
+    fn closed(&self) -> impl std::future::Future<Output = ()> {
+        let (tx, rx) = oneshot::channel();
+        self.closers.borrow_mut().push(tx);
+        async move {
+            let _ = rx.await;
+        }
     }
 
     fn send(&self, frame: Vec<u8>) -> bool {

@@ -2,7 +2,7 @@
 //! sequential node, watch the next-lower one).
 
 use super::params::{Params, Variant};
-use super::profile::{ErrorPolicy, Library, SessionRetry};
+use super::profile::{ErrorPolicy, Library, PingClock, SessionRetry};
 use super::tree::{Req, Resp};
 use crate::protocol::{Acquired, Grant, LockClient, LostSignal, Outcome, Validity};
 use crate::raft::client::Link as RaftLink;
@@ -351,7 +351,12 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), id: u64) 
                 Some(live) if live.id == id => next_try(&link, live),
                 _ => return,
             };
+            let wall_due_ms = link.ctx.wall_ms() + wait.as_millis() as i64;
             link.ctx.sleep_local(wait).await;
+            let closed = match (link.params.ping_clock, reconnecting) {
+                (PingClock::Wall, false) => wait_for_wall(&link, id, wall_due_ms).await,
+                _ => None,
+            };
             if !current(&session.borrow()) {
                 return;
             }
@@ -359,10 +364,11 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), id: u64) 
             // Reconnecting, bounded here too (the link's last try may outlast its budget),
             // so Curator's LOST comes on time.
             let ping = link.call(Req::Ping { session: id }, budget);
-            let answer = match (reconnecting, budget.is_zero()) {
-                (_, true) => None,
-                (true, false) => link.ctx.timeout_local(budget, ping).await.flatten(),
-                (false, false) => ping.await,
+            let answer = match (closed, reconnecting, budget.is_zero()) {
+                (Some(closed), _, _) => Some(closed),
+                (None, _, true) => None,
+                (None, true, false) => link.ctx.timeout_local(budget, ping).await.flatten(),
+                (None, false, false) => ping.await,
             };
             let mut s = session.borrow_mut();
             if !current(&s) {
@@ -402,6 +408,28 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), id: u64) 
             }
         }
     });
+}
+
+/// kazoo 2.10.0's connection loop (`ping_clock = "wall"`): after its wait it pings only once
+/// `time.time()` has reached the ping's time, and waits out the rest otherwise (a wall clock
+/// stepped back by J holds the ping J longer), in `select` on its socket: if the server
+/// closes the session's connection meanwhile (it expired), kazoo wakes, reconnects and
+/// hears `Expired`, which is returned. Without a step the wall clock has moved as far as the
+/// monotonic one, and nothing more is waited.
+async fn wait_for_wall(link: &Link, session: u64, due_ms: i64) -> Option<Resp> {
+    loop {
+        let behind_ms = due_ms - link.ctx.wall_ms();
+        if behind_ms <= 0 {
+            return None;
+        }
+        let behind = Duration::from_millis(behind_ms as u64);
+        // On the connection the client has, to the server it talks to now: no redirection,
+        // no other server tried.
+        let close = (link.caller).call(link.peer(), Req::AwaitClose { session }, behind);
+        if let Some(Ok(Resp::Expired)) = link.ctx.timeout_local(behind, close).await {
+            return Some(Resp::Expired);
+        }
+    }
 }
 
 /// When the pinger tries next, how long it waits for an answer, and whether it is

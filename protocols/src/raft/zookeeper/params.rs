@@ -1,6 +1,6 @@
 //! The `[protocol]` parameters of `zookeeper`.
 
-use super::profile::{ErrorPolicy, Library, SessionRetry};
+use super::profile::{ErrorPolicy, Library, PingClock, SessionRetry};
 use crate::protocol::ParamError;
 use crate::raft::host::HostConfig;
 use serde::{Deserialize, Serialize};
@@ -76,6 +76,10 @@ pub struct Params {
     /// session owns it (`owner-checked`, the fix). Unset: the acquire ends at the expiry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_retry: Option<SessionRetry>,
+    /// kazoo: the clock its pings are timed by (`wall`: kazoo 2.10.0, python-zk/kazoo#722;
+    /// `monotonic`: 2.11.0, and every Java client).
+    #[serde(default, skip_serializing_if = "is_monotonic")]
+    pub ping_clock: PingClock,
     /// Each client talks to one server, which answers its child listings from its own
     /// applied state (ZooKeeper's reads) and forwards its writes and pings to the leader.
     /// Unset: every listing is linearizable, confirmed by the leader (ReadIndex).
@@ -89,6 +93,9 @@ pub const SESSION_TICKS_MIN: u64 = 2;
 /// See [`SESSION_TICKS_MIN`].
 pub const SESSION_TICKS_MAX: u64 = 20;
 
+fn is_monotonic(clock: &PingClock) -> bool {
+    *clock == PingClock::Monotonic
+}
 fn d_peers() -> usize {
     3
 }
@@ -179,6 +186,12 @@ impl Params {
                 "session_retry",
                 self.session_retry.is_some() && !self.client.protected_creates(),
                 listener,
+            ),
+            (
+                "ping_clock",
+                self.ping_clock == PingClock::Wall && self.client != Library::Kazoo,
+                "\"wall\" is kazoo 2.10.0's (the Java client times pings by System.nanoTime): \
+                 set client = \"kazoo\"",
             ),
         ];
         match checks.into_iter().find(|(_, refused, _)| *refused) {

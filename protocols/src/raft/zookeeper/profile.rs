@@ -43,13 +43,22 @@
 //!   listens (`client.add_listener`), as kazoo's docs ask ("the lock may have been lost" on
 //!   `SUSPENDED`, lost on `LOST`); `error_policy` names what that listener counts, as with
 //!   Curator (`standard`: `SUSPENDED` or `LOST`; `session`: `LOST`), and it is the lost-lock
-//!   signal here.
+//!   signal here. Up to 2.10.0 its connection loop times its pings by `time.time()`
+//!   (`ping_clock = "wall"`, the profile's default, the release live mode's driver runs): a
+//!   wall clock stepped back by J holds the next ping J longer, and past the session timeout
+//!   the server expires the session while the application holds the lock
+//!   (python-zk/kazoo#722; 2.11.0 times them by `time.monotonic()`, PR #742:
+//!   `ping_clock = "monotonic"`). A step forward makes kazoo ping early, which the model
+//!   does not (it harms nothing).
 //!
 //! Where the model simplifies: Curator's retry policy (exponential backoff) is a retry every
 //! request timeout until the connection timeout, kazoo's (backoff from 0.1 s with jitter) a
 //! retry every request timeout until the acquire's timeout; `sessionExpirationPercent` is
 //! 100, its default; both libraries' locks sort children by the sequence suffix, as the
-//! tree lists them, and their node names differ only in the prefix's spelling.
+//! tree lists them, and their node names differ only in the prefix's spelling. A server
+//! closes an expired session's connection (`Req::AwaitClose`) for a kazoo client waiting
+//! on its wall clock only: any other connected client hears the expiry at its next ping, up
+//! to a third of the session timeout after a real one would.
 
 use crate::protocol::ClientProfile;
 use serde::{Deserialize, Serialize};
@@ -108,6 +117,21 @@ pub enum SessionRetry {
     OwnerChecked,
 }
 
+/// The clock a client times its pings by (`ping_clock`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PingClock {
+    /// The monotonic clock: the Java client (`Time.currentElapsedTime`, `System.nanoTime`)
+    /// and kazoo 2.11.0 (python-zk/kazoo PR #742).
+    #[default]
+    Monotonic,
+    /// The wall clock: kazoo 2.10.0 and before (`time.time()` in `connection.py`,
+    /// python-zk/kazoo#722). Its connection loop waits until the wall clock reaches the next
+    /// ping's time, so a wall clock stepped back by J sends no ping for J more: past the
+    /// session timeout, the server expires the session under its holder.
+    Wall,
+}
+
 /// Curator's `ConnectionStateErrorPolicy`: which connection states mean the lock is lost.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -161,12 +185,17 @@ fn kazoo() -> ClientProfile {
         "kazoo Lock (Python): 10 s session; SUSPENDED after 2/3 of the timeout, LOST only \
          from a server; the application's listener counts SUSPENDED or LOST (error_policy \
          standard) or LOST (session); uuid-prefixed creates; the acquire retried through a \
-         session expiry, its node found by prefix (session_retry by-guid)",
+         session expiry, its node found by prefix (session_retry by-guid); kazoo 2.10.0's \
+         pings timed by the wall clock (ping_clock wall, python-zk/kazoo#722)",
         &[("session_timeout_ms", 10_000)],
     );
     kazoo.defaults.insert(
         "session_retry".into(),
         toml::Value::String("by-guid".into()),
     );
+    // The release live mode's driver runs (`.ci/run`): before PR #742.
+    kazoo
+        .defaults
+        .insert("ping_clock".into(), toml::Value::String("wall".into()));
     kazoo
 }

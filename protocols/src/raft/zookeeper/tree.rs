@@ -52,6 +52,14 @@ pub enum Req {
         /// The node.
         name: String,
     },
+    /// Answer `Expired` when `session` closes (at once if this server holds it closed): the
+    /// server closes the session's connection when it applies the close, and a client
+    /// waiting on its socket (kazoo's `select`) wakes, reconnects and hears that the session
+    /// expired. Nothing is sent on a real connection for it.
+    AwaitClose {
+        /// The session.
+        session: u64,
+    },
 }
 
 /// Answers.
@@ -150,6 +158,8 @@ pub struct Tree {
     /// While leading: each session's expiry on this server's monotonic clock.
     expiry: BTreeMap<u64, Duration>,
     watches: Vec<Watch>,
+    /// Held [`Req::AwaitClose`]s: (client, request id, session).
+    closes: Vec<(NodeIdx, u64, u64)>,
     pushes: Vec<(NodeIdx, u64, Resp)>,
     /// The server's `tickTime`: the width of a session-expiry bucket (zero: exact expiry).
     tick_time: Duration,
@@ -220,6 +230,15 @@ impl Tree {
         Handling::Hold
     }
 
+    /// Holds the request until `session` closes (answers at once if it is not open here).
+    fn await_close(&mut self, session: u64, env: &Env) -> Handling<Cmd, Req, Resp> {
+        if !self.sessions.contains_key(&session) {
+            return Handling::Reply(Resp::Expired);
+        }
+        self.closes.push((env.from, env.id, session));
+        Handling::Hold
+    }
+
     /// Every node is the ephemeral of exactly one live session and every ephemeral exists:
     /// a session's ephemerals go with it. The tracker follows only live sessions.
     fn assert_sessions(&self) {
@@ -283,6 +302,16 @@ impl Tree {
         for name in ephemerals {
             self.nodes.remove(&name);
         }
+        let (closed, open) = std::mem::take(&mut self.closes)
+            .into_iter()
+            .partition(|(_, _, s)| *s == session);
+        self.closes = open;
+        let closed: Vec<(NodeIdx, u64, u64)> = closed;
+        (self.pushes).extend(
+            closed
+                .into_iter()
+                .map(|(from, id, _)| (from, id, Resp::Expired)),
+        );
         assert!(
             !self.expiry.contains_key(&session),
             "closed: never touched again"
@@ -347,6 +376,7 @@ impl Service for Tree {
             Req::Ping { .. } | Req::Children => Handling::Read(req),
             Req::Watch { name, min_zxid } => self.watch(Some(name), min_zxid, env),
             Req::WatchChildren { min_zxid } => self.watch(None, min_zxid, env),
+            Req::AwaitClose { session } => self.await_close(session, env),
         }
     }
 
