@@ -175,7 +175,7 @@ pub const DRIVERS: &[Driver] = &[
         source: include_str!("../../drivers/kazoo_lock.py"),
         path: "live/drivers/kazoo_lock.py",
         version_probe: "from kazoo.version import __version__; print(__version__)",
-        install: "pip install kazoo",
+        install: "pip install kazoo==2.10.0",
         args: zookeeper_args,
         no_signal: None,
         asks_servers: false,
