@@ -2688,6 +2688,43 @@ fn the_real_node_redlock_signal_cannot_stop_a_write_already_past_its_look() {
     assert!(wrote, "c1#1's stale write accepted: {saved_at}");
 }
 
+/// node-redlock's clock is `Date.now()`, for real
+/// (scenarios/catalog/node-redlock-wall-clock-step-back.toml): the holder, cut off from
+/// Redis, has its wall clock stepped back 10 s (the shim moves its Node process's clock);
+/// the library tries its failed extension again while the lock has time left by that clock
+/// and never aborts, so the holder writes inside the next holder's critical section, as the
+/// model derives. Without the step (the same file, the clock fault removed) both worlds
+/// abort in time and hold.
+#[test]
+fn the_real_node_redlock_times_its_lock_by_the_wall_clock_as_its_model_does() {
+    let Some(_serial) = node_redlock_test() else {
+        return;
+    };
+    let file = "scenarios/catalog/node-redlock-wall-clock-step-back.toml";
+    let dir = scratch("node-redlock-step");
+    let (j, events, saved_at) = library_live(file, &dir, &NODE_REDLOCK, &NO_FENCING);
+    assert_eq!(j["properties"]["lost_update"], "invalid", "{saved_at}");
+    let aborted = events
+        .iter()
+        .any(|e| e["op"] == "note" && e["detail"].as_str().is_some_and(|d| d.contains("aborted")));
+    assert!(!aborted, "no routine was aborted: {saved_at}");
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
+    let jump = "[[faults]]\nkind = \"clock_jump\"\nnode = \"@holder\"\nat_ms = 1_100\ndelta_ms = -10_000\n";
+    assert!(
+        text.contains(jump),
+        "{file} steps the holder's clock as the test removes it"
+    );
+    let unstepped = text
+        .replace(jump, "")
+        .replace("= \"violated\"", "= \"holds\"");
+    let path = scenario(&dir, "unstepped", &unstepped);
+    let (held, _, saved_at) = library_live(&path, &dir, &NODE_REDLOCK, &NO_FENCING);
+    assert_eq!(
+        held["properties"]["mutual_exclusion"], "valid",
+        "{saved_at}"
+    );
+}
+
 /// pottery's `locked()` for real (live/drivers/pottery_lock.py on three redis-servers): the
 /// holder stalled 3 s past its 1 s lock before the check hears 0 and skips its write (the
 /// sections overlap, no update is lost); stalled after the check, its stale write lands

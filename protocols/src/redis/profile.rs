@@ -71,7 +71,11 @@
 //!   servers hears of it some 3 s later with the defaults, long after the expiration (the
 //!   real library showed it, `scenarios/validate/node-redlock-cut-off.toml`; the model tried
 //!   once before). The routine is expected to look at `signal.aborted` (the workload's
-//!   `check = "on_signal"`).
+//!   `check = "on_signal"`). Its clock is `Date.now()`, the wall clock: the expiration and
+//!   both "time left" checks are read on it (`WallFrame`), so a holder whose wall clock
+//!   steps back keeps retrying a failed extension and never aborts, and one stepped forward
+//!   aborts early (`catalog/node-redlock-wall-clock-step-back.toml`; the real library does
+//!   the same, `tests/live.rs`).
 //! - **`pottery`** (`redlock` only; Python; `brainix/pottery`, `pottery/redlock.py`,
 //!   `Redlock(key, masters, auto_release_time=10, num_extensions=3)`): `acquire()` sets
 //!   `redlock:KEY` to a fresh uuid with `SET NX PX` on every master from a thread pool and
@@ -781,16 +785,44 @@ async fn renewal_thread<C: LockClient>(
     }
 }
 
-/// node-redlock's `extend()`: "Cannot extend an already-expired lock." if it has expired,
-/// else the script tried as `_execute` tries it; the error of the last try if all failed.
+/// node-redlock reads its clock by `Date.now()`: a lock's expiration and its "already
+/// expired" checks are on the wall clock (`src/index.ts`: `start + duration - drift`,
+/// `existing.expiration < Date.now()`, `lock.expiration > Date.now()`). The model's grant
+/// is on the monotonic clock; a frame is the wall clock's lead over it when an expiration
+/// was set, and [`WallFrame::now_ms`] reads the wall clock in that frame: the monotonic
+/// clock plus any step since. Without a `clock_jump` the two run at one rate and it is the
+/// monotonic clock.
+#[derive(Clone, Copy)]
+struct WallFrame(i64);
+
+impl WallFrame {
+    fn of(ctx: &NodeCtx) -> WallFrame {
+        WallFrame(ctx.wall_ms() - ctx.mono_now().as_millis() as i64)
+    }
+
+    /// `Date.now()` in this frame.
+    fn now(self, ctx: &NodeCtx) -> Duration {
+        let (mono, step_ms) = (ctx.mono_now(), WallFrame::of(ctx).0 - self.0);
+        // Both readings are whole ms: a difference of one is their rounding, not a step.
+        match step_ms {
+            -1..=1 => mono,
+            2.. => mono + Duration::from_millis(step_ms as u64),
+            _ => mono.saturating_sub(Duration::from_millis(step_ms.unsigned_abs())),
+        }
+    }
+}
+
+/// node-redlock's `extend()`: "Cannot extend an already-expired lock." if it has expired
+/// (by `Date.now()`, in `frame`), else the script tried as `_execute` tries it; the error of
+/// the last try if all failed.
 async fn extend_tried<C: LockClient>(
     ctx: &NodeCtx,
     client: &mut C,
-    grant: &RefCell<Grant>,
+    (grant, frame): (&RefCell<Grant>, WallFrame),
     retry: Retry,
 ) -> Result<(), String> {
     let until = grant.borrow().valid_until.unwrap_or_default();
-    if ctx.mono_now() >= until {
+    if frame.now(ctx) >= until {
         return Err("Cannot extend an already-expired lock.".to_owned());
     }
     let tries = match retry.give_up {
@@ -829,6 +861,7 @@ async fn auto_extend<C: LockClient>(
     let Some(until) = grant.borrow().valid_until else {
         return;
     };
+    let mut frame = WallFrame::of(&ctx);
     ctx.sleep_local(until.saturating_sub(ctx.mono_now() + threshold))
         .await;
     loop {
@@ -836,8 +869,11 @@ async fn auto_extend<C: LockClient>(
         if !alive.get() {
             return;
         }
-        let why = match extend_tried(&ctx, &mut *client, &grant, retry).await {
+        // The replacement's expiration counts from `Date.now()` at the extension's start.
+        let extending = WallFrame::of(&ctx);
+        let why = match extend_tried(&ctx, &mut *client, (&grant, frame), retry).await {
             Ok(()) => {
+                frame = extending;
                 let until = grant.borrow().valid_until.unwrap_or_default();
                 drop(client);
                 ctx.sleep_local(until.saturating_sub(ctx.mono_now() + threshold))
@@ -846,8 +882,8 @@ async fn auto_extend<C: LockClient>(
             }
             Err(why) => why,
         };
-        // Time left on the old expiration: node-redlock tries again at once.
-        if ctx.mono_now() < grant.borrow().valid_until.unwrap_or_default() {
+        // Time left on the old expiration, by `Date.now()`: node-redlock tries again at once.
+        if frame.now(&ctx) < grant.borrow().valid_until.unwrap_or_default() {
             continue;
         }
         ctx.note(format!(
