@@ -2694,7 +2694,7 @@ fn the_real_node_redlock_signal_cannot_stop_a_write_already_past_its_look() {
 /// the library tries its failed extension again while the lock has time left by that clock
 /// and never aborts, so the holder writes inside the next holder's critical section, as the
 /// model derives. Without the step (the same file, the clock fault removed) both worlds
-/// abort in time and hold.
+/// abort and skip the write.
 #[test]
 fn the_real_node_redlock_times_its_lock_by_the_wall_clock_as_its_model_does() {
     let Some(_serial) = node_redlock_test() else {
@@ -2714,15 +2714,21 @@ fn the_real_node_redlock_times_its_lock_by_the_wall_clock_as_its_model_does() {
         text.contains(jump),
         "{file} steps the holder's clock as the test removes it"
     );
+    // Unstepped, the holder aborts at its expiration (by its own clock, 22 ms of drift
+    // before the key's): whether the next grant comes a few ms before that is real timing,
+    // so only the abort and the skipped write are held to the model.
     let unstepped = text
         .replace(jump, "")
-        .replace("= \"violated\"", "= \"holds\"");
+        .replace("mutual_exclusion = \"violated\"\n", "")
+        .replace("lost_update = \"violated\"", "lost_update = \"holds\"");
     let path = scenario(&dir, "unstepped", &unstepped);
-    let (held, _, saved_at) = library_live(&path, &dir, &NODE_REDLOCK, &NO_FENCING);
-    assert_eq!(
-        held["properties"]["mutual_exclusion"], "valid",
-        "{saved_at}"
-    );
+    let (_, events, saved_at) = library_live(&path, &dir, &NODE_REDLOCK, &["lost_update"]);
+    let aborted = (events.iter()).any(|e| {
+        e["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("work aborted"))
+    });
+    assert!(aborted, "unstepped, the holder aborted: {saved_at}");
 }
 
 /// pottery's `locked()` for real (live/drivers/pottery_lock.py on three redis-servers): the
