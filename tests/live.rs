@@ -956,7 +956,10 @@ fn etcd_statuses(
         let Ok(spec) = std::fs::read_to_string(keep.join("c1.0.json")) else {
             continue;
         };
-        let spec: serde_json::Value = serde_json::from_str(&spec).unwrap();
+        // The parent may be writing it still: read it again next time round.
+        let Ok(spec) = serde_json::from_str::<serde_json::Value>(&spec) else {
+            continue;
+        };
         for endpoint in spec["lock"]["etcd"]["endpoints"].as_array().unwrap() {
             let addr = endpoint.as_str().unwrap().parse().unwrap();
             let status = locksim_live::links::http::call(

@@ -347,7 +347,10 @@ impl Live<'_> {
             clock: self.shims.get(name).map(|c| c.path().to_owned()),
         };
         let spec_file = self.dir.join(format!("{name}.{}.json", entry.incarnation));
-        std::fs::write(&spec_file, serde_json::to_string_pretty(&spec)?)?;
+        // Whole or not at all, for whoever reads the kept run directory meanwhile.
+        let partial = spec_file.with_extension("json.partial");
+        std::fs::write(&partial, serde_json::to_string_pretty(&spec)?)?;
+        std::fs::rename(&partial, &spec_file)?;
         let log = crate::procs::append_to(&self.dir.join(format!("{name}.log")))?;
         let mut cmd = Command::new(&self.opts.exe);
         cmd.arg("live-client")
