@@ -115,13 +115,9 @@ impl NodeShim {
         &self.path
     }
 
-    /// The environment that preloads the shim (`shim`, in the run's directory) onto this
-    /// clock (a client's: [`preload`]).
-    pub fn env(&self, shim: &Path) -> Vec<(String, String)> {
-        vec![
-            ("LD_PRELOAD".into(), shim.display().to_string()),
-            ("LOCKSIM_SHIM".into(), self.path.display().to_string()),
-        ]
+    /// The environment that preloads the shim (installed beside this file) onto this clock.
+    pub fn env(&self) -> Vec<(String, String)> {
+        preload(&self.path)
     }
 
     /// Steps the wall clock by `delta_ms` (the monotonic clock is untouched).
@@ -313,19 +309,18 @@ impl PowerLoss {
     }
 }
 
-/// Writes the shim into `dir`; its path, for [`NodeShim::env`].
-pub fn install_shim(dir: &Path) -> std::io::Result<PathBuf> {
-    let shim = dir.join(SHIM_FILE);
-    std::fs::write(&shim, SHIM)?;
-    Ok(shim)
+/// Writes the shim into `dir`, beside the clock files [`preload`] points at.
+pub fn install_shim(dir: &Path) -> std::io::Result<()> {
+    std::fs::write(dir.join(SHIM_FILE), SHIM)
 }
 
 /// The shim's file in a run's directory ([`install_shim`]), beside its nodes' clock files.
 const SHIM_FILE: &str = "locksim-shim.so";
 
-/// The environment that preloads the shim onto the clock in `clock_file`, a client's: what
-/// the real library's process a client starts (`--library`) runs with, so that the library
-/// reads the client's clock. The shim lies beside the clock files.
+/// The environment that preloads the shim onto the clock in `clock_file`: a server's
+/// ([`NodeShim::env`]), or a client's for the real library's process it starts
+/// (`--library`), so that the library reads the client's clock. The shim lies beside the
+/// clock files ([`install_shim`]).
 pub fn preload(clock_file: &Path) -> Vec<(String, String)> {
     let dir = clock_file.parent().unwrap_or(Path::new("."));
     vec![
@@ -452,7 +447,7 @@ pub fn attach(
     if !shim_needed(prepared, faults) {
         return Ok(shims);
     }
-    let shim = install_shim(dir)?;
+    install_shim(dir)?;
     let create = |name: &str| {
         let set = prepared.scenario.clocks.nodes.get(name);
         let (offset_ms, drift_ppm) = set.map_or((0, 0), |c| (c.offset_ms, c.drift_ppm));
@@ -462,7 +457,7 @@ pub fn attach(
     for server in &mut deployment.servers {
         if why_not_movable(prepared, &server.name, false, false).is_none() {
             let clock = create(&server.name)?;
-            server.env = clock.env(&shim);
+            server.env = clock.env();
             if redis {
                 let log = dir.join(format!("{}.synced", server.name));
                 server
@@ -487,10 +482,10 @@ mod tests {
     use std::process::Command;
 
     /// `date`'s reading, in ms since the epoch, of a process started with `clock`'s shim.
-    fn date_ms(clock: &NodeShim, shim: &Path) -> i64 {
+    fn date_ms(clock: &NodeShim) -> i64 {
         let out = Command::new("date")
             .arg("+%s%3N")
-            .envs(clock.env(shim))
+            .envs(clock.env())
             .output()
             .expect("date runs");
         let text = String::from_utf8_lossy(&out.stdout);
@@ -505,11 +500,11 @@ mod tests {
     #[test]
     fn a_process_under_the_shim_reads_the_moved_wall_clock() {
         let dir = crate::rundir::RunDir::create().unwrap();
-        let shim = install_shim(dir.path()).unwrap();
+        install_shim(dir.path()).unwrap();
         let mut clock = NodeShim::create(&dir.path().join("n.shim"), 0, 0).unwrap();
         let within = |clock: &NodeShim, shift_ms: (i64, i64)| {
             let before = clock::wall_ms();
-            let read = date_ms(clock, &shim);
+            let read = date_ms(clock);
             let after = clock::wall_ms();
             let (lo, hi) = (before + shift_ms.0, after + shift_ms.1 + 1);
             assert!(
@@ -527,7 +522,7 @@ mod tests {
         clock.drift(100_000).unwrap();
         clock::sleep(std::time::Duration::from_secs(1));
         let before = clock::wall_ms();
-        let read = date_ms(&clock, &shim);
+        let read = date_ms(&clock);
         let after = clock::wall_ms();
         let gained_max_ms = clock::since(start_ns).as_millis() as i64 / 10 + 1;
         assert!(
@@ -543,7 +538,7 @@ mod tests {
     #[test]
     fn a_process_under_the_shim_waits_for_held_fsyncs_and_logs_them() {
         let dir = crate::rundir::RunDir::create().unwrap();
-        let shim = install_shim(dir.path()).unwrap();
+        install_shim(dir.path()).unwrap();
         let mut node = NodeShim::create(&dir.path().join("n.shim"), 0, 0).unwrap();
         let (log, file) = (dir.path().join("n.synced"), dir.path().join("data"));
         let program = "import os, sys\n\
@@ -555,7 +550,7 @@ mod tests {
         let status = Command::new("python3")
             .args(["-c", program])
             .arg(&file)
-            .envs(node.env(&shim))
+            .envs(node.env())
             .env("LOCKSIM_SYNCED", &log)
             .status()
             .expect("python3 runs");
