@@ -33,19 +33,17 @@ pub struct LiveEnv {
 }
 
 impl LiveEnv {
-    /// The node of client `ctx` in the simulator's node table `names`, where it has the index
-    /// the simulator gives it. Panics inside a madsim runtime.
-    pub fn node(ctx: Arc<Ctx>, names: Vec<String>) -> anyhow::Result<NodeCtx> {
+    /// The node of client `ctx`, node `idx` of the simulator's node table `names` (the index
+    /// the simulator gives it). Panics inside a madsim runtime.
+    pub fn node(ctx: Arc<Ctx>, names: Vec<String>, idx: NodeIdx) -> NodeCtx {
         clock::assert_real();
-        let Some(idx) = names.iter().position(|n| n == ctx.name()) else {
-            anyhow::bail!("{} is not in the run's node table {names:?}", ctx.name());
-        };
-        Ok(NodeCtx::live(Arc::new(LiveEnv {
+        assert_eq!(names[idx], ctx.name(), "a client's index is its name's");
+        NodeCtx::live(Arc::new(LiveEnv {
             ctx,
             names,
             idx,
             recorded: AtomicU64::new(0),
-        })))
+        }))
     }
 }
 

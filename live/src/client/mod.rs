@@ -44,7 +44,7 @@ async fn run(spec: ClientSpec, ctx: Arc<Ctx>) -> anyhow::Result<()> {
     let table = Table(&spec.nodes);
     let connector = connector_for(&spec, &ctx, &table)?;
     let resource_idx = table.idx(RESOURCE)?;
-    let node = LiveEnv::node(ctx.clone(), spec.nodes.clone())?;
+    let node = LiveEnv::node(ctx.clone(), spec.nodes.clone(), table.idx(&spec.name)?);
     let resource_addr: std::net::SocketAddr = spec.resource.parse()?;
     crate::links::open_ahead(resource_addr)?;
     ctx.ready();
