@@ -252,12 +252,11 @@ impl Inner {
     /// sent before that, not even a ping.
     async fn await_close(&self, to: NodeIdx, session: u64, wait: Duration) -> Result<Resp, Failed> {
         let current = self.conn.borrow().clone();
-        let closed = match current.filter(|c| c.up()) {
-            Some(conn) => tokio::time::timeout(wait, conn.closed()).await.is_ok(),
-            None => false,
-        };
-        if !closed {
+        let Some(conn) = current.filter(|c| c.up()) else {
             tokio::time::sleep(wait).await;
+            return Err(Failed::NoAnswer);
+        };
+        if tokio::time::timeout(wait, conn.closed()).await.is_err() {
             return Err(Failed::NoAnswer);
         }
         // The connection ended: reconnecting says whether the session lives.
@@ -459,7 +458,10 @@ impl Conn {
     /// Until the connection ends (the server closed it, or it was closed here).
     fn closed(&self) -> impl std::future::Future<Output = ()> {
         let (tx, rx) = oneshot::channel();
-        self.closers.borrow_mut().push(tx);
+        let mut closers = self.closers.borrow_mut();
+        // Waiters that gave up (timed out) are forgotten, not kept until the connection ends.
+        closers.retain(|waiter| !waiter.is_canceled());
+        closers.push(tx);
         async move {
             let _ = rx.await;
         }
