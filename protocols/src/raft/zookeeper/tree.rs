@@ -302,16 +302,8 @@ impl Tree {
         for name in ephemerals {
             self.nodes.remove(&name);
         }
-        let (closed, open) = std::mem::take(&mut self.closes)
-            .into_iter()
-            .partition(|(_, _, s)| *s == session);
-        self.closes = open;
-        let closed: Vec<(NodeIdx, u64, u64)> = closed;
-        (self.pushes).extend(
-            closed
-                .into_iter()
-                .map(|(from, id, _)| (from, id, Resp::Expired)),
-        );
+        let closed = self.closes.extract_if(.., |(_, _, s)| *s == session);
+        (self.pushes).extend(closed.map(|(from, id, _)| (from, id, Resp::Expired)));
         assert!(
             !self.expiry.contains_key(&session),
             "closed: never touched again"
