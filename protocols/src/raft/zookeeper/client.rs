@@ -351,11 +351,13 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), id: u64) 
                 Some(live) if live.id == id => next_try(&link, live),
                 _ => return,
             };
-            let wall_due_ms = link.ctx.wall_ms() + wait.as_millis() as i64;
+            // kazoo 2.10.0 pings when its wall clock says so (read only for it: a hot path).
+            let by_wall = link.params.ping_clock == PingClock::Wall && !reconnecting;
+            let wall_due_ms = by_wall.then(|| link.ctx.wall_ms() + wait.as_millis() as i64);
             link.ctx.sleep_local(wait).await;
-            let closed = match (link.params.ping_clock, reconnecting) {
-                (PingClock::Wall, false) => wait_for_wall(&link, id, wall_due_ms).await,
-                _ => None,
+            let closed = match wall_due_ms {
+                Some(due_ms) => wait_for_wall(&link, id, due_ms).await,
+                None => None,
             };
             if !current(&session.borrow()) {
                 return;
