@@ -379,10 +379,11 @@ impl Prepared {
                 )
             });
         }
-        let table: Vec<String> = (0..=world.node_indexes().len())
-            .map(|i| world.name(i))
-            .collect();
-        assert_eq!(table, self.node_table(), "the world's nodes, by index");
+        assert_eq!(
+            world.node_names(),
+            self.node_table(),
+            "the world's nodes, by index"
+        );
     }
 
     /// The result of `history`, a run of this scenario on `seed` with `faults` faults in its

@@ -236,6 +236,12 @@ impl World {
         nodes.map(|n| n.name.clone()).collect()
     }
 
+    /// Every node's name by index, the nemesis first.
+    pub fn node_names(&self) -> Vec<String> {
+        let state = self.state();
+        state.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
     /// Every node but the nemesis, in creation order.
     pub fn node_indexes(&self) -> Vec<NodeIdx> {
         let state = self.state();
