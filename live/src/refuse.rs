@@ -165,39 +165,29 @@ fn real_servers(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     }
 }
 
-/// Curator's `session_retry` chooses what the model's Curator does when an acquire's session
-/// expires (CURATOR-604's bug or its fix); a real Curator (`--library`) does what its
-/// version does, which no key changes.
-fn curator_session_retry(prepared: &Prepared, library: bool) -> Result<(), Refused> {
-    let s = &prepared.scenario;
-    let set = s.protocol.name == "zookeeper" && s.protocol.params.contains_key("session_retry");
-    if !(library && set) {
-        return Ok(());
-    }
-    Err(Refused(format!(
-        "{}: protocol.session_retry: live --library runs the real Curator, whose version \
-         decides what an acquire does after its session expired; run it in the simulator, \
-         or live without --library",
-        prepared.path
-    )))
-}
-
-/// kazoo's `ping_clock = "monotonic"` is kazoo 2.11.0's (python-zk/kazoo PR #742); live
-/// `--library` runs the kazoo the machine has, 2.10.0 where `.ci/run` installs it, whose
-/// pings are timed by the wall clock whatever the key says.
-fn kazoo_ping_clock(prepared: &Prepared, library: bool) -> Result<(), Refused> {
+/// Keys that choose which release of a ZooKeeper library the model is, a bug or its fix:
+/// with `library` the real library runs and its release decides, so such a key is refused.
+/// `session_retry` (CURATOR-604's bug or its fix: what an acquire does after its session
+/// expired), set at all; kazoo's `ping_clock` other than `"wall"` (2.11.0's, python-zk/kazoo
+/// PR #742, where the installed kazoo is 2.10.0, `.ci/run`).
+fn release_keys(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     use locksim_protocols::raft::zookeeper::{self, profile::Library, profile::PingClock};
-    if !library || prepared.scenario.protocol.name != "zookeeper" {
+    let s = &prepared.scenario;
+    if !library || s.protocol.name != "zookeeper" {
         return Ok(());
     }
     let p: zookeeper::Params = typed(prepared)?;
-    if p.client != Library::Kazoo || p.ping_clock == PingClock::Wall {
+    let why = if s.protocol.params.contains_key("session_retry") {
+        "protocol.session_retry: live --library runs the real library, whose version decides \
+         what an acquire does after its session expired"
+    } else if p.client == Library::Kazoo && p.ping_clock != PingClock::Wall {
+        "protocol.ping_clock = \"monotonic\" is kazoo 2.11.0's (PR #742): live --library runs \
+         the installed kazoo (2.10.0 from .ci/run), which times its pings by the wall clock"
+    } else {
         return Ok(());
-    }
+    };
     Err(Refused(format!(
-        "{}: protocol.ping_clock = \"monotonic\" is kazoo 2.11.0's (PR #742): live --library \
-         runs the installed kazoo (2.10.0 from .ci/run), which times its pings by the wall \
-         clock; run it in the simulator, or live without --library",
+        "{}: {why}; run it in the simulator, or live without --library",
         prepared.path
     )))
 }
@@ -232,8 +222,7 @@ pub fn check(prepared: &Prepared, seed: u64, mode: CutMode, library: bool) -> Re
     let s = &prepared.scenario;
     workload_and_client(prepared, library)?;
     real_servers(prepared, library)?;
-    curator_session_retry(prepared, library)?;
-    kazoo_ping_clock(prepared, library)?;
+    release_keys(prepared, library)?;
     if library {
         library_points(prepared, seed)?;
     }
@@ -598,6 +587,32 @@ mod tests {
         let healthy = format!("{catalog}etcd-healthy.toml");
         let prepared = locksim_scenarios::load(&healthy, &registry).unwrap();
         assert!(real_servers(&prepared, true).is_ok());
+    }
+
+    /// With `--library` the installed release decides: a key that picks a ZooKeeper
+    /// library's release is refused (any `session_retry`; kazoo's 2.11.0 `ping_clock`), and
+    /// the model of the installed kazoo (`ping_clock = "wall"`, its profile's default) runs.
+    #[test]
+    fn keys_that_pick_a_library_release_are_refused_with_the_real_library() {
+        let file = "zookeeper-kazoo-722-clock-step-back";
+        check(&catalog(file), 1, CutMode::Stall, true).unwrap_or_else(|e| panic!("{e}"));
+        for (file, says) in [
+            (
+                "zookeeper-kazoo-722-clock-step-back-fixed",
+                "ping_clock = \"monotonic\"",
+            ),
+            ("zookeeper-curator-604-owner-checked", "session_retry"),
+        ] {
+            let prepared = catalog(file);
+            check(&prepared, 1, CutMode::Stall, false).unwrap_or_else(|e| panic!("{e}"));
+            let Err(Refused(why)) = release_keys(&prepared, true) else {
+                panic!("{file}: not refused with --library");
+            };
+            assert!(
+                why.contains(says),
+                "{file}: expected {says:?}, observed {why}"
+            );
+        }
     }
 
     #[test]
