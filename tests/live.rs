@@ -2734,6 +2734,41 @@ fn the_real_node_redlock_times_its_lock_by_the_wall_clock_as_its_model_does() {
     assert!(aborted, "unstepped, the holder aborted: {saved_at}");
 }
 
+/// A forward step of node-redlock's clock, for real
+/// (scenarios/catalog/node-redlock-wall-clock-step-forward.toml): the holder's extension
+/// comes due on its monotonic timer, finds the lock past its expiration by `Date.now()` and
+/// is refused without a request; the routine is aborted and skips its write, and the lock
+/// is released early (three grants where two come without the step), as the model derives.
+#[test]
+fn the_real_node_redlock_gives_up_its_lock_when_its_wall_clock_steps_forward() {
+    let Some(_serial) = node_redlock_test() else {
+        return;
+    };
+    let file = "scenarios/catalog/node-redlock-wall-clock-step-forward.toml";
+    let dir = scratch("node-redlock-step-forward");
+    let (_, events, saved_at) = library_live(file, &dir, &NODE_REDLOCK, &NO_FENCING);
+    // `@holder` is whichever client was granted first.
+    let first = events
+        .iter()
+        .find(|e| e["op"] == "cs_enter")
+        .expect("a grant");
+    let holder = first["grant"].as_str().unwrap_or_default();
+    let refused = events.iter().any(|e| {
+        e["grant"] == holder
+            && (e["detail"].as_str()).is_some_and(|d| {
+                d.contains("Cannot extend an already-expired lock.") && d.contains("aborted")
+            })
+    });
+    assert!(
+        refused,
+        "{holder} aborted on the library's own expiry check: {saved_at}"
+    );
+    assert!(
+        !wrote(&events, holder),
+        "{holder} skipped its write: {saved_at}"
+    );
+}
+
 /// pottery's `locked()` for real (live/drivers/pottery_lock.py on three redis-servers): the
 /// holder stalled 3 s past its 1 s lock before the check hears 0 and skips its write (the
 /// sections overlap, no update is lost); stalled after the check, its stale write lands

@@ -74,7 +74,7 @@
 //!   `check = "on_signal"`). Its clock is `Date.now()`, the wall clock: the expiration and
 //!   both "time left" checks are read on it (`WallFrame`), so a holder whose wall clock
 //!   steps back keeps retrying a failed extension and never aborts, and one stepped forward
-//!   aborts early (`catalog/node-redlock-wall-clock-step-back.toml`; the real library does
+//!   aborts early (`catalog/node-redlock-wall-clock-step-back.toml`, `-step-forward.toml`; the real library does
 //!   the same, `tests/live.rs`).
 //! - **`pottery`** (`redlock` only; Python; `brainix/pottery`, `pottery/redlock.py`,
 //!   `Redlock(key, masters, auto_release_time=10, num_extensions=3)`): `acquire()` sets
