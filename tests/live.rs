@@ -2769,6 +2769,46 @@ fn the_real_node_redlock_gives_up_its_lock_when_its_wall_clock_steps_forward() {
     );
 }
 
+/// node-redlock on a drifting clock, for real (live/scenarios/node-redlock-slow-client-clock.toml):
+/// the holder's clock runs 30% slow; its process reads it through the shim, and its event
+/// loop's timers last its own clock's time. Its extension comes due after the key ran out on
+/// the server, c2 is let in, and the library aborts the routine only when its tries are
+/// spent: mutual exclusion violated, no update lost, as the model derives. With the drift at
+/// 0 the extension comes in time and both worlds hold.
+#[test]
+fn the_real_node_redlock_on_a_slow_clock_extends_too_late_as_its_model_does() {
+    let Some(_serial) = node_redlock_test() else {
+        return;
+    };
+    let file = "live/scenarios/node-redlock-slow-client-clock.toml";
+    let dir = scratch("node-redlock-slow-clock");
+    let (_, events, saved_at) = library_live(file, &dir, &NODE_REDLOCK, &NO_FENCING);
+    let aborted = (events.iter()).any(|e| {
+        e["grant"] == "c1#1" && (e["detail"].as_str()).is_some_and(|d| d.contains("work aborted"))
+    });
+    assert!(aborted, "c1#1's routine aborted: {saved_at}");
+    assert!(
+        !wrote(&events, "c1#1"),
+        "c1#1 skipped its write: {saved_at}"
+    );
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
+    let drift = "drift_ppm = -300_000";
+    assert!(
+        text.contains(drift),
+        "{file} drifts c1's clock as the test removes it"
+    );
+    let steady = text.replace(drift, "drift_ppm = 0").replace(
+        "mutual_exclusion = \"violated\"",
+        "mutual_exclusion = \"holds\"",
+    );
+    let path = scenario(&dir, "steady", &steady);
+    let (_, events, saved_at) = library_live(&path, &dir, &NODE_REDLOCK, &NO_FENCING);
+    assert!(
+        wrote(&events, "c1#1"),
+        "c1#1 extended in time and wrote: {saved_at}"
+    );
+}
+
 /// pottery's `locked()` for real (live/drivers/pottery_lock.py on three redis-servers): the
 /// holder stalled 3 s past its 1 s lock before the check hears 0 and skips its write (the
 /// sections overlap, no update is lost); stalled after the check, its stale write lands

@@ -18,10 +18,14 @@
  * reads the real clocks by the raw system call, so it is safe to call from any point of a
  * process, its allocator's start included.
  *
- * Only relative waits keep their length: a process that hands the kernel an absolute deadline
- * on a moved clock (a JVM's timed waits, on CLOCK_MONOTONIC) waits by the kernel's unmoved
- * clock. redis-server times its event loop by differences of its monotonic clock and hands
- * epoll relative timeouts, so its timers run at the drifted rate, as in the model.
+ * Its waits: an event loop's epoll_wait and epoll_pwait timeout is a length of the process's
+ * clock, which the shim turns into the machine's (ms * 1e6 / (1e6 + drift_ppm), rounded up),
+ * so a timer of a drifting process fires when its own clock says, fast or slow, as in the
+ * model. redis-server and Node (libuv) time their loops by differences of the monotonic
+ * clock and hand epoll such relative timeouts, re-reading the clock on waking. A process that
+ * hands the kernel an absolute deadline on a moved clock (a JVM's timed waits, Python's
+ * sleeps and lock timeouts, on CLOCK_MONOTONIC) waits by the kernel's unmoved clock: live
+ * mode refuses to drift those.
  *
  * Its disk: fsync and fdatasync wait while the file's fsync_held_until_ns (on the machine's
  * monotonic clock) is ahead (`fsync_stall`: a device that does not complete them), and each
@@ -36,8 +40,10 @@
 
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -137,6 +143,27 @@ time_t time(time_t *out) {
     clock_gettime(CLOCK_REALTIME, &ts);
     if (out) *out = ts.tv_sec;
     return ts.tv_sec;
+}
+
+/* A relative timeout of `ms` of this process's clock, in the machine's ms: its clock gains
+ * drift_ppm per million, so each of its ms lasts 1e6 / (1e6 + drift_ppm) real ones. Rounded
+ * up, so the wait never ends before the process's clock has moved `ms`. Forever (-1) and
+ * at once (0) stay. Scenarios bound drift_ppm to +-500000, so the rate is positive. */
+static int real_ms(int ms) {
+    int64_t rate = 1000000 + snapshot().drift_ppm;
+    if (ms <= 0 || rate == 1000000 || rate <= 0) return ms;
+    int64_t real_wait_ms = ((int64_t)ms * 1000000 + rate - 1) / rate;
+    return real_wait_ms > INT_MAX ? INT_MAX : (int)real_wait_ms;
+}
+
+/* By the raw system call, as the clocks are read: no dlsym. 8 bytes is the kernel's signal
+ * set (glibc passes the same). */
+int epoll_pwait(int epfd, struct epoll_event *events, int max, int timeout, const sigset_t *mask) {
+    return (int)syscall(SYS_epoll_pwait, epfd, events, max, real_ms(timeout), mask, 8);
+}
+
+int epoll_wait(int epfd, struct epoll_event *events, int max, int timeout) {
+    return epoll_pwait(epfd, events, max, timeout, NULL);
 }
 
 /* Waits while the parent holds this process's fsyncs. */

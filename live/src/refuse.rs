@@ -706,14 +706,18 @@ mod tests {
             let prepared = jump(protocol, "c1", &format!("client = \"{client}\""));
             check(&prepared, 1, CutMode::Stall, true).unwrap_or_else(|e| panic!("{client}: {e}"));
         }
+        // Node's clock drifts too: its event loop waits by relative epoll timeouts.
+        let drift = "kind = \"clock_drift\"\nnode = \"c1\"\ndrift_ppm = 5000";
+        let prepared = with_fault("single-redis", "client = \"node-redlock\"", drift);
+        check(&prepared, 1, CutMode::Stall, true).unwrap_or_else(|e| panic!("node-redlock: {e}"));
     }
 
     /// Clock faults and fsync stalls are refused by name where the shim does not reach (a
-    /// real library's drift, etcdctl's clock, an etcd member, a ZooKeeper server's drift or fsyncs, the
+    /// Python or JVM library's drift, etcdctl's clock, an etcd member, a ZooKeeper server's drift or fsyncs, the
     /// resource, a client's disk) and when the simulation draws the clocks.
     #[test]
     fn clocks_and_fsyncs_the_shim_cannot_reach_are_refused_by_name() {
-        // A real library's clock drifts nowhere, and etcdctl's does not move at all.
+        // A Python library's clock does not drift, and etcdctl's does not move at all.
         let client_drift = "kind = \"clock_drift\"\nnode = \"c1\"\ndrift_ppm = 5000";
         let library = [
             (

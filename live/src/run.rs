@@ -412,6 +412,7 @@ impl Live<'_> {
             let at_ns = start_ns + fault.at_ms().unwrap_or(0) * 1_000_000;
             self.at(at_ns, Action::Fault(fault.clone()));
         }
+        crate::deploy::shim::start_drifts(self.prepared, &mut self.shims)?;
         self.fire_due(start_ns);
         self.release();
         Ok(start_ns)

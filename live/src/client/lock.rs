@@ -15,6 +15,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +25,9 @@ pub struct Ctx {
     /// The run's zero on the monotonic clock, set by the parent's word to start; until then
     /// the end of time, so that what is recorded before it (a driver's hello) is at 0.
     start_ns: std::sync::atomic::AtomicU64,
+    /// Its moved clock's monotonic reading at the run's zero (its drift may have begun a
+    /// little before, with the faults due at 0), which its `mono_now` counts from.
+    start_reading_ns: std::sync::atomic::AtomicI64,
     out: Arc<Mutex<std::io::Stdout>>,
     rng: Mutex<StdRng>,
     passages: Mutex<BTreeMap<String, u32>>,
@@ -46,6 +50,7 @@ impl Ctx {
             clock,
             spec,
             start_ns: u64::MAX.into(),
+            start_reading_ns: 0.into(),
             out: Arc::new(Mutex::new(std::io::stdout())),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             passages,
@@ -64,7 +69,8 @@ impl Ctx {
             None => clock::since(self.start_ns()),
             Some(_) if !self.started() => Duration::ZERO,
             Some(view) => {
-                let moved_ns = view.mono_ns(clock::now_ns()) - self.start_ns() as i64;
+                let start_ns = self.start_reading_ns.load(Ordering::Relaxed);
+                let moved_ns = view.mono_ns(clock::now_ns()) - start_ns;
                 Duration::from_nanos(moved_ns.max(0) as u64)
             }
         }
@@ -95,13 +101,18 @@ impl Ctx {
     }
 
     fn start_ns(&self) -> u64 {
-        self.start_ns.load(std::sync::atomic::Ordering::Relaxed)
+        self.start_ns.load(Ordering::Acquire)
     }
 
-    /// Sets the run's zero (the parent's word to start).
+    /// Sets the run's zero (the parent's word to start, which comes after the faults due at
+    /// 0 moved the clock: its reading at the zero is known).
     pub fn set_start(&self, start_ns: u64) {
-        self.start_ns
-            .store(start_ns, std::sync::atomic::Ordering::Relaxed);
+        if let Some(view) = &self.clock {
+            let reading_ns = view.mono_ns(start_ns);
+            self.start_reading_ns.store(reading_ns, Ordering::Relaxed);
+        }
+        // Released after the reading: whoever sees the start sees it.
+        self.start_ns.store(start_ns, Ordering::Release);
     }
 
     /// A random u64 (lock values).

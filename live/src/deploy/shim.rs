@@ -431,11 +431,13 @@ pub fn why_not_stalled(prepared: &Prepared, node: &str) -> Option<String> {
     }
 }
 
-/// Gives every server the shim reaches, and every client of locksim's own (not a real
-/// library's, `library`), a shim file of its own in `dir` if the run needs one
+/// Gives every server the shim reaches, and every client whose clock it moves (locksim's
+/// own, or with `library` a real library's where its driver allows), a shim file of its own
+/// in `dir` if the run needs one
 /// ([`shim_needed`]; a role such as `@primary` or `@holder` may name any of them), with its
-/// `[clocks]` offset and drift; each server starts with the shim preloaded (a Redis server
-/// also logging its syncs, for [`PowerLoss`]), each client reads its clock from its file.
+/// `[clocks]` offset (its drift is set as the run starts, [`start_drifts`]); each server starts with the shim preloaded (a Redis server
+/// also logging its syncs, for [`PowerLoss`]); a client of locksim's own reads its clock
+/// from its file, a real library's process runs with the shim preloaded onto it.
 pub fn attach(
     prepared: &Prepared,
     faults: &[Fault],
@@ -448,10 +450,16 @@ pub fn attach(
         return Ok(shims);
     }
     install_shim(dir)?;
+    // The drift starts with the run (`start_drifts`), as a simulated node's at 0: from
+    // here, the servers' and the libraries' start-up would put their clocks off by it.
     let create = |name: &str| {
-        let set = prepared.scenario.clocks.nodes.get(name);
-        let (offset_ms, drift_ppm) = set.map_or((0, 0), |c| (c.offset_ms, c.drift_ppm));
-        NodeShim::create(&dir.join(format!("{name}.shim")), offset_ms, drift_ppm)
+        let offset_ms = prepared
+            .scenario
+            .clocks
+            .nodes
+            .get(name)
+            .map_or(0, |c| c.offset_ms);
+        NodeShim::create(&dir.join(format!("{name}.shim")), offset_ms, 0)
     };
     let redis = is_redis(prepared);
     for server in &mut deployment.servers {
@@ -474,6 +482,21 @@ pub fn attach(
         }
     }
     Ok(shims)
+}
+
+/// Sets each node's `[clocks]` drift, from now on: as the run starts, with the faults due at
+/// 0 (a `clock_drift` at 0 acts after it, as in the simulator, where the `[clocks]` drift is
+/// a node's rate from its start).
+pub fn start_drifts(
+    prepared: &Prepared,
+    shims: &mut BTreeMap<String, NodeShim>,
+) -> std::io::Result<()> {
+    for (node, set) in &prepared.scenario.clocks.nodes {
+        if let (Some(shim), true) = (shims.get_mut(node), set.drift_ppm != 0) {
+            shim.drift(set.drift_ppm)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -530,6 +553,35 @@ mod tests {
             "expected a reading {}..={} ms, observed {read}",
             before - 2_000 + 100,
             after - 2_000 + gained_max_ms
+        );
+    }
+
+    /// A drifting process's epoll timeout lasts its own clock's time: a Python
+    /// `epoll.poll(5)` on a clock 40% fast ends when that clock has moved 5 s (3.6 s of the
+    /// machine's), not 7 s as an unscaled wait would; bounded below by the rounding up, and
+    /// above with over a second of real lateness to spare.
+    #[test]
+    fn a_drifting_process_waits_its_epoll_timeouts_on_its_own_clock() {
+        let dir = crate::rundir::RunDir::create().unwrap();
+        install_shim(dir.path()).unwrap();
+        let clock = NodeShim::create(&dir.path().join("n.shim"), 0, 400_000).unwrap();
+        let program = "import select, time\n\
+            t0 = time.monotonic()\n\
+            select.epoll().poll(5.0)\n\
+            print(round((time.monotonic() - t0) * 1000))\n";
+        let out = Command::new("python3")
+            .args(["-c", program])
+            .envs(clock.env())
+            .output()
+            .expect("python3 runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let waited_ms: u64 = text
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("python said {text:?}"));
+        assert!(
+            (5_000..6_500).contains(&waited_ms),
+            "expected 5000..6500 ms of its clock, observed {waited_ms} (unscaled: 7000)"
         );
     }
 
