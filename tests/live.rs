@@ -2809,6 +2809,34 @@ fn the_real_node_redlock_on_a_slow_clock_extends_too_late_as_its_model_does() {
     );
 }
 
+/// node-redlock 5.0.0-beta.2's lock born expired, for real
+/// (scenarios/catalog/node-redlock-296-lock-born-expired.toml, mike-marcacci/node-redlock#296):
+/// no fault; the client granted the lock after 3 s of retries holds a lock already expired by
+/// the library's reckoning, which `using()` never extends; its routine works on past the
+/// key's TTL, the other client is granted the lock again and an update is lost, in the real
+/// library as in the model. The fix (PR #276, the `-fixed` file) holds on locksim's own
+/// client live, and `--library` refuses it: the installed release has the bug.
+#[test]
+fn the_real_node_redlock_returns_a_lock_born_expired_after_long_retries() {
+    let file = "scenarios/catalog/node-redlock-296-lock-born-expired.toml";
+    {
+        let Some(_serial) = node_redlock_test() else {
+            return;
+        };
+        let dir = scratch("node-redlock-296");
+        let (j, _, saved_at) = library_live(file, &dir, &NODE_REDLOCK, &NO_FENCING);
+        let window = j["stats"]["zombie_window_ms_max"].as_f64().unwrap_or(0.0);
+        assert!(
+            window > 0.0,
+            "expected a zombie window, observed {window} ms: {saved_at}"
+        );
+        let fixed = "scenarios/catalog/node-redlock-296-lock-born-expired-fixed.toml";
+        let out = in_repo(&["live", fixed, "--library"]);
+        assert_refused(&out, &["PR #276", "5.0.0-beta.2"]);
+    }
+    catalog_story_live("node-redlock-296-lock-born-expired-fixed");
+}
+
 /// pottery's `locked()` for real (live/drivers/pottery_lock.py on three redis-servers): the
 /// holder stalled 3 s past its 1 s lock before the check hears 0 and skips its write (the
 /// sections overlap, no update is lost); stalled after the check, its stale write lands

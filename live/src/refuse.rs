@@ -165,14 +165,24 @@ fn real_servers(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     }
 }
 
-/// Keys that choose which release of a ZooKeeper library the model is, a bug or its fix:
-/// with `library` the real library runs and its release decides, so such a key is refused.
+/// Keys that choose which release of a library the model is, a bug or its fix: with
+/// `library` the real library runs and its release decides, so such a key is refused.
 /// `session_retry` (CURATOR-604's bug or its fix: what an acquire does after its session
 /// expired), set at all; kazoo's `ping_clock` other than `"wall"` (2.11.0's, python-zk/kazoo
-/// PR #742, where the installed kazoo is 2.10.0, `.ci/run`).
+/// PR #742, where the installed kazoo is 2.10.0, `.ci/run`); node-redlock's
+/// `expiration_from` other than `"call"` (PR #276, never released: npm's is 5.0.0-beta.2).
 fn release_keys(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     use locksim_protocols::raft::zookeeper::{self, profile::Library, profile::PingClock};
     let s = &prepared.scenario;
+    let raw = |key: &str| s.protocol.params.get(key).and_then(|v| v.as_str());
+    if library && raw("expiration_from").is_some_and(|from| from != "call") {
+        return Err(Refused(format!(
+            "{}: protocol.expiration_from = \"granting-try\" is node-redlock PR #276's, never \
+             released: live --library runs the installed redlock 5.0.0-beta.2, which dates a \
+             lock from its acquire() call; run it in the simulator, or live without --library",
+            prepared.path
+        )));
+    }
     if !library || s.protocol.name != "zookeeper" {
         return Ok(());
     }
@@ -594,14 +604,19 @@ mod tests {
     /// the model of the installed kazoo (`ping_clock = "wall"`, its profile's default) runs.
     #[test]
     fn keys_that_pick_a_library_release_are_refused_with_the_real_library() {
-        let file = "zookeeper-kazoo-722-clock-step-back";
-        check(&catalog(file), 1, CutMode::Stall, true).unwrap_or_else(|e| panic!("{e}"));
+        for file in [
+            "zookeeper-kazoo-722-clock-step-back",
+            "node-redlock-296-lock-born-expired",
+        ] {
+            check(&catalog(file), 1, CutMode::Stall, true).unwrap_or_else(|e| panic!("{e}"));
+        }
         for (file, says) in [
             (
                 "zookeeper-kazoo-722-clock-step-back-fixed",
                 "ping_clock = \"monotonic\"",
             ),
             ("zookeeper-curator-604-owner-checked", "session_retry"),
+            ("node-redlock-296-lock-born-expired-fixed", "5.0.0-beta.2"),
         ] {
             let prepared = catalog(file);
             check(&prepared, 1, CutMode::Stall, false).unwrap_or_else(|e| panic!("{e}"));

@@ -74,8 +74,14 @@
 //!   `check = "on_signal"`). Its clock is `Date.now()`, the wall clock: the expiration and
 //!   both "time left" checks are read on it (`WallFrame`), so a holder whose wall clock
 //!   steps back keeps retrying a failed extension and never aborts, and one stepped forward
-//!   aborts early (`catalog/node-redlock-wall-clock-step-back.toml`, `-step-forward.toml`; the real library does
-//!   the same, `tests/live.rs`).
+//!   aborts early (`catalog/node-redlock-wall-clock-step-back.toml`, `-step-forward.toml`;
+//!   the real library does the same, `tests/live.rs`). The expiration is dated from the
+//!   `acquire()` call, before its retries, in 5.0.0-beta.2, the release npm installs
+//!   (`expiration_from = "call"`, the default; mike-marcacci/node-redlock#296, #299): a lock
+//!   granted after retries longer than its validity is born expired and never extended
+//!   (`catalog/node-redlock-296-lock-born-expired.toml`; found running the real library
+//!   beside the model, which had dated it from the granting try, as the unreleased PR #276
+//!   does: `expiration_from = "granting-try"`).
 //! - **`pottery`** (`redlock` only; Python; `brainix/pottery`, `pottery/redlock.py`,
 //!   `Redlock(key, masters, auto_release_time=10, num_extensions=3)`): `acquire()` sets
 //!   `redlock:KEY` to a fresh uuid with `SET NX PX` on every master from a thread pool and
@@ -493,6 +499,35 @@ struct Held {
     alive: Rc<Cell<bool>>,
 }
 
+/// What node-redlock dates a lock's expiration from (`expiration_from`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExpirationFrom {
+    /// The `acquire()` call, before its retries: 5.0.0-beta.2, the release npm installs
+    /// (mike-marcacci/node-redlock#296, #299). A lock granted after retries longer than its
+    /// validity is born expired on the client.
+    #[default]
+    Call,
+    /// The try that was granted: PR #276, merged, never released.
+    GrantingTry,
+}
+
+/// `expiration_from` is node-redlock's alone (every other library dates a grant from the
+/// try that got it).
+pub fn check_expiration_from(
+    library: Library,
+    from: ExpirationFrom,
+) -> Result<(), crate::protocol::ParamError> {
+    if from != ExpirationFrom::Call && library != Library::NodeRedlock {
+        return Err(crate::protocol::ParamError::field(
+            "expiration_from",
+            "is node-redlock's (client = \"node-redlock\"); other libraries date a grant \
+             from the try that got it",
+        ));
+    }
+    Ok(())
+}
+
 /// Checks the parameters a library adds: node-redlock refuses a threshold within 100 ms of
 /// the duration (`using()`'s own check).
 pub fn check_library(
@@ -569,6 +604,9 @@ pub struct Profiled<C> {
     /// node-redlock's `extend()`: the acquire's retry loop (`_execute`), its tries and the
     /// delay between them.
     extend_retry: Retry,
+    /// node-redlock's lock validity, ttl − drift, if `acquire()` dates it from its call,
+    /// before its retries ([`Profiled::dated_from_call`]).
+    from_call: Option<Duration>,
 }
 
 impl<C: LockClient + 'static> Profiled<C> {
@@ -594,7 +632,30 @@ impl<C: LockClient + 'static> Profiled<C> {
                 delay_ms_max: 0,
                 give_up: GiveUp::Tries(1),
             },
+            from_call: None,
         }
+    }
+
+    /// node-redlock dates a lock's `validity` (ttl − drift) from `from`.
+    pub fn expiring_from(mut self, from: ExpirationFrom, validity: Duration) -> Self {
+        let by_call = self.library == Library::NodeRedlock && from == ExpirationFrom::Call;
+        self.from_call = by_call.then_some(validity);
+        self
+    }
+
+    /// node-redlock 5.0.0-beta.2 (npm's `redlock@5.0.0-beta.2`, `dist/cjs/index.js`) takes
+    /// `start = Date.now()` when `acquire()` is called and, after its retries, returns a lock
+    /// expiring at `start + duration - drift`: a lock granted after retries longer than that
+    /// is born expired on the client, though its key on the server is fresh, and `using()`'s
+    /// first extension, due at once, throws "Cannot extend an already-expired lock."
+    /// (mike-marcacci/node-redlock#296, #299; the fix, #276, dates it from the granting
+    /// attempt and is unreleased: `expiration_from = "granting-try"`). `called` is the
+    /// call's start on the monotonic clock.
+    fn dated_from_call(&self, grant: &mut Grant, called: Duration) {
+        let (Some(validity), Some(until)) = (self.from_call, grant.valid_until.as_mut()) else {
+            return;
+        };
+        *until = (*until).min(called + validity);
     }
 
     /// node-redlock's `extend()` tries as its `_execute` does, with the acquire's `retry`:
@@ -897,8 +958,10 @@ async fn auto_extend<C: LockClient>(
 #[async_trait(?Send)]
 impl<C: LockClient + 'static> LockClient for Profiled<C> {
     async fn acquire(&mut self) -> Acquired {
-        let acquired = self.inner.lock().await.acquire().await;
-        if let Acquired::Granted(grant) = &acquired {
+        let called = self.ctx.mono_now();
+        let mut acquired = self.inner.lock().await.acquire().await;
+        if let Acquired::Granted(grant) = &mut acquired {
+            self.dated_from_call(grant, called);
             self.hold(grant);
             if self.library == Library::RedisPySharedToken {
                 *self.instance.lock().unwrap() = Some(grant.handle.clone());

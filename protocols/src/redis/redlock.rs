@@ -50,8 +50,9 @@ use super::client::{
     drift_allowance_ms, lock_value, release_cmd, Attempt, Attempts, GiveUp, Retry,
 };
 use super::profile::{
-    check_library, check_single_redis_library, default_extension_threshold_ms, extend_cmd,
-    extended as is_extended, redlock_profiles, Library, Profiled,
+    check_expiration_from, check_library, check_single_redis_library,
+    default_extension_threshold_ms, extend_cmd, extended as is_extended, redlock_profiles,
+    ExpirationFrom, Library, Profiled,
 };
 use super::server::{start_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
@@ -166,6 +167,10 @@ pub struct Params {
     /// node-redlock: extend this long before the lock's expiration, in ms.
     #[serde(default = "default_extension_threshold_ms")]
     pub extension_threshold_ms: u64,
+    /// node-redlock: what a lock's expiration is dated from (its `acquire()` call in the
+    /// released 5.0.0-beta.2, or the granting try).
+    #[serde(default)]
+    pub expiration_from: ExpirationFrom,
     /// Give up acquiring after this long, in ms, instead of after `retry_count` tries
     /// (pottery's `acquire(timeout=...)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -241,6 +246,7 @@ impl Params {
             ));
         }
         check_single_redis_library(self.client)?;
+        check_expiration_from(self.client, self.expiration_from)?;
         check_library(self.client, self.ttl_ms, self.extension_threshold_ms)
     }
 
@@ -371,7 +377,10 @@ impl Protocol for Redlock {
             params: params.clone(),
         };
         let (ttl_ms, threshold_ms) = (params.ttl_ms, params.extension_threshold_ms);
-        Profiled::new(ctx, params.client, inner, ttl_ms, threshold_ms).extending_with(retry(params))
+        let validity = Duration::from_millis(ttl_ms).saturating_sub(params.drift());
+        Profiled::new(ctx, params.client, inner, ttl_ms, threshold_ms)
+            .expiring_from(params.expiration_from, validity)
+            .extending_with(retry(params))
     }
 }
 

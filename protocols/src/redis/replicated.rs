@@ -53,8 +53,9 @@ use super::client::{
     Attempts, OneServer, OneServerLock, Retry,
 };
 use super::profile::{
-    check_library, check_single_redis_library, default_extension_threshold_ms, one_server_profiles,
-    one_server_retry, Library, Profiled,
+    check_expiration_from, check_library, check_single_redis_library,
+    default_extension_threshold_ms, one_server_profiles, one_server_retry, ExpirationFrom, Library,
+    Profiled,
 };
 use super::replication::{ReplNet, ReplRole, Replicated, ReplicationConfig};
 use super::sentinel::{
@@ -188,6 +189,10 @@ pub struct Params {
     /// node-redlock: extend this long before the lock's expiration, in ms.
     #[serde(default = "default_extension_threshold_ms")]
     pub extension_threshold_ms: u64,
+    /// node-redlock: what a lock's expiration is dated from (its `acquire()` call in the
+    /// released 5.0.0-beta.2, or the granting try).
+    #[serde(default)]
+    pub expiration_from: ExpirationFrom,
 }
 
 fn d_replicas() -> usize {
@@ -308,6 +313,7 @@ impl Params {
         }
         check_drift_factor(self.clock_drift_factor)?;
         check_single_redis_library(self.client)?;
+        check_expiration_from(self.client, self.expiration_from)?;
         check_library(self.client, self.ttl_ms, self.extension_threshold_ms)
     }
 
@@ -448,6 +454,7 @@ impl Protocol for ReplicatedRedis {
             retry,
         };
         Profiled::new(ctx, p.client, inner, p.ttl_ms, p.extension_threshold_ms)
+            .expiring_from(p.expiration_from, p.validity())
             .extending_with(retry)
     }
 }

@@ -23,8 +23,9 @@ use super::client::{
     release_cmd, validity, Attempt, Attempts, OneServer, OneServerLock, Retry, Waited, SIGNAL_KEY,
 };
 use super::profile::{
-    check_library, default_extension_threshold_ms, one_server_retry, python_redis_lock_timeout_s,
-    single_redis_profiles, InstanceToken, Library, Profiled,
+    check_expiration_from, check_library, default_extension_threshold_ms, one_server_retry,
+    python_redis_lock_timeout_s, single_redis_profiles, ExpirationFrom, InstanceToken, Library,
+    Profiled,
 };
 use super::server::{start_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
@@ -98,6 +99,10 @@ pub struct Params {
     /// node-redlock: extend this long before the lock's expiration, in ms.
     #[serde(default = "default_extension_threshold_ms")]
     pub extension_threshold_ms: u64,
+    /// node-redlock: what a lock's expiration is dated from (its `acquire()` call in the
+    /// released 5.0.0-beta.2, or the granting try).
+    #[serde(default)]
+    pub expiration_from: ExpirationFrom,
 }
 
 impl Params {
@@ -110,6 +115,7 @@ impl Params {
             return Err(ParamError::field("request_timeout_ms", "must be positive"));
         }
         check_drift_factor(self.clock_drift_factor)?;
+        check_expiration_from(self.client, self.expiration_from)?;
         check_library(self.client, self.ttl_ms, self.extension_threshold_ms)
     }
 
@@ -211,6 +217,7 @@ impl Protocol for SingleRedis {
             retry,
         };
         Profiled::new(ctx, p.client, inner, p.ttl_ms, p.extension_threshold_ms)
+            .expiring_from(p.expiration_from, p.validity())
             .sharing(servers.instance.clone())
             .extending_with(retry)
     }

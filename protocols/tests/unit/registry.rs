@@ -153,4 +153,16 @@ fn a_client_the_protocol_does_not_offer_or_its_own_check_refuses_is_an_error() {
         .err()
         .unwrap();
     assert_eq!(e.field.as_deref(), Some("extension_threshold_ms"));
+    // `expiration_from` is node-redlock's alone, on each protocol it runs on.
+    for protocol in ["single-redis", "redlock", "replicated-redis"] {
+        let p = r.get(protocol).unwrap();
+        let fixed = toml::toml! {
+            client = "node-redlock"
+            expiration_from = "granting-try"
+        };
+        assert!(p.configure(&fixed).is_ok(), "{protocol}");
+        let other = toml::toml! { expiration_from = "granting-try" };
+        let e = p.configure(&other).err().expect(protocol);
+        assert_eq!(e.field.as_deref(), Some("expiration_from"), "{protocol}");
+    }
 }
