@@ -7,7 +7,8 @@
 #   scripts/catalog-live.sh [FILE.toml ...]      (default: scenarios/catalog/*.toml)
 #
 # JOBS (default 3) runs at once; BIN a locksim binary already built (default: builds and
-# uses target/release/locksim). Prints one line per file (name, exit code, `expect met`,
+# uses target/release/locksim); LIBRARY=1 runs each file with `--library` (the real library
+# its client profile models; a profile without a driver is refused by name). Prints one line per file (name, exit code, `expect met`,
 # `expect NOT MET: ...` or `refused: ...`) and a count; exits 1 if any expect was not met.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +23,9 @@ files=("$@")
 [ ${#files[@]} -gt 0 ] || files=(scenarios/catalog/*.toml)
 one() {
   local file=$1 out rc
-  out=$("$bin" live "$file" 2>&1) && rc=0 || rc=$?
+  local flags=()
+  [ "${LIBRARY:-}" = 1 ] && flags=(--library)
+  out=$("$bin" live "$file" "${flags[@]}" 2>&1) && rc=0 || rc=$?
   local name
   name=$(basename "$file" .toml)
   if [ "$rc" = 2 ]; then
@@ -32,7 +35,7 @@ one() {
   fi
 }
 export -f one
-export bin
+export bin LIBRARY
 results=$(printf '%s\n' "${files[@]}" | xargs -P "$JOBS" -I{} bash -c 'one "$1"' _ {} | sort)
 echo "$results"
 echo "$(echo "$results" | grep -c 'expect met') met, $(echo "$results" | grep -c 'NOT MET') not met, $(echo "$results" | grep -c 'refused') refused, of ${#files[@]}"
