@@ -2837,6 +2837,43 @@ fn the_real_node_redlock_returns_a_lock_born_expired_after_long_retries() {
     catalog_story_live("node-redlock-296-lock-born-expired-fixed");
 }
 
+/// python-redis-lock on a drifting clock, for real
+/// (live/scenarios/python-redis-lock-slow-client-clock.toml): the holder's clock runs 40%
+/// slow; its Python process reads it through the shim, whose translation of its deadline
+/// waits makes the renewal thread's `Event.wait` last 2 s of that clock, 3.3 s of real time,
+/// past the key's 3 s. c2 is let in and an update is lost, as the model derives; with the
+/// drift at 0 the renewal comes in time and both worlds hold.
+#[test]
+fn the_real_python_redis_lock_on_a_slow_clock_renews_too_late_as_its_model_does() {
+    let redis = ("redis-server", "redis-server");
+    let Some(_serial) = python_library_test(redis, "redis_lock", "python-redis-lock") else {
+        return;
+    };
+    let file = "live/scenarios/python-redis-lock-slow-client-clock.toml";
+    let dir = scratch("python-redis-lock-slow-clock");
+    let (j, _, saved_at) = library_live(file, &dir, &PYTHON_REDIS_LOCK, &NO_FENCING);
+    let window = j["stats"]["zombie_window_ms_max"].as_f64().unwrap_or(0.0);
+    assert!(
+        window > 0.0,
+        "expected a zombie window, observed {window} ms: {saved_at}"
+    );
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
+    let drift = "drift_ppm = -400_000";
+    assert!(
+        text.contains(drift),
+        "{file} drifts c1's clock as the test removes it"
+    );
+    let steady = text
+        .replace(drift, "drift_ppm = 0")
+        .replace(
+            "mutual_exclusion = \"violated\"",
+            "mutual_exclusion = \"holds\"",
+        )
+        .replace("lost_update = \"violated\"", "lost_update = \"holds\"");
+    let path = scenario(&dir, "steady", &steady);
+    library_live(&path, &dir, &PYTHON_REDIS_LOCK, &NO_FENCING);
+}
+
 /// pottery's `locked()` for real (live/drivers/pottery_lock.py on three redis-servers): the
 /// holder stalled 3 s past its 1 s lock before the check hears 0 and skips its write (the
 /// sections overlap, no update is lost); stalled after the check, its stale write lands

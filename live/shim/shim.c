@@ -14,18 +14,21 @@
  * wall clock is stepped by a `clock_jump`. CPU-time clocks pass through.
  *
  * Why not libfaketime: Debian's redis-server (jemalloc) recurses into clock_gettime while
- * libfaketime initialises and never starts. This shim never allocates, never calls dlsym and
- * reads the real clocks by the raw system call, so it is safe to call from any point of a
- * process, its allocator's start included.
+ * libfaketime initialises and never starts. This shim never allocates, reads the real clocks
+ * by the raw system call and calls dlsym only from a semaphore wait (for glibc's own), so its
+ * clocks are safe to read from any point of a process, its allocator's start included.
  *
- * Its waits: an event loop's epoll_wait and epoll_pwait timeout is a length of the process's
- * clock, which the shim turns into the machine's (ms * 1e6 / (1e6 + drift_ppm), rounded up),
- * so a timer of a drifting process fires when its own clock says, fast or slow, as in the
- * model. redis-server and Node (libuv) time their loops by differences of the monotonic
- * clock and hand epoll such relative timeouts, re-reading the clock on waking. A process that
- * hands the kernel an absolute deadline on a moved clock (a JVM's timed waits, Python's
- * sleeps and lock timeouts, on CLOCK_MONOTONIC) waits by the kernel's unmoved clock: live
- * mode refuses to drift those.
+ * Its waits, while its clock drifts: a relative timeout (epoll_wait, epoll_pwait, poll,
+ * select, nanosleep, a relative clock_nanosleep) is a length of the process's clock, which the
+ * shim turns into the machine's (length * 1e6 / (1e6 + drift_ppm), rounded up); an absolute
+ * deadline on a moved clock (clock_nanosleep with TIMER_ABSTIME, sem_clockwait,
+ * sem_timedwait) becomes the machine's: now plus what is left of it by the process's clock,
+ * in the machine's time. So a drifting process's timers fire when its own clock says, fast or
+ * slow, as in the model: redis-server's and Node's event loops (epoll), Python's sleeps
+ * (clock_nanosleep), lock and event timeouts (sem_clockwait) and select/poll. A wait already
+ * under way keeps its length when the drift changes. Not translated: pthread_cond_timedwait,
+ * whose clock is the condition variable's (a JVM's timed waits): live mode refuses to drift
+ * a JVM. Without a drift every wait passes through unchanged.
  *
  * Its disk: fsync and fdatasync wait while the file's fsync_held_until_ns (on the machine's
  * monotonic clock) is ahead (`fsync_stall`: a device that does not complete them), and each
@@ -39,12 +42,17 @@
  * fsync_held_until_ns. */
 
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -156,14 +164,93 @@ static int real_ms(int ms) {
     return real_wait_ms > INT_MAX ? INT_MAX : (int)real_wait_ms;
 }
 
-/* By the raw system call, as the clocks are read: no dlsym. 8 bytes is the kernel's signal
- * set (glibc passes the same). */
+/* The machine's length of `process_ns` of this process's clock at `ppm`, rounded up. */
+static int64_t real_ns(int64_t process_ns, int64_t ppm) {
+    int64_t rate = 1000000 + ppm;
+    if (process_ns <= 0 || ppm == 0 || rate <= 0) return process_ns;
+    return (int64_t)(((__int128)process_ns * 1000000 + rate - 1) / rate);
+}
+
+static struct timespec timespec_of(int64_t t) {
+    struct timespec ts = {t / 1000000000, t % 1000000000};
+    return ts;
+}
+
+/* The drift of the process's clock `id` (0: its waits pass through). */
+static int64_t drift_of(clockid_t id) {
+    return is_wall(id) || is_monotonic(id) ? snapshot().drift_ppm : 0;
+}
+
+/* The machine's deadline on clock `id` for the process's `deadline` on its moved clock: now,
+ * plus what is left of it by the process's clock in the machine's time. */
+static struct timespec real_deadline(clockid_t id, const struct timespec *deadline, int64_t ppm) {
+    struct timespec now;
+    real(id, &now);
+    int64_t left = ns(deadline) - (ns(&now) + shift(is_wall(id)));
+    return timespec_of(ns(&now) + (left > 0 ? real_ns(left, ppm) : 0));
+}
+
+/* The waits below make the raw system call, as the clocks are read: no dlsym, but for the
+ * semaphores (glibc's own code; looked up at the first wait, never from an allocator).
+ * 8 bytes is the kernel's signal set (glibc passes the same). */
 int epoll_pwait(int epfd, struct epoll_event *events, int max, int timeout, const sigset_t *mask) {
     return (int)syscall(SYS_epoll_pwait, epfd, events, max, real_ms(timeout), mask, 8);
 }
 
 int epoll_wait(int epfd, struct epoll_event *events, int max, int timeout) {
     return epoll_pwait(epfd, events, max, timeout, NULL);
+}
+
+int poll(struct pollfd *fds, nfds_t count, int timeout) {
+    return (int)syscall(SYS_poll, fds, count, real_ms(timeout));
+}
+
+/* The caller's timeval is left as it was (Linux's select writes the time left into it). */
+int select(int count, fd_set *reads, fd_set *writes, fd_set *errors, struct timeval *timeout) {
+    int64_t ppm = snapshot().drift_ppm;
+    if (!timeout || ppm == 0) return (int)syscall(SYS_select, count, reads, writes, errors, timeout);
+    int64_t wait_ns = real_ns((int64_t)timeout->tv_sec * 1000000000 + timeout->tv_usec * 1000, ppm);
+    int64_t wait_us = (wait_ns + 999) / 1000;
+    struct timeval wait = {wait_us / 1000000, wait_us % 1000000};
+    return (int)syscall(SYS_select, count, reads, writes, errors, &wait);
+}
+
+/* `rem`, after a signal, is what was left in the machine's time. */
+int nanosleep(const struct timespec *req, struct timespec *rem) {
+    int64_t ppm = snapshot().drift_ppm;
+    if (ppm == 0) return (int)syscall(SYS_nanosleep, req, rem);
+    struct timespec wait = timespec_of(real_ns(ns(req), ppm));
+    return (int)syscall(SYS_nanosleep, &wait, rem);
+}
+
+/* Returns the error number, as glibc's does. */
+int clock_nanosleep(clockid_t id, int flags, const struct timespec *req, struct timespec *rem) {
+    int64_t ppm = drift_of(id);
+    struct timespec wait = *req;
+    if (ppm != 0)
+        wait = flags & TIMER_ABSTIME ? real_deadline(id, req, ppm) : timespec_of(real_ns(ns(req), ppm));
+    return syscall(SYS_clock_nanosleep, id, flags, &wait, rem) == 0 ? 0 : errno;
+}
+
+typedef int (*sem_clockwait_fn)(sem_t *, clockid_t, const struct timespec *);
+typedef int (*sem_timedwait_fn)(sem_t *, const struct timespec *);
+
+int sem_clockwait(sem_t *sem, clockid_t id, const struct timespec *deadline) {
+    static sem_clockwait_fn next;
+    if (!__atomic_load_n(&next, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&next, (sem_clockwait_fn)dlsym(RTLD_NEXT, "sem_clockwait"), __ATOMIC_RELEASE);
+    int64_t ppm = drift_of(id);
+    struct timespec at = ppm != 0 ? real_deadline(id, deadline, ppm) : *deadline;
+    return __atomic_load_n(&next, __ATOMIC_ACQUIRE)(sem, id, &at);
+}
+
+int sem_timedwait(sem_t *sem, const struct timespec *deadline) {
+    static sem_timedwait_fn next;
+    if (!__atomic_load_n(&next, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&next, (sem_timedwait_fn)dlsym(RTLD_NEXT, "sem_timedwait"), __ATOMIC_RELEASE);
+    int64_t ppm = drift_of(CLOCK_REALTIME);
+    struct timespec at = ppm != 0 ? real_deadline(CLOCK_REALTIME, deadline, ppm) : *deadline;
+    return __atomic_load_n(&next, __ATOMIC_ACQUIRE)(sem, &at);
 }
 
 /* Waits while the parent holds this process's fsyncs. */

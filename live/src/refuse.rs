@@ -721,22 +721,24 @@ mod tests {
             let prepared = jump(protocol, "c1", &format!("client = \"{client}\""));
             check(&prepared, 1, CutMode::Stall, true).unwrap_or_else(|e| panic!("{client}: {e}"));
         }
-        // Node's clock drifts too: its event loop waits by relative epoll timeouts.
+        // Node's and Python's clocks drift too: the shim translates their waits.
         let drift = "kind = \"clock_drift\"\nnode = \"c1\"\ndrift_ppm = 5000";
-        let prepared = with_fault("single-redis", "client = \"node-redlock\"", drift);
-        check(&prepared, 1, CutMode::Stall, true).unwrap_or_else(|e| panic!("node-redlock: {e}"));
+        for client in ["node-redlock", "redis-py"] {
+            let prepared = with_fault("single-redis", &format!("client = \"{client}\""), drift);
+            check(&prepared, 1, CutMode::Stall, true).unwrap_or_else(|e| panic!("{client}: {e}"));
+        }
     }
 
     /// Clock faults and fsync stalls are refused by name where the shim does not reach (a
-    /// Python or JVM library's drift, etcdctl's clock, an etcd member, a ZooKeeper server's drift or fsyncs, the
+    /// JVM library's drift, etcdctl's clock, an etcd member, a ZooKeeper server's drift or fsyncs, the
     /// resource, a client's disk) and when the simulation draws the clocks.
     #[test]
     fn clocks_and_fsyncs_the_shim_cannot_reach_are_refused_by_name() {
-        // A Python library's clock does not drift, and etcdctl's does not move at all.
+        // A JVM library's clock does not drift, and etcdctl's does not move at all.
         let client_drift = "kind = \"clock_drift\"\nnode = \"c1\"\ndrift_ppm = 5000";
         let library = [
             (
-                with_fault("single-redis", "client = \"redis-py\"", client_drift),
+                with_fault("zookeeper", "client = \"curator\"", client_drift),
                 "does not drift it",
             ),
             (

@@ -69,13 +69,13 @@ impl Driver {
                  where live mode's shim cannot reach",
             );
         }
-        // Node (libuv) times its event loop as redis-server does: relative epoll timeouts,
-        // which the shim scales by the drift.
-        (drifts && self.program != "node").then_some(
-            "live mode steps a Python or JVM library's wall clock (clock_jump, an offset) but \
-             does not drift it: Python and a JVM hand the kernel absolute deadlines on their \
-             monotonic clock, which the kernel reads unmoved (Node's timers, relative epoll \
-             timeouts, drift)",
+        // The shim translates the waits of Node (epoll) and Python (clock_nanosleep,
+        // sem_clockwait, select, poll), not a JVM's (pthread_cond_timedwait, whose clock is the
+        // condition variable's).
+        (drifts && self.program == JAVA).then_some(
+            "live mode steps a JVM library's wall clock (clock_jump, an offset) but does not \
+             drift it: a JVM's timed waits are condition-variable waits on absolute deadlines, \
+             which the shim does not translate (Node's and Python's waits drift)",
         )
     }
 }

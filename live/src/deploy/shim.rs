@@ -556,33 +556,50 @@ mod tests {
         );
     }
 
-    /// A drifting process's epoll timeout lasts its own clock's time: a Python
-    /// `epoll.poll(5)` on a clock 40% fast ends when that clock has moved 5 s (3.6 s of the
-    /// machine's), not 7 s as an unscaled wait would; bounded below by the rounding up, and
-    /// above with over a second of real lateness to spare.
+    /// A drifting process's waits last its own clock's time, relative or absolute: Python's
+    /// sleep (clock_nanosleep to a deadline), an event's and a lock's timeout (sem_clockwait
+    /// to a deadline), select, poll and epoll (relative), each 1.5 s on a clock 40% fast,
+    /// end when that clock has moved 1.5 s (1.07 s of the machine's), not 2.1 s as an
+    /// untranslated wait would; bounded below by the rounding up, and above with a quarter
+    /// second of real lateness to spare each.
     #[test]
-    fn a_drifting_process_waits_its_epoll_timeouts_on_its_own_clock() {
+    fn a_drifting_process_waits_by_its_own_clock() {
         let dir = crate::rundir::RunDir::create().unwrap();
         install_shim(dir.path()).unwrap();
         let clock = NodeShim::create(&dir.path().join("n.shim"), 0, 400_000).unwrap();
-        let program = "import select, time\n\
-            t0 = time.monotonic()\n\
-            select.epoll().poll(5.0)\n\
-            print(round((time.monotonic() - t0) * 1000))\n";
+        let program = "import select, threading, time\n\
+            def took(wait):\n\
+            \x20   t0 = time.monotonic()\n\
+            \x20   wait()\n\
+            \x20   return round((time.monotonic() - t0) * 1000)\n\
+            held = threading.Lock()\n\
+            held.acquire()\n\
+            waits = [('sleep', lambda: time.sleep(1.5)),\n\
+            \x20   ('event', lambda: threading.Event().wait(1.5)),\n\
+            \x20   ('lock', lambda: held.acquire(timeout=1.5)),\n\
+            \x20   ('select', lambda: select.select([], [], [], 1.5)),\n\
+            \x20   ('poll', lambda: select.poll().poll(1500)),\n\
+            \x20   ('epoll', lambda: select.epoll().poll(1.5))]\n\
+            for name, wait in waits:\n\
+            \x20   print(name, took(wait))\n";
         let out = Command::new("python3")
             .args(["-c", program])
             .envs(clock.env())
             .output()
             .expect("python3 runs");
         let text = String::from_utf8_lossy(&out.stdout);
-        let waited_ms: u64 = text
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("python said {text:?}"));
-        assert!(
-            (5_000..6_500).contains(&waited_ms),
-            "expected 5000..6500 ms of its clock, observed {waited_ms} (unscaled: 7000)"
-        );
+        let waits: Vec<(&str, u64)> = (text.lines())
+            .filter_map(|l| l.split_once(' '))
+            .map(|(name, ms)| (name, ms.parse().unwrap_or(0)))
+            .collect();
+        assert_eq!(waits.len(), 6, "python said {text:?}, {:?}", out.stderr);
+        for (name, waited_ms) in waits {
+            assert!(
+                (1_500..1_850).contains(&waited_ms),
+                "{name}: expected 1500..1850 ms of its clock, observed {waited_ms} \
+                 (untranslated: 2100)"
+            );
+        }
     }
 
     /// A process under the shim waits for its fsyncs while they are held, and logs each one
