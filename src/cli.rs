@@ -82,7 +82,10 @@ where
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    let code = match dispatch(cli.command, registry) {
+    let result = dispatch(cli.command, registry);
+    // An interrupted live run ends by its signal's handler (128 + the signal).
+    locksim_live::procs::await_interrupt();
+    let code = match result {
         Ok(code) => code,
         Err(e) => {
             // Messages quote what a file said (an unknown node's name): no raw escapes.

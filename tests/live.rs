@@ -106,7 +106,7 @@ fn alive(pid: u32) -> bool {
         .is_some_and(|i| !stat[i + 1..].trim_start().starts_with('Z'))
 }
 
-/// Every process the run started (its `pids.txt`) is gone within two seconds.
+/// Every process the run started (its `pids.txt`) is gone within ten seconds.
 fn assert_none_left(keep: &Path) {
     assert_gone(&pids_of(keep));
 }
@@ -126,7 +126,9 @@ fn pids_of(dir: &Path) -> Vec<(u32, String)> {
 fn assert_gone(pids: &[(u32, String)]) {
     assert!(!pids.is_empty(), "the run started processes");
     let start = Instant::now();
-    while pids.iter().any(|(p, _)| alive(*p)) && start.elapsed() < Duration::from_secs(2) {
+    // A bound for a loaded machine, where a SIGKILLed process inside a system call (a
+    // server's fsync) dies only when it returns; the wait ends as soon as they are gone.
+    while pids.iter().any(|(p, _)| alive(*p)) && start.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let left: Vec<_> = pids.iter().filter(|(p, _)| alive(*p)).collect();

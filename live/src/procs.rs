@@ -45,11 +45,38 @@ pub fn log_pids_to(file: std::path::PathBuf) {
     PID_LOG.with(|log| *log.borrow_mut() = Some(file));
 }
 
-/// Kills every registered group.
+/// Kills every registered group and waits (at most 10 s) until each group's leader is dead:
+/// a process in the middle of a system call (a server's fsync on a loaded machine) dies only
+/// when it returns, and may write into its directory until then.
 fn kill_registered() {
-    for pgid in std::mem::take(&mut *running_now()).into_keys() {
+    let killed: Vec<i32> = std::mem::take(&mut *running_now()).into_keys().collect();
+    for pgid in &killed {
         // SAFETY: kill has no memory-safety preconditions.
         unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    }
+    let deadline_ns = crate::clock::now_ns() + 10_000_000_000;
+    while killed.iter().any(|pid| living(*pid)) && crate::clock::now_ns() < deadline_ns {
+        crate::clock::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Whether process `pid` exists and is not a zombie (dead, not yet reaped).
+fn living(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rfind(')')
+        .is_some_and(|i| !stat[i + 1..].trim_start().starts_with('Z'))
+}
+
+/// Set when the signal thread starts handling a signal: from then on it, not the command,
+/// ends the process ([`await_interrupt`]).
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// If a signal is being handled, waits for its thread to end the process (with 128 + the
+/// signal, once every process is killed and every run directory removed): the run's own
+/// end, an error from the clients it killed, must not exit first.
+pub fn await_interrupt() {
+    while INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::park_timeout(std::time::Duration::from_secs(1));
     }
 }
 
@@ -63,6 +90,7 @@ pub fn install_signal_handlers() {
             .expect("signal handlers install");
         std::thread::spawn(move || {
             let signal = signals.forever().next().unwrap_or(SIGINT);
+            INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
             kill_registered();
             crate::rundir::remove_registered();
             eprintln!(
