@@ -142,6 +142,22 @@ fn scenario(dir: &Path, name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
+/// The repository's `file` with each `(from, to)` replaced, written into `dir` as a scenario
+/// named `name`: a test's control run. Each `from` must be in the file, so that a changed
+/// file cannot make the control the same run.
+fn variant(file: &str, dir: &Path, name: &str, edits: &[(&str, &str)]) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let mut text = std::fs::read_to_string(path).unwrap();
+    for (from, to) in edits {
+        assert!(
+            text.contains(from),
+            "{file} has {from:?}, which the test replaces"
+        );
+        text = text.replace(from, to);
+    }
+    scenario(dir, name, &text)
+}
+
 /// Runs `locksim live SCENARIO [extra…] --history DIR/NAME.jsonl` and reads the history back:
 /// the output, the events (each a JSON value) and where the history is, for messages.
 fn live_history(
@@ -2713,20 +2729,16 @@ fn the_real_node_redlock_times_its_lock_by_the_wall_clock_as_its_model_does() {
         .iter()
         .any(|e| e["op"] == "note" && e["detail"].as_str().is_some_and(|d| d.contains("aborted")));
     assert!(!aborted, "no routine was aborted: {saved_at}");
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
     let jump = "[[faults]]\nkind = \"clock_jump\"\nnode = \"@holder\"\nat_ms = 1_100\ndelta_ms = -10_000\n";
-    assert!(
-        text.contains(jump),
-        "{file} steps the holder's clock as the test removes it"
-    );
     // Unstepped, the holder aborts at its expiration (by its own clock, 22 ms of drift
     // before the key's): whether the next grant comes a few ms before that is real timing,
     // so only the abort and the skipped write are held to the model.
-    let unstepped = text
-        .replace(jump, "")
-        .replace("mutual_exclusion = \"violated\"\n", "")
-        .replace("lost_update = \"violated\"", "lost_update = \"holds\"");
-    let path = scenario(&dir, "unstepped", &unstepped);
+    let unstepped = [
+        (jump, ""),
+        ("mutual_exclusion = \"violated\"\n", ""),
+        ("lost_update = \"violated\"", "lost_update = \"holds\""),
+    ];
+    let path = variant(file, &dir, "unstepped", &unstepped);
     let (_, events, saved_at) = library_live(&path, &dir, &NODE_REDLOCK, &["lost_update"]);
     let aborted = (events.iter()).any(|e| {
         e["detail"]
@@ -2793,17 +2805,14 @@ fn the_real_node_redlock_on_a_slow_clock_extends_too_late_as_its_model_does() {
         !wrote(&events, "c1#1"),
         "c1#1 skipped its write: {saved_at}"
     );
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
-    let drift = "drift_ppm = -300_000";
-    assert!(
-        text.contains(drift),
-        "{file} drifts c1's clock as the test removes it"
-    );
-    let steady = text.replace(drift, "drift_ppm = 0").replace(
-        "mutual_exclusion = \"violated\"",
-        "mutual_exclusion = \"holds\"",
-    );
-    let path = scenario(&dir, "steady", &steady);
+    let steady = [
+        ("drift_ppm = -300_000", "drift_ppm = 0"),
+        (
+            "mutual_exclusion = \"violated\"",
+            "mutual_exclusion = \"holds\"",
+        ),
+    ];
+    let path = variant(file, &dir, "steady", &steady);
     let (_, events, saved_at) = library_live(&path, &dir, &NODE_REDLOCK, &NO_FENCING);
     assert!(
         wrote(&events, "c1#1"),
@@ -2859,20 +2868,15 @@ fn the_real_python_redis_lock_on_a_slow_clock_renews_too_late_as_its_model_does(
         window > 0.0,
         "expected a zombie window, observed {window} ms: {saved_at}"
     );
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
-    let drift = "drift_ppm = -400_000";
-    assert!(
-        text.contains(drift),
-        "{file} drifts c1's clock as the test removes it"
-    );
-    let steady = text
-        .replace(drift, "drift_ppm = 0")
-        .replace(
+    let steady = [
+        ("drift_ppm = -400_000", "drift_ppm = 0"),
+        (
             "mutual_exclusion = \"violated\"",
             "mutual_exclusion = \"holds\"",
-        )
-        .replace("lost_update = \"violated\"", "lost_update = \"holds\"");
-    let path = scenario(&dir, "steady", &steady);
+        ),
+        ("lost_update = \"violated\"", "lost_update = \"holds\""),
+    ];
+    let path = variant(file, &dir, "steady", &steady);
     library_live(&path, &dir, &PYTHON_REDIS_LOCK, &NO_FENCING);
 }
 
