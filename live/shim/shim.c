@@ -153,22 +153,21 @@ time_t time(time_t *out) {
     return ts.tv_sec;
 }
 
-/* A relative timeout of `ms` of this process's clock, in the machine's ms: its clock gains
- * drift_ppm per million, so each of its ms lasts 1e6 / (1e6 + drift_ppm) real ones. Rounded
- * up, so the wait never ends before the process's clock has moved `ms`. Forever (-1) and
- * at once (0) stay. Scenarios bound drift_ppm to +-500000, so the rate is positive. */
-static int real_ms(int ms) {
+/* The machine's length of `process_ns` of this process's clock: its clock gains drift_ppm
+ * per million, so each of its ns lasts 1e6 / (1e6 + drift_ppm) real ones. Rounded up, so a
+ * wait never ends before the process's clock has moved `process_ns`. Scenarios bound
+ * drift_ppm to +-500000, so the rate is positive. */
+static int64_t real_ns(int64_t process_ns) {
     int64_t rate = 1000000 + snapshot().drift_ppm;
-    if (ms <= 0 || rate == 1000000 || rate <= 0) return ms;
-    int64_t real_wait_ms = ((int64_t)ms * 1000000 + rate - 1) / rate;
-    return real_wait_ms > INT_MAX ? INT_MAX : (int)real_wait_ms;
+    if (process_ns <= 0 || rate == 1000000 || rate <= 0) return process_ns;
+    return (int64_t)(((__int128)process_ns * 1000000 + rate - 1) / rate);
 }
 
-/* The machine's length of `process_ns` of this process's clock at `ppm`, rounded up. */
-static int64_t real_ns(int64_t process_ns, int64_t ppm) {
-    int64_t rate = 1000000 + ppm;
-    if (process_ns <= 0 || ppm == 0 || rate <= 0) return process_ns;
-    return (int64_t)(((__int128)process_ns * 1000000 + rate - 1) / rate);
+/* A relative timeout in ms, as real_ns; forever (-1) and at once (0) stay. */
+static int real_ms(int ms) {
+    if (ms <= 0) return ms;
+    int64_t real_wait_ms = (real_ns((int64_t)ms * 1000000) + 999999) / 1000000;
+    return real_wait_ms > INT_MAX ? INT_MAX : (int)real_wait_ms;
 }
 
 static struct timespec timespec_of(int64_t t) {
@@ -176,23 +175,30 @@ static struct timespec timespec_of(int64_t t) {
     return ts;
 }
 
-/* The drift of the process's clock `id` (0: its waits pass through). */
-static int64_t drift_of(clockid_t id) {
-    return is_wall(id) || is_monotonic(id) ? snapshot().drift_ppm : 0;
-}
-
 /* The machine's deadline on clock `id` for the process's `deadline` on its moved clock: now,
- * plus what is left of it by the process's clock in the machine's time. */
-static struct timespec real_deadline(clockid_t id, const struct timespec *deadline, int64_t ppm) {
+ * plus what is left of it by the process's clock in the machine's time. Unchanged on a clock
+ * the shim does not move, or without a drift. */
+static struct timespec real_deadline(clockid_t id, const struct timespec *deadline) {
+    if (!(is_wall(id) || is_monotonic(id)) || snapshot().drift_ppm == 0) return *deadline;
     struct timespec now;
     real(id, &now);
     int64_t left = ns(deadline) - (ns(&now) + shift(is_wall(id)));
-    return timespec_of(ns(&now) + (left > 0 ? real_ns(left, ppm) : 0));
+    return timespec_of(ns(&now) + (left > 0 ? real_ns(left) : 0));
 }
 
-/* The waits below make the raw system call, as the clocks are read: no dlsym, but for the
- * semaphores (glibc's own code; looked up at the first wait, never from an allocator).
- * 8 bytes is the kernel's signal set (glibc passes the same). */
+/* glibc's own `name` (the semaphores' waits are its code, not a system call), looked up at
+ * the first wait into `slot`, never from an allocator. */
+static void *glibc(void **slot, const char *name) {
+    void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        fn = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+/* The waits below make the raw system call, as the clocks are read: no dlsym but for the
+ * semaphores (glibc above). 8 bytes is the kernel's signal set (glibc passes the same). */
 int epoll_pwait(int epfd, struct epoll_event *events, int max, int timeout, const sigset_t *mask) {
     return (int)syscall(SYS_epoll_pwait, epfd, events, max, real_ms(timeout), mask, 8);
 }
@@ -207,9 +213,9 @@ int poll(struct pollfd *fds, nfds_t count, int timeout) {
 
 /* The caller's timeval is left as it was (Linux's select writes the time left into it). */
 int select(int count, fd_set *reads, fd_set *writes, fd_set *errors, struct timeval *timeout) {
-    int64_t ppm = snapshot().drift_ppm;
-    if (!timeout || ppm == 0) return (int)syscall(SYS_select, count, reads, writes, errors, timeout);
-    int64_t wait_ns = real_ns((int64_t)timeout->tv_sec * 1000000000 + timeout->tv_usec * 1000, ppm);
+    if (!timeout || snapshot().drift_ppm == 0)
+        return (int)syscall(SYS_select, count, reads, writes, errors, timeout);
+    int64_t wait_ns = real_ns((int64_t)timeout->tv_sec * 1000000000 + timeout->tv_usec * 1000);
     int64_t wait_us = (wait_ns + 999) / 1000;
     struct timeval wait = {wait_us / 1000000, wait_us % 1000000};
     return (int)syscall(SYS_select, count, reads, writes, errors, &wait);
@@ -217,40 +223,32 @@ int select(int count, fd_set *reads, fd_set *writes, fd_set *errors, struct time
 
 /* `rem`, after a signal, is what was left in the machine's time. */
 int nanosleep(const struct timespec *req, struct timespec *rem) {
-    int64_t ppm = snapshot().drift_ppm;
-    if (ppm == 0) return (int)syscall(SYS_nanosleep, req, rem);
-    struct timespec wait = timespec_of(real_ns(ns(req), ppm));
+    if (snapshot().drift_ppm == 0) return (int)syscall(SYS_nanosleep, req, rem);
+    struct timespec wait = timespec_of(real_ns(ns(req)));
     return (int)syscall(SYS_nanosleep, &wait, rem);
 }
 
 /* Returns the error number, as glibc's does. */
 int clock_nanosleep(clockid_t id, int flags, const struct timespec *req, struct timespec *rem) {
-    int64_t ppm = drift_of(id);
-    struct timespec wait = *req;
-    if (ppm != 0)
-        wait = flags & TIMER_ABSTIME ? real_deadline(id, req, ppm) : timespec_of(real_ns(ns(req), ppm));
+    int moved = (is_wall(id) || is_monotonic(id)) && snapshot().drift_ppm != 0;
+    struct timespec wait = !moved                  ? *req
+                           : flags & TIMER_ABSTIME ? real_deadline(id, req)
+                                                   : timespec_of(real_ns(ns(req)));
     return syscall(SYS_clock_nanosleep, id, flags, &wait, rem) == 0 ? 0 : errno;
 }
 
-typedef int (*sem_clockwait_fn)(sem_t *, clockid_t, const struct timespec *);
-typedef int (*sem_timedwait_fn)(sem_t *, const struct timespec *);
-
 int sem_clockwait(sem_t *sem, clockid_t id, const struct timespec *deadline) {
-    static sem_clockwait_fn next;
-    if (!__atomic_load_n(&next, __ATOMIC_ACQUIRE))
-        __atomic_store_n(&next, (sem_clockwait_fn)dlsym(RTLD_NEXT, "sem_clockwait"), __ATOMIC_RELEASE);
-    int64_t ppm = drift_of(id);
-    struct timespec at = ppm != 0 ? real_deadline(id, deadline, ppm) : *deadline;
-    return __atomic_load_n(&next, __ATOMIC_ACQUIRE)(sem, id, &at);
+    static void *next;
+    int (*wait)(sem_t *, clockid_t, const struct timespec *) = glibc(&next, "sem_clockwait");
+    struct timespec at = real_deadline(id, deadline);
+    return wait(sem, id, &at);
 }
 
 int sem_timedwait(sem_t *sem, const struct timespec *deadline) {
-    static sem_timedwait_fn next;
-    if (!__atomic_load_n(&next, __ATOMIC_ACQUIRE))
-        __atomic_store_n(&next, (sem_timedwait_fn)dlsym(RTLD_NEXT, "sem_timedwait"), __ATOMIC_RELEASE);
-    int64_t ppm = drift_of(CLOCK_REALTIME);
-    struct timespec at = ppm != 0 ? real_deadline(CLOCK_REALTIME, deadline, ppm) : *deadline;
-    return __atomic_load_n(&next, __ATOMIC_ACQUIRE)(sem, &at);
+    static void *next;
+    int (*wait)(sem_t *, const struct timespec *) = glibc(&next, "sem_timedwait");
+    struct timespec at = real_deadline(CLOCK_REALTIME, deadline);
+    return wait(sem, &at);
 }
 
 /* Waits while the parent holds this process's fsyncs. */
