@@ -512,29 +512,22 @@ pub enum ExpirationFrom {
     GrantingTry,
 }
 
-/// `expiration_from` is node-redlock's alone (every other library dates a grant from the
-/// try that got it).
-pub fn check_expiration_from(
+/// Checks the parameters a library adds: node-redlock refuses a threshold within 100 ms of
+/// the duration (`using()`'s own check); `expiration_from` is node-redlock's alone (every
+/// other library dates a grant from the try that got it).
+pub fn check_library(
     library: Library,
-    from: ExpirationFrom,
+    ttl_ms: u64,
+    threshold_ms: u64,
+    expiration_from: ExpirationFrom,
 ) -> Result<(), crate::protocol::ParamError> {
-    if from != ExpirationFrom::Call && library != Library::NodeRedlock {
+    if expiration_from != ExpirationFrom::Call && library != Library::NodeRedlock {
         return Err(crate::protocol::ParamError::field(
             "expiration_from",
             "is node-redlock's (client = \"node-redlock\"); other libraries date a grant \
              from the try that got it",
         ));
     }
-    Ok(())
-}
-
-/// Checks the parameters a library adds: node-redlock refuses a threshold within 100 ms of
-/// the duration (`using()`'s own check).
-pub fn check_library(
-    library: Library,
-    ttl_ms: u64,
-    threshold_ms: u64,
-) -> Result<(), crate::protocol::ParamError> {
     if library == Library::PythonRedisLock && !ttl_ms.is_multiple_of(1000) {
         return Err(crate::protocol::ParamError::field(
             "ttl_ms",
@@ -850,7 +843,7 @@ async fn renewal_thread<C: LockClient>(
 /// expired" checks are on the wall clock (`src/index.ts`: `start + duration - drift`,
 /// `existing.expiration < Date.now()`, `lock.expiration > Date.now()`). The model's grant
 /// is on the monotonic clock; a frame is the wall clock's lead over it when an expiration
-/// was set, and [`WallFrame::now_ms`] reads the wall clock in that frame: the monotonic
+/// was set, and [`WallFrame::now`] reads the wall clock in that frame: the monotonic
 /// clock plus any step since. Without a `clock_jump` the two run at one rate and it is the
 /// monotonic clock.
 #[derive(Clone, Copy)]

@@ -50,9 +50,8 @@ use super::client::{
     drift_allowance_ms, lock_value, release_cmd, Attempt, Attempts, GiveUp, Retry,
 };
 use super::profile::{
-    check_expiration_from, check_library, check_single_redis_library,
-    default_extension_threshold_ms, extend_cmd, extended as is_extended, redlock_profiles,
-    ExpirationFrom, Library, Profiled,
+    check_library, check_single_redis_library, default_extension_threshold_ms, extend_cmd,
+    extended as is_extended, redlock_profiles, ExpirationFrom, Library, Profiled,
 };
 use super::server::{start_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
@@ -246,8 +245,12 @@ impl Params {
             ));
         }
         check_single_redis_library(self.client)?;
-        check_expiration_from(self.client, self.expiration_from)?;
-        check_library(self.client, self.ttl_ms, self.extension_threshold_ms)
+        check_library(
+            self.client,
+            self.ttl_ms,
+            self.extension_threshold_ms,
+            self.expiration_from,
+        )
     }
 
     /// pottery's limit on the extensions of one grant.

@@ -53,9 +53,8 @@ use super::client::{
     Attempts, OneServer, OneServerLock, Retry,
 };
 use super::profile::{
-    check_expiration_from, check_library, check_single_redis_library,
-    default_extension_threshold_ms, one_server_profiles, one_server_retry, ExpirationFrom, Library,
-    Profiled,
+    check_library, check_single_redis_library, default_extension_threshold_ms, one_server_profiles,
+    one_server_retry, ExpirationFrom, Library, Profiled,
 };
 use super::replication::{ReplNet, ReplRole, Replicated, ReplicationConfig};
 use super::sentinel::{
@@ -313,8 +312,12 @@ impl Params {
         }
         check_drift_factor(self.clock_drift_factor)?;
         check_single_redis_library(self.client)?;
-        check_expiration_from(self.client, self.expiration_from)?;
-        check_library(self.client, self.ttl_ms, self.extension_threshold_ms)
+        check_library(
+            self.client,
+            self.ttl_ms,
+            self.extension_threshold_ms,
+            self.expiration_from,
+        )
     }
 
     /// The validity a grant gets: ttl − drift allowance (Redis docs: ttl × factor + 2 ms).

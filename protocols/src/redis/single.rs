@@ -23,9 +23,8 @@ use super::client::{
     release_cmd, validity, Attempt, Attempts, OneServer, OneServerLock, Retry, Waited, SIGNAL_KEY,
 };
 use super::profile::{
-    check_expiration_from, check_library, default_extension_threshold_ms, one_server_retry,
-    python_redis_lock_timeout_s, single_redis_profiles, ExpirationFrom, InstanceToken, Library,
-    Profiled,
+    check_library, default_extension_threshold_ms, one_server_retry, python_redis_lock_timeout_s,
+    single_redis_profiles, ExpirationFrom, InstanceToken, Library, Profiled,
 };
 use super::server::{start_server, Persistence, RedisNet, ServerConfig};
 use super::store::{Cmd, Reply};
@@ -115,8 +114,12 @@ impl Params {
             return Err(ParamError::field("request_timeout_ms", "must be positive"));
         }
         check_drift_factor(self.clock_drift_factor)?;
-        check_expiration_from(self.client, self.expiration_from)?;
-        check_library(self.client, self.ttl_ms, self.extension_threshold_ms)
+        check_library(
+            self.client,
+            self.ttl_ms,
+            self.extension_threshold_ms,
+            self.expiration_from,
+        )
     }
 
     /// The validity a grant gets: ttl − drift allowance (Redis docs: ttl × factor + 2 ms).
