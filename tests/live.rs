@@ -101,9 +101,7 @@ fn json(out: &Output) -> serde_json::Value {
 
 /// Whether a pid is a live (not zombie) process.
 fn alive(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rfind(')')
-        .is_some_and(|i| !stat[i + 1..].trim_start().starts_with('Z'))
+    locksim_live::procs::living(pid as i32)
 }
 
 /// Every process the run started (its `pids.txt`) is gone within ten seconds.
@@ -2725,9 +2723,7 @@ fn the_real_node_redlock_times_its_lock_by_the_wall_clock_as_its_model_does() {
     let dir = scratch("node-redlock-step");
     let (j, events, saved_at) = library_live(file, &dir, &NODE_REDLOCK, &NO_FENCING);
     assert_eq!(j["properties"]["lost_update"], "invalid", "{saved_at}");
-    let aborted = events
-        .iter()
-        .any(|e| e["op"] == "note" && e["detail"].as_str().is_some_and(|d| d.contains("aborted")));
+    let aborted = (events.iter()).any(|e| e["op"] == "note" && says(e, "aborted"));
     assert!(!aborted, "no routine was aborted: {saved_at}");
     let jump = "[[faults]]\nkind = \"clock_jump\"\nnode = \"@holder\"\nat_ms = 1_100\ndelta_ms = -10_000\n";
     // Unstepped, the holder aborts at its expiration (by its own clock, 22 ms of drift
@@ -2740,11 +2736,7 @@ fn the_real_node_redlock_times_its_lock_by_the_wall_clock_as_its_model_does() {
     ];
     let path = variant(file, &dir, "unstepped", &unstepped);
     let (_, events, saved_at) = library_live(&path, &dir, &NODE_REDLOCK, &["lost_update"]);
-    let aborted = (events.iter()).any(|e| {
-        e["detail"]
-            .as_str()
-            .is_some_and(|d| d.contains("work aborted"))
-    });
+    let aborted = (events.iter()).any(|e| says(e, "work aborted"));
     assert!(aborted, "unstepped, the holder aborted: {saved_at}");
 }
 
@@ -2769,9 +2761,8 @@ fn the_real_node_redlock_gives_up_its_lock_when_its_wall_clock_steps_forward() {
     let holder = first["grant"].as_str().unwrap_or_default();
     let refused = events.iter().any(|e| {
         e["grant"] == holder
-            && (e["detail"].as_str()).is_some_and(|d| {
-                d.contains("Cannot extend an already-expired lock.") && d.contains("aborted")
-            })
+            && says(e, "Cannot extend an already-expired lock.")
+            && says(e, "aborted")
     });
     assert!(
         refused,
@@ -2797,9 +2788,7 @@ fn the_real_node_redlock_on_a_slow_clock_extends_too_late_as_its_model_does() {
     let file = "live/scenarios/node-redlock-slow-client-clock.toml";
     let dir = scratch("node-redlock-slow-clock");
     let (_, events, saved_at) = library_live(file, &dir, &NODE_REDLOCK, &NO_FENCING);
-    let aborted = (events.iter()).any(|e| {
-        e["grant"] == "c1#1" && (e["detail"].as_str()).is_some_and(|d| d.contains("work aborted"))
-    });
+    let aborted = (events.iter()).any(|e| e["grant"] == "c1#1" && says(e, "work aborted"));
     assert!(aborted, "c1#1's routine aborted: {saved_at}");
     assert!(
         !wrote(&events, "c1#1"),
@@ -2949,6 +2938,11 @@ fn wrote(events: &[serde_json::Value], grant: &str) -> bool {
     events
         .iter()
         .any(|e| e["op"] == "write" && e["grant"] == grant)
+}
+
+/// Whether event `e`'s detail says `text`.
+fn says(e: &serde_json::Value, text: &str) -> bool {
+    e["detail"].as_str().is_some_and(|d| d.contains(text))
 }
 
 /// CURATOR-206's cut-off holder with the session policy, for real

@@ -61,7 +61,7 @@ fn kill_registered() {
 }
 
 /// Whether process `pid` exists and is not a zombie (dead, not yet reaped).
-fn living(pid: i32) -> bool {
+pub fn living(pid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     stat.rfind(')')
         .is_some_and(|i| !stat[i + 1..].trim_start().starts_with('Z'))

@@ -730,8 +730,8 @@ mod tests {
     }
 
     /// Clock faults and fsync stalls are refused by name where the shim does not reach (a
-    /// JVM library's drift, etcdctl's clock, an etcd member, a ZooKeeper server's drift or fsyncs, the
-    /// resource, a client's disk) and when the simulation draws the clocks.
+    /// JVM library's drift, etcdctl's clock, an etcd member, a ZooKeeper server's drift or
+    /// fsyncs, the resource, a client's disk) and when the simulation draws the clocks.
     #[test]
     fn clocks_and_fsyncs_the_shim_cannot_reach_are_refused_by_name() {
         // A JVM library's clock does not drift, and etcdctl's does not move at all.

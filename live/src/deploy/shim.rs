@@ -435,9 +435,10 @@ pub fn why_not_stalled(prepared: &Prepared, node: &str) -> Option<String> {
 /// own, or with `library` a real library's where its driver allows), a shim file of its own
 /// in `dir` if the run needs one
 /// ([`shim_needed`]; a role such as `@primary` or `@holder` may name any of them), with its
-/// `[clocks]` offset (its drift is set as the run starts, [`start_drifts`]); each server starts with the shim preloaded (a Redis server
-/// also logging its syncs, for [`PowerLoss`]); a client of locksim's own reads its clock
-/// from its file, a real library's process runs with the shim preloaded onto it.
+/// `[clocks]` offset (its drift is set as the run starts, [`start_drifts`]); each server
+/// starts with the shim preloaded (a Redis server also logging its syncs, for
+/// [`PowerLoss`]); a client of locksim's own reads its clock from its file, a real
+/// library's process runs with the shim preloaded onto it.
 pub fn attach(
     prepared: &Prepared,
     faults: &[Fault],
@@ -492,8 +493,9 @@ pub fn start_drifts(
     shims: &mut BTreeMap<String, NodeShim>,
 ) -> std::io::Result<()> {
     for (node, set) in &prepared.scenario.clocks.nodes {
-        if let (Some(shim), true) = (shims.get_mut(node), set.drift_ppm != 0) {
-            shim.drift(set.drift_ppm)?;
+        match shims.get_mut(node) {
+            Some(shim) if set.drift_ppm != 0 => shim.drift(set.drift_ppm)?,
+            _ => {}
         }
     }
     Ok(())
