@@ -71,11 +71,16 @@ pub fn living(pid: i32) -> bool {
 /// ends the process ([`await_interrupt`]).
 static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Whether a signal is being handled (its thread ends the process).
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// If a signal is being handled, waits for its thread to end the process (with 128 + the
 /// signal, once every process is killed and every run directory removed): the run's own
 /// end, an error from the clients it killed, must not exit first.
 pub fn await_interrupt() {
-    while INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+    while interrupted() {
         std::thread::park_timeout(std::time::Duration::from_secs(1));
     }
 }

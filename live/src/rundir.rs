@@ -2,7 +2,7 @@
 //! clients' specs and logs), gone on every way out of the run:
 //! - a normal end, an error or a panic (which unwinds): [`RunDir`]'s `Drop`;
 //! - SIGINT / SIGTERM / SIGHUP: the signal thread ([`crate::procs`]) calls
-//!   [`remove_registered`];
+//!   [`remove_registered`] (a `Drop` during it leaves the directory to it);
 //! - locksim killed (SIGKILL, a crash): the next live run on the machine removes it
 //!   ([`sweep_stale`]), since the pid in its name is no longer running.
 //!
@@ -47,6 +47,11 @@ impl RunDir {
 
 impl Drop for RunDir {
     fn drop(&mut self) {
+        // The run ends because a signal's thread killed its processes: that thread removes
+        // the directory once they are dead (one still dying may write into it until then).
+        if crate::procs::interrupted() {
+            return;
+        }
         dirs().retain(|d| *d != self.path);
         let _ = std::fs::remove_dir_all(&self.path);
     }
