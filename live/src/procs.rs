@@ -67,20 +67,11 @@ pub fn living(pid: i32) -> bool {
         .is_some_and(|i| !stat[i + 1..].trim_start().starts_with('Z'))
 }
 
-/// Set when the signal thread starts handling a signal: from then on it, not the command,
-/// ends the process ([`await_interrupt`]).
-static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether a signal is being handled (its thread ends the process).
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
-}
-
 /// If a signal is being handled, waits for its thread to end the process (with 128 + the
 /// signal, once every process is killed and every run directory removed): the run's own
 /// end, an error from the clients it killed, must not exit first.
 pub fn await_interrupt() {
-    while interrupted() {
+    while crate::rundir::interrupted() {
         std::thread::park_timeout(std::time::Duration::from_secs(1));
     }
 }
@@ -95,7 +86,7 @@ pub fn install_signal_handlers() {
             .expect("signal handlers install");
         std::thread::spawn(move || {
             let signal = signals.forever().next().unwrap_or(SIGINT);
-            INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+            crate::rundir::interrupt();
             kill_registered();
             crate::rundir::remove_registered();
             eprintln!(

@@ -9,6 +9,7 @@
 //! `--keep DIR` is the user's own directory and is never removed.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// The prefix of every run directory's name (then `PID-NS`).
@@ -19,6 +20,20 @@ static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 fn dirs() -> MutexGuard<'static, Vec<PathBuf>> {
     DIRS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Set when the signal thread starts handling a signal: from then on it, not the command,
+/// ends the process (`procs::await_interrupt`) and removes the run directories.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// The signal thread has begun: the run directories are its to remove.
+pub(crate) fn interrupt() {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Whether a signal is being handled (its thread ends the process).
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
 }
 
 /// A temporary run directory, removed when dropped (and on a signal while it exists).
@@ -49,7 +64,7 @@ impl Drop for RunDir {
     fn drop(&mut self) {
         // The run ends because a signal's thread killed its processes: that thread removes
         // the directory once they are dead (one still dying may write into it until then).
-        if crate::procs::interrupted() {
+        if interrupted() {
             return;
         }
         dirs().retain(|d| *d != self.path);
