@@ -2969,6 +2969,44 @@ fn the_real_curator_hears_lost_while_cut_off_and_aborts_before_writing_as_its_mo
     assert!(!wrote(&events, "c1#1"), "c1#1 wrote after LOST: {saved_at}");
 }
 
+/// Curator counts SUSPENDED by the wall clock, for real
+/// (scenarios/catalog/zookeeper-curator-lost-wall-clock-step-back.toml): the cut-off above,
+/// and c1's wall clock stepped back 6 s while its connection is SUSPENDED. Curator's
+/// ConnectionStateManager injects LOST only once `System.currentTimeMillis()` says a session
+/// timeout has passed, 6 s late: c1 writes inside c2's section first and c2 overwrites it,
+/// in the model and in Curator (without the step, the test above, nothing is lost).
+#[test]
+fn the_real_curator_counts_suspended_by_its_wall_clock_and_writes_after_a_step_back() {
+    let Some(_serial) = curator_test() else {
+        return;
+    };
+    let file = "scenarios/catalog/zookeeper-curator-lost-wall-clock-step-back.toml";
+    let dir = scratch("curator-lost-step-back");
+    let (j, events, saved_at) = library_live(file, &dir, &CURATOR, &PROPERTIES);
+    assert_eq!(j["properties"]["mutual_exclusion"], "invalid", "{saved_at}");
+    assert_eq!(j["properties"]["lost_update"], "invalid", "{saved_at}");
+    let at = |found: Option<usize>, what: &str| {
+        found.unwrap_or_else(|| panic!("no {what} in the history: {saved_at}"))
+    };
+    let c1 = |e: &serde_json::Value| e["node"] == "c1";
+    let step = at(
+        events.iter().position(|e| e["op"] == "clock_jump"),
+        "clock step",
+    );
+    let write = at(
+        events
+            .iter()
+            .position(|e| e["op"] == "write" && e["grant"] == "c1#1"),
+        "write of c1#1",
+    );
+    let lost = events.iter().position(|e| c1(e) && says(e, "LOST"));
+    assert!(
+        step < write && lost.is_none_or(|lost| write < lost),
+        "c1 wrote after the step and before it heard LOST (step #{step}, write #{write}, \
+         LOST {lost:?}): {saved_at}"
+    );
+}
+
 /// The same cut-off under Curator's default StandardConnectionStateErrorPolicy
 /// (zookeeper-curator-suspended-standard.toml): SUSPENDED already counts, so c1 aborts
 /// before its session expires and c2 is granted: everything holds, in both worlds.

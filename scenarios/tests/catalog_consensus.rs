@@ -509,6 +509,11 @@ groups = [["c1"], ["zk1", "zk2", "zk3"]]
         ),
         "curator-reconnect.toml",
     );
+    assert_lost_after(&curator, 9_000.0);
+}
+
+/// Asserts that Curator's injected LOST comes `after_ms` after SUSPENDED on every seed.
+fn assert_lost_after(curator: &Prepared, after_ms: f64) {
     for seed in 1..=SEEDS {
         let (r, h) = curator.run_with_history(seed);
         let at = |part: &str| {
@@ -518,9 +523,49 @@ groups = [["c1"], ["zk1", "zk2", "zk3"]]
         };
         let (suspended, lost) = (at("(SUSPENDED)"), at("expiration injected (LOST)"));
         assert!(
-            (lost - suspended - 9_000.0).abs() < 1.0,
-            "{}: SUSPENDED at {suspended} ms, LOST at {lost} ms",
+            (lost - suspended - after_ms).abs() < 1.0,
+            "{}: SUSPENDED at {suspended} ms, LOST at {lost} ms, expected {after_ms} ms later",
             r.replay
         );
     }
+}
+
+/// Curator counts the time since SUSPENDED by its wall clock
+/// (`System.currentTimeMillis() - startOfSuspendedEpoch`) after a poll on the monotonic
+/// clock: a step back by J while SUSPENDED makes LOST J late, a step forward changes nothing.
+/// The holder cut off from the ensemble for 20 s, its 9 s session SUSPENDED at about 6.5 s,
+/// its wall clock stepped at 8 s.
+#[test]
+fn curator_counts_suspended_by_its_wall_clock_a_step_back_delays_lost_and_a_step_forward_does_not()
+{
+    assert_expect_met("zookeeper-curator-lost-wall-clock-step-back.toml");
+    let text = |delta_ms: i64| {
+        format!(
+            r#"
+name = "curator-lost-wall-clock"
+duration_ms = 40_000
+[protocol]
+name = "zookeeper"
+peers = 3
+session_timeout_ms = 9_000
+client = "curator"
+[workload]
+clients = 1
+cs_ms_min = 30_000
+cs_ms_max = 30_000
+[[faults]]
+kind = "partition"
+at_ms = 500
+duration_ms = 20_000
+groups = [["c1"], ["zk1", "zk2", "zk3"]]
+[[faults]]
+kind = "clock_jump"
+node = "c1"
+at_ms = 8_000
+delta_ms = {delta_ms}
+"#
+        )
+    };
+    assert_lost_after(&parsed(&text(-3_000), "back.toml"), 12_000.0);
+    assert_lost_after(&parsed(&text(3_000), "forward.toml"), 9_000.0);
 }

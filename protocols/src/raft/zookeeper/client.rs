@@ -24,8 +24,17 @@ struct Session {
     id: u64,
     /// When the last ping that was answered was sent (local clock).
     heard: Duration,
-    /// Since when (local clock) the client has noted its connection lost, if it has.
-    suspended: Option<Duration>,
+    /// Since when the client has noted its connection lost (SUSPENDED), if it has.
+    suspended: Option<Suspended>,
+}
+
+/// When the connection was noted lost, on the client's two clocks: the monotonic one its
+/// connection times by, and the wall clock Curator's `ConnectionStateManager` counts the
+/// suspension by (`startOfSuspendedEpoch = System.currentTimeMillis()`).
+#[derive(Clone, Copy)]
+struct Suspended {
+    mono: Duration,
+    wall_ms: i64,
 }
 
 type SharedSession = Rc<RefCell<Option<Session>>>;
@@ -451,7 +460,7 @@ fn next_try(link: &Link, live: &Session) -> (Duration, Duration, bool) {
     let servers = link.peers.len().max(1) as u32;
     let (mut wait, mut budget) = (Duration::from_millis(sleep_ms), timeout / servers);
     if link.params.client.injects_lost() {
-        let lost_in = (since + timeout).saturating_sub(link.ctx.mono_now());
+        let lost_in = lost_in(link, since);
         wait = wait.min(lost_in);
         budget = budget.min(lost_in - wait);
     }
@@ -469,17 +478,37 @@ enum State {
     Lost(&'static str),
 }
 
+/// How long until Curator's `ConnectionStateManager` injects LOST, if nothing is heard
+/// meanwhile (zero: now). Its loop (`processEvents`) polls its event queue for a session
+/// timeout from SUSPENDED, on the monotonic clock (`BlockingQueue.poll`), and then checks
+/// the time suspended by the wall clock (`checkSessionExpiration`:
+/// `System.currentTimeMillis() - startOfSuspendedEpoch`, Curator 5.4 as in its main branch
+/// of July 2026); while a wall clock stepped back says less, it polls again for what the wall
+/// clock says is left. So a step back by J while SUSPENDED makes LOST J late; a step forward
+/// changes nothing (the poll is on the monotonic clock). Without a step both clocks agree.
+fn lost_in(link: &Link, since: Suspended) -> Duration {
+    let timeout = link.params.timeout();
+    let polled = (since.mono + timeout).saturating_sub(link.ctx.mono_now());
+    if !polled.is_zero() {
+        return polled;
+    }
+    let suspended_ms = link.ctx.wall_ms() - since.wall_ms;
+    let left_ms = timeout.as_millis() as i64 - suspended_ms;
+    Duration::from_millis(left_ms.max(0) as u64)
+}
+
 /// What an unanswered ping tells: `SUSPENDED` two thirds of the timeout after the last
 /// answer; Curator's `LOST`, injected once a whole session timeout has passed since then
-/// (`ConnectionStateManager.checkSessionExpiration`). The raw client hears nothing more.
+/// by its count ([`lost_in`]). The raw client hears nothing more.
 fn silence(link: &Link, live: &mut Session) -> Option<State> {
     let (now, timeout) = (link.ctx.mono_now(), link.params.timeout());
     match live.suspended {
         None if now >= live.heard + timeout * 2 / 3 => {
-            live.suspended = Some(now);
+            let wall_ms = link.ctx.wall_ms();
+            live.suspended = Some(Suspended { mono: now, wall_ms });
             Some(State::Suspended("connection lost (SUSPENDED)"))
         }
-        Some(since) if link.params.client.injects_lost() && now >= since + timeout => {
+        Some(since) if link.params.client.injects_lost() && lost_in(link, since).is_zero() => {
             Some(State::Lost(
                 "session timeout elapsed while SUSPENDED: session expiration injected (LOST)",
             ))

@@ -12,7 +12,10 @@
 //!   keeps time while `SUSPENDED`: once the (negotiated) session timeout has passed since the
 //!   connection was suspended it injects a session expiration (`checkSessionExpiration`:
 //!   "Session timeout has elapsed while SUSPENDED. Injecting a session expiration"), and the
-//!   application hears `LOST` although no server told it. Which states count as losing the
+//!   application hears `LOST` although no server told it. It counts that time by the wall
+//!   clock (`System.currentTimeMillis() - startOfSuspendedEpoch`, after a poll of its event
+//!   queue on the monotonic clock): a step back while `SUSPENDED` makes `LOST` late by the
+//!   step (`zookeeper-curator-lost-wall-clock-step-back`). Which states count as losing the
 //!   lock is the framework's `ConnectionStateErrorPolicy`: `standard`
 //!   (`StandardConnectionStateErrorPolicy`, the default: `SUSPENDED` and `LOST`) or `session`
 //!   (`SessionConnectionStateErrorPolicy`: `LOST` only); the listener of a careful
