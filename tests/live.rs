@@ -1818,6 +1818,20 @@ fn a_proxy_forgets_closed_connections_and_closing_it_ends_a_stalled_links_thread
     c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     c.read_exact(&mut buf).unwrap();
     assert_eq!(&buf, b"held", "held bytes arrive after the heal");
+    // A close is held as the bytes are: the FIN waits in the stalled way until the heal.
+    let mut d = std::net::TcpStream::connect(proxy.addr).unwrap();
+    d.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    proxy.cut(CutMode::Stall, Some(Dir::Up));
+    d.shutdown(std::net::Shutdown::Write).unwrap();
+    let read = d.read(&mut buf);
+    assert!(
+        read.is_err(),
+        "expected no close while Up is cut, observed {read:?}"
+    );
+    proxy.heal(Some(Dir::Up));
+    d.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    assert_eq!(d.read(&mut buf).unwrap(), 0, "closed after the heal");
     // Cut at the end: closing the proxy ends every thread it started.
     proxy.cut(CutMode::Stall, None);
     c.write_all(b"stuck").unwrap();

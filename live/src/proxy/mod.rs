@@ -588,7 +588,8 @@ fn open(
 
 /// Copies `from` → `to` in `dir` (after `first`, the rewritten first message, if any),
 /// holding bytes while the direction is stalled and each chunk for its latency and its
-/// resends; at the end the connection is closed both ways and forgotten.
+/// resends; at the end, once the direction flows, the connection is closed both ways and
+/// forgotten.
 fn forward(
     link: &Arc<Link>,
     (id, sender, first): (u64, Sender, Vec<u8>),
@@ -608,6 +609,10 @@ fn forward(
         };
     }
     out.finish();
+    // The end of the stream (a FIN, a reset) is a segment like the bytes before it: held while
+    // the direction is stalled, passed on at the heal. Passed on at once, a server's close of
+    // an expired session's connection told a client cut off from it (ZooKeeper's Disconnected).
+    flows();
     let _ = (from.shutdown(Shutdown::Both), to.shutdown(Shutdown::Both));
     link.conns.lock().unwrap().remove(&id);
 }
