@@ -3021,6 +3021,30 @@ fn the_real_curator_counts_suspended_by_its_wall_clock_and_writes_after_a_step_b
     );
 }
 
+/// Curator's default policy on a drifting clock, for real
+/// (live/scenarios/curator-standard-slow-client-clock.toml): the cut-off below, the holder's
+/// clock 45% slow. Its JVM reads the clock through the shim, whose translation of its timed
+/// waits makes ZooKeeper's read timeout (2 s of its clock) last 3.6 s of real time, past the
+/// session's expiry: c2 is let in before c1 hears SUSPENDED and aborts, as the model derives.
+/// Without the drift (the test below, the same file without `[clocks]`) everything holds.
+#[test]
+fn the_real_curator_on_a_slow_clock_suspends_after_its_session_expired_as_its_model_does() {
+    let Some(_serial) = curator_test() else {
+        return;
+    };
+    let file = "live/scenarios/curator-standard-slow-client-clock.toml";
+    let dir = scratch("curator-slow-clock");
+    let (j, events, saved_at) = library_live(file, &dir, &CURATOR, &PROPERTIES);
+    let window = j["stats"]["zombie_window_ms_max"].as_f64().unwrap_or(0.0);
+    assert!(
+        window > 0.0,
+        "expected a zombie window, observed {window} ms: {saved_at}"
+    );
+    let why = aborted(&events, "c1#1").unwrap_or_else(|| panic!("c1#1 aborted: {saved_at}"));
+    assert!(why.contains("SUSPENDED"), "{why}: {saved_at}");
+    assert!(!wrote(&events, "c1#1"), "c1#1 wrote: {saved_at}");
+}
+
 /// The same cut-off under Curator's default StandardConnectionStateErrorPolicy
 /// (zookeeper-curator-suspended-standard.toml): SUSPENDED already counts, so c1 aborts
 /// before its session expires and c2 is granted: everything holds, in both worlds.
@@ -3458,6 +3482,41 @@ fn a_client_whose_clock_runs_slow_overstays_its_lease_for_real() {
         window > 100.0,
         "expected c1 working >100 ms past c2's entry, observed {window} ms: {saved_at}"
     );
+}
+
+/// ZooKeeper servers on drifting clocks (live/scenarios/zookeeper-fast-server-clocks.toml):
+/// every server's clock 40% fast, so the leader's session tracker (its monotonic clock, its
+/// timed waits translated by the shim) expires a 3 s session in about 2.1 s of real time, and
+/// the holder's 2.5 s pause outlives it: mutual exclusion violated and an update lost, as the
+/// model derives. With the servers' clocks keeping time the session outlives the pause and
+/// everything holds, in both worlds.
+#[test]
+fn zookeeper_servers_on_fast_clocks_expire_a_paused_holders_session_as_the_model_does() {
+    let Some(_serial) = live_test("java", "zookeeper") else {
+        return;
+    };
+    let dir = scratch("zk-fast-clocks");
+    let file = "live/scenarios/zookeeper-fast-server-clocks.toml";
+    let steady = [
+        ("drift_ppm = 400_000", "drift_ppm = 0"),
+        (
+            "mutual_exclusion = \"violated\"",
+            "mutual_exclusion = \"holds\"",
+        ),
+        ("lost_update = \"violated\"", "lost_update = \"holds\""),
+    ];
+    let steady = variant(file, &dir, "steady", &steady);
+    for (file, verdict) in [(file.to_owned(), "invalid"), (steady, "valid")] {
+        let model = json(&in_repo(&["run", &file, "--json"]));
+        assert_eq!(model["verdict"], verdict, "the model of {file}");
+        let (out, _, saved_at) = live_history(&file, &dir, "h", &["--json"]);
+        let j = json(&out);
+        assert!(
+            j["verdict"] == verdict && j["expect"]["met"] == true,
+            "{file}: expected {verdict}, observed {}: {saved_at}",
+            brief(&j)
+        );
+    }
 }
 
 /// ZooKeeper times sessions by its monotonic clock: the leader's wall clock stepped 30 s

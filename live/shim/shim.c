@@ -26,9 +26,14 @@
  * in the machine's time. So a drifting process's timers fire when its own clock says, fast or
  * slow, as in the model: redis-server's and Node's event loops (epoll), Python's sleeps
  * (clock_nanosleep), lock and event timeouts (sem_clockwait) and select/poll. A wait already
- * under way keeps its length when the drift changes. Not translated: pthread_cond_timedwait,
- * whose clock is the condition variable's (a JVM's timed waits): live mode refuses to drift
- * a JVM. Without a drift every wait passes through unchanged.
+ * under way keeps its length when the drift changes. A condition variable's timed wait
+ * (pthread_cond_timedwait: a JVM's sleeps, parks and timed waits) is a deadline on the
+ * variable's own clock, which the shim learns when the variable is made: pthread_cond_init
+ * with an attribute whose clock (pthread_condattr_getclock) is monotonic puts the variable
+ * in a table, pthread_cond_destroy takes it out, and a variable not in it waits on the wall
+ * clock (the default, and PTHREAD_COND_INITIALIZER's). A deadline on a clock moved only by a
+ * step or an offset (no drift) is translated too: the process computed it on its moved
+ * clock. On a clock nothing moves every wait passes through unchanged.
  *
  * Its disk: fsync and fdatasync wait while the file's fsync_held_until_ns (on the machine's
  * monotonic clock) is ahead (`fsync_stall`: a device that does not complete them), and each
@@ -47,6 +52,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <semaphore.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -177,12 +183,14 @@ static struct timespec timespec_of(int64_t t) {
 
 /* The machine's deadline on clock `id` for the process's `deadline` on its moved clock: now,
  * plus what is left of it by the process's clock in the machine's time. Unchanged on a clock
- * the shim does not move, or without a drift. */
+ * the shim does not move, or has not moved. */
 static struct timespec real_deadline(clockid_t id, const struct timespec *deadline) {
-    if (!(is_wall(id) || is_monotonic(id)) || snapshot().drift_ppm == 0) return *deadline;
+    if (!(is_wall(id) || is_monotonic(id))) return *deadline;
+    int64_t moved = shift(is_wall(id));
+    if (moved == 0 && snapshot().drift_ppm == 0) return *deadline;
     struct timespec now;
     real(id, &now);
-    int64_t left = ns(deadline) - (ns(&now) + shift(is_wall(id)));
+    int64_t left = ns(deadline) - (ns(&now) + moved);
     return timespec_of(ns(&now) + (left > 0 ? real_ns(left) : 0));
 }
 
@@ -230,10 +238,10 @@ int nanosleep(const struct timespec *req, struct timespec *rem) {
 
 /* Returns the error number, as glibc's does. */
 int clock_nanosleep(clockid_t id, int flags, const struct timespec *req, struct timespec *rem) {
-    int moved = (is_wall(id) || is_monotonic(id)) && snapshot().drift_ppm != 0;
-    struct timespec wait = !moved                  ? *req
-                           : flags & TIMER_ABSTIME ? real_deadline(id, req)
-                                                   : timespec_of(real_ns(ns(req)));
+    int drifts = (is_wall(id) || is_monotonic(id)) && snapshot().drift_ppm != 0;
+    struct timespec wait = flags & TIMER_ABSTIME ? real_deadline(id, req)
+                           : drifts              ? timespec_of(real_ns(ns(req)))
+                                                 : *req;
     return syscall(SYS_clock_nanosleep, id, flags, &wait, rem) == 0 ? 0 : errno;
 }
 
@@ -249,6 +257,83 @@ int sem_timedwait(sem_t *sem, const struct timespec *deadline) {
     int (*wait)(sem_t *, const struct timespec *) = glibc(&next, "sem_timedwait");
     struct timespec at = real_deadline(CLOCK_REALTIME, deadline);
     return wait(sem, &at);
+}
+
+/* The condition variables made with a monotonic clock, by address: open addressing, each
+ * slot empty (0), a variable, or one destroyed (GONE, passed over by a lookup, reused by an
+ * insert). Made and destroyed by any thread, so slots change by compare-and-swap only. A
+ * full table keeps no more (their waits are then taken for the wall clock's). */
+#define CONDS 16384 /* a power of two */
+#define GONE ((pthread_cond_t *)1)
+static pthread_cond_t *monotonic_conds[CONDS];
+
+static size_t cond_slot(const pthread_cond_t *cond) {
+    return (size_t)(((uintptr_t)cond >> 3) * 0x9E3779B97F4A7C15ull >> 50) & (CONDS - 1);
+}
+
+/* The slot holding `cond`, or -1. */
+static long cond_find(const pthread_cond_t *cond) {
+    size_t s = cond_slot(cond);
+    for (size_t i = 0; i < CONDS; i++, s = (s + 1) & (CONDS - 1)) {
+        pthread_cond_t *seen = __atomic_load_n(&monotonic_conds[s], __ATOMIC_ACQUIRE);
+        if (seen == cond) return (long)s;
+        if (!seen) return -1;
+    }
+    return -1;
+}
+
+static void cond_forget(pthread_cond_t *cond) {
+    long s = cond_find(cond);
+    if (s >= 0) __sync_bool_compare_and_swap(&monotonic_conds[s], cond, GONE);
+}
+
+static void cond_remember(pthread_cond_t *cond) {
+    if (cond_find(cond) >= 0) return;
+    size_t s = cond_slot(cond);
+    for (size_t i = 0; i < CONDS; i++, s = (s + 1) & (CONDS - 1)) {
+        pthread_cond_t *seen = __atomic_load_n(&monotonic_conds[s], __ATOMIC_ACQUIRE);
+        if ((!seen || seen == GONE) && __sync_bool_compare_and_swap(&monotonic_conds[s], seen, cond))
+            return;
+    }
+}
+
+int pthread_cond_init(pthread_cond_t *cond, const pthread_condattr_t *attr) {
+    static void *next;
+    int (*init)(pthread_cond_t *, const pthread_condattr_t *) = glibc(&next, "pthread_cond_init");
+    int rc = init(cond, attr);
+    clockid_t id = CLOCK_REALTIME;
+    if (rc == 0 && attr) pthread_condattr_getclock(attr, &id);
+    /* Forgotten first: the memory may have held a variable never destroyed. */
+    cond_forget(cond);
+    if (rc == 0 && is_monotonic(id)) cond_remember(cond);
+    return rc;
+}
+
+int pthread_cond_destroy(pthread_cond_t *cond) {
+    static void *next;
+    int (*destroy)(pthread_cond_t *) = glibc(&next, "pthread_cond_destroy");
+    cond_forget(cond);
+    return destroy(cond);
+}
+
+int pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
+                           const struct timespec *deadline) {
+    static void *next;
+    int (*wait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *) =
+        glibc(&next, "pthread_cond_timedwait");
+    if (!state()) return wait(cond, mutex, deadline);
+    clockid_t id = cond_find(cond) >= 0 ? CLOCK_MONOTONIC : CLOCK_REALTIME;
+    struct timespec at = real_deadline(id, deadline);
+    return wait(cond, mutex, &at);
+}
+
+int pthread_cond_clockwait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t id,
+                           const struct timespec *deadline) {
+    static void *next;
+    int (*wait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *) =
+        glibc(&next, "pthread_cond_clockwait");
+    struct timespec at = real_deadline(id, deadline);
+    return wait(cond, mutex, id, &at);
 }
 
 /* Waits while the parent holds this process's fsyncs. */

@@ -292,9 +292,8 @@ fn clocks(prepared: &Prepared, library: bool) -> Result<(), Refused> {
                 .into(),
         );
     }
-    for (node, set) in &clocks.nodes {
-        let drifts = set.drift_ppm != 0;
-        if let Some(why) = crate::deploy::shim::why_not_movable(prepared, node, library, drifts) {
+    for node in clocks.nodes.keys() {
+        if let Some(why) = crate::deploy::shim::why_not_movable(prepared, node, library) {
             return refused(format!(
                 "[clocks.nodes.{node}]: {why}; run it in the simulator"
             ));
@@ -318,9 +317,7 @@ fn check_fault(
     match fault {
         Fault::ClockJump(locksim_sim::fault::ClockJump { node, .. })
         | Fault::ClockDrift(locksim_sim::fault::ClockDrift { node, .. }) => {
-            let drifts = matches!(fault, Fault::ClockDrift(_));
-            let why = crate::deploy::shim::why_not_movable(prepared, node, library, drifts);
-            if let Some(why) = why {
+            if let Some(why) = crate::deploy::shim::why_not_movable(prepared, node, library) {
                 return Err(format!("{why}; run it in the simulator"));
             }
         }
@@ -721,38 +718,38 @@ mod tests {
             let prepared = jump(protocol, "c1", &format!("client = \"{client}\""));
             check(&prepared, 1, CutMode::Stall, true).unwrap_or_else(|e| panic!("{client}: {e}"));
         }
-        // Node's and Python's clocks drift too: the shim translates their waits.
+        // Node's, Python's and a JVM's clocks drift too: the shim translates their waits.
         let drift = "kind = \"clock_drift\"\nnode = \"c1\"\ndrift_ppm = 5000";
-        for client in ["node-redlock", "redis-py"] {
-            let prepared = with_fault("single-redis", &format!("client = \"{client}\""), drift);
+        for (protocol, client) in [
+            ("single-redis", "node-redlock"),
+            ("single-redis", "redis-py"),
+            ("zookeeper", "curator"),
+        ] {
+            let prepared = with_fault(protocol, &format!("client = \"{client}\""), drift);
             check(&prepared, 1, CutMode::Stall, true).unwrap_or_else(|e| panic!("{client}: {e}"));
         }
+        // And a ZooKeeper server's.
+        let drift = "kind = \"clock_drift\"\nnode = \"zk1\"\ndrift_ppm = 5000";
+        check(
+            &with_fault("zookeeper", "", drift),
+            1,
+            CutMode::Stall,
+            false,
+        )
+        .unwrap();
     }
 
-    /// Clock faults and fsync stalls are refused by name where the shim does not reach (a
-    /// JVM library's drift, etcdctl's clock, an etcd member, a ZooKeeper server's drift or
-    /// fsyncs, the resource, a client's disk) and when the simulation draws the clocks.
+    /// Clock faults and fsync stalls are refused by name where the shim does not reach
+    /// (etcdctl's clock, an etcd member, a ZooKeeper server's fsyncs, the resource, a client's
+    /// disk) and when the simulation draws the clocks.
     #[test]
     fn clocks_and_fsyncs_the_shim_cannot_reach_are_refused_by_name() {
-        // A JVM library's clock does not drift, and etcdctl's does not move at all.
-        let client_drift = "kind = \"clock_drift\"\nnode = \"c1\"\ndrift_ppm = 5000";
-        let library = [
-            (
-                with_fault("zookeeper", "client = \"curator\"", client_drift),
-                "does not drift it",
-            ),
-            (
-                jump("etcd", "c1", "client = \"etcdctl-3.4\""),
-                "etcdctl is a Go program",
-            ),
-        ];
-        for (prepared, says) in library {
-            let Err(Refused(why)) = check(&prepared, 1, CutMode::Stall, true) else {
-                panic!("a real library's clock moved: {says}");
-            };
-            assert!(why.contains(says), "expected {says:?}, observed {why}");
-        }
-        let drift = "kind = \"clock_drift\"\nnode = \"zk1\"\ndrift_ppm = 5000";
+        // etcdctl's clock does not move at all.
+        let prepared = jump("etcd", "c1", "client = \"etcdctl-3.4\"");
+        let Err(Refused(why)) = check(&prepared, 1, CutMode::Stall, true) else {
+            panic!("etcdctl's clock moved");
+        };
+        assert!(why.contains("etcdctl is a Go program"), "{why}");
         for (prepared, says) in [
             (
                 jump("single-redis", "resource", ""),
@@ -765,7 +762,6 @@ mod tests {
             (stall("zookeeper", "zk1"), "ZooKeeper preallocates"),
             (stall("single-redis", "c1"), "`c1` is not a server"),
             (jump("etcd", "etcd1", ""), "Go program"),
-            (with_fault("zookeeper", "", drift), "JVM"),
             (
                 jump("single-redis", "redis", "[clocks]\ndrift_ppm_max = 100"),
                 "drawn per node inside the simulation",

@@ -60,22 +60,11 @@ pub struct Driver {
 
 impl Driver {
     /// Why live mode cannot move this library's clock (the shim preloaded into its process,
-    /// `deploy::shim`), if it cannot; `drifts`: the clock's rate would change, not only its
-    /// wall reading.
-    pub fn why_clock_fixed(&self, drifts: bool) -> Option<&'static str> {
-        if self.protocol == "etcd" {
-            return Some(
-                "etcdctl is a Go program, which reads the clock through the vDSO without libc, \
-                 where live mode's shim cannot reach",
-            );
-        }
-        // The shim translates the waits of Node (epoll) and Python (clock_nanosleep,
-        // sem_clockwait, select, poll), not a JVM's (pthread_cond_timedwait, whose clock is the
-        // condition variable's).
-        (drifts && self.program == JAVA).then_some(
-            "live mode steps a JVM library's wall clock (clock_jump, an offset) but does not \
-             drift it: a JVM's timed waits are condition-variable waits on absolute deadlines, \
-             which the shim does not translate (Node's and Python's waits drift)",
+    /// `deploy::shim`, which translates the waits of Node, Python and a JVM), if it cannot.
+    pub fn why_clock_fixed(&self) -> Option<&'static str> {
+        (self.protocol == "etcd").then_some(
+            "etcdctl is a Go program, which reads the clock through the vDSO without libc, \
+             where live mode's shim cannot reach",
         )
     }
 }

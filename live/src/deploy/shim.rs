@@ -16,14 +16,14 @@
 //! and files do not move: the other processes, and the run's own timestamps, keep real time.
 //!
 //! What it reaches ([`why_not_movable`], [`why_not_stalled`]): Redis servers, data nodes and
-//! Sentinels (a Sentinel's TILT mode is the model's too); a ZooKeeper server's wall clock
-//! (the JVM reads it through libc), not its drift (the JVM hands the kernel absolute
-//! deadlines on its monotonic clock, which the kernel would read unmoved, so a drift would
-//! stretch or cut every timed wait) nor its fsyncs (ZooKeeper preallocates its log files);
-//! not an etcd member (Go reads the clock through the vDSO and calls fsync by the system
+//! Sentinels (a Sentinel's TILT mode is the model's too); a ZooKeeper server's clocks (the
+//! JVM reads them through libc, and the shim turns its timed waits, condition-variable
+//! deadlines and epoll timeouts, into the machine's), not its fsyncs (ZooKeeper preallocates
+//! its log files); not an etcd member (Go reads the clock through the vDSO and calls fsync by the system
 //! call, without libc). locksim's own client needs no shim: it reads its clock from its file
 //! ([`ClockView`]) through its node's context, and keeps stamping its events on the
-//! machine's monotonic clock; a real library's client (`--library`) is not moved.
+//! machine's monotonic clock; a real library's process (`--library`) runs with the shim
+//! preloaded onto its client's file (not etcdctl: Go).
 
 use crate::clock;
 use locksim_scenarios::Prepared;
@@ -351,14 +351,8 @@ fn not_a_server(prepared: &Prepared, node: &str) -> bool {
 }
 
 /// Why live mode cannot move `node`'s clock (a node or a role), if it cannot; `library`:
-/// the clients run a real library (`--library`); `drifts`: the clock's rate changes, not
-/// only its wall reading.
-pub fn why_not_movable(
-    prepared: &Prepared,
-    node: &str,
-    library: bool,
-    drifts: bool,
-) -> Option<String> {
+/// the clients run a real library (`--library`).
+pub fn why_not_movable(prepared: &Prepared, node: &str, library: bool) -> Option<String> {
     let s = &prepared.scenario;
     let client = s.workload.client_names().iter().any(|c| c == node)
         || node == locksim_sim::nemesis::ROLE_HOLDER;
@@ -366,7 +360,7 @@ pub fn why_not_movable(
         let (_, driver) = crate::client::driver::of_scenario(s);
         return match driver.filter(|_| library) {
             None => None,
-            Some(d) => d.why_clock_fixed(drifts).map(|why| {
+            Some(d) => d.why_clock_fixed().map(|why| {
                 format!(
                     "`{node}` is a client running {} (--library): {why}",
                     d.profile
@@ -386,12 +380,6 @@ pub fn why_not_movable(
         "etcd" => Some(
             "an etcd member is a Go program, which reads the clock through the vDSO without \
              libc, where live mode's shim cannot reach"
-                .into(),
-        ),
-        "zookeeper" if drifts => Some(
-            "a ZooKeeper server's JVM hands the kernel absolute deadlines on its monotonic \
-             clock, which the kernel reads unmoved: a drifting clock would stretch or cut every \
-             timed wait, so live mode steps a ZooKeeper server's wall clock only"
                 .into(),
         ),
         "zookeeper" => None,
@@ -464,7 +452,7 @@ pub fn attach(
     };
     let redis = is_redis(prepared);
     for server in &mut deployment.servers {
-        if why_not_movable(prepared, &server.name, false, false).is_none() {
+        if why_not_movable(prepared, &server.name, false).is_none() {
             let clock = create(&server.name)?;
             server.env = clock.env();
             if redis {
@@ -478,7 +466,7 @@ pub fn attach(
         }
     }
     for client in prepared.scenario.workload.client_names() {
-        if why_not_movable(prepared, &client, library, false).is_none() {
+        if why_not_movable(prepared, &client, library).is_none() {
             shims.insert(client.clone(), create(&client)?);
         }
     }
@@ -600,6 +588,62 @@ mod tests {
                 (1_500..1_850).contains(&waited_ms),
                 "{name}: expected 1500..1850 ms of its clock, observed {waited_ms} \
                  (untranslated: 2100)"
+            );
+        }
+    }
+
+    /// A drifting JVM's waits last its own clock's time too: `Thread.sleep`, `Object.wait`,
+    /// `LockSupport.parkNanos` and a queue's `poll` (condition variables on the monotonic
+    /// clock) and `LockSupport.parkUntil` (one on the wall clock), each 1.5 s of its clock
+    /// 40% fast, as the Python waits above. Untranslated, each deadline, taken on the moved
+    /// clock and handed to the kernel as the machine's, also waited for everything the clock
+    /// had gained since it began to drift (seconds, after the JVM's start).
+    #[test]
+    fn a_drifting_jvm_waits_by_its_own_clock() {
+        let dir = crate::rundir::RunDir::create().unwrap();
+        install_shim(dir.path()).unwrap();
+        let clock = NodeShim::create(&dir.path().join("n.shim"), 0, 400_000).unwrap();
+        let program = "import java.util.concurrent.*;\n\
+            import java.util.concurrent.locks.LockSupport;\n\
+            public class Waits {\n\
+            \x20   interface W { void run() throws Exception; }\n\
+            \x20   static void took(String name, W w) throws Exception {\n\
+            \x20       long t0 = System.nanoTime();\n\
+            \x20       w.run();\n\
+            \x20       System.out.println(name + \" \" + (System.nanoTime() - t0) / 1000000);\n\
+            \x20   }\n\
+            \x20   public static void main(String[] a) throws Exception {\n\
+            \x20       Object o = new Object();\n\
+            \x20       took(\"sleep\", () -> Thread.sleep(1500));\n\
+            \x20       took(\"wait\", () -> { synchronized (o) { o.wait(1500); } });\n\
+            \x20       took(\"park\", () -> LockSupport.parkNanos(1_500_000_000L));\n\
+            \x20       took(\"poll\", () -> new LinkedBlockingQueue<Integer>().poll(1500, TimeUnit.MILLISECONDS));\n\
+            \x20       took(\"until\", () -> LockSupport.parkUntil(System.currentTimeMillis() + 1500));\n\
+            \x20   }\n\
+            }\n";
+        let source = dir.path().join("Waits.java");
+        std::fs::write(&source, program).unwrap();
+        let out = Command::new("java")
+            .args([
+                "-XX:TieredStopAtLevel=1",
+                "-XX:+UseSerialGC",
+                "-XX:-UsePerfData",
+            ])
+            .arg(&source)
+            .envs(clock.env())
+            .output()
+            .expect("java runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let waits: Vec<(&str, u64)> = (text.lines())
+            .filter_map(|l| l.split_once(' '))
+            .map(|(name, ms)| (name, ms.parse().unwrap_or(0)))
+            .collect();
+        assert_eq!(waits.len(), 5, "java said {text:?}, {:?}", out.stderr);
+        for (name, waited_ms) in waits {
+            // parkUntil's deadline is in whole ms: up to 1 ms short of 1.5 s.
+            assert!(
+                (1_499..1_850).contains(&waited_ms),
+                "{name}: expected 1499..1850 ms of its clock, observed {waited_ms}"
             );
         }
     }
