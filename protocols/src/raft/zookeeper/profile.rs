@@ -54,8 +54,12 @@
 //!   `ping_clock = "monotonic"`). A step forward makes kazoo ping early, which the model
 //!   does not (it harms nothing).
 //!
-//! Where the model simplifies: Curator's retry policy (exponential backoff) is a retry every
-//! request timeout until the connection timeout, kazoo's (backoff from 0.1 s with jitter) a
+//! Where the model simplifies: Curator's acquire timeout counts by the wall clock too
+//! (`LockInternals.internalLockLoop` subtracts `System.currentTimeMillis()` differences
+//! between its monotonic waits), the model's by the monotonic clock: a step back while an
+//! acquire waits lengthens its wait by the step, a step forward shortens it (an acquire that
+//! fails or waits on, never a second holder); Curator's retry policy (exponential backoff) is
+//! a retry every request timeout until the connection timeout, kazoo's (backoff from 0.1 s with jitter) a
 //! retry every request timeout until the acquire's timeout; `sessionExpirationPercent` is
 //! 100, its default; both libraries' locks sort children by the sequence suffix, as the
 //! tree lists them, and their node names differ only in the prefix's spelling. A server
