@@ -464,14 +464,8 @@ fn curator_takes_its_old_sessions_node_in_a_new_session_and_the_owner_check_does
     assert_eq!(common::notes(&h, "c1", "not ours (owner checked)").len(), 1);
 }
 
-/// The first connection after a heal learns that the session expired: a client cut off past
-/// its session's expiry reconnects (a random sleep below a second, as `ClientCnxn`'s send
-/// thread) and the server's answer says `Expired` at once, not at the next ping a third of
-/// the timeout later. Curator injects LOST a session timeout after SUSPENDED on its own timer.
-#[test]
-fn a_zookeeper_client_learns_its_session_expired_on_reconnecting_and_curator_injects_lost_on_time()
-{
-    let text = r#"
+/// One client of a 9 s session, working 30 s, cut off from the ensemble for 20 s from 0.5 s.
+const CUT_OFF_20_S: &str = r#"
 name = "zookeeper-reconnect-learns-expiry"
 duration_ms = 40_000
 [protocol]
@@ -488,6 +482,15 @@ at_ms = 500
 duration_ms = 20_000
 groups = [["c1"], ["zk1", "zk2", "zk3"]]
 "#;
+
+/// The first connection after a heal learns that the session expired: a client cut off past
+/// its session's expiry reconnects (a random sleep below a second, as `ClientCnxn`'s send
+/// thread) and the server's answer says `Expired` at once, not at the next ping a third of
+/// the timeout later. Curator injects LOST a session timeout after SUSPENDED on its own timer.
+#[test]
+fn a_zookeeper_client_learns_its_session_expired_on_reconnecting_and_curator_injects_lost_on_time()
+{
+    let text = CUT_OFF_20_S;
     let (heal_ms, ping_every_ms) = (20_500.0, 3_000.0);
     let raw = parsed(text, "zookeeper-reconnect-learns-expiry.toml");
     for seed in 1..=SEEDS {
@@ -540,31 +543,10 @@ fn curator_counts_suspended_by_its_wall_clock_a_step_back_delays_lost_and_a_step
 {
     assert_expect_met("zookeeper-curator-lost-wall-clock-step-back.toml");
     let text = |delta_ms: i64| {
-        format!(
-            r#"
-name = "curator-lost-wall-clock"
-duration_ms = 40_000
-[protocol]
-name = "zookeeper"
-peers = 3
-session_timeout_ms = 9_000
-client = "curator"
-[workload]
-clients = 1
-cs_ms_min = 30_000
-cs_ms_max = 30_000
-[[faults]]
-kind = "partition"
-at_ms = 500
-duration_ms = 20_000
-groups = [["c1"], ["zk1", "zk2", "zk3"]]
-[[faults]]
-kind = "clock_jump"
-node = "c1"
-at_ms = 8_000
-delta_ms = {delta_ms}
-"#
-        )
+        let curator = "session_timeout_ms = 9_000\nclient = \"curator\"";
+        let step = "kind = \"clock_jump\"\nnode = \"c1\"\nat_ms = 8_000";
+        let cut_off = CUT_OFF_20_S.replace("session_timeout_ms = 9_000", curator);
+        format!("{cut_off}[[faults]]\n{step}\ndelta_ms = {delta_ms}\n")
     };
     assert_lost_after(&parsed(&text(-3_000), "back.toml"), 12_000.0);
     assert_lost_after(&parsed(&text(3_000), "forward.toml"), 9_000.0);
