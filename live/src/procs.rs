@@ -62,9 +62,15 @@ fn kill_registered() {
 
 /// Whether process `pid` exists and is not a zombie (dead, not yet reaped).
 pub fn living(pid: i32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rfind(')')
-        .is_some_and(|i| !stat[i + 1..].trim_start().starts_with('Z'))
+    state(pid).is_some_and(|s| s != 'Z')
+}
+
+/// Process `pid`'s state in /proc (`T`: stopped, `Z`: a zombie, ...), if it exists. It
+/// follows the command name, which is in parentheses and may hold spaces.
+fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = stat.rfind(')')? + 1;
+    stat[after_name..].trim_start().chars().next()
 }
 
 /// If a signal is being handled, waits for its thread to end the process (with 128 + the
@@ -133,14 +139,7 @@ impl Proc {
 
     /// Whether the process is stopped (state `T` in /proc): a SIGSTOP has taken effect.
     pub fn is_stopped(&self) -> bool {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()));
-        // The state follows the command name, which is in parentheses and may hold spaces.
-        stat.ok()
-            .and_then(|s| {
-                s.rfind(')')
-                    .map(|i| s[i + 1..].trim_start().starts_with('T'))
-            })
-            .unwrap_or(false)
+        state(self.pid()) == Some('T')
     }
 
     /// Whether it has exited (reaping it if so).
