@@ -597,12 +597,15 @@ mod tests {
     /// clock) and `LockSupport.parkUntil` (one on the wall clock), each 1.5 s of its clock
     /// 40% fast, as the Python waits above. Untranslated, each deadline, taken on the moved
     /// clock and handed to the kernel as the machine's, also waited for everything the clock
-    /// had gained since it began to drift (seconds, after the JVM's start).
+    /// had gained since it began to drift (seconds, after the JVM's start). And on a wall
+    /// clock set 5 s back without a drift: parkUntil's deadline, 5 s in the machine's past
+    /// untranslated, ended at once.
     #[test]
     fn a_drifting_jvm_waits_by_its_own_clock() {
         let dir = crate::rundir::RunDir::create().unwrap();
         install_shim(dir.path()).unwrap();
-        let clock = NodeShim::create(&dir.path().join("n.shim"), 0, 400_000).unwrap();
+        let fast = NodeShim::create(&dir.path().join("fast.shim"), 0, 400_000).unwrap();
+        let behind = NodeShim::create(&dir.path().join("behind.shim"), -5_000, 0).unwrap();
         let program = "import java.util.concurrent.*;\n\
             import java.util.concurrent.locks.LockSupport;\n\
             public class Waits {\n\
@@ -623,28 +626,31 @@ mod tests {
             }\n";
         let source = dir.path().join("Waits.java");
         std::fs::write(&source, program).unwrap();
-        let out = Command::new("java")
-            .args([
-                "-XX:TieredStopAtLevel=1",
-                "-XX:+UseSerialGC",
-                "-XX:-UsePerfData",
-            ])
-            .arg(&source)
-            .envs(clock.env())
-            .output()
-            .expect("java runs");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let waits: Vec<(&str, u64)> = (text.lines())
-            .filter_map(|l| l.split_once(' '))
-            .map(|(name, ms)| (name, ms.parse().unwrap_or(0)))
-            .collect();
-        assert_eq!(waits.len(), 5, "java said {text:?}, {:?}", out.stderr);
-        for (name, waited_ms) in waits {
-            // parkUntil's deadline is in whole ms: up to 1 ms short of 1.5 s.
-            assert!(
-                (1_499..1_850).contains(&waited_ms),
-                "{name}: expected 1499..1850 ms of its clock, observed {waited_ms}"
-            );
+        for clock in [fast, behind] {
+            let out = Command::new("java")
+                .args([
+                    "-XX:TieredStopAtLevel=1",
+                    "-XX:+UseSerialGC",
+                    "-XX:-UsePerfData",
+                ])
+                .arg(&source)
+                .envs(clock.env())
+                .output()
+                .expect("java runs");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let waits: Vec<(&str, u64)> = (text.lines())
+                .filter_map(|l| l.split_once(' '))
+                .map(|(name, ms)| (name, ms.parse().unwrap_or(0)))
+                .collect();
+            assert_eq!(waits.len(), 5, "java said {text:?}, {:?}", out.stderr);
+            for (name, waited_ms) in waits {
+                // parkUntil's deadline is in whole ms: up to 1 ms short of 1.5 s.
+                assert!(
+                    (1_499..1_850).contains(&waited_ms),
+                    "{name} on {}: expected 1499..1850 ms of its clock, observed {waited_ms}",
+                    clock.path().display()
+                );
+            }
         }
     }
 
