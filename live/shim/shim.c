@@ -292,8 +292,8 @@ static void cond_remember(pthread_cond_t *cond) {
     size_t s = cond_slot(cond);
     for (size_t i = 0; i < CONDS; i++, s = (s + 1) & (CONDS - 1)) {
         pthread_cond_t *seen = __atomic_load_n(&monotonic_conds[s], __ATOMIC_ACQUIRE);
-        if ((!seen || seen == GONE) && __sync_bool_compare_and_swap(&monotonic_conds[s], seen, cond))
-            return;
+        int free = !seen || seen == GONE;
+        if (free && __sync_bool_compare_and_swap(&monotonic_conds[s], seen, cond)) return;
     }
 }
 

@@ -19,8 +19,8 @@
 //! Sentinels (a Sentinel's TILT mode is the model's too); a ZooKeeper server's clocks (the
 //! JVM reads them through libc, and the shim turns its timed waits, condition-variable
 //! deadlines and epoll timeouts, into the machine's), not its fsyncs (ZooKeeper preallocates
-//! its log files); not an etcd member (Go reads the clock through the vDSO and calls fsync by the system
-//! call, without libc). locksim's own client needs no shim: it reads its clock from its file
+//! its log files); not an etcd member (Go reads the clock through the vDSO and calls fsync by
+//! the system call, without libc). locksim's own client needs no shim: it reads its clock from its file
 //! ([`ClockView`]) through its node's context, and keeps stamping its events on the
 //! machine's monotonic clock; a real library's process (`--library`) runs with the shim
 //! preloaded onto its client's file (not etcdctl: Go).
