@@ -272,6 +272,11 @@ impl Params {
         Duration::from_micros((ms * 1000.0) as u64)
     }
 
+    /// The validity a lock gets if granted at once: ttl − the drift allowance.
+    pub fn validity(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms).saturating_sub(self.drift())
+    }
+
     /// Step 4: with `successes` OKs after `elapsed`, the lock's remaining validity (from now),
     /// or why it is not acquired.
     pub fn decide(&self, successes: usize, elapsed: Duration) -> Result<Duration, String> {
@@ -282,11 +287,10 @@ impl Params {
                 self.instances
             ));
         }
-        let ttl = Duration::from_millis(self.ttl_ms);
         if self.variant == Variant::NoValidityCheck {
-            return Ok(ttl.saturating_sub(self.drift()));
+            return Ok(self.validity());
         }
-        match ttl.checked_sub(elapsed + self.drift()) {
+        match Duration::from_millis(self.ttl_ms).checked_sub(elapsed + self.drift()) {
             Some(validity) if !validity.is_zero() => Ok(validity),
             _ => Err(format!(
                 "quorum after {:.1} ms leaves no validity (ttl {} ms, drift {:.1} ms)",
@@ -380,9 +384,8 @@ impl Protocol for Redlock {
             params: params.clone(),
         };
         let (ttl_ms, threshold_ms) = (params.ttl_ms, params.extension_threshold_ms);
-        let validity = Duration::from_millis(ttl_ms).saturating_sub(params.drift());
         Profiled::new(ctx, params.client, inner, ttl_ms, threshold_ms)
-            .expiring_from(params.expiration_from, validity)
+            .expiring_from(params.expiration_from, params.validity())
             .extending_with(retry(params))
     }
 }
