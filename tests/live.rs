@@ -2574,10 +2574,7 @@ fn the_real_redis_py_lock_breaks_under_a_gc_pause_as_its_model_does() {
             "{property}: {saved_at}"
         );
     }
-    assert!(
-        j["stats"]["zombie_window_ms_max"].as_f64().unwrap() > 0.0,
-        "{saved_at}"
-    );
+    assert_zombie_window_over(&j, 0.0, &saved_at);
     // redis-py's own answer to c1's late release: its key expired in the 3 s pause.
     let release = events
         .iter()
@@ -2839,11 +2836,7 @@ fn the_real_node_redlock_returns_a_lock_born_expired_after_long_retries() {
         };
         let dir = scratch("node-redlock-296");
         let (j, _, saved_at) = library_live(file, &dir, &NODE_REDLOCK, &NO_FENCING);
-        let window = j["stats"]["zombie_window_ms_max"].as_f64().unwrap_or(0.0);
-        assert!(
-            window > 0.0,
-            "expected a zombie window, observed {window} ms: {saved_at}"
-        );
+        assert_zombie_window_over(&j, 0.0, &saved_at);
         let fixed = "scenarios/catalog/node-redlock-296-lock-born-expired-fixed.toml";
         let out = in_repo(&["live", fixed, "--library"]);
         assert_refused(&out, &["PR #276", "5.0.0-beta.2"]);
@@ -2866,11 +2859,7 @@ fn the_real_python_redis_lock_on_a_slow_clock_renews_too_late_as_its_model_does(
     let file = "live/scenarios/python-redis-lock-slow-client-clock.toml";
     let dir = scratch("python-redis-lock-slow-clock");
     let (j, _, saved_at) = library_live(file, &dir, &PYTHON_REDIS_LOCK, &NO_FENCING);
-    let window = j["stats"]["zombie_window_ms_max"].as_f64().unwrap_or(0.0);
-    assert!(
-        window > 0.0,
-        "expected a zombie window, observed {window} ms: {saved_at}"
-    );
+    assert_zombie_window_over(&j, 0.0, &saved_at);
     let steady = [
         ("drift_ppm = -400_000", "drift_ppm = 0"),
         (
@@ -2959,6 +2948,17 @@ fn says(e: &serde_json::Value, text: &str) -> bool {
     e["detail"].as_str().is_some_and(|d| d.contains(text))
 }
 
+/// Asserts that a run's result `j` has a zombie window (a holder going on after another was
+/// let in) longer than `over_ms`.
+fn assert_zombie_window_over(j: &serde_json::Value, over_ms: f64, saved_at: &str) {
+    let window = j["stats"]["zombie_window_ms_max"].as_f64();
+    assert!(
+        window.is_some_and(|ms| ms > over_ms),
+        "expected a zombie window over {over_ms} ms, observed {window:?}: {} ({saved_at})",
+        brief(j)
+    );
+}
+
 /// CURATOR-206's cut-off holder with the session policy, for real
 /// (scenarios/catalog/zookeeper-curator-lost-cut-off.toml): c1 is cut off from the ensemble
 /// while it works; the leader expires its session and c2 takes the lock, and only later
@@ -3002,7 +3002,6 @@ fn the_real_curator_counts_suspended_by_its_wall_clock_and_writes_after_a_step_b
     let at = |found: Option<usize>, what: &str| {
         found.unwrap_or_else(|| panic!("no {what} in the history: {saved_at}"))
     };
-    let c1 = |e: &serde_json::Value| e["node"] == "c1";
     let step = at(
         events.iter().position(|e| e["op"] == "clock_jump"),
         "clock step",
@@ -3013,7 +3012,7 @@ fn the_real_curator_counts_suspended_by_its_wall_clock_and_writes_after_a_step_b
             .position(|e| e["op"] == "write" && e["grant"] == "c1#1"),
         "write of c1#1",
     );
-    let lost = events.iter().position(|e| c1(e) && says(e, "LOST"));
+    let lost = (events.iter()).position(|e| e["node"] == "c1" && says(e, "LOST"));
     assert!(
         step < write && lost.is_none_or(|lost| write < lost),
         "c1 wrote after the step and before it heard LOST (step #{step}, write #{write}, \
@@ -3035,11 +3034,7 @@ fn the_real_curator_on_a_slow_clock_suspends_after_its_session_expired_as_its_mo
     let file = "live/scenarios/curator-standard-slow-client-clock.toml";
     let dir = scratch("curator-slow-clock");
     let (j, events, saved_at) = library_live(file, &dir, &CURATOR, &PROPERTIES);
-    let window = j["stats"]["zombie_window_ms_max"].as_f64().unwrap_or(0.0);
-    assert!(
-        window > 0.0,
-        "expected a zombie window, observed {window} ms: {saved_at}"
-    );
+    assert_zombie_window_over(&j, 0.0, &saved_at);
     let why = aborted(&events, "c1#1").unwrap_or_else(|| panic!("c1#1 aborted: {saved_at}"));
     assert!(why.contains("SUSPENDED"), "{why}: {saved_at}");
     assert!(!wrote(&events, "c1#1"), "c1#1 wrote: {saved_at}");
@@ -3477,19 +3472,16 @@ fn a_client_whose_clock_runs_slow_overstays_its_lease_for_real() {
     let Ok(Some((j, saved_at))) = judged else {
         return;
     };
-    let window = j["stats"]["zombie_window_ms_max"].as_f64().unwrap_or(0.0);
-    assert!(
-        window > 100.0,
-        "expected c1 working >100 ms past c2's entry, observed {window} ms: {saved_at}"
-    );
+    // c1 working more than 100 ms past c2's entry.
+    assert_zombie_window_over(&j, 100.0, &saved_at);
 }
 
 /// ZooKeeper servers on drifting clocks (live/scenarios/zookeeper-fast-server-clocks.toml):
 /// every server's clock 45% fast, so the leader's session tracker (its monotonic clock, its
 /// timed waits translated by the shim) expires a 6 s session in about 4.1-4.6 s of real
 /// time, and the holder's 5.2 s pause outlives it: mutual exclusion violated and an update
-/// lost, as the model derives. With the servers' clocks keeping time the session outlives the pause and
-/// everything holds, in both worlds.
+/// lost, as the model derives. With the servers' clocks keeping time the session outlives
+/// the pause and everything holds, in both worlds.
 #[test]
 fn zookeeper_servers_on_fast_clocks_expire_a_paused_holders_session_as_the_model_does() {
     let Some(_serial) = live_test("java", "zookeeper") else {
@@ -3638,10 +3630,5 @@ fn catalog_story_redisson_watchdog_gc_pause() {
     let Some((j, saved_at)) = catalog_story_live("redisson-watchdog-gc-pause") else {
         return;
     };
-    let window = j["stats"]["zombie_window_ms_max"].as_f64();
-    assert!(
-        window.is_some_and(|ms| ms > 0.0),
-        "expected a zombie window > 0 ms, observed {window:?}: {} ({saved_at})",
-        brief(&j)
-    );
+    assert_zombie_window_over(&j, 0.0, &saved_at);
 }

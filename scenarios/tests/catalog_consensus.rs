@@ -490,9 +490,8 @@ groups = [["c1"], ["zk1", "zk2", "zk3"]]
 #[test]
 fn a_zookeeper_client_learns_its_session_expired_on_reconnecting_and_curator_injects_lost_on_time()
 {
-    let text = CUT_OFF_20_S;
     let (heal_ms, ping_every_ms) = (20_500.0, 3_000.0);
-    let raw = parsed(text, "zookeeper-reconnect-learns-expiry.toml");
+    let raw = parsed(CUT_OFF_20_S, "zookeeper-reconnect-learns-expiry.toml");
     for seed in 1..=SEEDS {
         let (r, h) = raw.run_with_history(seed);
         let told = common::notes(&h, "c1", "told on reconnecting");
@@ -505,14 +504,16 @@ fn a_zookeeper_client_learns_its_session_expired_on_reconnecting_and_curator_inj
             r.replay
         );
     }
-    let curator = parsed(
-        &text.replace(
-            "session_timeout_ms = 9_000",
-            "session_timeout_ms = 9_000\nclient = \"curator\"",
-        ),
-        "curator-reconnect.toml",
+    assert_lost_after(
+        &parsed(&curator_cut_off(), "curator-reconnect.toml"),
+        9_000.0,
     );
-    assert_lost_after(&curator, 9_000.0);
+}
+
+/// [`CUT_OFF_20_S`] with Curator as the client.
+fn curator_cut_off() -> String {
+    let curator = "session_timeout_ms = 9_000\nclient = \"curator\"";
+    CUT_OFF_20_S.replace("session_timeout_ms = 9_000", curator)
 }
 
 /// Asserts that Curator's injected LOST comes `after_ms` after SUSPENDED on every seed.
@@ -543,10 +544,11 @@ fn curator_counts_suspended_by_its_wall_clock_a_step_back_delays_lost_and_a_step
 {
     assert_expect_met("zookeeper-curator-lost-wall-clock-step-back.toml");
     let text = |delta_ms: i64| {
-        let curator = "session_timeout_ms = 9_000\nclient = \"curator\"";
         let step = "kind = \"clock_jump\"\nnode = \"c1\"\nat_ms = 8_000";
-        let cut_off = CUT_OFF_20_S.replace("session_timeout_ms = 9_000", curator);
-        format!("{cut_off}[[faults]]\n{step}\ndelta_ms = {delta_ms}\n")
+        format!(
+            "{}[[faults]]\n{step}\ndelta_ms = {delta_ms}\n",
+            curator_cut_off()
+        )
     };
     assert_lost_after(&parsed(&text(-3_000), "back.toml"), 12_000.0);
     assert_lost_after(&parsed(&text(3_000), "forward.toml"), 9_000.0);

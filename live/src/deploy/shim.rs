@@ -20,10 +20,10 @@
 //! JVM reads them through libc, and the shim turns its timed waits, condition-variable
 //! deadlines and epoll timeouts, into the machine's), not its fsyncs (ZooKeeper preallocates
 //! its log files); not an etcd member (Go reads the clock through the vDSO and calls fsync by
-//! the system call, without libc). locksim's own client needs no shim: it reads its clock from its file
-//! ([`ClockView`]) through its node's context, and keeps stamping its events on the
-//! machine's monotonic clock; a real library's process (`--library`) runs with the shim
-//! preloaded onto its client's file (not etcdctl: Go).
+//! the system call, without libc). locksim's own client needs no shim: it reads its clock
+//! from its file ([`ClockView`]) through its node's context, and keeps stamping its events
+//! on the machine's monotonic clock; a real library's process (`--library`) runs with the
+//! shim preloaded onto its client's file (not etcdctl: Go).
 
 use crate::clock;
 use locksim_scenarios::Prepared;
@@ -492,6 +492,7 @@ pub fn start_drifts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ops::Range;
     use std::process::Command;
 
     /// `date`'s reading, in ms since the epoch, of a process started with `clock`'s shim.
@@ -577,17 +578,23 @@ mod tests {
             .envs(clock.env())
             .output()
             .expect("python3 runs");
+        // Untranslated: 2,100 ms each.
+        assert_waited(&out, 6, 1_500..1_850, "python");
+    }
+
+    /// Each of the `count` lines `NAME MS` a program printed says it waited `ms` of its
+    /// clock (`who` ran it, for messages).
+    fn assert_waited(out: &std::process::Output, count: usize, ms: Range<u64>, who: &str) {
         let text = String::from_utf8_lossy(&out.stdout);
         let waits: Vec<(&str, u64)> = (text.lines())
             .filter_map(|l| l.split_once(' '))
             .map(|(name, ms)| (name, ms.parse().unwrap_or(0)))
             .collect();
-        assert_eq!(waits.len(), 6, "python said {text:?}, {:?}", out.stderr);
+        assert_eq!(waits.len(), count, "{who} said {text:?}, {:?}", out.stderr);
         for (name, waited_ms) in waits {
             assert!(
-                (1_500..1_850).contains(&waited_ms),
-                "{name}: expected 1500..1850 ms of its clock, observed {waited_ms} \
-                 (untranslated: 2100)"
+                ms.contains(&waited_ms),
+                "{name} ({who}): expected {ms:?} ms of its clock, observed {waited_ms}"
             );
         }
     }
@@ -637,20 +644,9 @@ mod tests {
                 .envs(clock.env())
                 .output()
                 .expect("java runs");
-            let text = String::from_utf8_lossy(&out.stdout);
-            let waits: Vec<(&str, u64)> = (text.lines())
-                .filter_map(|l| l.split_once(' '))
-                .map(|(name, ms)| (name, ms.parse().unwrap_or(0)))
-                .collect();
-            assert_eq!(waits.len(), 5, "java said {text:?}, {:?}", out.stderr);
-            for (name, waited_ms) in waits {
-                // parkUntil's deadline is in whole ms: up to 1 ms short of 1.5 s.
-                assert!(
-                    (1_499..1_850).contains(&waited_ms),
-                    "{name} on {}: expected 1499..1850 ms of its clock, observed {waited_ms}",
-                    clock.path().display()
-                );
-            }
+            // parkUntil's deadline is in whole ms: up to 1 ms short of 1.5 s.
+            let who = format!("java on {}", clock.path().display());
+            assert_waited(&out, 5, 1_499..1_850, &who);
         }
     }
 
