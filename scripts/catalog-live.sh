@@ -8,8 +8,9 @@
 #
 # JOBS (default 3) runs at once; BIN a locksim binary already built (default: builds and
 # uses target/release/locksim); LIBRARY=1 runs each file with `--library` (the real library
-# its client profile models; a profile without a driver is refused by name). Prints one line per file (name, exit code, `expect met`,
-# `expect NOT MET: ...` or `refused: ...`) and a count; exits 1 if any expect was not met.
+# its client profile models; a profile without a driver is refused by name). Prints one line
+# per file (name, exit code, `expect met`, `expect NOT MET: ...` or `refused: ...`) and a
+# count; exits 1 if any expect was not met.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS="${JOBS:-3}"

@@ -60,12 +60,12 @@
 //! acquire waits lengthens its wait by the step, a step forward shortens it (an acquire that
 //! fails or waits on, never a second holder); Curator's retry policy (exponential backoff) is
 //! a retry every request timeout until the connection timeout, kazoo's (backoff from 0.1 s
-//! with jitter) a retry every request timeout until the acquire's timeout; `sessionExpirationPercent` is
-//! 100, its default; both libraries' locks sort children by the sequence suffix, as the
-//! tree lists them, and their node names differ only in the prefix's spelling. A server
-//! closes an expired session's connection (`Req::AwaitClose`) for a kazoo client waiting
-//! on its wall clock only: any other connected client hears the expiry at its next ping, up
-//! to a third of the session timeout after a real one would.
+//! with jitter) a retry every request timeout until the acquire's timeout;
+//! `sessionExpirationPercent` is 100, its default; both libraries' locks sort children by the
+//! sequence suffix, as the tree lists them, and their node names differ only in the prefix's
+//! spelling. A server closes an expired session's connection (`Req::AwaitClose`) for a kazoo
+//! client waiting on its wall clock only: any other connected client hears the expiry at its
+//! next ping, up to a third of the session timeout after a real one would.
 
 use crate::protocol::ClientProfile;
 use serde::{Deserialize, Serialize};
