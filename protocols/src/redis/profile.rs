@@ -642,13 +642,12 @@ impl<C: LockClient + 'static> Profiled<C> {
     /// is born expired on the client, though its key on the server is fresh, and `using()`'s
     /// first extension, due at once, throws "Cannot extend an already-expired lock."
     /// (mike-marcacci/node-redlock#296, #299; the fix, #276, dates it from the granting
-    /// attempt and is unreleased: `expiration_from = "granting-try"`). `called` is the
-    /// call's start on the monotonic clock.
-    fn dated_from_call(&self, grant: &mut Grant, called: Duration) {
-        let (Some(validity), Some(until)) = (self.from_call, grant.valid_until.as_mut()) else {
-            return;
-        };
-        *until = (*until).min(called + validity);
+    /// attempt and is unreleased: `expiration_from = "granting-try"`). `expires` is that
+    /// expiration on the monotonic clock, taken when the call began (`None`: not so dated).
+    fn dated_from_call(grant: &mut Grant, expires: Option<Duration>) {
+        if let (Some(expires), Some(until)) = (expires, grant.valid_until.as_mut()) {
+            *until = (*until).min(expires);
+        }
     }
 
     /// node-redlock's `extend()` tries as its `_execute` does, with the acquire's `retry`:
@@ -951,10 +950,11 @@ async fn auto_extend<C: LockClient>(
 #[async_trait(?Send)]
 impl<C: LockClient + 'static> LockClient for Profiled<C> {
     async fn acquire(&mut self) -> Acquired {
-        let called = self.ctx.mono_now();
+        // Read only where the expiration is dated from the call (node-redlock's release).
+        let expires = (self.from_call).map(|validity| self.ctx.mono_now() + validity);
         let mut acquired = self.inner.lock().await.acquire().await;
         if let Acquired::Granted(grant) = &mut acquired {
-            self.dated_from_call(grant, called);
+            Self::dated_from_call(grant, expires);
             self.hold(grant);
             if self.library == Library::RedisPySharedToken {
                 *self.instance.lock().unwrap() = Some(grant.handle.clone());
