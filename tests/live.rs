@@ -2657,6 +2657,68 @@ fn the_real_redis_py_lock_releases_only_its_own_token() {
     assert!(late, "a late release refused by the library: {saved_at}");
 }
 
+const REDIS_PY_SHARED: Real = Real {
+    profile: "redis-py-shared-token",
+    driver: "live/drivers/redis_py.py",
+    note: "client library: redis-py ",
+};
+
+/// redis/redis-py#416 for real (scenarios/catalog/redis-py-416-shared-lock-token.toml): the
+/// clients are the threads of one driver process and share one `Lock(thread_local=False)`.
+/// c1 stalls before its release past its key's expiry, another thread's acquire stores its
+/// token on the instance, and c1's late release succeeds with that token, deleting that
+/// thread's key: the lock breaks and an update is lost, as the model derives. A pause at a
+/// time or a moved clock of one of the threads is refused: live mode stops a client's
+/// process, not its thread.
+#[test]
+fn the_real_redis_py_lock_shared_by_threads_releases_another_threads_key_as_its_model_does() {
+    let Some(_serial) = redis_py_test() else {
+        return;
+    };
+    let file = "scenarios/catalog/redis-py-416-shared-lock-token.toml";
+    let dir = scratch("redis-py-416");
+    let (_, events, saved_at) = library_live(file, &dir, &REDIS_PY_SHARED, &NO_FENCING);
+    let at = |op: &str, grant: &str, kind: &str| {
+        let found = events.iter().find(|e| {
+            e["op"] == op && e["grant"] == grant && e["kind"] == kind && e["node"] == "c1"
+        });
+        found.and_then(|e| e["time_ns"].as_u64())
+    };
+    let (Some(exit), Some(released)) = (at("cs_exit", "c1#1", "ok"), at("release", "c1#1", "ok"))
+    else {
+        panic!("c1#1 left its section and its release succeeded: {saved_at}");
+    };
+    let entered_meanwhile = events.iter().any(|e| {
+        e["op"] == "cs_enter"
+            && e["node"] != "c1"
+            && (exit..released).contains(&e["time_ns"].as_u64().unwrap_or(0))
+    });
+    assert!(
+        entered_meanwhile,
+        "another thread entered between c1#1's exit and its late release, which succeeded: \
+         {saved_at}"
+    );
+    let point = "point = \"before_release\"\noccurrence = 1";
+    let expect_end = "lost_update = \"violated\"";
+    let clock = "lost_update = \"violated\"\n\n[clocks.nodes.c1]\ndrift_ppm = 100_000";
+    for (name, edit, says) in [
+        (
+            "at-a-time",
+            (point, "at_ms = 3_000"),
+            "`c1` runs redis-py-shared-token (--library): its clients are the threads of \
+             one driver process",
+        ),
+        (
+            "clock",
+            (expect_end, clock),
+            "threads of one driver process, with one clock",
+        ),
+    ] {
+        let file = variant(file, &dir, name, &[edit]);
+        assert_refused(&in_repo(&["live", &file, "--library"]), &[says]);
+    }
+}
+
 /// The redis-server lock and node-redlock 5 (npm, global) are on the machine: the
 /// serializing guard, or `None` where a test cannot run (skipped; under CI a failure).
 fn node_redlock_test() -> Option<std::sync::MutexGuard<'static, ()>> {
@@ -3164,19 +3226,27 @@ fn live_library_refuses_profiles_without_a_driver_and_names_a_missing_library() 
             "locksim's own client",
         ),
         (
-            "scenarios/catalog/redis-py-416-shared-lock-token.toml",
-            "\"redis-py-shared-token\"",
+            "scenarios/catalog/redisson-watchdog-gc-pause.toml",
+            "\"redisson\"",
         ),
     ] {
         let out = in_repo(&["live", file, "--library"]);
         assert_refused(&out, &[says, "redis-py on single-redis"]);
     }
-    // One redis-py Lock shared by the threads of a process cannot be shared by processes.
+    // locksim's own clients are processes: none shares one redis-py Lock with another (the
+    // real library's threads do, with --library).
     let out = in_repo(&[
         "live",
         "scenarios/catalog/redis-py-416-shared-lock-token.toml",
     ]);
-    assert_refused(&out, &["redis-py-shared-token", "a process of its own"]);
+    assert_refused(
+        &out,
+        &[
+            "redis-py-shared-token",
+            "a process of its own",
+            "live --library",
+        ],
+    );
     let inside = scratch("library-point");
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))

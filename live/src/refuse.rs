@@ -6,7 +6,7 @@ use locksim_protocols::redis::replicated;
 use locksim_scenarios::workload::Check;
 use locksim_scenarios::Prepared;
 use locksim_sim::fault::Partition;
-use locksim_sim::nemesis::is_role;
+use locksim_sim::nemesis::{is_role, ROLE_CLIENTS, ROLE_HOLDER};
 use locksim_sim::net::{PartitionMode, CONNECTION_TIMEOUT_MS_DEFAULT};
 use locksim_sim::nodes::ArmedPoint;
 use locksim_sim::{Fault, FaultKind};
@@ -334,6 +334,11 @@ fn check_fault(
         }
         _ => {}
     }
+    if library {
+        if let Some(why) = thread_stopped_at_a_time(prepared, fault) {
+            return Err(why);
+        }
+    }
     if let Some(ArmedPoint { node, point, .. }) = fault.armed_point() {
         if !clients.contains(&node) {
             return Err(format!(
@@ -344,6 +349,28 @@ fn check_fault(
         }
     }
     Ok(())
+}
+
+/// A pause or crash at a time (not at a point) of a client whose real library cannot be
+/// stopped one client at a time ([`crate::client::driver::Driver::why_not_stopped_at_a_time`]).
+fn thread_stopped_at_a_time(prepared: &Prepared, fault: &Fault) -> Option<String> {
+    let (_, driver) = crate::client::driver::of_scenario(&prepared.scenario);
+    let why = driver?.why_not_stopped_at_a_time()?;
+    let stops = matches!(
+        fault,
+        Fault::Pause(_) | Fault::PausePeriodic(_) | Fault::Crash(_)
+    );
+    if !stops || fault.armed_point().is_some() {
+        return None;
+    }
+    let clients = prepared.scenario.workload.client_names();
+    let is_client =
+        |n: &&str| clients.iter().any(|c| c == n) || [ROLE_HOLDER, ROLE_CLIENTS].contains(n);
+    let node = fault.nodes().into_iter().find(is_client)?;
+    Some(format!(
+        "`{node}` runs {} (--library): {why}",
+        driver?.profile
+    ))
 }
 
 /// `[network]` duplication: a TCP link never hands its application a message twice. (Its
@@ -488,8 +515,7 @@ pub fn partition_links(
                 .into(),
         );
     }
-    let is_client =
-        |n: &str| clients.iter().any(|c| c == n) || n == locksim_sim::nemesis::ROLE_HOLDER;
+    let is_client = |n: &str| clients.iter().any(|c| c == n) || n == ROLE_HOLDER;
     let named: Vec<&String> = p.isolate.iter().chain(p.groups.iter().flatten()).collect();
     let role = named.iter().find(|n| is_role(n) && !is_client(n));
     let mut links = Cuts::default();
@@ -545,6 +571,12 @@ mod tests {
         for library in [false, true] {
             check(&prepared, 1, CutMode::Stall, library).unwrap_or_else(|e| panic!("{e}"));
         }
+        // redis-py's Lock shared by threads runs with its real library only: locksim's own
+        // clients are processes, the library's driver runs them as its threads.
+        let prepared = catalog("redis-py-416-shared-lock-token");
+        let refused = check(&prepared, 1, CutMode::Stall, false).unwrap_err();
+        assert!(refused.0.contains("a process of its own"), "{refused}");
+        check(&prepared, 1, CutMode::Stall, true).unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// What real servers cannot be is refused before anything starts, naming the file and

@@ -2,6 +2,7 @@
 //! apply the fault schedule with signals, stop everything at the end, merge the history and
 //! check it with the simulator's checker.
 
+use crate::client::driver::{self, SharedDriver};
 use crate::clock;
 use crate::deploy::servers::Server;
 use crate::deploy::{self, Deployment, ServerInfo};
@@ -140,6 +141,8 @@ struct Live<'a> {
     armed: Vec<ArmedPoint>,
     /// The nodes' shims (`deploy::shim`): their clocks and fsyncs, if the run needs them.
     shims: BTreeMap<String, crate::deploy::shim::NodeShim>,
+    /// The library's one driver, whose threads the clients are (`redis-py-shared-token`).
+    shared_driver: Option<SharedDriver>,
 }
 
 mod faults;
@@ -197,7 +200,9 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         library,
         armed: faults.iter().filter_map(Fault::armed_point).collect(),
         shims,
+        shared_driver: None,
     };
+    live.shared_driver = shared_driver(&live)?;
     for name in s.workload.client_names() {
         live.start_client(&name)?;
     }
@@ -224,6 +229,20 @@ fn real_library(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<Optio
         version: driver.version()?,
         driver: driver.path.into(),
     }))
+}
+
+/// With `--library`, the run's one driver process if the library's clients are its threads
+/// ([`crate::client::driver::Driver::threads`]), on the servers themselves (each client's
+/// thread reaches them through its own link's proxy).
+fn shared_driver(live: &Live) -> anyhow::Result<Option<SharedDriver>> {
+    let driver = live
+        .library
+        .as_ref()
+        .and_then(|l| driver::named(&l.profile));
+    match driver {
+        Some(d) if d.threads => Ok(Some(SharedDriver::start(d, &live.deployment.lock)?)),
+        _ => Ok(None),
+    }
 }
 
 /// How long the clients may take to come up before the run fails (with `--library`, its
@@ -344,6 +363,7 @@ impl Live<'_> {
                 .collect(),
             passages_before: entry.passages.clone(),
             driver: self.library.as_ref().map(|l| l.profile.clone()),
+            driver_at: self.shared_driver.as_ref().map(|d| d.addr.clone()),
             clock: self.shims.get(name).map(|c| c.path().to_owned()),
         };
         let spec_file = self.dir.join(format!("{name}.{}.json", entry.incarnation));

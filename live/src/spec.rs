@@ -74,6 +74,10 @@ pub struct ClientSpec {
     /// `None`: locksim's own client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
+    /// Where the run's one driver listens (`127.0.0.1:port`), for a library whose clients
+    /// are threads of one process (`client::driver::SharedDriver`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_at: Option<String>,
     /// Its moved clock's file (`deploy::shim`), if the run moves its clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<std::path::PathBuf>,

@@ -12,8 +12,9 @@
 //! `{"unknown": ...}` (the library raised a timeout or a connection error). The library's
 //! own timeouts bound each call.
 //!
-//! Drivers here: `redis-py` (redis-py's `Lock` on `single-redis`), `python-redis-lock` (its
-//! `Lock(auto_renewal=True)`, on `single-redis`) and
+//! Drivers here: `redis-py` (redis-py's `Lock` on `single-redis`; `redis-py-shared-token`,
+//! one `Lock(thread_local=False)` whose clients are its threads: [`SharedDriver`]),
+//! `python-redis-lock` (its `Lock(auto_renewal=True)`, on `single-redis`) and
 //! `etcdctl-3.4` (`etcdctl lock`, etcd's Go `concurrency` package behind etcd's command, on
 //! `etcd`), Python programs; `node-redlock` (node); `curator` (Curator's
 //! `InterProcessMutex` on `zookeeper`, a Java program run from a file: [`JAVA`]); `kazoo`
@@ -26,7 +27,7 @@ use crate::rundir::RunDir;
 use crate::spec::LockSpec;
 use locksim_protocols::redis::profile;
 use locksim_protocols::{Acquired, Grant, Outcome};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
@@ -56,15 +57,34 @@ pub struct Driver {
     /// Whether the driver answers `{"op": "ask"}` with the library's own question to the
     /// servers (pottery's `locked()`): what `check = "ask_servers"` needs.
     pub asks_servers: bool,
+    /// Whether the scenario's clients are the threads of one process sharing one lock object
+    /// (`redis-py-shared-token`): the parent starts one driver ([`SharedDriver`]) and each
+    /// client process connects to it, where it runs as a thread.
+    pub threads: bool,
 }
 
 impl Driver {
     /// Why live mode cannot move this library's clock (the shim preloaded into its process,
     /// `deploy::shim`, which translates the waits of Node, Python and a JVM), if it cannot.
     pub fn why_clock_fixed(&self) -> Option<&'static str> {
+        if self.threads {
+            return Some("its clients are the threads of one driver process, with one clock");
+        }
         (self.protocol == "etcd").then_some(
             "etcdctl is a Go program, which reads the clock through the vDSO without libc, \
              where live mode's shim cannot reach",
+        )
+    }
+
+    /// Why live mode cannot pause or crash one of this library's clients at a time, if it
+    /// cannot: it stops or kills the client's process, and where the client is a thread of
+    /// one driver process ([`Driver::threads`]), that thread goes on with a call it is in.
+    /// At a workload point the thread is idle, so a stop there is one thread's.
+    pub fn why_not_stopped_at_a_time(&self) -> Option<&'static str> {
+        self.threads.then_some(
+            "its clients are the threads of one driver process, and live mode stops or kills \
+             a client's process, not its thread in the driver, which goes on with any call it \
+             is in; pause or crash it at a workload point, where its thread is idle",
         )
     }
 }
@@ -84,6 +104,7 @@ const ETCDCTL: Driver = Driver {
     args: etcdctl_args,
     no_signal: None,
     asks_servers: false,
+    threads: false,
 };
 
 /// node-redlock on one server; on Redlock's servers (below), the same driver.
@@ -99,23 +120,28 @@ const NODE_REDLOCK: Driver = Driver {
     args: node_redlock_args,
     no_signal: None,
     asks_servers: false,
+    threads: false,
+};
+
+/// redis-py's `Lock`, each client a process of its own; shared by threads, below.
+const REDIS_PY: Driver = Driver {
+    profile: "redis-py",
+    protocol: "single-redis",
+    program: "python3",
+    inline: "-c",
+    source: include_str!("../../drivers/redis_py.py"),
+    path: "live/drivers/redis_py.py",
+    version_probe: "import redis; print(redis.__version__)",
+    install: "pip install redis",
+    args: redis_py_args,
+    no_signal: None,
+    asks_servers: false,
+    threads: false,
 };
 
 /// Every driver.
 pub const DRIVERS: &[Driver] = &[
-    Driver {
-        profile: "redis-py",
-        protocol: "single-redis",
-        program: "python3",
-        inline: "-c",
-        source: include_str!("../../drivers/redis_py.py"),
-        path: "live/drivers/redis_py.py",
-        version_probe: "import redis; print(redis.__version__)",
-        install: "pip install redis",
-        args: redis_py_args,
-        no_signal: None,
-        asks_servers: false,
-    },
+    REDIS_PY,
     Driver {
         profile: "python-redis-lock",
         protocol: "single-redis",
@@ -130,6 +156,13 @@ pub const DRIVERS: &[Driver] = &[
         // renewal thread ends silently).
         no_signal: None,
         asks_servers: false,
+        threads: false,
+    },
+    Driver {
+        profile: "redis-py-shared-token",
+        args: redis_py_threads_args,
+        threads: true,
+        ..REDIS_PY
     },
     ETCDCTL,
     Driver {
@@ -158,6 +191,7 @@ pub const DRIVERS: &[Driver] = &[
         args: zookeeper_args,
         no_signal: None,
         asks_servers: false,
+        threads: false,
     },
     Driver {
         profile: "kazoo",
@@ -171,6 +205,7 @@ pub const DRIVERS: &[Driver] = &[
         args: zookeeper_args,
         no_signal: None,
         asks_servers: false,
+        threads: false,
     },
     Driver {
         profile: "pottery",
@@ -185,6 +220,7 @@ pub const DRIVERS: &[Driver] = &[
         args: pottery_args,
         no_signal: None,
         asks_servers: true,
+        threads: false,
     },
 ];
 
@@ -300,6 +336,14 @@ fn redis_py_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
         "blocking_timeout_ms": params.acquire_timeout_ms,
         "request_timeout_ms": params.request_timeout_ms,
     }))
+}
+
+/// redis-py's `Lock(name, timeout, sleep, blocking_timeout, thread_local=False)`, one object
+/// for every client, each a thread of the driver's process ([`Driver::threads`]).
+fn redis_py_threads_args(lock: &LockSpec) -> anyhow::Result<serde_json::Value> {
+    let mut args = redis_py_args(lock)?;
+    args["threads"] = true.into();
+    Ok(args)
 }
 
 /// python-redis-lock's `Lock(redis, name, expire=S, auto_renewal=True)` on the one server,
@@ -491,33 +535,45 @@ impl Driver {
 pub struct DriverLock {
     /// Whether it answers `ask` ([`Driver::asks_servers`]).
     asks_servers: bool,
-    child: Child,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
+    /// The driver, if it is this client's own child (not a thread of a [`SharedDriver`]).
+    child: Option<Child>,
+    input: Box<dyn Write + Send>,
+    output: BufReader<Box<dyn Read + Send>>,
 }
 
 impl DriverLock {
-    /// Starts `driver` for the client of `lock` and notes the library's name and version
-    /// on the timeline.
+    /// Starts `driver` for the client of `lock` (or, for a driver of [`Driver::threads`],
+    /// connects to the run's one at `ctx.spec.driver_at`, which runs this client as a thread
+    /// on its own link) and notes the library's name and version on the timeline.
     pub fn start(driver: &Driver, lock: &LockSpec, ctx: &Ctx) -> anyhow::Result<DriverLock> {
-        let (mut cmd, source) = driver.command(driver.source)?;
-        if let Some(clock) = &ctx.spec.clock {
-            // The library reads the client's clock, as locksim's own client does.
-            cmd.envs(crate::deploy::shim::preload(clock));
-        }
-        cmd.arg((driver.args)(lock)?.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        // Killed when the client process ends, however it ends.
-        crate::procs::die_with_spawner(&mut cmd);
-        let mut child = cmd.spawn()?;
-        let input = child.stdin.take().expect("piped");
-        let output = BufReader::new(child.stdout.take().expect("piped"));
-        let mut lock = DriverLock {
-            asks_servers: driver.asks_servers,
-            child,
-            input,
-            output,
+        let args = (driver.args)(lock)?;
+        let (mut lock, source) = if driver.threads {
+            let at = ctx.spec.driver_at.as_deref();
+            let at = at.ok_or_else(|| anyhow::anyhow!("no shared driver to connect to"))?;
+            let stream = std::net::TcpStream::connect(at)?;
+            let mut lock = DriverLock {
+                asks_servers: driver.asks_servers,
+                child: None,
+                input: Box::new(stream.try_clone()?),
+                output: BufReader::new(Box::new(stream)),
+            };
+            let link = serde_json::json!({ "host": args["host"], "port": args["port"] });
+            writeln!(lock.input, "{link}")?;
+            (lock, None)
+        } else {
+            let (mut cmd, source) = driver.command(driver.source)?;
+            if let Some(clock) = &ctx.spec.clock {
+                // The library reads the client's clock, as locksim's own client does.
+                cmd.envs(crate::deploy::shim::preload(clock));
+            }
+            let (child, input, output) = spawn(cmd, &args)?;
+            let lock = DriverLock {
+                asks_servers: driver.asks_servers,
+                child: Some(child),
+                input: Box::new(input),
+                output: BufReader::new(Box::new(output)),
+            };
+            (lock, source)
         };
         let hello = lock.read()?;
         drop(source);
@@ -533,7 +589,7 @@ impl DriverLock {
     fn read(&mut self) -> anyhow::Result<serde_json::Value> {
         let mut line = String::new();
         if self.output.read_line(&mut line)? == 0 {
-            let status = self.child.try_wait()?;
+            let status = self.child.as_mut().map(Child::try_wait).transpose()?;
             anyhow::bail!("the library's driver ended ({status:?})");
         }
         Ok(serde_json::from_str(&line)?)
@@ -601,6 +657,69 @@ fn why(v: &serde_json::Value) -> String {
 }
 
 impl Drop for DriverLock {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Spawns a driver with its arguments, its stdin and stdout piped; killed when the process
+/// that spawned it ends, however it ends.
+fn spawn(
+    mut cmd: Command,
+    args: &serde_json::Value,
+) -> anyhow::Result<(Child, ChildStdin, ChildStdout)> {
+    cmd.arg(args.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    crate::procs::die_with_spawner(&mut cmd);
+    let mut child = cmd.spawn()?;
+    let input = child.stdin.take().expect("piped");
+    let output = child.stdout.take().expect("piped");
+    Ok((child, input, output))
+}
+
+/// The one driver process of a [`Driver::threads`] library, which the parent starts before
+/// the clients: outside every client's process group (a client's stop at a workload point
+/// leaves its thread idle; nothing stops one thread alone), killed when dropped.
+pub struct SharedDriver {
+    child: Child,
+    /// Where the clients connect (`127.0.0.1:port`).
+    pub addr: String,
+}
+
+impl SharedDriver {
+    /// Starts `driver` on the servers of `lock` and waits, at most [`Driver::start_ms`], for
+    /// its hello, which names its port.
+    pub fn start(driver: &Driver, lock: &LockSpec) -> anyhow::Result<SharedDriver> {
+        let (cmd, _source) = driver.command(driver.source)?;
+        let (child, _input, output) = spawn(cmd, &(driver.args)(lock)?)?;
+        let mut shared = SharedDriver {
+            child,
+            addr: String::new(),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let read = BufReader::new(output).read_line(&mut line);
+            let _ = tx.send(read.map(|_| line));
+        });
+        let wait = std::time::Duration::from_millis(driver.start_ms());
+        let hello = match rx.recv_timeout(wait) {
+            Ok(Ok(line)) => serde_json::from_str::<serde_json::Value>(&line)?,
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => anyhow::bail!("the shared driver said nothing in {wait:?}"),
+        };
+        let port = hello["port"].as_u64();
+        let port = port.ok_or_else(|| anyhow::anyhow!("the shared driver said {hello}"))?;
+        shared.addr = format!("127.0.0.1:{port}");
+        Ok(shared)
+    }
+}
+
+impl Drop for SharedDriver {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
