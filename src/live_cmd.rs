@@ -144,13 +144,17 @@ fn summary(
         ));
     }
     out.push(format!(
-        "run       {} events in {} ms of real time, {} faults; messages {}, server fsyncs {} \
-         (not counted live)",
+        "run       {} events in {} ms of real time, {} faults; messages {} (not counted \
+         live), server fsyncs {}{}",
         result.stats.events,
         live.run_ms,
         result.stats.faults,
         text::count_or_na(result.stats.messages),
-        text::count_or_na(result.stats.server_fsyncs)
+        text::count_or_na(result.stats.server_fsyncs),
+        match result.stats.server_fsyncs {
+            Some(_) => " (the servers' own counters)",
+            None => "",
+        }
     ));
     out.push(format!("replay    {}", locksim_live::NOT_REPLAYABLE));
     out.push(format!("again     {}", result.replay));

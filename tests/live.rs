@@ -744,6 +744,22 @@ fn live_json(scenario: &str, keep: &Path) -> (i32, serde_json::Value) {
     (c, json(&out))
 }
 
+/// The servers' own fsync counts (etcd's WAL syncs, ZooKeeper's log syncs) were read: each
+/// grant but the first of each client waited for the previous holder's delete to commit,
+/// so for a quorum of two (of three) to sync it apart from the other deletes, at least two
+/// fsyncs per such grant.
+fn assert_fsyncs_counted(j: &serde_json::Value, clients: u64) {
+    let stats = &j["stats"];
+    let fsyncs = (stats["server_fsyncs"].as_u64())
+        .unwrap_or_else(|| panic!("server_fsyncs counted: {}", brief(j)));
+    let grants = stats["liveness"]["acquisitions"].as_u64().unwrap();
+    assert!(
+        fsyncs >= 2 * grants.saturating_sub(clients),
+        "at least 2 fsyncs per handed-over grant ({grants} grants), got {fsyncs}: {}",
+        brief(j)
+    );
+}
+
 #[test]
 fn etcd_gc_pause_fenced_violates_mutual_exclusion_and_fencing_holds() {
     let Some(_serial) = live_test("etcd", "etcd-server") else {
@@ -757,6 +773,7 @@ fn etcd_gc_pause_fenced_violates_mutual_exclusion_and_fencing_holds() {
     assert_eq!(j["properties"]["lost_update"], "valid");
     assert_eq!(j["expect"]["met"], true, "{}", brief(&j));
     assert_eq!(j["servers"].as_array().unwrap().len(), 3);
+    assert_fsyncs_counted(&j, 2);
     assert_eq!(j["servers"][0]["software"], "etcd");
     assert!(
         j["servers"][0]["version"]
@@ -782,6 +799,7 @@ fn zookeeper_session_expiry_pause_violates_mutual_exclusion() {
     assert_eq!(c, 1);
     assert_eq!(j["properties"]["mutual_exclusion"], "invalid");
     assert_eq!(j["expect"]["met"], true, "{}", brief(&j));
+    assert_fsyncs_counted(&j, 2);
     assert_eq!(j["servers"][0]["software"], "zookeeper");
     assert!(
         j["servers"][0]["version"]
@@ -843,6 +861,9 @@ fn leader_faults_hit_the_member_that_leads() {
         .collect();
     let ops: Vec<&str> = faults.iter().map(|e| e["op"].as_str().unwrap()).collect();
     assert_eq!(ops, ["pause", "resume", "crash", "restart"], "{saved_at}");
+    // A restarted member counts its fsyncs from zero again: the run's count is not known.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("server fsyncs n/a"), "{stdout}");
     for e in &faults {
         let target = e["target"].as_str().unwrap();
         assert!(["etcd1", "etcd2", "etcd3"].contains(&target), "{e}");

@@ -13,9 +13,10 @@
 //! `[faults_random]` with the simulator's own draw, and merges the events every process
 //! stamped on the machine's monotonic clock into one history, checked by the simulator's
 //! checker. The same proxies lose chunks as TCP experiences loss (resent after the RTO, what
-//! follows waiting behind) and hold a sender's links for a delay spike. Faults it cannot
-//! inject for real (clock jumps and drift, fsync stalls, message duplication) are refused,
-//! never faked ([`refuse`]).
+//! follows waiting behind) and hold a sender's links for a delay spike; a preloaded shim
+//! moves clocks and holds fsyncs where libc reaches ([`deploy::shim`]). Faults it cannot
+//! inject for real (an etcd member's clock or fsyncs, message duplication, a point inside a
+//! server) are refused, never faked ([`refuse`]).
 
 // By concern: the servers a scenario deploys (`deploy`), the client process with its
 // environment and executor (`client`), the wires to real servers (`links`), the TCP proxies
@@ -45,12 +46,14 @@ pub const NOT_REPLAYABLE: &str = "none: a live run cannot be replayed bit for bi
 
 /// The run's result in the form `locksim run` gives it, judged by the same code as a
 /// simulated run ([`Prepared::judged`]): verdicts, witnesses, liveness, stale writes
-/// accepted, lost updates and zombie windows. Messages and fsyncs stay uncounted (`None`,
-/// "n/a"): the servers' traffic and disks are out of live mode's sight.
+/// accepted, lost updates and zombie windows. Messages stay uncounted (`None`, "n/a"): the
+/// servers' traffic is out of live mode's sight; fsyncs are the servers' own count where
+/// they keep one (etcd, ZooKeeper: [`deploy::Deployment::fsyncs`]), else "n/a".
 pub fn result(prepared: &Prepared, seed: u64, live: &LiveRun) -> RunResult {
     let mut result = prepared.judged(seed, live.faults, &live.history);
     result.trace_hash = NOT_REPLAYABLE.into();
     result.stats.sim_ms = live.run_ms;
+    result.stats.server_fsyncs = live.server_fsyncs;
     let library = if live.library.is_some() {
         " --library"
     } else {

@@ -57,6 +57,10 @@ pub struct LiveRun {
     pub faults: u64,
     /// The real library the clients ran (`--library`): its profile, version and driver.
     pub library: Option<LibraryInfo>,
+    /// The servers' fsyncs from the run's start to its end by their own counters
+    /// ([`Deployment::fsyncs`]); None where they keep none, one did not answer, or one
+    /// crashed (a restarted server counts from zero).
+    pub server_fsyncs: Option<u64>,
 }
 
 /// A real client library a live run used.
@@ -143,6 +147,9 @@ struct Live<'a> {
     shims: BTreeMap<String, crate::deploy::shim::NodeShim>,
     /// The library's one driver, whose threads the clients are (`redis-py-shared-token`).
     shared_driver: Option<SharedDriver>,
+    /// The servers' fsync counters at the run's start ([`Deployment::fsyncs`]); None once a
+    /// server crashed.
+    fsyncs_at_start: Option<u64>,
 }
 
 mod faults;
@@ -201,6 +208,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         armed: faults.iter().filter_map(Fault::armed_point).collect(),
         shims,
         shared_driver: None,
+        fsyncs_at_start: None,
     };
     live.shared_driver = shared_driver(&live)?;
     for name in s.workload.client_names() {
@@ -312,6 +320,9 @@ impl Live<'_> {
     ) -> LiveRun {
         self.stop_clients(rx);
         self.recorder.record(Event::nemesis(Op::RunEnd));
+        let at_end = self.fsyncs_at_start.and(self.deployment.fsyncs());
+        let server_fsyncs =
+            (at_end.zip(self.fsyncs_at_start)).and_then(|(end, start)| end.checked_sub(start));
         let servers = self.deployment.infos.clone();
         for server in &mut self.deployment.servers {
             server.kill();
@@ -322,6 +333,7 @@ impl Live<'_> {
             run_ms,
             faults,
             library: self.library,
+            server_fsyncs,
         }
     }
 
@@ -419,6 +431,7 @@ impl Live<'_> {
         rx: &Receiver<(String, u32, ClientMsg)>,
     ) -> anyhow::Result<u64> {
         self.await_clients(rx)?;
+        self.fsyncs_at_start = self.deployment.fsyncs();
         let start_ns = clock::now_ns() + START_MARGIN_MS * 1_000_000;
         self.recorder.set_start(start_ns);
         let s = &self.prepared.scenario;
@@ -799,6 +812,10 @@ impl Live<'_> {
         }
         if !lost.is_empty() {
             self.note(format!("{node} lost power: {}", lost.join("; ")));
+        }
+        if !self.clients.contains_key(node) {
+            // Its fsync counter starts again from zero with its restart.
+            self.fsyncs_at_start = None;
         }
         self.paused.remove(node);
         self.holders.retain(|h| h != node);

@@ -68,6 +68,36 @@ impl Deployment {
     }
 }
 
+impl Deployment {
+    /// The fsyncs the servers have counted since they started, summed, by their own
+    /// counters: each etcd member's WAL syncs (`etcd_disk_wal_fsync_duration_seconds_count`
+    /// on `/metrics`), each ZooKeeper server's transaction-log syncs (`zk_cnt_fsynctime` in
+    /// `mntr`). None where the servers keep no such count (a redis-server's `INFO` has none)
+    /// or one of them did not answer (stopped, gone).
+    pub fn fsyncs(&self) -> Option<u64> {
+        let count: fn(SocketAddr) -> Option<u64> = match self.lock {
+            LockSpec::Etcd { .. } => etcd_wal_fsyncs,
+            LockSpec::ZooKeeper { .. } => crate::deploy::zookeeper::log_fsyncs,
+            _ => return None,
+        };
+        self.client_addrs.iter().map(|(_, addr)| count(*addr)).sum()
+    }
+}
+
+/// An etcd member's WAL fsyncs so far, from its Prometheus metrics.
+fn etcd_wal_fsyncs(addr: SocketAddr) -> Option<u64> {
+    let text = crate::links::http::get(addr, "/metrics", Duration::from_secs(1)).ok()?;
+    metric(&text, "etcd_disk_wal_fsync_duration_seconds_count ")
+}
+
+/// The value of the line of `text` that starts with `name` (`NAME VALUE`, as Prometheus's
+/// text format and ZooKeeper's `mntr` write a counter), as a whole number.
+pub fn metric(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find_map(|l| l.strip_prefix(name))?;
+    let value: f64 = line.trim().parse().ok()?;
+    Some(value as u64)
+}
+
 /// Seeds the latency draws of the proxies between servers, apart from the clients' proxies.
 const PEER_DELAY_SEED: u64 = 0x5e7e_5e7e;
 

@@ -36,6 +36,12 @@ pub fn four_letters(addr: SocketAddr, word: &str) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
+/// A server's transaction-log fsyncs so far: the count of its `fsynctime` summary in
+/// `mntr` (`FileTxnLog.commit` adds one per sync of its log).
+pub fn log_fsyncs(addr: SocketAddr) -> Option<u64> {
+    crate::deploy::metric(&four_letters(addr, "mntr")?, "zk_cnt_fsynctime")
+}
+
 /// The server that leads now (`Mode: leader` in `srvr`).
 pub fn leader(addrs: &[(String, SocketAddr)]) -> Option<String> {
     addrs
@@ -74,7 +80,7 @@ pub fn plan(
         std::fs::write(home.join("data/myid"), format!("{}\n", i + 1))?;
         let cfg = format!(
             "tickTime={}\ninitLimit=10\nsyncLimit=5\ndataDir=data\nclientPort={}\nclientPortAddress=127.0.0.1\n\
-             4lw.commands.whitelist=srvr,ruok,stat\nadmin.enableServer=false\nquorumListenOnAllIPs=false\n{}\n",
+             4lw.commands.whitelist=srvr,ruok,stat,mntr\nadmin.enableServer=false\nquorumListenOnAllIPs=false\n{}\n",
             params.tick_time().as_millis(), p[0], quorum(i, names, &ports, &d.peer_proxies).join("\n")
         );
         std::fs::write(home.join("zoo.cfg"), cfg)?;

@@ -14,6 +14,34 @@ fn bad(what: impl Into<String>) -> std::io::Error {
 /// A response being read: its body as a stream of JSON lines.
 pub struct Response(BufReader<ureq::BodyReader<'static>>);
 
+/// An agent for one request to a loopback address, ending at `timeout`. No proxy from the
+/// environment (`HTTP_PROXY`): live mode's traffic stays on loopback.
+fn agent(addr: SocketAddr, timeout: Duration) -> ureq::Agent {
+    assert!(addr.ip().is_loopback(), "live mode talks to loopback only");
+    ureq::Agent::config_builder()
+        .proxy(None)
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .max_idle_connections(0)
+        .build()
+        .new_agent()
+}
+
+/// GETs `path` on `addr` as text (a member's `/metrics`), within `timeout`.
+pub fn get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<String> {
+    let mut answer = (agent(addr, timeout)
+        .get(format!("http://{addr}{path}"))
+        .call())
+    .map_err(ureq::Error::into_io)?;
+    if answer.status() != 200 {
+        return Err(bad(format!("HTTP status {}", answer.status())));
+    }
+    answer
+        .body_mut()
+        .read_to_string()
+        .map_err(ureq::Error::into_io)
+}
+
 /// POSTs `body` to `path` on `addr`; the request, and reading its answer, end at `timeout`.
 pub fn post(
     addr: SocketAddr,
@@ -21,16 +49,7 @@ pub fn post(
     body: &serde_json::Value,
     timeout: Duration,
 ) -> std::io::Result<Response> {
-    assert!(addr.ip().is_loopback(), "live mode talks to loopback only");
-    // No proxy from the environment (`HTTP_PROXY`): live mode's traffic stays on loopback.
-    let agent = ureq::Agent::config_builder()
-        .proxy(None)
-        .timeout_global(Some(timeout))
-        .http_status_as_error(false)
-        .max_idle_connections(0)
-        .build()
-        .new_agent();
-    let answer = agent
+    let answer = agent(addr, timeout)
         .post(format!("http://{addr}{path}"))
         .content_type("application/json")
         .send(body.to_string())
