@@ -230,6 +230,8 @@ pub fn add_live_latencies(c: &mut locksim_reports::Comparison, v: &serde_json::V
                 acquire_ms_p50: p50,
                 sim_acquire_ms_p50: r["sim"]["acquire_p50_ms"].as_f64().unwrap_or(0.0),
                 runs: r["live"]["runs"].as_u64().unwrap_or(0),
+                fsyncs_per_grant: r["live"]["fsyncs_per_grant"].as_f64(),
+                sim_fsyncs_per_grant: r["sim"]["fsyncs_per_grant"].as_f64(),
             })
         });
     }

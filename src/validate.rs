@@ -18,6 +18,11 @@
 //! [`LATENCY_FACTOR`], or within [`LATENCY_FLOOR_MS`] of it, each where the runs have the
 //! grants to judge it ([`P50_GRANTS_MIN`], [`P99_GRANTS_MIN`]).
 //!
+//! Server fsyncs per grant are judged apart too, where the real servers count their own
+//! (etcd, ZooKeeper: `locksim_live::deploy::Deployment::fsyncs`): pooled over each world's
+//! runs, they agree within a factor [`FSYNCS_FACTOR`]; this is the live check of the
+//! comparison report's fsyncs per acquisition.
+//!
 //! Results are records, one JSON line each in `validation.jsonl` as they come; the tables
 //! (`validation.md`, `.json`, `.html`) are always rewritten from all records so far, so an
 //! interrupted run leaves a consistent table and `--resume` runs only what is missing.
@@ -50,6 +55,21 @@ pub const LATENCY_FACTOR: f64 = 2.0;
 /// process's scheduling and system calls (which the model's client does not spend) weigh a
 /// millisecond or two against the model's, and 0.8 ms against 2.0 ms is not a finding.
 pub const LATENCY_FLOOR_MS: f64 = 5.0;
+
+/// How far apart, as a factor, a live world's server fsyncs per grant may be from the
+/// simulator's and still agree: batching (several proposals in one Raft `Ready`, several
+/// transactions in one ZooKeeper log flush) depends on how requests meet in time, which a
+/// loaded machine changes; a model that syncs per request where the server syncs per batch,
+/// or forgets a sync, is further off.
+pub const FSYNCS_FACTOR: f64 = 1.5;
+
+/// Whether two worlds' fsyncs per grant agree (within [`FSYNCS_FACTOR`]); `None` where a
+/// world has no count (a server that keeps none, a run where one crashed).
+pub fn fsyncs_verdict(side: &Side, sim: &Side) -> Option<bool> {
+    let (a, b) = (side.fsyncs_per_grant?, sim.fsyncs_per_grant?);
+    let (lo, hi) = (a.min(b), a.max(b));
+    Some(hi <= lo * FSYNCS_FACTOR)
+}
 
 /// Whether two acquire latencies (ms) agree: within [`LATENCY_FLOOR_MS`] of each other, or
 /// within a factor [`LATENCY_FACTOR`]. A latency of 0 (a record from before the p99 was
@@ -123,6 +143,10 @@ pub struct Record {
     /// Of those, the updates lost.
     #[serde(default)]
     pub updates_lost: u64,
+    /// The servers' fsyncs in the run, where they were counted (live: by the servers' own
+    /// counters, where they keep one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_fsyncs: Option<u64>,
     /// Why the run produced no result (a server that did not start, a refusal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -141,6 +165,7 @@ impl Record {
             acquire_p99_ms: r.stats.liveness.acquire_latency_ms_p99,
             updates_acked: r.stats.updates_acked,
             updates_lost: r.stats.updates_lost,
+            server_fsyncs: r.stats.server_fsyncs,
             error: None,
         }
     }
@@ -157,6 +182,7 @@ impl Record {
             acquire_p99_ms: 0.0,
             updates_acked: 0,
             updates_lost: 0,
+            server_fsyncs: None,
             error: Some(error),
         }
     }
@@ -204,6 +230,8 @@ pub struct Side {
     /// Median over runs of each run's 99th-percentile acquire latency, in ms.
     #[serde(default)]
     pub acquire_p99_ms: f64,
+    /// Server fsyncs per grant, pooled over the runs that counted them (`None`: none did).
+    pub fsyncs_per_grant: Option<f64>,
 }
 
 impl Side {
@@ -290,6 +318,11 @@ pub struct Row {
     pub latency_agrees: Option<bool>,
     /// The same for the real library, where it ran.
     pub library_latency_agrees: Option<bool>,
+    /// locksim's own client's server fsyncs per grant agree with the simulator's
+    /// ([`fsyncs_verdict`]); `None` where a world has no count.
+    pub fsyncs_agree: Option<bool>,
+    /// The same for the real library, where it ran.
+    pub library_fsyncs_agree: Option<bool>,
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -328,7 +361,15 @@ fn side_with(all: usize, done: &[&Record], share: Share) -> Side {
         },
         acquire_p50_ms: median(granted.iter().map(|r| r.acquire_p50_ms).collect()),
         acquire_p99_ms: median(granted.iter().map(|r| r.acquire_p99_ms).collect()),
+        fsyncs_per_grant: fsyncs_per_grant(done),
     }
+}
+
+/// Server fsyncs per grant, pooled over the runs with a count and a grant.
+fn fsyncs_per_grant(done: &[&Record]) -> Option<f64> {
+    let counted = (done.iter()).filter_map(|r| Some((r.server_fsyncs?, r.acquisitions)));
+    let (fsyncs, grants) = counted.fold((0, 0), |(f, g), (rf, rg)| (f + rf, g + rg));
+    (grants > 0).then(|| fsyncs as f64 / grants as f64)
 }
 
 /// One side of a property's row: the runs that violated it, of those that could decide it.
@@ -450,6 +491,8 @@ fn row(
     let detectable = world.half_width() + sim.half_width();
     let latency_agrees = latency_verdict(&live, &sim);
     let library_latency_agrees = library.as_ref().and_then(|l| latency_verdict(l, &sim));
+    let fsyncs_agree = fsyncs_verdict(&live, &sim);
+    let library_fsyncs_agree = library.as_ref().and_then(|l| fsyncs_verdict(l, &sim));
     Row {
         scenario: e.name.clone(),
         protocol: e.protocol.clone(),
@@ -466,6 +509,8 @@ fn row(
         explanation: e.explanation.get(property).cloned(),
         latency_agrees,
         library_latency_agrees,
+        fsyncs_agree,
+        library_fsyncs_agree,
     }
 }
 
@@ -558,13 +603,11 @@ fn library_verdict_text(r: &Row) -> &'static str {
 }
 
 /// `live · sim`, and ` · library` where the library ran; `—` for a side without runs.
-fn three(r: &Row, f: impl Fn(&Side) -> f64) -> String {
-    let one = |s: &Side| {
-        if s.runs == 0 {
-            "—".to_owned()
-        } else {
-            format!("{:.1}", f(s))
-        }
+fn three(r: &Row, f: impl Fn(&Side) -> Option<f64>) -> String {
+    let one = |s: &Side| match f(s) {
+        _ if s.runs == 0 => "—".to_owned(),
+        Some(x) => format!("{x:.1}"),
+        None => "n/a".to_owned(),
     };
     let mut out = format!("{} · {}", one(&r.live), one(&r.sim));
     if let Some(l) = &r.library {
@@ -573,22 +616,33 @@ fn three(r: &Row, f: impl Fn(&Side) -> f64) -> String {
     out
 }
 
-/// The latency verdicts: `agrees`, `differs` or `not judged` for locksim's own client live,
-/// then the real library's where it ran.
-fn latency_text(r: &Row) -> String {
+/// A pair of verdicts, `agrees`, `differs` or `not judged`: locksim's own client live, then
+/// the real library's where it ran.
+fn verdicts_text(r: &Row, own: Option<bool>, library: Option<bool>) -> String {
     let word = |v: Option<bool>| match v {
         Some(true) => "agrees",
         Some(false) => "**differs**",
         None => "not judged",
     };
     match &r.library {
-        Some(_) => format!(
-            "{} · {}",
-            word(r.latency_agrees),
-            word(r.library_latency_agrees)
-        ),
-        None => word(r.latency_agrees).to_owned(),
+        Some(_) => format!("{} · {}", word(own), word(library)),
+        None => word(own).to_owned(),
     }
+}
+
+/// The latency verdicts ([`verdicts_text`]).
+fn latency_text(r: &Row) -> String {
+    verdicts_text(r, r.latency_agrees, r.library_latency_agrees)
+}
+
+/// Server fsyncs per grant in each world and their verdicts, or `n/a` where no world counted.
+fn fsyncs_text(r: &Row) -> String {
+    let sides = [Some(&r.live), Some(&r.sim), r.library.as_ref()];
+    if !sides.iter().flatten().any(|s| s.fsyncs_per_grant.is_some()) {
+        return "n/a".into();
+    }
+    let verdicts = verdicts_text(r, r.fsyncs_agree, r.library_fsyncs_agree);
+    format!("{}: {verdicts}", three(r, |s| s.fsyncs_per_grant))
 }
 
 /// The smallest difference a row could see, in points: `±12`.
@@ -614,7 +668,10 @@ pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
          median of the runs' median (p50) and 99th-percentile (p99) acquire latency; `latency` \
          = each live world's p50 (with {p50_min} grants a run or more) and p99 ({p99_min} or \
          more) against the simulated ones: `agrees` within a factor {factor} or {floor} ms, \
-         else `differs`; `not judged` with fewer grants. `real \
+         else `differs`; `not judged` with fewer grants. `fsyncs/grant`: the servers' fsyncs \
+         per grant, pooled over the runs, counted live by the servers themselves (etcd, \
+         ZooKeeper; `n/a` where they keep no count), `agrees` within a factor \
+         {fsyncs_factor}. `real \
          library`: where the scenario's client profile has a driver, the runs with the real \
          library it models (`locksim live --library`), judged against the simulated runs by \
          the same rule; `modelled only`: a profile whose library does not run here.\n\n",
@@ -623,13 +680,14 @@ pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
         factor = LATENCY_FACTOR,
         floor = LATENCY_FLOOR_MS,
         p50_min = P50_GRANTS_MIN,
-        p99_min = P99_GRANTS_MIN
+        p99_min = P99_GRANTS_MIN,
+        fsyncs_factor = FSYNCS_FACTOR
     );
-    out += "| scenario | protocol | property | live | simulated | verdict | sees | real library | library verdict | grants/run live · sim · lib | acquire p50 ms live · sim · lib | p99 ms live · sim · lib | latency live · lib |\n";
-    out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    out += "| scenario | protocol | property | live | simulated | verdict | sees | real library | library verdict | grants/run live · sim · lib | acquire p50 ms live · sim · lib | p99 ms live · sim · lib | latency live · lib | fsyncs/grant live · sim · lib |\n";
+    out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for r in rows {
         out += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.scenario,
             r.protocol,
             r.property,
@@ -639,10 +697,11 @@ pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
             detectable_text(r),
             library_text(r),
             library_verdict_text(r),
-            three(r, |s| s.acquisitions_per_run),
-            three(r, |s| s.acquire_p50_ms),
-            three(r, |s| s.acquire_p99_ms),
-            latency_text(r)
+            three(r, |s| Some(s.acquisitions_per_run)),
+            three(r, |s| Some(s.acquire_p50_ms)),
+            three(r, |s| Some(s.acquire_p99_ms)),
+            latency_text(r),
+            fsyncs_text(r)
         );
     }
     out + &summary(rows, missing)
@@ -678,6 +737,7 @@ fn summary(rows: &[Row], missing: &[String]) -> String {
         );
     }
     out += &latency_summary(rows);
+    out += &fsyncs_summary(rows);
     // Each disagreement, live (locksim's own client) and the real library's apart.
     let library_open = (rows.iter()).filter(|r| r.library_verdict == Some(RowVerdict::Disagrees));
     let notes = (open.iter().map(|r| (*r, " (live)")))
@@ -695,19 +755,38 @@ fn summary(rows: &[Row], missing: &[String]) -> String {
     out
 }
 
-/// The scenarios' latency verdicts, one per scenario (its rows, which come together, share
-/// them): how many agree, and which differ, live and with the real library.
+/// The scenarios' latency verdicts ([`per_scenario`]).
 fn latency_summary(rows: &[Row]) -> String {
+    let what = format!(
+        "Acquire latency (p50 and p99, where the grants a run can judge them, within a factor \
+         {LATENCY_FACTOR} or {LATENCY_FLOOR_MS} ms of the simulated)"
+    );
+    per_scenario(
+        rows,
+        |r| [r.latency_agrees, r.library_latency_agrees],
+        &what,
+    )
+}
+
+/// The scenarios' fsync verdicts ([`per_scenario`]).
+fn fsyncs_summary(rows: &[Row]) -> String {
+    let what = format!(
+        "Server fsyncs per grant (counted live by etcd and ZooKeeper themselves, within a \
+         factor {FSYNCS_FACTOR} of the simulated)"
+    );
+    per_scenario(rows, |r| [r.fsyncs_agree, r.library_fsyncs_agree], &what)
+}
+
+/// A scenario-wide verdict, one per scenario (its rows, which come together, share it),
+/// live and with the real library (`verdicts`): how many agree, and which differ; empty
+/// where none was judged.
+fn per_scenario(rows: &[Row], verdicts: impl Fn(&Row) -> [Option<bool>; 2], what: &str) -> String {
     let mut firsts: Vec<&Row> = rows.iter().collect();
     firsts.dedup_by(|a, b| a.scenario == b.scenario);
     let judged: Vec<(bool, String)> = (firsts.iter())
         .flat_map(|r| {
-            let worlds = [
-                (r.latency_agrees, "live"),
-                (r.library_latency_agrees, "library"),
-            ];
+            let worlds = verdicts(r).into_iter().zip(["live", "library"]);
             worlds
-                .into_iter()
                 .filter_map(move |(v, world)| v.map(|ok| (ok, format!("{} ({world})", r.scenario))))
         })
         .collect();
@@ -724,9 +803,7 @@ fn latency_summary(rows: &[Row]) -> String {
         format!(": {}", differ.join(", "))
     };
     format!(
-        "\nAcquire latency (p50 and p99, where the grants a run can judge them, within a factor \
-         {LATENCY_FACTOR} or {LATENCY_FLOOR_MS} ms of the simulated): {} of {} agree, {} \
-         differ{list}.\n",
+        "\n{what}: {} of {} agree, {} differ{list}.\n",
         judged.len() - differ.len(),
         judged.len(),
         differ.len()
@@ -749,7 +826,7 @@ pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
             _ => "bad",
         };
         body += &format!(
-            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             escape(&r.scenario),
             escape(&r.protocol),
             r.property,
@@ -760,9 +837,10 @@ pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
             detectable_text(r),
             escape(&library_text(r)),
             library_verdict_text(r).replace("**", ""),
-            three(r, |s| s.acquisitions_per_run),
-            three(r, |s| s.acquire_p50_ms),
-            latency_text(r).replace("**", "")
+            three(r, |s| Some(s.acquisitions_per_run)),
+            three(r, |s| Some(s.acquire_p50_ms)),
+            latency_text(r).replace("**", ""),
+            fsyncs_text(r).replace("**", "")
         );
     }
     let missing = if missing.is_empty() {
@@ -780,7 +858,7 @@ pub fn html(rows: &[Row], missing: &[String], header: &str) -> String {
          <p>{}</p><table><tr><th>scenario</th><th>protocol</th><th>property</th><th>live</th>\
          <th>simulated</th><th>verdict</th><th>sees (points)</th><th>real library</th>\
          <th>library verdict</th><th>grants/run live · sim · lib</th>\
-         <th>acquire p50 ms live · sim · lib</th><th>latency live · lib</th></tr>\n{body}</table>{missing}</body></html>\n",
+         <th>acquire p50 ms live · sim · lib</th><th>latency live · lib</th><th>fsyncs/grant live · sim · lib</th></tr>\n{body}</table>{missing}</body></html>\n",
         escape(header)
     )
 }

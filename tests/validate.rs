@@ -304,9 +304,14 @@ fn validation_row(scenario: &str, protocol: &str, live_p50: f64, sim_p50: f64) -
 #[test]
 fn compare_shows_live_loopback_latency_beside_simulated() {
     let dir = scratch("validate-live-cost");
+    let mut healthy = validation_row("v-redis-single-healthy", "single-redis", 73.7, 41.0);
+    // Fsyncs per grant where the validation has them (here only to follow them through:
+    // live, a redis-server counts none).
+    healthy["live"]["fsyncs_per_grant"] = 6.08.into();
+    healthy["sim"]["fsyncs_per_grant"] = 6.12.into();
     let rows = vec![
         validation_row("v-redis-single-gc-pause", "single-redis", 999.0, 2.0),
-        validation_row("v-redis-single-healthy", "single-redis", 73.7, 41.0),
+        healthy,
         validation_row("v-zookeeper-healthy", "zookeeper", 0.0, 43.0),
     ];
     let v = dir.join("validation.json");
@@ -339,15 +344,16 @@ fn compare_shows_live_loopback_latency_beside_simulated() {
     );
     assert_eq!(redis["live"]["acquire_ms_p50"], 73.7, "{redis}");
     assert_eq!(redis["live"]["sim_acquire_ms_p50"], 41.0, "{redis}");
+    assert_eq!(redis["live"]["fsyncs_per_grant"], 6.08, "{redis}");
     assert!(redis["acquire_ms_p50"].as_f64().unwrap() > 0.0, "{redis}");
     assert!(cost("zookeeper")["live"].is_null(), "no live result: none");
     let md = std::fs::read_to_string(dir.join("r/report.md")).unwrap();
     assert!(md.contains("loopback live · sim p50 (ms) |"), "{md}");
     assert!(
-        md.contains(" 73.7 · 41.0 (v-redis-single-healthy) |"),
+        md.contains(" 73.7 · 41.0 (v-redis-single-healthy); fsyncs/grant 6.1 · 6.1 |"),
         "{md}"
     );
     let html = std::fs::read_to_string(dir.join("r/report.html")).unwrap();
-    assert!(html.contains("<td>73.7 · 41.0 (v-redis-single-healthy)</td>"));
+    assert!(html.contains("<td>73.7 · 41.0 (v-redis-single-healthy); fsyncs/grant 6.1 · 6.1</td>"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -71,6 +71,13 @@ pub struct LiveLatency {
     pub sim_acquire_ms_p50: f64,
     /// Live runs behind it.
     pub runs: u64,
+    /// Live: the servers' fsyncs per grant, pooled over the live runs, where the real
+    /// servers count them (etcd, ZooKeeper).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fsyncs_per_grant: Option<f64>,
+    /// Simulated, same scenario and statistic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim_fsyncs_per_grant: Option<f64>,
 }
 
 fn per_s(x: f64, cell: &CellSummary) -> Option<f64> {

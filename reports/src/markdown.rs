@@ -219,7 +219,8 @@ pub const LIVE_COST_LEGEND: &str = "Loopback live · sim: the acquire latency's 
     the real servers on loopback (`locksim validate`'s live runs of the protocol's healthy \
     validation scenario, named; median of the runs' medians) beside the simulator's on the \
     same scenario; both contended, unlike the uncontended columns; – where the validation has \
-    no live result for the protocol.";
+    no live result for the protocol. Where the real servers count their fsyncs (etcd, \
+    ZooKeeper), their fsyncs per grant follow, live · sim, on the same runs.";
 
 /// Whether any row has a live latency (the cost tables then show its column).
 pub fn has_live_cost(c: &Comparison) -> bool {
@@ -228,11 +229,16 @@ pub fn has_live_cost(c: &Comparison) -> bool {
         .any(|r| r.cost.as_ref().is_some_and(|x| x.live.is_some()))
 }
 
-/// A row's live latency cell: `live · sim (scenario)`, or `–`.
+/// A row's live latency cell: `live · sim (scenario)`, then the fsyncs per grant where the
+/// servers counted them (`; fsyncs/grant live · sim`), or `–`.
 pub fn live_cell(x: &crate::cost::Cost) -> String {
     x.live.as_ref().map_or("–".into(), |l| {
+        let fsyncs = match (l.fsyncs_per_grant, l.sim_fsyncs_per_grant) {
+            (Some(live), Some(sim)) => format!("; fsyncs/grant {live:.1} · {sim:.1}"),
+            _ => String::new(),
+        };
         format!(
-            "{:.1} · {:.1} ({})",
+            "{:.1} · {:.1} ({}){fsyncs}",
             l.acquire_ms_p50, l.sim_acquire_ms_p50, l.scenario
         )
     })

@@ -20,6 +20,7 @@ fn record(scenario: &str, mode: Mode, seed: u64, violated: bool) -> Record {
         acquire_p99_ms: 2.0 * seed as f64,
         updates_acked: 0,
         updates_lost: 0,
+        server_fsyncs: None,
         error: None,
     }
 }
@@ -146,6 +147,50 @@ fn latency_agrees_within_a_factor_or_a_few_milliseconds() {
     assert_eq!(latency_verdict(&many.0, &many.1), Some(false));
     let few = (side(4.0, 1.5, 2173.0), side(4.0, 82.8, 2185.0));
     assert_eq!(latency_verdict(&few.0, &few.1), None);
+}
+
+#[test]
+fn server_fsyncs_per_grant_pool_over_the_runs_and_agree_within_a_factor() {
+    // Live: 10 grants a run, 60 and 64 fsyncs; simulated: 61 in each run; the library's
+    // 100 a run; a live run without a count (a crashed server) counts nothing.
+    let counted = |mode: Mode, seed: u64, fsyncs: Option<u64>| Record {
+        server_fsyncs: fsyncs,
+        ..record("s", mode, seed, false)
+    };
+    let mut e = entries();
+    e[0].library = RealLibrary::Driver("etcdctl-3.4".into());
+    let records = vec![
+        counted(Mode::Live, 1, Some(60)),
+        counted(Mode::Live, 2, Some(64)),
+        counted(Mode::Live, 3, None),
+        counted(Mode::Sim, 1, Some(61)),
+        counted(Mode::Sim, 2, Some(61)),
+        counted(Mode::Library, 1, Some(100)),
+    ];
+    let rows = validate::rows(&e, &records);
+    let r = &rows[0];
+    assert_eq!(r.live.fsyncs_per_grant, Some(6.2));
+    assert_eq!(r.sim.fsyncs_per_grant, Some(6.1));
+    assert_eq!(r.fsyncs_agree, Some(true));
+    assert_eq!(
+        r.library_fsyncs_agree,
+        Some(false),
+        "10 a grant against 6.1"
+    );
+    let md = markdown(&rows, &[], "");
+    assert!(
+        md.contains("6.2 · 6.1 · 10.0: agrees · **differs** |"),
+        "{md}"
+    );
+    assert!(md.contains("fsyncs per grant (counted live by etcd and ZooKeeper themselves, within a factor 1.5 of the simulated): 1 of 2 agree, 1 differ: s (library)"), "{md}");
+    // No world counted (redis-server keeps no count): n/a, nothing judged.
+    let rows = validate::rows(&entries(), &records_of(2, 0, 2, 0));
+    assert!(rows.iter().all(|r| r.fsyncs_agree.is_none()));
+    let md = markdown(&rows, &[], "");
+    assert!(
+        md.contains("| n/a |") && !md.contains("Server fsyncs per grant"),
+        "{md}"
+    );
 }
 
 #[test]
