@@ -331,3 +331,31 @@ duration_ms = 500
     };
     assert_eq!((of(Op::LoopStall), of(Op::Pause)), (1, 0), "{}", r.replay);
 }
+
+/// `etcdctl-3.4` makes a lease per acquire and leaves it to lapse (`etcdctl lock` never
+/// closes its session): with a 10 s TTL and a 4 s run none lapses in the run, so the cluster
+/// commits no revocation; Jepsen's `release!` revokes each one after its Unlock, a commit
+/// more per grant on every member.
+#[test]
+fn etcdctl_leaves_each_acquires_lease_to_lapse_where_jepsen_revokes_it() {
+    let text = "duration_ms = 4_000\n[protocol]\nname = \"etcd\"\nclient = \"etcdctl-3.4\"\n\
+                [workload]\nclients = 1\ncs_ms_min = 50\ncs_ms_max = 50\n";
+    let lapse = common::parsed(text, "etcdctl.toml");
+    let revoke = text.replace("[workload]", "lease_after = \"revoke\"\n[workload]");
+    let revoke = common::parsed(&revoke, "jepsen.toml");
+    for seed in 1..=5 {
+        let (l, r) = (lapse.run(seed), revoke.run(seed));
+        let per_grant = |x: &locksim_scenarios::RunResult| {
+            let grants = x.stats.liveness.acquisitions;
+            assert!(grants > 10, "{}", x.replay);
+            x.stats.server_fsyncs.unwrap() as f64 / grants as f64
+        };
+        let (lf, rf) = (per_grant(&l), per_grant(&r));
+        assert!(
+            rf >= lf + 2.0,
+            "a revocation a grant, synced by the three members: {rf:.2} fsyncs a grant \
+             revoking, {lf:.2} lapsing: {}",
+            r.replay
+        );
+    }
+}

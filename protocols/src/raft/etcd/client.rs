@@ -2,7 +2,7 @@
 //! the chosen library ([`super::profile`]) runs them.
 
 use super::kv::{DeleteKey, Req, Resp};
-use super::params::{Library, LockApi, Params, Unlock, Variant, PREFIX};
+use super::params::{LeaseAfter, Library, LockApi, Params, Unlock, Variant, PREFIX};
 use crate::protocol::{Acquired, Grant, LockClient, LostSignal, Outcome, Validity};
 use crate::raft::client::Link as RaftLink;
 use async_trait::async_trait;
@@ -353,7 +353,8 @@ fn spawn_jetcd_keep_alive(link: Rc<Link>, session: SharedSession, lease: u64) {
 #[async_trait(?Send)]
 impl LockClient for EtcdClient {
     /// With `lease_per_acquire`, a fresh lease for this acquire, revoked if it fails
-    /// (Jepsen's `acquire!`); otherwise the client's session.
+    /// (Jepsen's `acquire!`) or left to lapse (`lease_after`); otherwise the client's
+    /// session.
     async fn acquire(&mut self) -> Acquired {
         let fresh = self.link.params.lease_per_acquire;
         if fresh {
@@ -362,7 +363,11 @@ impl LockClient for EtcdClient {
         }
         let outcome = self.lock().await;
         if fresh && !matches!(outcome, Acquired::Granted(_)) {
-            self.revoke_lease().await;
+            match self.link.params.lease_after {
+                LeaseAfter::Revoke => self.revoke_lease().await,
+                // Its keep-alive stops with the session (the process exits).
+                LeaseAfter::Lapse => drop(self.session.borrow_mut().take()),
+            }
         }
         outcome
     }
@@ -396,7 +401,8 @@ impl LockClient for EtcdClient {
     }
 
     /// `Unlock` (with `lease_per_acquire`, Jepsen's `release!`: the keep-alive stops first,
-    /// and the lease is revoked after a successful unlock), waiting for its answer until
+    /// and the lease is revoked after a successful unlock, or left to lapse with `lease_after
+    /// = "lapse"`), waiting for its answer until
     /// `unlock_timeout_ms`.
     async fn release(&mut self, grant: &Grant) -> Outcome {
         let p = &self.link.params;
@@ -412,7 +418,8 @@ impl LockClient for EtcdClient {
         };
         match self.link.call(req.clone(), p.unlock_timeout()).await {
             Some(Resp::Deleted) => {
-                if let Some(s) = session {
+                let revoke = p.lease_after == LeaseAfter::Revoke;
+                if let Some(s) = session.filter(|_| revoke) {
                     let revoke = Req::LeaseRevoke { lease: s.lease };
                     let _ = self.link.call(revoke, self.link.request_budget()).await;
                 }

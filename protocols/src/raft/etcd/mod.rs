@@ -138,7 +138,7 @@ use kv::{Kv, Req, Resp};
 use locksim_sim::nemesis::ROLE_LEADER;
 use locksim_sim::{NodeCtx, World};
 pub use params::{
-    ClientEndpoint, Lessor, Library, LockApi, Params, TtlRounding, Unlock, Variant,
+    ClientEndpoint, LeaseAfter, Lessor, Library, LockApi, Params, TtlRounding, Unlock, Variant,
     LEASE_CHECKPOINT_INTERVAL_MS_DEFAULT, PREFIX,
 };
 use std::time::Duration;

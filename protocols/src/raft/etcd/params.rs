@@ -102,6 +102,20 @@ pub enum Unlock {
     DeleteIfOwner,
 }
 
+/// With `lease_per_acquire`, what becomes of an acquire's lease once its Unlock is answered,
+/// or its acquire failed (`[protocol] lease_after`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeaseAfter {
+    /// Revoked (Jepsen's `release!`, and `acquire!` when it fails).
+    #[default]
+    Revoke,
+    /// Left to lapse a TTL after its last keep-alive, its keep-alive stopped: `etcdctl lock`,
+    /// a process per acquire that exits without closing its session (`lockUntilSignal` never
+    /// calls `s.Close()`), so each lease costs the cluster its expiry's revocation too.
+    Lapse,
+}
+
 /// Whether the leader's lessor confirms the leadership before it renews or revokes a lease
 /// (`[protocol] lessor`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,9 +193,15 @@ pub struct Params {
     #[serde(default, skip_serializing_if = "is_default")]
     pub client_endpoint: ClientEndpoint,
     /// A fresh lease for every acquire, revoked after the unlock (Jepsen's `acquire!` and
-    /// `release!`), instead of one session for the client's life.
+    /// `release!`) or left to lapse (`lease_after`), instead of one session for the client's
+    /// life.
     #[serde(default, skip_serializing_if = "is_default")]
     pub lease_per_acquire: bool,
+    /// With `lease_per_acquire`: what becomes of an acquire's lease after it (without, the
+    /// session lasts the client's life and this says nothing: a profile may set it for a
+    /// file that turns `lease_per_acquire` off).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub lease_after: LeaseAfter,
     /// Where the Mutex runs.
     #[serde(default, skip_serializing_if = "is_default")]
     pub lock_api: LockApi,

@@ -23,8 +23,12 @@
 //!   m.myKey)`) and fails with `ErrSessionExpired` if it is gone, but the lease can still be
 //!   revoked between that read and the caller's first write: nothing re-checks it then.
 //! - **`etcdctl-3.4`** (`etcdctl lock NAME` of etcd 3.4, `etcdctl/ctlv3/command/
-//!   lock_command.go`, `lockUntilSignal`): 3.4's session (`--ttl`, 10 s by default) and
-//!   `Mutex`; once `m.Lock(ctx)` returns, etcdctl gets its own key (`c.Get(ctx, m.Key())`)
+//!   lock_command.go`, `lockUntilSignal`): one process per acquire, each with a 3.4 session
+//!   of its own (`--ttl`, 10 s by default), which it never closes (no `s.Close()`): its lease
+//!   lapses a TTL after the process exits, and the lessor's revocation then costs the cluster
+//!   a commit (`lease_per_acquire = true`, `lease_after = "lapse"`; found by the servers'
+//!   own fsync counts: 9.9 a grant live against the model's 6.2 with one session for the
+//!   client's life, docs/validation.md); and `Mutex`; once `m.Lock(ctx)` returns, etcdctl gets its own key (`c.Get(ctx, m.Key())`)
 //!   and exits with "lock lost on init" if it is gone, then prints it and waits for a signal
 //!   (`Unlock`) or `s.Done()` ("session expired"). So the command has the effect of 3.5's
 //!   re-read around 3.4's library: held to the real etcdctl under Jepsen's nemesis
@@ -97,11 +101,14 @@ pub fn profiles() -> Vec<ClientProfile> {
         ),
         profile(
             "etcdctl-3.4",
-            "etcdctl lock of etcd 3.4: 3.4's session (10 s, etcdctl's --ttl default) and Mutex, \
-             then its own Get of the key after Lock, exiting \"lock lost on init\" if it is gone \
-             (as 3.5's re-read); no deadline on its requests",
+            "etcdctl lock of etcd 3.4: a process per acquire, each with a 3.4 session of its own \
+             (10 s, etcdctl's --ttl default; never closed: its lease lapses after the exit) and \
+             Mutex, then its own Get of the key after Lock, exiting \"lock lost on init\" if it \
+             is gone (as 3.5's re-read); no deadline on its requests",
             &[
                 ("lease_ttl_ms", toml::Value::Integer(ETCDCTL_TTL_MS)),
+                ("lease_per_acquire", toml::Value::Boolean(true)),
+                ("lease_after", s("lapse")),
                 (
                     "request_timeout_ms",
                     toml::Value::Integer(ETCDCTL_REQUEST_TIMEOUT_MS),
