@@ -320,9 +320,8 @@ impl Live<'_> {
     ) -> LiveRun {
         self.stop_clients(rx);
         self.recorder.record(Event::nemesis(Op::RunEnd));
-        let at_end = self.fsyncs_at_start.and(self.deployment.fsyncs());
         let server_fsyncs =
-            (at_end.zip(self.fsyncs_at_start)).and_then(|(end, start)| end.checked_sub(start));
+            (self.fsyncs_at_start).and_then(|start| self.deployment.fsyncs()?.checked_sub(start));
         let servers = self.deployment.infos.clone();
         for server in &mut self.deployment.servers {
             server.kill();

@@ -66,9 +66,7 @@ impl Deployment {
             crate::clock::sleep(LEADER_POLL);
         }
     }
-}
 
-impl Deployment {
     /// The fsyncs the servers have counted since they started, summed, by their own
     /// counters: each etcd member's WAL syncs (`etcd_disk_wal_fsync_duration_seconds_count`
     /// on `/metrics`), each ZooKeeper server's transaction-log syncs (`zk_cnt_fsynctime` in
@@ -87,15 +85,17 @@ impl Deployment {
 /// An etcd member's WAL fsyncs so far, from its Prometheus metrics.
 fn etcd_wal_fsyncs(addr: SocketAddr) -> Option<u64> {
     let text = crate::links::http::get(addr, "/metrics", Duration::from_secs(1)).ok()?;
-    metric(&text, "etcd_disk_wal_fsync_duration_seconds_count ")
+    metric(&text, "etcd_disk_wal_fsync_duration_seconds_count")
 }
 
-/// The value of the line of `text` that starts with `name` (`NAME VALUE`, as Prometheus's
-/// text format and ZooKeeper's `mntr` write a counter), as a whole number.
+/// The value of the counter `name` in `text`, one `NAME VALUE` a line (as Prometheus's text
+/// format and ZooKeeper's `mntr` write them), as a whole number.
 pub fn metric(text: &str, name: &str) -> Option<u64> {
-    let line = text.lines().find_map(|l| l.strip_prefix(name))?;
-    let value: f64 = line.trim().parse().ok()?;
-    Some(value as u64)
+    let value = text.lines().find_map(|line| {
+        let (key, value) = line.split_once(char::is_whitespace)?;
+        (key == name).then_some(value)
+    })?;
+    Some(value.trim().parse::<f64>().ok()? as u64)
 }
 
 /// Seeds the latency draws of the proxies between servers, apart from the clients' proxies.
@@ -290,4 +290,22 @@ fn etcd(
     let endpoints = d.addrs();
     d.lock = LockSpec::Etcd { params, endpoints };
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    /// A counter is read by its whole name, in either server's format; a longer name that
+    /// starts with it, a comment or a missing counter is not it.
+    #[test]
+    fn a_counter_is_read_by_its_whole_name() {
+        let etcd = "# HELP etcd_disk_wal_fsync_duration_seconds The latency\n\
+                    etcd_disk_wal_fsync_duration_seconds_sum 0.25\n\
+                    etcd_disk_wal_fsync_duration_seconds_count 620\n";
+        let count = super::metric(etcd, "etcd_disk_wal_fsync_duration_seconds_count");
+        assert_eq!(count, Some(620));
+        let zk = "zk_cnt_fsynctime_other\t5\nzk_cnt_fsynctime\t896\nzk_sum_fsynctime\t40\n";
+        assert_eq!(super::metric(zk, "zk_cnt_fsynctime"), Some(896));
+        assert_eq!(super::metric(zk, "zk_cnt_fsync"), None);
+        assert_eq!(super::metric("", "zk_cnt_fsynctime"), None);
+    }
 }
