@@ -244,14 +244,18 @@ impl EtcdClient {
             .is_some_and(|s| grant.handle == format!("{PREFIX}{:x}", s.lease))
     }
 
-    /// Revokes the session's lease and forgets it (Jepsen's `revoke-lease!`); the answer does
-    /// not matter: an unrevoked lease lapses after its TTL.
-    async fn revoke_lease(&self) {
-        let Some(s) = self.session.borrow_mut().take() else {
-            return;
-        };
-        let req = Req::LeaseRevoke { lease: s.lease };
-        let _ = self.link.call(req, self.link.request_budget()).await;
+    /// Ends an acquire's own lease (`lease_per_acquire`), its session already taken from the
+    /// slot (so its keep-alive stops): revoked (Jepsen's `revoke-lease!`; the answer does not
+    /// matter: an unrevoked lease lapses after its TTL), or left to lapse with `lease_after =
+    /// "lapse"` (`etcdctl lock`'s process exits).
+    async fn end_lease(&self, session: Option<Session>) {
+        match session {
+            Some(s) if self.link.params.lease_after == LeaseAfter::Revoke => {
+                let req = Req::LeaseRevoke { lease: s.lease };
+                let _ = self.link.call(req, self.link.request_budget()).await;
+            }
+            _ => {}
+        }
     }
 
     /// `Lock`: the acquire transaction, then waiting for every older key to go.
@@ -363,11 +367,8 @@ impl LockClient for EtcdClient {
         }
         let outcome = self.lock().await;
         if fresh && !matches!(outcome, Acquired::Granted(_)) {
-            match self.link.params.lease_after {
-                LeaseAfter::Revoke => self.revoke_lease().await,
-                // Its keep-alive stops with the session (the process exits).
-                LeaseAfter::Lapse => drop(self.session.borrow_mut().take()),
-            }
+            let session = self.session.borrow_mut().take();
+            self.end_lease(session).await;
         }
         outcome
     }
@@ -418,11 +419,7 @@ impl LockClient for EtcdClient {
         };
         match self.link.call(req.clone(), p.unlock_timeout()).await {
             Some(Resp::Deleted) => {
-                let revoke = p.lease_after == LeaseAfter::Revoke;
-                if let Some(s) = session.filter(|_| revoke) {
-                    let revoke = Req::LeaseRevoke { lease: s.lease };
-                    let _ = self.link.call(revoke, self.link.request_budget()).await;
-                }
+                self.end_lease(session).await;
                 Outcome::Ok
             }
             Some(other) => Outcome::Failed(format!("unexpected answer {other:?}")),
