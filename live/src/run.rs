@@ -184,6 +184,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     // A provisional zero: the clock starts when every client is up (`start_clock`).
     let recorder = Recorder::new(clock::now_ns() + START_MARGIN_MS * 1_000_000);
     let resource = crate::resource::start(s.resource.rules(), &dir, recorder.clone())?;
+    let shared_driver = shared_driver(&library, &deployment.lock)?;
     let (tx, rx) = channel();
     let mut live = Live {
         prepared,
@@ -207,10 +208,9 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         library,
         armed: faults.iter().filter_map(Fault::armed_point).collect(),
         shims,
-        shared_driver: None,
+        shared_driver,
         fsyncs_at_start: None,
     };
-    live.shared_driver = shared_driver(&live)?;
     for name in s.workload.client_names() {
         live.start_client(&name)?;
     }
@@ -242,13 +242,13 @@ fn real_library(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<Optio
 /// With `--library`, the run's one driver process if the library's clients are its threads
 /// ([`crate::client::driver::Driver::threads`]), on the servers themselves (each client's
 /// thread reaches them through its own link's proxy).
-fn shared_driver(live: &Live) -> anyhow::Result<Option<SharedDriver>> {
-    let driver = live
-        .library
-        .as_ref()
-        .and_then(|l| driver::named(&l.profile));
+fn shared_driver(
+    library: &Option<LibraryInfo>,
+    lock: &crate::spec::LockSpec,
+) -> anyhow::Result<Option<SharedDriver>> {
+    let driver = library.as_ref().and_then(|l| driver::named(&l.profile));
     match driver {
-        Some(d) if d.threads => Ok(Some(SharedDriver::start(d, &live.deployment.lock)?)),
+        Some(d) if d.threads => Ok(Some(SharedDriver::start(d, lock)?)),
         _ => Ok(None),
     }
 }

@@ -23,13 +23,14 @@
 //! profile without a driver is refused by name, as modelled only.
 
 use crate::client::lock::Ctx;
+use crate::procs::Proc;
 use crate::rundir::RunDir;
 use crate::spec::LockSpec;
 use locksim_protocols::redis::profile;
 use locksim_protocols::{Acquired, Grant, Outcome};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 /// A library live mode can run for real.
 pub struct Driver {
@@ -566,12 +567,18 @@ impl DriverLock {
                 // The library reads the client's clock, as locksim's own client does.
                 cmd.envs(crate::deploy::shim::preload(clock));
             }
-            let (child, input, output) = spawn(cmd, &args)?;
+            cmd.arg(args.to_string())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped());
+            // In the client's process group (a pause stops the library too), killed when the
+            // client process ends, however it ends.
+            crate::procs::die_with_spawner(&mut cmd);
+            let mut child = cmd.spawn()?;
             let lock = DriverLock {
                 asks_servers: driver.asks_servers,
+                input: Box::new(child.stdin.take().expect("piped")),
+                output: BufReader::new(Box::new(child.stdout.take().expect("piped"))),
                 child: Some(child),
-                input: Box::new(input),
-                output: BufReader::new(Box::new(output)),
             };
             (lock, source)
         };
@@ -665,27 +672,12 @@ impl Drop for DriverLock {
     }
 }
 
-/// Spawns a driver with its arguments, its stdin and stdout piped; killed when the process
-/// that spawned it ends, however it ends.
-fn spawn(
-    mut cmd: Command,
-    args: &serde_json::Value,
-) -> anyhow::Result<(Child, ChildStdin, ChildStdout)> {
-    cmd.arg(args.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    crate::procs::die_with_spawner(&mut cmd);
-    let mut child = cmd.spawn()?;
-    let input = child.stdin.take().expect("piped");
-    let output = child.stdout.take().expect("piped");
-    Ok((child, input, output))
-}
-
 /// The one driver process of a [`Driver::threads`] library, which the parent starts before
-/// the clients: outside every client's process group (a client's stop at a workload point
-/// leaves its thread idle; nothing stops one thread alone), killed when dropped.
+/// the clients: a [`Proc`] of its own, outside every client's process group (a client's stop
+/// at a workload point leaves its thread idle; nothing stops one thread alone), in the run's
+/// process log and killed when dropped.
 pub struct SharedDriver {
-    child: Child,
+    _proc: Proc,
     /// Where the clients connect (`127.0.0.1:port`).
     pub addr: String,
 }
@@ -694,12 +686,12 @@ impl SharedDriver {
     /// Starts `driver` on the servers of `lock` and waits, at most [`Driver::start_ms`], for
     /// its hello, which names its port.
     pub fn start(driver: &Driver, lock: &LockSpec) -> anyhow::Result<SharedDriver> {
-        let (cmd, _source) = driver.command(driver.source)?;
-        let (child, _input, output) = spawn(cmd, &(driver.args)(lock)?)?;
-        let mut shared = SharedDriver {
-            child,
-            addr: String::new(),
-        };
+        let (mut cmd, _source) = driver.command(driver.source)?;
+        cmd.arg((driver.args)(lock)?.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        let mut proc = Proc::spawn("the shared driver", &mut cmd)?;
+        let output = proc.take_stdout().expect("piped");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut line = String::new();
@@ -714,14 +706,9 @@ impl SharedDriver {
         };
         let port = hello["port"].as_u64();
         let port = port.ok_or_else(|| anyhow::anyhow!("the shared driver said {hello}"))?;
-        shared.addr = format!("127.0.0.1:{port}");
-        Ok(shared)
-    }
-}
-
-impl Drop for SharedDriver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Ok(SharedDriver {
+            _proc: proc,
+            addr: format!("127.0.0.1:{port}"),
+        })
     }
 }
