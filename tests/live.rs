@@ -257,14 +257,11 @@ fn redis_gc_pause_violates_mutual_exclusion_and_loses_an_update() {
     );
     assert_eq!(stats["stale_accepted"], 0, "{}", brief(&j));
     // What live mode cannot count is null ("n/a"), never 0.
-    for uncounted in [
-        "messages",
-        "messages_dropped",
-        "resource_messages",
-        "server_fsyncs",
-    ] {
+    for uncounted in ["messages", "messages_dropped", "resource_messages"] {
         assert!(stats[uncounted].is_null(), "{uncounted}: {}", brief(&j));
     }
+    // A Redis server's fsyncs are counted by its shim: without persistence, none.
+    assert_eq!(stats["server_fsyncs"], 0, "{}", brief(&j));
     // 8 s of scenario: real time, not simulated (a few seconds of grace for the servers).
     assert!(
         wall >= Duration::from_secs(8) && wall < Duration::from_secs(20),
@@ -757,6 +754,37 @@ fn assert_fsyncs_counted(j: &serde_json::Value, clients: u64) {
         fsyncs >= 2 * grants.saturating_sub(clients),
         "at least 2 fsyncs per handed-over grant ({grants} grants), got {fsyncs}: {}",
         brief(j)
+    );
+}
+
+/// A redis-server keeps no fsync count: its shim logs each sync it completes, over its
+/// restarts. Without persistence it syncs nothing; with `appendfsync always` each grant's
+/// `SET` is synced before its reply, in an event-loop turn of its own (the next grant's
+/// `SET` comes after this one's `DEL` or expiry), so at least one fsync per grant; a crash
+/// and restart leaves the count known.
+#[test]
+fn a_redis_servers_fsyncs_are_counted_by_its_shim_over_a_restart() {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
+        return;
+    };
+    let keep = scratch("redis-fsyncs");
+    let (_, none) = live_json(
+        "scenarios/catalog/redis-single-crash-no-persistence.toml",
+        &keep.join("none"),
+    );
+    assert_eq!(none["stats"]["server_fsyncs"], 0, "{}", brief(&none));
+    let (_, always) = live_json(
+        "scenarios/catalog/redis-single-crash-aof-always.toml",
+        &keep.join("always"),
+    );
+    let stats = &always["stats"];
+    let grants = stats["liveness"]["acquisitions"].as_u64().unwrap();
+    let fsyncs = (stats["server_fsyncs"].as_u64())
+        .unwrap_or_else(|| panic!("server_fsyncs counted: {}", brief(&always)));
+    assert!(
+        grants > 0 && fsyncs >= grants,
+        "at least one fsync per grant: {grants} grants, {fsyncs} fsyncs: {}",
+        brief(&always)
     );
 }
 

@@ -305,8 +305,8 @@ fn validation_row(scenario: &str, protocol: &str, live_p50: f64, sim_p50: f64) -
 fn compare_shows_live_loopback_latency_beside_simulated() {
     let dir = scratch("validate-live-cost");
     let mut healthy = validation_row("v-redis-single-healthy", "single-redis", 73.7, 41.0);
-    // Fsyncs per grant where the validation has them (here only to follow them through:
-    // live, a redis-server counts none).
+    // Fsyncs per grant where the validation has them (made up here, to follow them
+    // through).
     healthy["live"]["fsyncs_per_grant"] = 6.08.into();
     healthy["sim"]["fsyncs_per_grant"] = 6.12.into();
     let rows = vec![

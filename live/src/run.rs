@@ -57,9 +57,9 @@ pub struct LiveRun {
     pub faults: u64,
     /// The real library the clients ran (`--library`): its profile, version and driver.
     pub library: Option<LibraryInfo>,
-    /// The servers' fsyncs from the run's start to its end by their own counters
-    /// ([`Deployment::fsyncs`]); None where they keep none, one did not answer, or one
-    /// crashed (a restarted server counts from zero).
+    /// The servers' fsyncs from the clients' start to the run's end ([`Deployment::fsyncs`]):
+    /// the clients' set-up counts, as in the simulator; None where one did not answer, or an
+    /// etcd or ZooKeeper server crashed (a restarted one counts from zero).
     pub server_fsyncs: Option<u64>,
 }
 
@@ -147,8 +147,8 @@ struct Live<'a> {
     shims: BTreeMap<String, crate::deploy::shim::NodeShim>,
     /// The library's one driver, whose threads the clients are (`redis-py-shared-token`).
     shared_driver: Option<SharedDriver>,
-    /// The servers' fsync counters at the run's start ([`Deployment::fsyncs`]); None once a
-    /// server crashed.
+    /// The servers' fsync counters before the clients started ([`Deployment::fsyncs`]); None
+    /// once a server whose count restarts from zero crashed.
     fsyncs_at_start: Option<u64>,
 }
 
@@ -185,6 +185,9 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
     let recorder = Recorder::new(clock::now_ns() + START_MARGIN_MS * 1_000_000);
     let resource = crate::resource::start(s.resource.rules(), &dir, recorder.clone())?;
     let shared_driver = shared_driver(&library, &deployment.lock)?;
+    // Before any client starts: a real library's set-up (a session, the lock's directory,
+    // made before its driver says hello) counts, as every client's does in the simulator.
+    let fsyncs_at_start = deployment.fsyncs();
     let (tx, rx) = channel();
     let mut live = Live {
         prepared,
@@ -209,7 +212,7 @@ pub fn run(prepared: &Prepared, opts: &LiveOptions) -> anyhow::Result<LiveRun> {
         armed: faults.iter().filter_map(Fault::armed_point).collect(),
         shims,
         shared_driver,
-        fsyncs_at_start: None,
+        fsyncs_at_start,
     };
     for name in s.workload.client_names() {
         live.start_client(&name)?;
@@ -430,7 +433,6 @@ impl Live<'_> {
         rx: &Receiver<(String, u32, ClientMsg)>,
     ) -> anyhow::Result<u64> {
         self.await_clients(rx)?;
-        self.fsyncs_at_start = self.deployment.fsyncs();
         let start_ns = clock::now_ns() + START_MARGIN_MS * 1_000_000;
         self.recorder.set_start(start_ns);
         let s = &self.prepared.scenario;
@@ -812,8 +814,7 @@ impl Live<'_> {
         if !lost.is_empty() {
             self.note(format!("{node} lost power: {}", lost.join("; ")));
         }
-        if !self.clients.contains_key(node) {
-            // Its fsync counter starts again from zero with its restart.
+        if !self.clients.contains_key(node) && self.deployment.fsyncs_restart_from_zero() {
             self.fsyncs_at_start = None;
         }
         self.paused.remove(node);

@@ -182,8 +182,23 @@ fn server_fsyncs_per_grant_pool_over_the_runs_and_agree_within_a_factor() {
         md.contains("6.2 · 6.1 · 10.0: agrees · **differs** |"),
         "{md}"
     );
-    assert!(md.contains("fsyncs per grant (counted live by etcd and ZooKeeper themselves, within a factor 1.5 of the simulated): 1 of 2 agree, 1 differ: s (library)"), "{md}");
-    // No world counted (redis-server keeps no count): n/a, nothing judged.
+    assert!(md.contains("fsyncs per grant (counted live, within a factor 1.5 of the simulated, with 10 grants a run or more): 1 of 2 agree, 1 differ: s (library)"), "{md}");
+    // On 3 grants a run a run's fixed costs weigh: the counts are shown, not judged.
+    let few: Vec<Record> = (records.iter())
+        .map(|r| Record {
+            acquisitions: 3,
+            ..r.clone()
+        })
+        .collect();
+    let r = &validate::rows(&e, &few)[0];
+    assert_eq!((r.fsyncs_agree, r.library_fsyncs_agree), (None, None));
+    assert_eq!(
+        r.library.as_ref().unwrap().fsyncs_per_grant,
+        Some(100.0 / 3.0)
+    );
+    let md = markdown(&[r.clone()], &[], "");
+    assert!(md.contains(": not judged · not judged |"), "{md}");
+    // No world counted (records without a count): n/a, nothing judged.
     let rows = validate::rows(&entries(), &records_of(2, 0, 2, 0));
     assert!(rows.iter().all(|r| r.fsyncs_agree.is_none()));
     let md = markdown(&rows, &[], "");

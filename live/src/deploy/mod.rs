@@ -67,18 +67,31 @@ impl Deployment {
         }
     }
 
-    /// The fsyncs the servers have counted since they started, summed, by their own
-    /// counters: each etcd member's WAL syncs (`etcd_disk_wal_fsync_duration_seconds_count`
-    /// on `/metrics`), each ZooKeeper server's transaction-log syncs (`zk_cnt_fsynctime` in
-    /// `mntr`). None where the servers keep no such count (a redis-server's `INFO` has none)
-    /// or one of them did not answer (stopped, gone).
+    /// The fsyncs the servers have made so far, summed: each etcd member's WAL syncs by its
+    /// own counter (`etcd_disk_wal_fsync_duration_seconds_count` on `/metrics`), each
+    /// ZooKeeper server's transaction-log syncs by its own (`zk_cnt_fsynctime` in `mntr`),
+    /// both from zero at a start; each Redis server's and Sentinel's syncs of its files by
+    /// the log its shim keeps over its restarts (`INFO` has no such count). None where one
+    /// of them did not answer (stopped, gone) or runs without the shim.
     pub fn fsyncs(&self) -> Option<u64> {
         let count: fn(SocketAddr) -> Option<u64> = match self.lock {
             LockSpec::Etcd { .. } => etcd_wal_fsyncs,
             LockSpec::ZooKeeper { .. } => crate::deploy::zookeeper::log_fsyncs,
-            _ => return None,
+            _ => {
+                let syncs = |s: &Server| s.power_loss.as_ref()?.syncs();
+                return self.servers.iter().map(syncs).sum();
+            }
         };
         self.client_addrs.iter().map(|(_, addr)| count(*addr)).sum()
+    }
+
+    /// Whether a server's fsync count starts again from zero when it restarts (etcd's and
+    /// ZooKeeper's own counters do; the Redis shim's log goes on).
+    pub fn fsyncs_restart_from_zero(&self) -> bool {
+        matches!(
+            self.lock,
+            LockSpec::Etcd { .. } | LockSpec::ZooKeeper { .. }
+        )
     }
 }
 

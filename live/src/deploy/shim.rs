@@ -285,12 +285,24 @@ impl PowerLoss {
         Ok(cut)
     }
 
+    /// The log of its syncs so far, every incarnation's ("SIZE NS PATH" lines): empty
+    /// before the first.
+    fn synced_log(&self) -> std::io::Result<String> {
+        match std::fs::read_to_string(&self.log) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+            read => read,
+        }
+    }
+
+    /// How many syncs of regular files the server's process completed, over its restarts
+    /// (the log outlives a crash); None if the log cannot be read.
+    pub fn syncs(&self) -> Option<u64> {
+        Some(self.synced_log().ok()?.lines().count() as u64)
+    }
+
     /// Each file's size at its last sync since the process started ("SIZE NS PATH" lines).
     fn synced_since_start(&self) -> std::io::Result<BTreeMap<PathBuf, u64>> {
-        let text = match std::fs::read_to_string(&self.log) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            read => read?,
-        };
+        let text = self.synced_log()?;
         let mut synced = BTreeMap::new();
         for line in text.lines() {
             // The path is the rest of the line, spaces and all.
@@ -424,8 +436,8 @@ pub fn why_not_stalled(prepared: &Prepared, node: &str) -> Option<String> {
 /// in `dir` if the run needs one
 /// ([`shim_needed`]; a role such as `@primary` or `@holder` may name any of them), with its
 /// `[clocks]` offset (its drift is set as the run starts, [`start_drifts`]); each server
-/// starts with the shim preloaded (a Redis server also logging its syncs, for
-/// [`PowerLoss`]); a client of locksim's own reads its clock from its file, a real
+/// starts with the shim preloaded (a Redis server in every run, logging its syncs: for
+/// [`PowerLoss`] and the fsync count); a client of locksim's own reads its clock from its file, a real
 /// library's process runs with the shim preloaded onto it.
 pub fn attach(
     prepared: &Prepared,
@@ -435,7 +447,12 @@ pub fn attach(
     library: bool,
 ) -> anyhow::Result<BTreeMap<String, NodeShim>> {
     let mut shims = BTreeMap::new();
-    if !shim_needed(prepared, faults) {
+    let needed = shim_needed(prepared, faults);
+    // A Redis server runs under the shim in every run: its log of syncs is the fsync count
+    // a redis-server does not keep (`Deployment::fsyncs`); on a clock nothing moves it
+    // passes every call through.
+    let redis = is_redis(prepared);
+    if !needed && !redis {
         return Ok(shims);
     }
     install_shim(dir)?;
@@ -450,7 +467,6 @@ pub fn attach(
             .map_or(0, |c| c.offset_ms);
         NodeShim::create(&dir.join(format!("{name}.shim")), offset_ms, 0)
     };
-    let redis = is_redis(prepared);
     for server in &mut deployment.servers {
         if why_not_movable(prepared, &server.name, false).is_none() {
             let clock = create(&server.name)?;
@@ -464,6 +480,9 @@ pub fn attach(
             }
             shims.insert(server.name.clone(), clock);
         }
+    }
+    if !needed {
+        return Ok(shims);
     }
     for client in prepared.scenario.workload.client_names() {
         if why_not_movable(prepared, &client, library).is_none() {
