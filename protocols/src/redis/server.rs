@@ -33,7 +33,8 @@ pub enum Persistence {
     None,
     /// AOF with `appendfsync everysec`: writes since the last fsync are lost.
     Everysec,
-    /// AOF with `appendfsync always`: every write is on disk before the reply.
+    /// AOF with `appendfsync always`: every change is on disk before the reply (a command
+    /// that changed nothing, a `SET NX` that found the key, is neither appended nor synced).
     Always,
 }
 
