@@ -152,7 +152,7 @@ fn summary(
         text::count_or_na(result.stats.messages),
         text::count_or_na(result.stats.server_fsyncs),
         match result.stats.server_fsyncs {
-            Some(_) => " (the servers' own counters)",
+            Some(_) => " (counted on the real servers)",
             None => "",
         }
     ));
