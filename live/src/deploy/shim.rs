@@ -437,8 +437,8 @@ pub fn why_not_stalled(prepared: &Prepared, node: &str) -> Option<String> {
 /// ([`shim_needed`]; a role such as `@primary` or `@holder` may name any of them), with its
 /// `[clocks]` offset (its drift is set as the run starts, [`start_drifts`]); each server
 /// starts with the shim preloaded (a Redis server in every run, logging its syncs: for
-/// [`PowerLoss`] and the fsync count); a client of locksim's own reads its clock from its file, a real
-/// library's process runs with the shim preloaded onto it.
+/// [`PowerLoss`] and the fsync count); a client of locksim's own reads its clock from its
+/// file, a real library's process runs with the shim preloaded onto it.
 pub fn attach(
     prepared: &Prepared,
     faults: &[Fault],
