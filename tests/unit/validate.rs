@@ -196,7 +196,7 @@ fn server_fsyncs_per_grant_pool_over_the_runs_and_agree_within_a_factor() {
         r.library.as_ref().unwrap().fsyncs_per_grant,
         Some(100.0 / 3.0)
     );
-    let md = markdown(&[r.clone()], &[], "");
+    let md = markdown(std::slice::from_ref(r), &[], "");
     assert!(md.contains(": not judged · not judged |"), "{md}");
     // No world counted (records without a count): n/a, nothing judged.
     let rows = validate::rows(&entries(), &records_of(2, 0, 2, 0));
