@@ -786,6 +786,10 @@ fn a_redis_servers_fsyncs_are_counted_by_its_shim_over_a_restart() {
         "at least one fsync per grant: {grants} grants, {fsyncs} fsyncs: {}",
         brief(&always)
     );
+    for (j, dir) in [(&none, "none"), (&always, "always")] {
+        assert_eq!(j["expect"]["met"], true, "{dir}: {}", brief(j));
+        assert_none_left(&keep.join(dir));
+    }
 }
 
 #[test]
