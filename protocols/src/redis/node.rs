@@ -26,13 +26,19 @@ impl Node {
 
     /// Runs a data command: on a replica, reads only; on a primary (or a standalone server),
     /// anything. Returns the reply and its effects: what a primary propagates to its
-    /// replicas, and what any server appends to its append-only file.
+    /// replicas, and what a server that syncs each change (`appending`: `appendfsync
+    /// always`) appends to its file; a standalone server that does not leaves them out (a
+    /// copy of each key's entry a command, on the path a sweep runs millions of times).
     pub fn exec(
         &mut self,
         cmd: &Cmd,
         now_ms: i64,
         expired: &mut Vec<String>,
+        appending: bool,
     ) -> (Reply, Vec<Effect>) {
+        if self.repl.is_none() && !appending {
+            return (self.store.exec(cmd, now_ms, expired), vec![]);
+        }
         let (reply, effects) = match cmd {
             _ if self.is_primary() => self.store.exec_with_effects(cmd, now_ms, expired),
             Cmd::Get { key } => (self.store.get_readonly(key, now_ms), vec![]),

@@ -314,7 +314,9 @@ impl Serving {
         expired.clear();
         let lock_key = cmd.lock_key();
         let before = lock_key.and_then(|k| self.node.borrow().store.entry(k).cloned());
-        let (reply, effects) = self.node.borrow_mut().exec(cmd, ctx.wall_ms(), expired);
+        let appending = self.config.persistence == Persistence::Always;
+        let (reply, effects) =
+            (self.node.borrow_mut()).exec(cmd, ctx.wall_ms(), expired, appending);
         record_expired(ctx, expired);
         if let Some(key) = lock_key {
             let after = self.node.borrow().store.entry(key).cloned();
@@ -322,7 +324,7 @@ impl Serving {
                 record_key(ctx, key, after.as_ref());
             }
         }
-        if self.config.persistence == Persistence::Always && !effects.is_empty() {
+        if appending && !effects.is_empty() {
             // `appendfsync always`: on disk before the reply, and nothing runs meanwhile. Only
             // a command that changed the data set (or expired a key it touched) is appended
             // and synced: a `SET NX` that finds the key, or a compare-and-delete of another
