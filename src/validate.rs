@@ -18,10 +18,10 @@
 //! [`LATENCY_FACTOR`], or within [`LATENCY_FLOOR_MS`] of it, each where the runs have the
 //! grants to judge it ([`P50_GRANTS_MIN`], [`P99_GRANTS_MIN`]).
 //!
-//! Server fsyncs per grant are judged apart too, where the real servers count their own
-//! (etcd, ZooKeeper: `locksim_live::deploy::Deployment::fsyncs`): pooled over each world's
-//! runs, they agree within a factor [`FSYNCS_FACTOR`]; this is the live check of the
-//! comparison report's fsyncs per acquisition.
+//! Server fsyncs per grant are judged apart too, as live mode counts them on the real
+//! servers (`locksim_live::deploy::Deployment::fsyncs`): pooled over each world's runs, they
+//! agree within a factor [`FSYNCS_FACTOR`], on runs of [`FSYNCS_GRANTS_MIN`] grants or
+//! more; this is the live check of the comparison report's fsyncs per acquisition.
 //!
 //! Results are records, one JSON line each in `validation.jsonl` as they come; the tables
 //! (`validation.md`, `.json`, `.html`) are always rewritten from all records so far, so an
@@ -154,8 +154,8 @@ pub struct Record {
     /// Of those, the updates lost.
     #[serde(default)]
     pub updates_lost: u64,
-    /// The servers' fsyncs in the run, where they were counted (live: by the servers' own
-    /// counters, where they keep one).
+    /// The servers' fsyncs in the run, where they were counted (live: `None` where the count
+    /// was lost, a restarted etcd or ZooKeeper server's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_fsyncs: Option<u64>,
     /// Why the run produced no result (a server that did not start, a refusal).
@@ -330,7 +330,7 @@ pub struct Row {
     /// The same for the real library, where it ran.
     pub library_latency_agrees: Option<bool>,
     /// locksim's own client's server fsyncs per grant agree with the simulator's
-    /// ([`fsyncs_verdict`]); `None` where a world has no count.
+    /// ([`fsyncs_verdict`]); `None` where a world has no count or too few grants a run.
     pub fsyncs_agree: Option<bool>,
     /// The same for the real library, where it ran.
     pub library_fsyncs_agree: Option<bool>,

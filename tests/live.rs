@@ -746,15 +746,20 @@ fn live_json(scenario: &str, keep: &Path) -> (i32, serde_json::Value) {
 /// so for a quorum of two (of three) to sync it apart from the other deletes, at least two
 /// fsyncs per such grant.
 fn assert_fsyncs_counted(j: &serde_json::Value, clients: u64) {
-    let stats = &j["stats"];
-    let fsyncs = (stats["server_fsyncs"].as_u64())
-        .unwrap_or_else(|| panic!("server_fsyncs counted: {}", brief(j)));
-    let grants = stats["liveness"]["acquisitions"].as_u64().unwrap();
+    let (fsyncs, grants) = fsyncs_and_grants(j);
     assert!(
         fsyncs >= 2 * grants.saturating_sub(clients),
         "at least 2 fsyncs per handed-over grant ({grants} grants), got {fsyncs}: {}",
         brief(j)
     );
+}
+
+/// A live result's server fsyncs, which must have been counted, and its grants.
+fn fsyncs_and_grants(j: &serde_json::Value) -> (u64, u64) {
+    let stats = &j["stats"];
+    let fsyncs = (stats["server_fsyncs"].as_u64())
+        .unwrap_or_else(|| panic!("server_fsyncs counted: {}", brief(j)));
+    (fsyncs, stats["liveness"]["acquisitions"].as_u64().unwrap())
 }
 
 /// A redis-server keeps no fsync count: its shim logs each sync it completes, over its
@@ -777,10 +782,7 @@ fn a_redis_servers_fsyncs_are_counted_by_its_shim_over_a_restart() {
         "scenarios/catalog/redis-single-crash-aof-always.toml",
         &keep.join("always"),
     );
-    let stats = &always["stats"];
-    let grants = stats["liveness"]["acquisitions"].as_u64().unwrap();
-    let fsyncs = (stats["server_fsyncs"].as_u64())
-        .unwrap_or_else(|| panic!("server_fsyncs counted: {}", brief(&always)));
+    let (fsyncs, grants) = fsyncs_and_grants(&always);
     assert!(
         grants > 0 && fsyncs >= grants,
         "at least one fsync per grant: {grants} grants, {fsyncs} fsyncs: {}",

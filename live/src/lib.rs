@@ -47,8 +47,9 @@ pub const NOT_REPLAYABLE: &str = "none: a live run cannot be replayed bit for bi
 /// The run's result in the form `locksim run` gives it, judged by the same code as a
 /// simulated run ([`Prepared::judged`]): verdicts, witnesses, liveness, stale writes
 /// accepted, lost updates and zombie windows. Messages stay uncounted (`None`, "n/a"): the
-/// servers' traffic is out of live mode's sight; fsyncs are the servers' own count where
-/// they keep one (etcd, ZooKeeper: [`deploy::Deployment::fsyncs`]), else "n/a".
+/// servers' traffic is out of live mode's sight; fsyncs are counted on the real servers
+/// (etcd's and ZooKeeper's own counters, a Redis server's shim: [`deploy::Deployment::fsyncs`]),
+/// "n/a" where a count was lost.
 pub fn result(prepared: &Prepared, seed: u64, live: &LiveRun) -> RunResult {
     let mut result = prepared.judged(seed, live.faults, &live.history);
     result.trace_hash = NOT_REPLAYABLE.into();

@@ -71,8 +71,7 @@ pub struct LiveLatency {
     pub sim_acquire_ms_p50: f64,
     /// Live runs behind it.
     pub runs: u64,
-    /// Live: the servers' fsyncs per grant, pooled over the live runs, where the real
-    /// servers count them (etcd, ZooKeeper).
+    /// Live: the servers' fsyncs per grant, pooled over the live runs that counted them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fsyncs_per_grant: Option<f64>,
     /// Simulated, same scenario and statistic.

@@ -219,8 +219,8 @@ pub const LIVE_COST_LEGEND: &str = "Loopback live · sim: the acquire latency's 
     the real servers on loopback (`locksim validate`'s live runs of the protocol's healthy \
     validation scenario, named; median of the runs' medians) beside the simulator's on the \
     same scenario; both contended, unlike the uncontended columns; – where the validation has \
-    no live result for the protocol. Where the real servers count their fsyncs (etcd, \
-    ZooKeeper), their fsyncs per grant follow, live · sim, on the same runs.";
+    no live result for the protocol. Where the live runs counted the servers' fsyncs, their \
+    fsyncs per grant follow, live · sim, on the same runs.";
 
 /// Whether any row has a live latency (the cost tables then show its column).
 pub fn has_live_cost(c: &Comparison) -> bool {

@@ -74,15 +74,16 @@ impl Deployment {
     /// the log its shim keeps over its restarts (`INFO` has no such count). None where one
     /// of them did not answer (stopped, gone) or runs without the shim.
     pub fn fsyncs(&self) -> Option<u64> {
-        let count: fn(SocketAddr) -> Option<u64> = match self.lock {
-            LockSpec::Etcd { .. } => etcd_wal_fsyncs,
-            LockSpec::ZooKeeper { .. } => crate::deploy::zookeeper::log_fsyncs,
-            _ => {
-                let syncs = |s: &Server| s.power_loss.as_ref()?.syncs();
-                return self.servers.iter().map(syncs).sum();
-            }
+        let asked = |count: fn(SocketAddr) -> Option<u64>| {
+            self.client_addrs.iter().map(|(_, addr)| count(*addr)).sum()
         };
-        self.client_addrs.iter().map(|(_, addr)| count(*addr)).sum()
+        match self.lock {
+            LockSpec::Etcd { .. } => asked(etcd_wal_fsyncs),
+            LockSpec::ZooKeeper { .. } => asked(crate::deploy::zookeeper::log_fsyncs),
+            _ => (self.servers.iter())
+                .map(|s| s.power_loss.as_ref()?.syncs())
+                .sum(),
+        }
     }
 
     /// Whether a server's fsync count starts again from zero when it restarts (etcd's and

@@ -28,8 +28,9 @@
 //!   lapses a TTL after the process exits, and the lessor's revocation then costs the cluster
 //!   a commit (`lease_per_acquire = true`, `lease_after = "lapse"`; found by the servers'
 //!   own fsync counts: 9.9 a grant live against the model's 6.2 with one session for the
-//!   client's life, docs/validation.md); and `Mutex`; once `m.Lock(ctx)` returns, etcdctl gets its own key (`c.Get(ctx, m.Key())`)
-//!   and exits with "lock lost on init" if it is gone, then prints it and waits for a signal
+//!   client's life, docs/validation.md); and `Mutex`; once `m.Lock(ctx)` returns, etcdctl
+//!   gets its own key (`c.Get(ctx, m.Key())`) and exits with "lock lost on init" if it is
+//!   gone, then prints it and waits for a signal
 //!   (`Unlock`) or `s.Done()` ("session expired"). So the command has the effect of 3.5's
 //!   re-read around 3.4's library: held to the real etcdctl under Jepsen's nemesis
 //!   (`live/scenarios/etcdctl-jepsen-periodic-pause.toml`, `locksim live --library`),
