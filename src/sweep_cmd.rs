@@ -220,8 +220,17 @@ fn summary_text(h: &Header, s: &Summary) -> String {
             u.runs, u.seed, u.reason
         );
     }
-    if s.expect_not_met > 0 {
-        let _ = writeln!(t, "expect     not met in {} runs", s.expect_not_met);
+    if let Some((seed, unmet)) = &s.expect_first_unmet {
+        let what = match unmet.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", unmet.join("; ")),
+        };
+        let _ = writeln!(
+            t,
+            "expect     not met in {} runs; first seed {seed}{what}: {}",
+            s.expect_not_met,
+            h.prepared.replay_command(*seed)
+        );
     }
     if !s.errors.is_empty() {
         let _ = writeln!(t, "errors     {} runs did not complete", s.errors.len());

@@ -302,9 +302,19 @@ impl Expect {
                     Expectation::Violated => v == Verdict::Invalid,
                     Expectation::NotApplicable => v == Verdict::NotApplicable,
                 };
-                (!met).then(|| format!("{}: expected {}, got {v}", p.name(), e.name()))
+                (!met).then(|| format!("{}: expected {}, got {}", p.name(), e.name(), shown(v)))
             })
             .collect()
+    }
+}
+
+/// A verdict in `[expect]`'s words (`holds`, `violated`), `n/a` and `unknown` as they are.
+fn shown(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Valid => Expectation::Holds.name(),
+        Verdict::Invalid => Expectation::Violated.name(),
+        Verdict::NotApplicable => "n/a",
+        Verdict::Unknown => "unknown",
     }
 }
 

@@ -177,6 +177,9 @@ pub struct SeedResult {
     /// Whether the scenario's `[expect]` was met, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_met: Option<bool>,
+    /// The expectations it did not meet, in words (`fencing: expected holds, got n/a`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect_unmet: Vec<String>,
     /// Set if the run did not complete (a panic in a model: a bug to report).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -197,6 +200,7 @@ impl SeedResult {
             trace_hash: run.trace_hash.clone(),
             stats: run.stats.clone(),
             expect_met: run.expect.as_ref().map(|e| e.met),
+            expect_unmet: run.expect.as_ref().map_or(vec![], |e| e.mismatches.clone()),
             error: run.error.clone(),
         }
     }
@@ -568,6 +572,9 @@ pub struct Summary {
     pub errors: BTreeMap<u64, String>,
     /// Runs whose `[expect]` was not met.
     pub expect_not_met: u64,
+    /// The lowest of those seeds and what it did not meet (empty from a results file written
+    /// before records named it).
+    pub expect_first_unmet: Option<(u64, Vec<String>)>,
     #[serde(skip)]
     seen: BTreeSet<u64>,
 }
@@ -610,6 +617,13 @@ impl Summary {
         }
         if r.expect_met == Some(false) {
             self.expect_not_met += 1;
+            if self
+                .expect_first_unmet
+                .as_ref()
+                .is_none_or(|(seed, _)| r.seed < *seed)
+            {
+                self.expect_first_unmet = Some((r.seed, r.expect_unmet.clone()));
+            }
         }
     }
 

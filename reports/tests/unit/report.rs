@@ -32,6 +32,7 @@ fn line(seed: u64, kinds: &[&str], token_writes: u64) -> SeedResult {
             ..Stats::default()
         },
         expect_met: None,
+        expect_unmet: vec![],
         error: None,
     }
 }

@@ -98,6 +98,7 @@ fn result(seed: u64, kinds: &[Property]) -> SeedResult {
         trace_hash: format!("{seed:016x}"),
         stats: Stats::default(),
         expect_met: None,
+        expect_unmet: vec![],
         error: None,
     }
 }
@@ -119,6 +120,35 @@ fn summary_counts_each_seed_once_and_keeps_the_lowest_failures() {
     assert_eq!(s.violations_by_kind[&Property::MutualExclusion], 15);
     let failing: Vec<u64> = s.failing.keys().copied().collect();
     assert_eq!(failing, vec![0, 2, 4, 6, 8, 10, 12, 14, 16, 18]);
+}
+
+#[test]
+fn an_unmet_expect_reaches_the_summary_with_its_lowest_seed_whatever_the_order() {
+    let unmet = |seed: u64| SeedResult {
+        expect_met: Some(seed % 2 == 0),
+        expect_unmet: match seed % 2 {
+            0 => vec![],
+            _ => vec![format!("fencing: expected holds, got n/a ({seed})")],
+        },
+        ..result(seed, &[])
+    };
+    let (mut up, mut down) = (Summary::default(), Summary::default());
+    for seed in 2..9 {
+        up.add(&unmet(seed));
+        down.add(&unmet(10 - seed));
+    }
+    assert_eq!(up, down);
+    assert_eq!(up.expect_not_met, 3, "seeds 3, 5, 7");
+    let first = up.expect_first_unmet.clone().unwrap();
+    assert_eq!(
+        first,
+        (3, vec!["fencing: expected holds, got n/a (3)".into()])
+    );
+    let line = serde_json::to_string(&unmet(3)).unwrap();
+    assert!(line.contains(r#""expect_unmet":["fencing"#), "{line}");
+    assert!(!serde_json::to_string(&unmet(2))
+        .unwrap()
+        .contains("expect_unmet"));
 }
 
 #[test]
