@@ -3486,8 +3486,8 @@ fn rejected(events: &[serde_json::Value]) -> bool {
 /// redsync's `Until()`, node-redlock's abort signal, redis-py's thread-local token, a bug
 /// variant of `single-redis` and of `redlock`, etcd 3.4's and 3.5's Mutex, Curator's LOST and
 /// SUSPENDED, ZooKeeper's check-then-create; the clock jumps on a real Redis server and one
-/// of Redlock's, which its shim steps; and the fsync stall, which its shim holds, before a
-/// crash that loses what was not synced. Each story's outcome class is derived from its
+/// of Redlock's, which its shim steps; and the fsync stall, which its shim holds, and the
+/// clock stepped back under `everysec`, each before a crash that loses what was not synced. Each story's outcome class is derived from its
 /// report, and the simulator meets it (`scenarios/tests`); here the real servers must give
 /// the same class. Left out: files whose class hangs on real Sentinels' failover timing
 /// (`redis-replicated-wait-ignored` lost no update in one run of three under load: c2's
@@ -3523,6 +3523,7 @@ catalog_stories_live! {
     catalog_story_redis_single_clock_jump = "redis-single-clock-jump";
     catalog_story_redlock_clock_jump = "redlock-clock-jump";
     catalog_story_redis_single_fsync_stall = "redis-single-fsync-stall";
+    catalog_story_redis_single_everysec_clock_back = "redis-single-everysec-clock-back";
 }
 
 /// etcd 3.4's story needs c2's key in place before c2 is cut off at 1 s: only a key older

@@ -2,8 +2,9 @@
 
 use locksim_protocols::redis::single::SingleRedis;
 use locksim_protocols::{Acquired, AnyProtocol, Outcome};
+use locksim_sim::fault::ClockJump;
 use locksim_sim::history::{Event, Kind, Op};
-use locksim_sim::{simulate, Role, SimSpec};
+use locksim_sim::{simulate, Fault, Role, SimSpec};
 use std::time::Duration;
 
 fn params(text: &str) -> toml::Table {
@@ -151,5 +152,60 @@ fn python_redis_lock_waiters_wake_on_a_release_signal_not_on_expiry() {
         at_ms("c1", Op::Release, Kind::Fail).len(),
         1,
         "c1's release finds its key gone (NotAcquired)"
+    );
+}
+
+/// The fsyncs of a server on `appendfsync everysec` over 6 s: c1 takes and gives back the
+/// lock at 0 and again at 4.5 s, idle between; the server's clock steps by `step_ms` at
+/// 500 ms, if at all.
+fn everysec_fsyncs(step_ms: Option<i64>) -> u64 {
+    let deployment = SingleRedis
+        .configure(&params("persistence = \"everysec\""))
+        .unwrap();
+    let faults = step_ms.map(|delta_ms| {
+        Fault::ClockJump(ClockJump {
+            node: "redis".into(),
+            at_ms: 500,
+            delta_ms,
+        })
+    });
+    let spec = SimSpec {
+        seed: 1,
+        duration_ms: 6_000,
+        faults: faults.into_iter().collect(),
+        ..SimSpec::default()
+    };
+    let outcome = simulate(&spec, |world| {
+        let connector = deployment.start(world);
+        world.add_node("c1", Role::Client, move |ctx| {
+            let mut client = connector.connect(&ctx);
+            async move {
+                for start_ms in [0, 4_500] {
+                    ctx.sleep_local(Duration::from_millis(start_ms)).await;
+                    let Acquired::Granted(grant) = client.acquire().await else {
+                        panic!("c1 acquires an idle lock");
+                    };
+                    ctx.sleep_local(Duration::from_millis(50)).await;
+                    assert_eq!(client.release(&grant).await, Outcome::Ok);
+                }
+            }
+        });
+    })
+    .unwrap();
+    outcome.server_fsyncs
+}
+
+/// `appendfsync everysec` as Redis 7.0's `flushAppendOnlyFile` runs it: a background sync of
+/// what changed, at the first event-loop turn in a wall-clock second past the last sync's.
+/// The first burst (`SET`, `DEL` in second 0, the server's start) is synced at second 1; the
+/// second burst's `SET` at once (second 4), its `DEL` at second 5; an idle second syncs
+/// nothing. A clock stepped 10 s back syncs nothing until it catches up (never, here).
+#[test]
+fn everysec_syncs_a_change_once_a_wall_clock_second() {
+    assert_eq!(everysec_fsyncs(None), 3, "syncs at 1 s, 4.5 s and 5 s");
+    assert_eq!(
+        everysec_fsyncs(Some(-10_000)),
+        0,
+        "no second after the step is past the last sync's (the start)"
     );
 }

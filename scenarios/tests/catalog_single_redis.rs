@@ -241,6 +241,24 @@ fn an_fsync_stall_loses_the_lock_everysec_would_have_saved() {
     }
 }
 
+#[test]
+fn a_clock_stepped_back_stops_everysec_syncing_and_a_crash_loses_the_lock() {
+    meets_expect("redis-single-everysec-clock-back");
+    let mut prepared = catalog("redis-single-everysec-clock-back");
+    prepared
+        .scenario
+        .faults
+        .retain(|f| f.kind() != locksim_sim::FaultKind::ClockJump);
+    for seed in 1..=5 {
+        let r = prepared.run(seed);
+        assert_eq!(
+            verdict(&r, Property::MutualExclusion),
+            Verdict::Valid,
+            "seed {seed}: without the step the next second's sync keeps the lock"
+        );
+    }
+}
+
 /// The grants whose write the resource decided on after it had accepted a write of a grant
 /// that took the lock later: writes that landed late (Kleppmann's delayed packet).
 fn late_writes(h: &locksim_sim::History) -> Vec<String> {

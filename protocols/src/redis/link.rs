@@ -228,7 +228,7 @@ fn receive(
 ) {
     let received = {
         let mut n = node.borrow_mut();
-        let Node { store, repl } = &mut *n;
+        let Node { store, repl, .. } = &mut *n;
         let repl = repl.as_mut().expect("a replicated node");
         repl.receive(store, from, msg, ctx.mono_now())
     };

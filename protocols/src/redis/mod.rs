@@ -9,9 +9,10 @@
 //!   A key set with `PX ttl` is stored with an absolute deadline, as the AOF and replicas
 //!   store it, so a wall-clock jump forward expires it early and a jump backwards keeps it
 //!   alive longer (the Redis docs, "Expires"; Kleppmann 2016).
-//! - Persistence ([`Persistence`]): with none, a restarted server is empty; with AOF
-//!   `everysec` it loses up to a second of writes; with `always` it loses nothing
-//!   (redis.io, "Redis persistence"). antirez's answer to Kleppmann requires either
+//! - Persistence ([`Persistence`], [`aof`]): with none, a restarted server is empty; with AOF
+//!   `everysec` it loses up to a second of writes, counted by the wall clock (a clock
+//!   stepped back loses more); with `always` it loses nothing (redis.io, "Redis
+//!   persistence"). antirez's answer to Kleppmann requires either
 //!   `always` or a restart delay longer than the longest TTL ("delayed restarts").
 //! - Replication ([`replication`]) is asynchronous: a primary answers first and streams the
 //!   write's effects to its replicas afterwards; `WAIT` counts their acknowledgements.
@@ -24,13 +25,14 @@
 //! `protocols/tests/redis_conformance.rs` (docs/redis-protocols.md says what it compares).
 
 //! The family's files: [`store`] (the data set, a pure function of command and wall time),
-//! [`node`] (a node's data set and replication state, and the history notes of its lock
+//! [`aof`] (when each `appendfsync` policy syncs), [`node`] (a node's data set and replication state, and the history notes of its lock
 //! keys), [`server`] (a node behind the network), [`replication`] (the replication state
 //! machine and its messages), [`link`] (a replicated node's tasks), [`sentinel`], [`client`]
 //! (what every Redis lock client shares), [`profile`] (the libraries users run: Redisson,
 //! redsync, node-redlock), and the protocols [`single`] (`single-redis`),
 //! [`replicated`] (`replicated-redis`) and [`redlock`].
 
+pub mod aof;
 pub mod client;
 pub mod link;
 pub mod node;

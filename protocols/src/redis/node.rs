@@ -2,6 +2,7 @@
 //! notes it leaves in the history about its lock keys, so a timeline can draw who holds the
 //! key on each server.
 
+use super::aof::Everysec;
 use super::replication::{ReplRole, Replication};
 use super::store::{Cmd, Effect, Entry, Reply, Store, Value};
 use locksim_sim::history::{Event, Kind, Op};
@@ -14,6 +15,8 @@ pub struct Node {
     pub store: Store,
     /// `None` on a standalone server.
     pub repl: Option<Replication>,
+    /// `appendfsync everysec`'s state (unused under another policy).
+    pub everysec: Everysec,
 }
 
 impl Node {
@@ -26,9 +29,9 @@ impl Node {
 
     /// Runs a data command: on a replica, reads only; on a primary (or a standalone server),
     /// anything. Returns the reply and its effects: what a primary propagates to its
-    /// replicas, and what a server that syncs each change (`appending`: `appendfsync
-    /// always`) appends to its file; a standalone server that does not leaves them out (a
-    /// copy of each key's entry a command, on the path a sweep runs millions of times).
+    /// replicas, and what a server with an append-only file (`appending`) appends to it; a
+    /// standalone server without one leaves them out (a copy of each key's entry a command,
+    /// on the path a sweep runs millions of times).
     pub fn exec(
         &mut self,
         cmd: &Cmd,
