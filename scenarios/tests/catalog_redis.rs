@@ -315,10 +315,12 @@ fn a_replica_cut_off_from_the_primary_too_long_is_not_promoted() {
         let (_, h) = long.run_with_history(seed);
         let elected = first_sentinel_note_ms(&h, "+elected-leader");
         let aborted = first_sentinel_note_ms(&h, "no replica to promote");
+        // The replica is selected on the state machine's next tick (53-100 ms; the note comes
+        // a few nanoseconds after the tick).
         assert!(
-            elected.is_finite() && aborted == elected,
-            "seed {seed}, cut at 0.5 s: expected the elected sentinel to find no fit replica at \
-             once, observed +elected-leader at {elected} ms and the abort at {aborted} ms"
+            elected.is_finite() && aborted > elected && aborted - elected < 100.001,
+            "seed {seed}, cut at 0.5 s: expected the elected sentinel to find no fit replica on \
+             its next tick, observed +elected-leader at {elected} ms and the abort at {aborted} ms"
         );
         let nodes = promoted(&h);
         assert!(

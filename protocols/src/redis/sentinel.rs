@@ -62,8 +62,10 @@
 //! through the Redis nodes, so a sentinel that reaches the nodes but not the other sentinels
 //! still learns new configurations there); a link to a node cut off stays open (Redis
 //! closes one whose `PING` has waited half of down-after, after 15 s connected, which changes
-//! no verdict of down); the state machine's steps take a tick each in Redis and none here;
-//! replica priority is not modelled (but for the `lagging-replica-promoted` variant); a
+//! no verdict of down); the failover's state machine takes a tick for the replica's selection
+//! and one for `REPLICAOF NO ONE`, as Redis's does, but counts its votes as they come (Redis:
+//! at the next tick) and holds the sentinel's other checks meanwhile (pings and `INFO`s at
+//! most two ticks late); replica priority is not modelled (but for the `lagging-replica-promoted` variant); a
 //! replica counts its link's downtime on its monotonic clock (Redis: `unixtime` seconds, which
 //! a wall-clock jump moves); a failover ends at the promotion, without waiting for the other
 //! replicas to resync (the leader answers clients with the promoted replica from then on in
@@ -946,9 +948,21 @@ async fn fail_over(
                 if *l == me && *leader_epoch == epoch)
         })
         .count();
-    let Some(chosen) = s.borrow().elected(epoch, votes, needed) else {
+    if !s.borrow().elected(epoch, votes, needed) {
+        return;
+    }
+    // `sentinelFailoverStateMachine` takes one step a tick: the replica is selected on the
+    // tick after the election, by when the `INFO`s asked at `+odown` have come back, and
+    // `REPLICAOF NO ONE` goes on the tick after that.
+    if !next_step(s, primary, epoch).await {
+        return;
+    }
+    let Some(chosen) = s.borrow().select() else {
         return;
     };
+    if !next_step(s, primary, epoch).await {
+        return;
+    }
     let timeout = Sentinel::ms(TICK_MS);
     let promoted = redis
         .call(chosen, Cmd::ReplicaOf { primary: None }, timeout)
@@ -966,6 +980,15 @@ async fn fail_over(
     }
     let now = s.now();
     s.promoting = Some((primary, chosen, epoch, now));
+}
+
+/// Waits for the next tick of the failover's state machine: whether the failover of
+/// `primary` in `epoch` goes on (no newer configuration arrived meanwhile).
+async fn next_step(s: &Shared, primary: NodeIdx, epoch: u64) -> bool {
+    let ctx = s.borrow().ctx.clone();
+    ctx.sleep_local(tick()).await;
+    let s = s.borrow();
+    s.d.config_epoch < epoch && s.primary() == primary
 }
 
 impl Sentinel {
@@ -1035,20 +1058,25 @@ impl Sentinel {
         Some((me, epoch, majority.max(self.config.quorum)))
     }
 
-    /// After the vote: the replica to promote, if elected and one is fit.
-    fn elected(&self, epoch: u64, votes: usize, needed: usize) -> Option<NodeIdx> {
+    /// After the vote: whether this sentinel was elected.
+    fn elected(&self, epoch: u64, votes: usize, needed: usize) -> bool {
         assert!(votes <= self.others.len() + 1, "one vote per sentinel");
         if votes < needed {
             self.ctx.note(format!(
                 "failover epoch {epoch}: {votes} votes, {needed} needed"
             ));
-            return None;
+            return false;
         }
         self.ctx.event(
             "elected",
             None,
             format!("+elected-leader epoch {epoch} ({votes} votes)"),
         );
+        true
+    }
+
+    /// The replica to promote (`+selected-replica`), if one is fit.
+    fn select(&self) -> Option<NodeIdx> {
         let Some(chosen) = self.best_replica() else {
             self.ctx.note("failover aborted: no replica to promote");
             return None;
