@@ -362,7 +362,6 @@ impl Protocol for Redlock {
                     persistence: p.persistence.get(i),
                     active_expire_interval_ms: p.active_expire_interval_ms,
                     restart_delay_ms: p.restart_delay_ms,
-                    ..ServerConfig::default()
                 };
                 start_server(world, name, &net, config)
             })

@@ -193,7 +193,6 @@ impl Protocol for SingleRedis {
             persistence: params.persistence,
             active_expire_interval_ms: params.active_expire_interval_ms,
             restart_delay_ms: params.restart_delay_ms,
-            ..ServerConfig::default()
         };
         let server = start_server(world, SERVER, &net, config);
         Servers {

@@ -125,10 +125,10 @@ fn summary_counts_each_seed_once_and_keeps_the_lowest_failures() {
 #[test]
 fn an_unmet_expect_reaches_the_summary_with_its_lowest_seed_whatever_the_order() {
     let unmet = |seed: u64| SeedResult {
-        expect_met: Some(seed % 2 == 0),
-        expect_unmet: match seed % 2 {
-            0 => vec![],
-            _ => vec![format!("fencing: expected holds, got n/a ({seed})")],
+        expect_met: Some(seed.is_multiple_of(2)),
+        expect_unmet: match seed.is_multiple_of(2) {
+            true => vec![],
+            false => vec![format!("fencing: expected holds, got n/a ({seed})")],
         },
         ..result(seed, &[])
     };
