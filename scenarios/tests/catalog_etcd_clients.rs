@@ -58,15 +58,17 @@ fn concurrency_35_done_fires_after_the_paused_holders_check_and_on_signal_aborts
     }
 }
 
-/// Why the done-abort file does not pin lost update: on seed 227 the session's first
-/// keep-alive is on its way when the pause strikes; its answer ("kept alive", from before the
-/// revocation) is read on waking before the deadline loop looks, as etcd's `recvKeepAlive` may,
-/// and moves the deadline to now + TTL. `Done()` does not fire before the work ends: nothing is
-/// aborted and the stale write lands.
+/// Why the done-abort file does not pin lost update: on seed 1769 the session's first
+/// keep-alive is on its way when the pause strikes (2 ms after the grant); its answer ("kept
+/// alive", from before the revocation) is read on waking before the deadline loop looks, as
+/// etcd's `recvKeepAlive` may, and moves the deadline to now + TTL. `Done()` does not fire
+/// before the work ends (c1 writes 39 ms after waking): nothing is aborted and the stale write
+/// lands. (Seed 227 until watches came to catch up on etcd's 100 ms loop and moved every etcd
+/// run's timings.)
 #[test]
 fn concurrency_35_a_keep_alive_answer_read_on_waking_keeps_done_from_firing() {
     let file = "etcd-concurrency-35-done-abort.toml";
-    let (r, h) = common::prepared(&format!("catalog/{file}")).run_with_history(227);
+    let (r, h) = common::prepared(&format!("catalog/{file}")).run_with_history(1769);
     assert!(r.expect.as_ref().is_some_and(|e| e.met), "{}", r.replay);
     assert_eq!(
         r.properties[&Property::LostUpdate],

@@ -219,8 +219,9 @@ fn watch_delete(addr: SocketAddr, key: &str, from: u64, wait: Duration) -> Optio
             .as_array()
             .cloned()
             .unwrap_or_default();
-        if events.iter().any(|e| e["type"] == "DELETE") {
-            return Some(Resp::Gone);
+        if let Some(e) = events.iter().find(|e| e["type"] == "DELETE") {
+            let rev = int(&e["kv"]["mod_revision"]).unwrap_or_default();
+            return Some(Resp::Gone { rev });
         }
     }
 }

@@ -125,8 +125,11 @@ pub enum Resp {
         /// The revision read at.
         rev: u64,
     },
-    /// The watched key is gone.
-    Gone,
+    /// The watched key is gone, by the delete (or the new key) at this revision.
+    Gone {
+        /// The event's revision.
+        rev: u64,
+    },
     /// The lock-delay runs this much longer, in ms.
     DelayLeft(u64),
 }
@@ -194,7 +197,19 @@ struct Watch {
     key: String,
     create_rev: u64,
     min_rev: u64,
+    /// Caught up with the store: it fires as an event is applied. A watch from a revision
+    /// the store has reached starts unsynced (`watchableStore.watch`: `synced := startRev >
+    /// currentRev || startRev == 0`) and fires only when `syncWatchersLoop` replays what it
+    /// missed, every [`WATCH_SYNC_MS`], then is synced.
+    synced: bool,
+    /// The revision at which the key was first seen gone (while unsynced, the event the
+    /// catch-up will deliver).
+    gone_at: Option<u64>,
 }
+
+/// How often a member's `syncWatchersLoop` catches up its unsynced watches, in ms
+/// (`mvcc/watchable_store.go`: `100 * time.Millisecond`).
+const WATCH_SYNC_MS: u64 = 100;
 
 /// One peer's store, lessor and watches.
 pub struct Kv {
@@ -218,19 +233,28 @@ pub struct Kv {
     /// How many times a revocation removed the lock's owner (replicated state).
     owner_expiries: u64,
     check_every_ticks: u64,
-    /// Raft ticks' worth of time since the lessor last looked (see [`Kv::tick`]).
+    /// Raft ticks' worth of time since the lessor last looked (see [`Kv::tick`]); it starts
+    /// anywhere in the interval, as a member that was running before the run has looked at
+    /// any time in the last one.
     ticks: u64,
     /// When the last tick came (local monotonic clock).
     last_tick: Option<Duration>,
     /// Leading, and the lessor promoted: only then does it track and revoke leases.
     promoted: bool,
     watches: Vec<Watch>,
+    /// When `syncWatchersLoop` last ran (local monotonic clock).
+    watches_synced_at: Option<Duration>,
     pushes: Vec<(NodeIdx, u64, Resp)>,
 }
 
 impl Kv {
-    /// A fresh store: leases renewed on promotion by `extend`.
+    /// A fresh store: leases renewed on promotion by `extend`. Its lessor's phase is drawn
+    /// from the run's random stream.
     pub fn new(params: &Params, extend: Duration) -> Self {
+        let check_every_ticks = params
+            .lease_check_interval_ms
+            .div_ceil(params.tick_ms)
+            .max(1);
         Kv {
             rev: 0,
             keys: BTreeMap::new(),
@@ -243,14 +267,12 @@ impl Kv {
             lock_delay: Duration::from_millis(params.lock_delay_ms),
             delay_until: Duration::ZERO,
             owner_expiries: 0,
-            check_every_ticks: params
-                .lease_check_interval_ms
-                .div_ceil(params.tick_ms)
-                .max(1),
-            ticks: 0,
+            check_every_ticks,
+            ticks: madsim::rand::thread_rng().gen_range(0..check_every_ticks),
             last_tick: None,
             promoted: false,
             watches: vec![],
+            watches_synced_at: None,
             pushes: vec![],
         }
     }
@@ -401,19 +423,45 @@ impl Kv {
         self.keys.values().map(|k| k.create_rev).min()
     }
 
+    /// `syncWatchersLoop`, on this member's timer: every [`WATCH_SYNC_MS`] the unsynced
+    /// watches catch up (firing for a delete they missed) and are synced from then on.
+    fn sync_watches(&mut self, now: Duration) {
+        let period = Duration::from_millis(WATCH_SYNC_MS);
+        if self
+            .watches_synced_at
+            .is_some_and(|t| now.saturating_sub(t) < period)
+        {
+            return;
+        }
+        self.watches_synced_at = Some(now);
+        if self.watches.iter().all(|w| w.synced) {
+            return;
+        }
+        self.watches.iter_mut().for_each(|w| w.synced = true);
+        self.fire_watches();
+    }
+
+    /// Answers the synced watches whose key is gone; an unsynced one keeps the revision it
+    /// was first seen gone at, for its catch-up.
     fn fire_watches(&mut self) {
         let (rev, keys) = (self.rev, &self.keys);
+        for w in &mut self.watches {
+            let gone = rev >= w.min_rev
+                && keys
+                    .get(&w.key)
+                    .is_none_or(|k| k.create_rev != w.create_rev);
+            if gone {
+                w.gone_at.get_or_insert(rev);
+            }
+        }
         let (due, waiting): (Vec<Watch>, Vec<Watch>) = std::mem::take(&mut self.watches)
             .into_iter()
-            .partition(|w| {
-                rev >= w.min_rev
-                    && keys
-                        .get(&w.key)
-                        .is_none_or(|k| k.create_rev != w.create_rev)
-            });
+            .partition(|w| w.synced && w.gone_at.is_some());
         self.watches = waiting;
-        self.pushes
-            .extend(due.into_iter().map(|w| (w.from, w.id, Resp::Gone)));
+        self.pushes.extend(due.into_iter().map(|w| {
+            let rev = w.gone_at.expect("a due watch saw its key gone");
+            (w.from, w.id, Resp::Gone { rev })
+        }));
     }
 
     /// Revokes `lease` and deletes its keys: it `expired` (the lessor) or a client asked.
@@ -544,12 +592,15 @@ impl Service for Kv {
                 create_rev,
                 min_rev,
             } => {
+                let synced = min_rev > self.rev || min_rev == 0;
                 self.watches.push(Watch {
                     from: env.from,
                     id: env.id,
                     key,
                     create_rev,
                     min_rev,
+                    synced,
+                    gone_at: None,
                 });
                 self.fire_watches();
                 Handling::Hold
@@ -635,6 +686,7 @@ impl Service for Kv {
     /// anything its clients sent in the pause is answered.
     fn tick(&mut self, env: &Env) -> Vec<Cmd> {
         let now = env.ctx.mono_now();
+        self.sync_watches(now);
         let tick = Duration::from_millis(self.params.tick_ms);
         let elapsed = self.last_tick.map_or(1, |last| {
             let gap = now.saturating_sub(last).as_nanos() / tick.as_nanos().max(1);

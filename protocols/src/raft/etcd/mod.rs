@@ -4,7 +4,8 @@
 //! How the real system works (etcd `server/lease/lessor.go`, `client/v3/concurrency/
 //! session.go` and `mutex.go`, `client/v3/lease.go`):
 //! - **Leases.** `LeaseGrant` goes through the Raft log; only the leader's lessor tracks
-//!   expiry. It checks every 500 ms and *proposes* a `LeaseRevoke` for each expired lease, so
+//!   expiry. It checks every 500 ms (on a timer of its own, whose phase the model draws from
+//!   the run's seed) and *proposes* a `LeaseRevoke` for each expired lease, so
 //!   expiry is an entry in the log that deletes the lease's keys on every member. A keep-alive
 //!   (`LeaseKeepAlive`) goes to the leader, which renews the lease in memory (not through the
 //!   log). A new leader knows no renewal times: when it applies the first entry of its term
@@ -110,7 +111,9 @@
 //!
 //! What the model keeps and leaves out: one lock prefix, a flat key space with revisions,
 //! leases, the lessor with promotion and a watch on a key's deletion (served by the peer from
-//! its applied state, as a long poll). A member that does not lead takes a client's write
+//! its applied state, as a long poll; one from a revision the store has reached starts
+//! unsynced and hears the delete at the member's next 100 ms `syncWatchersLoop`, as in
+//! etcd's `watchable_store.go`). A member that does not lead takes a client's write
 //! and forwards it to the leader (raft-rs forwards the proposal), answering the client when
 //! it applies the entry, as etcd's `processInternalRaftRequestOnce` does: so a write that
 //! waited at a paused or cut-off member commits when that member runs again, after the
