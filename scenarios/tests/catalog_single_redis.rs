@@ -223,40 +223,38 @@ fn extending_keeps_a_critical_section_three_ttls_long_safe() {
     }
 }
 
-#[test]
-fn an_fsync_stall_loses_the_lock_everysec_would_have_saved() {
-    meets_expect("redis-single-fsync-stall");
-    let mut prepared = catalog("redis-single-fsync-stall");
-    prepared
-        .scenario
-        .faults
-        .retain(|f| f.kind() != locksim_sim::FaultKind::FsyncStall);
+/// `story` meets its expect (the lock lost in a crash), and without its faults of `kind` the
+/// same crash keeps the lock: mutual exclusion holds on seeds 1..=5.
+fn the_crash_keeps_the_lock_without(story: &str, kind: locksim_sim::FaultKind, why: &str) {
+    meets_expect(story);
+    let mut prepared = catalog(story);
+    prepared.scenario.faults.retain(|f| f.kind() != kind);
     for seed in 1..=5 {
         let r = prepared.run(seed);
         assert_eq!(
             verdict(&r, Property::MutualExclusion),
             Verdict::Valid,
-            "seed {seed}"
+            "{story} without its {kind:?}, seed {seed}: {why}"
         );
     }
 }
 
 #[test]
+fn an_fsync_stall_loses_the_lock_everysec_would_have_saved() {
+    the_crash_keeps_the_lock_without(
+        "redis-single-fsync-stall",
+        locksim_sim::FaultKind::FsyncStall,
+        "the next second's sync saves the lock",
+    );
+}
+
+#[test]
 fn a_clock_stepped_back_stops_everysec_syncing_and_a_crash_loses_the_lock() {
-    meets_expect("redis-single-everysec-clock-back");
-    let mut prepared = catalog("redis-single-everysec-clock-back");
-    prepared
-        .scenario
-        .faults
-        .retain(|f| f.kind() != locksim_sim::FaultKind::ClockJump);
-    for seed in 1..=5 {
-        let r = prepared.run(seed);
-        assert_eq!(
-            verdict(&r, Property::MutualExclusion),
-            Verdict::Valid,
-            "seed {seed}: without the step the next second's sync keeps the lock"
-        );
-    }
+    the_crash_keeps_the_lock_without(
+        "redis-single-everysec-clock-back",
+        locksim_sim::FaultKind::ClockJump,
+        "without the step the next second's sync keeps the lock",
+    );
 }
 
 /// The grants whose write the resource decided on after it had accepted a write of a grant

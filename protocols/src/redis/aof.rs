@@ -10,14 +10,14 @@
 //! - `everysec`: starts a background sync if the **wall-clock second** (`server.unixtime`) is
 //!   past the last sync's (`aof_last_fsync`, set to the start time at boot), and none is in
 //!   progress; a turn with nothing new still syncs what an earlier turn wrote and left
-//!   unsynced (redis/redis#6053, for the race #5985 found). Nothing changed, nothing synced: an idle server
-//!   does not sync. The last sync's second is kept even when a sync in progress made this
-//!   one wait (redis/redis#8612, still open).
+//!   unsynced (redis/redis#6053, for the race #5985 found). Nothing changed, nothing synced:
+//!   an idle server does not sync. The last sync's second moves on even when a sync in
+//!   progress made this one wait (redis/redis#8612 discusses it).
 //!
 //! Because the comparison is of wall-clock seconds, a server clock stepped *back* by N seconds
 //! syncs nothing for N seconds: a crash then loses N seconds of writes, not one
-//! (`scenarios/catalog/redis-single-everysec-clock-back.toml`). Redis 7.4 counts milliseconds
-//! instead (redis/redis#13041), still on the wall clock.
+//! (`scenarios/catalog/redis-single-everysec-clock-back.toml`, met live on Redis 7.0). Later
+//! Redis counts milliseconds instead (redis/redis#13041), still on the wall clock.
 //!
 //! Simplified: the file is kept as an image of the data set (what a restart rebuilds), put
 //! when it is synced; a write postponed behind a slow sync (up to 2 s) is not drawn, as the

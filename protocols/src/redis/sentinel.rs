@@ -65,11 +65,11 @@
 //! no verdict of down); the failover's state machine takes a tick for the replica's selection
 //! and one for `REPLICAOF NO ONE`, as Redis's does, but counts its votes as they come (Redis:
 //! at the next tick) and holds the sentinel's other checks meanwhile (pings and `INFO`s at
-//! most two ticks late); replica priority is not modelled (but for the `lagging-replica-promoted` variant); a
-//! replica counts its link's downtime on its monotonic clock (Redis: `unixtime` seconds, which
-//! a wall-clock jump moves); a failover ends at the promotion, without waiting for the other
-//! replicas to resync (the leader answers clients with the promoted replica from then on in
-//! Redis too).
+//! most two ticks late); replica priority is not modelled (but for the
+//! `lagging-replica-promoted` variant); a replica counts its link's downtime on its monotonic
+//! clock (Redis: `unixtime` seconds, which a wall-clock jump moves); a failover ends at the
+//! promotion, without waiting for the other replicas to resync (the leader answers clients
+//! with the promoted replica from then on in Redis too).
 
 use super::server::RedisNet;
 use super::store::{Cmd, ReplInfo, Reply};
