@@ -122,6 +122,20 @@ fn summary_counts_each_seed_once_and_keeps_the_lowest_failures() {
     assert_eq!(failing, vec![0, 2, 4, 6, 8, 10, 12, 14, 16, 18]);
 }
 
+/// The summary of `line` over `seeds`, added in order and in reverse (a sweep's results come in
+/// the order its runs finish): both orders must give the same summary.
+fn summed_both_ways(seeds: std::ops::Range<u64>, line: impl Fn(u64) -> SeedResult) -> Summary {
+    let (mut up, mut down) = (Summary::default(), Summary::default());
+    for seed in seeds.clone() {
+        up.add(&line(seed));
+    }
+    for seed in seeds.rev() {
+        down.add(&line(seed));
+    }
+    assert_eq!(up, down, "the summary depends on the order results came in");
+    up
+}
+
 #[test]
 fn an_unmet_expect_reaches_the_summary_with_its_lowest_seed_whatever_the_order() {
     let unmet = |seed: u64| SeedResult {
@@ -132,12 +146,7 @@ fn an_unmet_expect_reaches_the_summary_with_its_lowest_seed_whatever_the_order()
         },
         ..result(seed, &[])
     };
-    let (mut up, mut down) = (Summary::default(), Summary::default());
-    for seed in 2..9 {
-        up.add(&unmet(seed));
-        down.add(&unmet(10 - seed));
-    }
-    assert_eq!(up, down);
+    let up = summed_both_ways(2..9, unmet);
     assert_eq!(up.expect_not_met, 3, "seeds 3, 5, 7");
     let first = up.expect_first_unmet.clone().unwrap();
     assert_eq!(
@@ -158,12 +167,7 @@ fn unknown_reasons_reach_the_summary_whatever_the_order() {
         reasons: [(Property::LostUpdate, format!("why {seed}"))].into(),
         ..result(seed, &[])
     };
-    let (mut up, mut down) = (Summary::default(), Summary::default());
-    for seed in 3..7 {
-        up.add(&unknown(seed));
-        down.add(&unknown(9 - seed));
-    }
-    assert_eq!(up, down);
+    let up = summed_both_ways(3..7, unknown);
     let tally = &up.unknown[&Property::LostUpdate];
     assert_eq!(
         (tally.runs, tally.seed, tally.reason.as_str()),
