@@ -21,9 +21,11 @@
 //!
 //! Simplified: the file is kept as an image of the data set (what a restart rebuilds), put
 //! when it is synced; a write postponed behind a slow sync (up to 2 s) is not drawn, as the
-//! page cache it would reach is lost on a crash anyway; a replica applying its primary's
-//! stream neither appends nor syncs it (it keeps its role file only), so a replica that
-//! crashes comes back with what it had last synced as a primary.
+//! page cache it would reach is lost on a crash anyway. A replica appends what it applies
+//! of its primary's stream, as Redis propagates its primary's commands to its own AOF, and
+//! after a full resync puts the new data set (Redis rewrites its AOF then,
+//! `restartAOFAfterSYNC`; the model syncs it as one change, not after a rewrite's time), so
+//! a replica that crashes comes back with what it had synced.
 
 use super::node::Node;
 use super::server::Persistence;

@@ -2,8 +2,10 @@
 //! machine: its tasks (the stream's inbox, the ping period), feeding the replicas after each
 //! write, and the server commands `INFO`, `REPLICAOF` and `WAIT`.
 
+use super::aof;
 use super::node::{lock_snapshot, record_lock_changes, Node};
 use super::replication::{ReplMsg, ReplRole, Replicated, Replication};
+use super::server::Persistence;
 use super::store::{wait_timeout, Cmd, Effect, Reply};
 use futures::StreamExt;
 use locksim_sim::rpc::Caller;
@@ -177,6 +179,7 @@ pub fn spawn(
     node: &Rc<RefCell<Node>>,
     caller: &Caller<Cmd, Reply>,
     replicated: &Replicated,
+    persistence: Persistence,
 ) {
     let inbox = replicated.net.bind(ctx);
     if let Some(repl) = &node.borrow().repl {
@@ -196,8 +199,14 @@ pub fn spawn(
             // A replica's copy of the lock changes with its primary's stream: in the history
             // too, so a timeline shows what each replica would hand over at a failover.
             let before = lock_snapshot(&node2.borrow().store);
-            receive(&ctx2, &node2, &caller2, &r2, envelope.from, envelope.msg);
+            let applied = receive(&ctx2, &node2, &caller2, &r2, envelope.from, envelope.msg);
             record_lock_changes(&ctx2, &before, &node2.borrow().store);
+            if applied {
+                // Redis feeds a replica's AOF with the stream it applies (and rewrites it
+                // after a full resync), synced by the replica's own `appendfsync`; under
+                // `always` before the next message, as its event loop syncs in beforeSleep.
+                aof::appended(&ctx2, &node2, persistence).await;
+            }
         }
     });
     let (ctx3, node3, r3) = (ctx.clone(), node.clone(), replicated.clone());
@@ -217,7 +226,8 @@ pub fn spawn(
     });
 }
 
-/// One replication message: the state machine decides, this sends and notes.
+/// One replication message: the state machine decides, this sends and notes. Whether the
+/// node's data set took in the stream or a resync.
 fn receive(
     ctx: &NodeCtx,
     node: &Rc<RefCell<Node>>,
@@ -225,7 +235,7 @@ fn receive(
     replicated: &Replicated,
     from: NodeIdx,
     msg: ReplMsg,
-) {
+) -> bool {
     let received = {
         let mut n = node.borrow_mut();
         let Node { store, repl, .. } = &mut *n;
@@ -245,4 +255,5 @@ fn receive(
     if let Some(msg) = received.reply {
         replicated.net.send(ctx.idx(), from, msg);
     }
+    received.applied
 }

@@ -132,6 +132,9 @@ pub struct Received {
     pub waiters: Vec<(NodeIdx, u64, i64)>,
     /// After a full resync that changed something: `(keys dropped, keys loaded)`.
     pub resynced: Option<(usize, usize)>,
+    /// Whether a replica took in its primary's stream or a full resync: what its AOF
+    /// appends (a replica feeds its AOF with what it applies).
+    pub applied: bool,
 }
 
 /// A client blocked in `WAIT`.
@@ -541,6 +544,8 @@ impl Replication {
             }
             _ => Received::default(),
         };
+        let mut received = received;
+        received.applied = !primary && (resync || self.offset != offset_before);
         if !resync {
             assert!(
                 self.offset >= offset_before,

@@ -163,7 +163,7 @@ async fn serve(
         everysec,
     }));
     if let Some(r) = &replicated {
-        link::spawn(&ctx, &node, &caller, r);
+        link::spawn(&ctx, &node, &caller, r, config.persistence);
     }
     spawn_active_expiry(&ctx, &node, replicated.as_ref(), &config);
     if config.persistence == Persistence::Everysec {
