@@ -1483,6 +1483,40 @@ fn at_primary_names_the_node_the_sentinels_promoted() {
     );
 }
 
+/// A replica restarted without persistence comes back empty, and the failover that follows
+/// promotes it: the other client is granted the lock the first holds
+/// (`redis-replicated-replica-restart-empty`). Under `appendfsync always` the real replica
+/// has the key in its AOF (Redis feeds a replica's AOF with its primary's stream), comes
+/// back with it and, promoted, keeps the other client out: mutual exclusion holds, as the
+/// model derives (`a_restarted_replica_keeps_what_its_aof_synced`).
+#[test]
+fn a_replica_restarted_under_always_comes_back_with_the_lock_for_real() {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
+        return;
+    };
+    let dir = scratch("replica-aof");
+    let file = "scenarios/catalog/redis-replicated-replica-restart-empty.toml";
+    let always = [
+        ("persistence = \"none\"", "persistence = \"always\""),
+        (
+            "mutual_exclusion = \"violated\"",
+            "mutual_exclusion = \"holds\"",
+        ),
+    ];
+    let always = variant(file, &dir, "always", &always);
+    for (file, verdict) in [(file.to_owned(), "invalid"), (always, "valid")] {
+        let model = json(&in_repo(&["run", &file, "--json"]));
+        assert_eq!(model["verdict"], verdict, "the model of {file}");
+        let (out, _, saved_at) = live_history(&file, &dir, "h", &["--json"]);
+        let j = json(&out);
+        assert!(
+            j["verdict"] == verdict && j["expect"]["met"] == true,
+            "{file}: expected {verdict}, observed {}: {saved_at}",
+            brief(&j)
+        );
+    }
+}
+
 #[test]
 fn a_delay_spike_at_a_servers_point_and_a_delay_partition_under_reset_are_refused_with_exit_2() {
     let _serial = one_at_a_time();
