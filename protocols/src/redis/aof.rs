@@ -25,7 +25,11 @@
 //! of its primary's stream, as Redis propagates its primary's commands to its own AOF, and
 //! after a full resync puts the new data set (Redis rewrites its AOF then,
 //! `restartAOFAfterSYNC`; the model syncs it as one change, not after a rewrite's time), so
-//! a replica that crashes comes back with what it had synced.
+//! a replica that crashes comes back with what it had synced. Under `always` a replica
+//! answers its primary after the sync, as Redis's `beforeSleep` syncs the AOF before it
+//! writes replies; its periodic acknowledgement (every ping period) is not held behind a
+//! sync in progress, as Redis's blocked event loop would hold it (nor are a primary's other
+//! tasks behind its own `always` sync).
 
 use super::node::Node;
 use super::server::Persistence;

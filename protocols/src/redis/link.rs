@@ -199,13 +199,18 @@ pub fn spawn(
             // A replica's copy of the lock changes with its primary's stream: in the history
             // too, so a timeline shows what each replica would hand over at a failover.
             let before = lock_snapshot(&node2.borrow().store);
-            let applied = receive(&ctx2, &node2, &caller2, &r2, envelope.from, envelope.msg);
+            let from = envelope.from;
+            let (applied, reply) = receive(&ctx2, &node2, &caller2, from, envelope.msg);
             record_lock_changes(&ctx2, &before, &node2.borrow().store);
             if applied {
                 // Redis feeds a replica's AOF with the stream it applies (and rewrites it
                 // after a full resync), synced by the replica's own `appendfsync`; under
-                // `always` before the next message, as its event loop syncs in beforeSleep.
+                // `always` before its answer goes (beforeSleep syncs the AOF before it
+                // writes the replies), so an acknowledged offset is on its disk.
                 aof::appended(&ctx2, &node2, persistence).await;
+            }
+            if let Some(msg) = reply {
+                r2.net.send(ctx2.idx(), from, msg);
             }
         }
     });
@@ -226,16 +231,16 @@ pub fn spawn(
     });
 }
 
-/// One replication message: the state machine decides, this sends and notes. Whether the
-/// node's data set took in the stream or a resync.
+/// One replication message: the state machine decides, this answers the `WAIT`s it
+/// satisfies and notes a resync. Whether the node's data set took in the stream or a
+/// resync, and the answer to the sender (sent by the caller, after the AOF has it).
 fn receive(
     ctx: &NodeCtx,
     node: &Rc<RefCell<Node>>,
     caller: &Caller<Cmd, Reply>,
-    replicated: &Replicated,
     from: NodeIdx,
     msg: ReplMsg,
-) -> bool {
+) -> (bool, Option<ReplMsg>) {
     let received = {
         let mut n = node.borrow_mut();
         let Node { store, repl, .. } = &mut *n;
@@ -252,8 +257,5 @@ fn receive(
              loaded)"
         ));
     }
-    if let Some(msg) = received.reply {
-        replicated.net.send(ctx.idx(), from, msg);
-    }
-    received.applied
+    (received.applied, received.reply)
 }
