@@ -1488,9 +1488,11 @@ fn at_primary_names_the_node_the_sentinels_promoted() {
 /// (`redis-replicated-replica-restart-empty`). Under `appendfsync always` the real replica
 /// has the key in its AOF (Redis feeds a replica's AOF with its primary's stream), comes
 /// back with it and, promoted, keeps the other client out: mutual exclusion holds, as the
-/// model derives (`a_restarted_replica_keeps_what_its_aof_synced`).
+/// model derives (`a_restarted_replica_keeps_what_its_aof_synced`). A real failover: alone,
+/// in nextest's `race` group, as the other failovers (the first grant must come before the
+/// primary's crash at 1.2 s).
 #[test]
-fn a_replica_restarted_under_always_comes_back_with_the_lock_for_real() {
+fn a_promoted_replica_restarted_empty_fails_over_for_real_and_under_always_keeps_the_lock() {
     let Some(_serial) = live_test("redis-server", "redis-server") else {
         return;
     };
