@@ -1519,6 +1519,42 @@ fn a_promoted_replica_restarted_empty_fails_over_for_real_and_under_always_keeps
     }
 }
 
+/// A real replica on `appendfsync always` whose fsyncs the shim holds for 3 s writes no
+/// reply while its disk is stalled (Redis syncs the AOF in `beforeSleep`, before it writes
+/// replies): every `WAIT 1` answers 0 and nothing is granted until the stall ends, as the
+/// model derives (`a_replica_under_always_acknowledges_only_what_its_aof_synced`).
+#[test]
+fn a_replica_whose_disk_stalls_under_always_holds_every_wait_for_real() {
+    let Some(_serial) = live_test("redis-server", "redis-server") else {
+        return;
+    };
+    let dir = scratch("replica-fsync-stall");
+    let file = "live/scenarios/redis-replicated-replica-fsync-stall-wait.toml";
+    let (out, events, saved_at) = live_history(file, &dir, "h", &["--json"]);
+    let j = json(&out);
+    assert_eq!(j["expect"]["met"], true, "{}: {saved_at}", brief(&j));
+    let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() as f64 / 1e6;
+    let stalled_at = events
+        .iter()
+        .find(|e| e["op"] == "fsync_stall")
+        .map(ms)
+        .unwrap_or_else(|| panic!("no fsync_stall in the history: {saved_at}"));
+    let grants: Vec<f64> = (events.iter())
+        .filter(|e| e["op"] == "acquire" && e["kind"] == "ok")
+        .map(ms)
+        .collect();
+    // A WAIT sent just before the stall can still be answered (100 ms); the stall lasts 3 s.
+    let inside = |t: &&f64| **t > stalled_at + 150.0 && **t < stalled_at + 2_900.0;
+    let after = grants.iter().any(|t| *t > stalled_at + 3_000.0);
+    assert!(
+        !grants.iter().any(|t| inside(&t)) && after,
+        "expected no grant from {:.0} ms to {:.0} ms and one after, observed {grants:?}: \
+         {saved_at}",
+        stalled_at + 150.0,
+        stalled_at + 2_900.0
+    );
+}
+
 #[test]
 fn a_delay_spike_at_a_servers_point_and_a_delay_partition_under_reset_are_refused_with_exit_2() {
     let _serial = one_at_a_time();

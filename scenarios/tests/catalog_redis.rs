@@ -381,6 +381,50 @@ fn a_restarted_replica_keeps_what_its_aof_synced() {
     }
 }
 
+/// Grant times in ms, each acquire's `ok`.
+fn grants_ms(h: &locksim_sim::History) -> Vec<f64> {
+    let granted = |e: &&locksim_sim::history::Event| {
+        e.op == Op::Acquire && e.kind == locksim_sim::history::Kind::Ok
+    };
+    h.iter().filter(granted).map(|e| e.time_ms()).collect()
+}
+
+/// `live/scenarios/redis-replicated-replica-fsync-stall-wait.toml`: under `appendfsync
+/// always` a replica acknowledges only what its AOF has synced (Redis writes replies after
+/// `beforeSleep`'s sync), so while its fsyncs are held (0.5-3.5 s) every `WAIT 1` answers 0
+/// and nothing is granted; before and after, grants come. Without persistence the same
+/// stall holds nothing up. (The model's replica once acknowledged what it had applied.)
+#[test]
+fn a_replica_under_always_acknowledges_only_what_its_aof_synced() {
+    let file = "../live/scenarios/redis-replicated-replica-fsync-stall-wait.toml";
+    let stalled = prepared(file);
+    let text = std::fs::read_to_string(common::path(file)).unwrap();
+    let unsynced = text.replace(r#"persistence = "always""#, r#"persistence = "none""#);
+    let unsynced = common::parsed(&unsynced, "replica-fsync-stall-no-persistence.toml");
+    // A WAIT sent just before the stall can still be answered (100 ms).
+    let inside = |t: &f64| (620.0..3_500.0).contains(t);
+    for seed in 1..=SEEDS {
+        let (r, h) = stalled.run_with_history(seed);
+        let grants = grants_ms(&h);
+        let (before, after) = (grants[0] < 500.0, grants.iter().any(|t| *t > 3_500.0));
+        assert!(
+            r.expect.as_ref().is_some_and(|e| e.met)
+                && !grants.iter().any(inside)
+                && before
+                && after,
+            "seed {seed}, always: expected grants before 0.5 s and after 3.5 s and none \
+             between, observed {grants:?}\n{}",
+            describe(&r)
+        );
+        let (_, h) = unsynced.run_with_history(seed);
+        let grants = grants_ms(&h);
+        assert!(
+            grants.iter().filter(|t| inside(t)).count() >= 10,
+            "seed {seed}, none: expected the stall to hold nothing up, observed {grants:?}"
+        );
+    }
+}
+
 #[test]
 fn replicated_stale_primary_is_caught_and_the_correct_client_is_not() {
     replicated_mistake_is_caught_and_correct_is_not("redis-replicated-stale-primary.toml");

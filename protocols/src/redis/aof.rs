@@ -26,10 +26,12 @@
 //! after a full resync puts the new data set (Redis rewrites its AOF then,
 //! `restartAOFAfterSYNC`; the model syncs it as one change, not after a rewrite's time), so
 //! a replica that crashes comes back with what it had synced. Under `always` a replica
-//! answers its primary after the sync, as Redis's `beforeSleep` syncs the AOF before it
-//! writes replies; its periodic acknowledgement (every ping period) is not held behind a
-//! sync in progress, as Redis's blocked event loop would hold it (nor are a primary's other
-//! tasks behind its own `always` sync).
+//! answers its primary after the sync, and every acknowledgement it sends, the periodic one
+//! too, says no more than its AOF has synced, as Redis's `beforeSleep` syncs the AOF before
+//! it writes replies (`Replication::synced_to`; live on Redis 7.0,
+//! `live/scenarios/redis-replicated-replica-fsync-stall-wait.toml`). Simplified: the rest
+//! of a node's work is not held behind an `always` sync, as Redis's blocked event loop
+//! would hold it (a primary's other clients, a replica's timers).
 
 use super::node::Node;
 use super::server::Persistence;

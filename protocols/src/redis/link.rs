@@ -207,8 +207,18 @@ pub fn spawn(
                 // after a full resync), synced by the replica's own `appendfsync`; under
                 // `always` before its answer goes (beforeSleep syncs the AOF before it
                 // writes the replies), so an acknowledged offset is on its disk.
+                let offset = repl_of(&node2).offset();
                 aof::appended(&ctx2, &node2, persistence).await;
+                if persistence == Persistence::Always {
+                    node2
+                        .borrow_mut()
+                        .repl
+                        .as_mut()
+                        .expect("replicated")
+                        .synced_to(offset);
+                }
             }
+            let reply = reply.and_then(|msg| repl_of(&node2).ack_after_sync(msg));
             if let Some(msg) = reply {
                 r2.net.send(ctx2.idx(), from, msg);
             }
@@ -229,6 +239,13 @@ pub fn spawn(
             }
         }
     });
+}
+
+/// The replication state of a replicated node.
+fn repl_of(node: &Rc<RefCell<Node>>) -> std::cell::Ref<'_, Replication> {
+    std::cell::Ref::map(node.borrow(), |n| {
+        n.repl.as_ref().expect("a replicated node")
+    })
 }
 
 /// One replication message: the state machine decides, this answers the `WAIT`s it

@@ -174,6 +174,10 @@ pub struct Replication {
     heard: Duration,
     early: BTreeMap<u64, Vec<Effect>>,
     behind_since: Option<Duration>,
+    /// Under `appendfsync always`, the offset the node's AOF has synced, which its
+    /// acknowledgements never pass: Redis writes them after `beforeSleep`'s sync. `None`:
+    /// they report the offset applied (no AOF, or `everysec`).
+    aof_synced: Option<u64>,
 }
 
 fn fresh_replid() -> u64 {
@@ -199,7 +203,34 @@ impl Replication {
             heard: now,
             early: BTreeMap::new(),
             behind_since: None,
+            aof_synced: None,
         }
+    }
+
+    /// Under `appendfsync always`: acknowledgements report only what the AOF has synced,
+    /// nothing yet.
+    pub fn ack_synced_only(&mut self) {
+        self.synced_to(0);
+    }
+
+    /// The AOF has synced the stream up to `offset` (under `appendfsync always`).
+    pub fn synced_to(&mut self, offset: u64) {
+        self.aof_synced = Some(offset);
+    }
+
+    /// An acknowledgement made again after the AOF synced what it answers (`ack` is made
+    /// with the reply, before the sync): as it stands now, if the link is still up.
+    pub fn ack_after_sync(&self, ack: ReplMsg) -> Option<ReplMsg> {
+        match ack {
+            ReplMsg::Ack { .. } => self.synced.then(|| self.ack()),
+            other => Some(other),
+        }
+    }
+
+    /// The offset an acknowledgement reports: what is applied, or under `appendfsync
+    /// always`, what of it the AOF has synced.
+    fn ack_offset(&self) -> u64 {
+        self.aof_synced.map_or(self.offset, |s| s.min(self.offset))
     }
 
     /// The node's role.
@@ -494,7 +525,7 @@ impl Replication {
                 let msg = match self.replid {
                     Some(replid) if self.synced && !stuck => ReplMsg::Ack {
                         replid,
-                        offset: self.offset,
+                        offset: self.ack_offset(),
                     },
                     replid => {
                         self.behind_since = None;
@@ -655,7 +686,7 @@ impl Replication {
         );
         ReplMsg::Ack {
             replid: self.replid.expect("synced"),
-            offset: self.offset,
+            offset: self.ack_offset(),
         }
     }
 }

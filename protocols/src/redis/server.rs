@@ -154,8 +154,11 @@ async fn serve(
 ) {
     let store = recover(&ctx, &config, restarted).await;
     let (caller, mut requests) = endpoint(&net, &ctx);
-    let repl = (replicated.as_ref())
+    let mut repl = (replicated.as_ref())
         .map(|r| Replication::new(link::configured_role(&ctx, r), ctx.mono_now()));
+    if let (Some(repl), Persistence::Always) = (&mut repl, config.persistence) {
+        repl.ack_synced_only();
+    }
     let everysec = Everysec::started(ctx.wall_ms());
     let node = Rc::new(RefCell::new(Node {
         store,

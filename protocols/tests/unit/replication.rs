@@ -118,3 +118,47 @@ fn wait_counts_acknowledgements_of_the_clients_last_write() {
         assert_eq!(primary.wait(7, 44, 2), Err(1));
     });
 }
+
+/// Under `appendfsync always` a replica acknowledges only what its AOF has synced (Redis
+/// writes its replies, the periodic `REPLCONF ACK` too, after `beforeSleep`'s sync): applied
+/// and not yet synced, its acknowledgements say the synced offset; once synced, the applied.
+#[test]
+fn a_replica_under_always_acknowledges_only_the_synced_offset() {
+    sim(|| {
+        let now = Duration::ZERO;
+        let config = ReplicationConfig {
+            lag_ms_min: 0,
+            lag_ms_max: 0,
+            ping_interval_ms: 1_000,
+            timeout_ms: 60_000,
+        };
+        let mut primary = Replication::new(ReplRole::Primary, now);
+        let mut replica = Replication::new(ReplRole::Replica { primary: 0 }, now);
+        replica.ack_synced_only();
+        let mut store = sync(&mut primary, &Store::new(), &mut replica);
+        replica.synced_to(replica.offset());
+        primary.wrote(1, &[put("a", "1")]);
+        let reply = replica.receive(&mut store, 0, stream(&primary, 0, vec![put("a", "1")]), now);
+        let acked = |msgs: Vec<(usize, ReplMsg)>| match msgs.as_slice() {
+            [(0, ReplMsg::Ack { offset, .. })] => *offset,
+            other => panic!("expected one acknowledgement to the primary, got {other:?}"),
+        };
+        assert_eq!(replica.offset(), 1, "the write is applied");
+        assert_eq!(
+            acked(replica.tick(now, &config)),
+            0,
+            "the tick's, before the sync"
+        );
+        let answer = reply.reply.expect("an acknowledgement of the stream");
+        let again = replica.ack_after_sync(answer).expect("the link is up");
+        assert!(matches!(again, ReplMsg::Ack { offset: 0, .. }), "{again:?}");
+        replica.synced_to(1);
+        assert_eq!(
+            acked(replica.tick(now, &config)),
+            1,
+            "the tick's, after the sync"
+        );
+        let again = replica.ack_after_sync(again).expect("the link is up");
+        assert!(matches!(again, ReplMsg::Ack { offset: 1, .. }), "{again:?}");
+    });
+}
