@@ -156,6 +156,22 @@ fn variant(file: &str, dir: &Path, name: &str, edits: &[(&str, &str)]) -> String
     scenario(dir, name, &text)
 }
 
+/// Each file with its verdict: the model gives it, and so does a live run (histories in
+/// `dir`), which meets the file's `[expect]`.
+fn same_verdict_in_both_worlds(dir: &Path, files: [(String, &str); 2]) {
+    for (file, verdict) in files {
+        let model = json(&in_repo(&["run", &file, "--json"]));
+        assert_eq!(model["verdict"], verdict, "the model of {file}");
+        let (out, _, saved_at) = live_history(&file, dir, "h", &["--json"]);
+        let j = json(&out);
+        assert!(
+            j["verdict"] == verdict && j["expect"]["met"] == true,
+            "{file}: expected {verdict}, observed {}: {saved_at}",
+            brief(&j)
+        );
+    }
+}
+
 /// Runs `locksim live SCENARIO [extra…] --history DIR/NAME.jsonl` and reads the history back:
 /// the output, the events (each a JSON value) and where the history is, for messages.
 fn live_history(
@@ -1506,17 +1522,7 @@ fn a_promoted_replica_restarted_empty_fails_over_for_real_and_under_always_keeps
         ),
     ];
     let always = variant(file, &dir, "always", &always);
-    for (file, verdict) in [(file.to_owned(), "invalid"), (always, "valid")] {
-        let model = json(&in_repo(&["run", &file, "--json"]));
-        assert_eq!(model["verdict"], verdict, "the model of {file}");
-        let (out, _, saved_at) = live_history(&file, &dir, "h", &["--json"]);
-        let j = json(&out);
-        assert!(
-            j["verdict"] == verdict && j["expect"]["met"] == true,
-            "{file}: expected {verdict}, observed {}: {saved_at}",
-            brief(&j)
-        );
-    }
+    same_verdict_in_both_worlds(&dir, [(file.to_owned(), "invalid"), (always, "valid")]);
 }
 
 /// A real replica on `appendfsync always` whose fsyncs the shim holds for 3 s writes no
@@ -3696,17 +3702,7 @@ fn zookeeper_servers_on_fast_clocks_expire_a_paused_holders_session_as_the_model
         ("lost_update = \"violated\"", "lost_update = \"holds\""),
     ];
     let steady = variant(file, &dir, "steady", &steady);
-    for (file, verdict) in [(file.to_owned(), "invalid"), (steady, "valid")] {
-        let model = json(&in_repo(&["run", &file, "--json"]));
-        assert_eq!(model["verdict"], verdict, "the model of {file}");
-        let (out, _, saved_at) = live_history(&file, &dir, "h", &["--json"]);
-        let j = json(&out);
-        assert!(
-            j["verdict"] == verdict && j["expect"]["met"] == true,
-            "{file}: expected {verdict}, observed {}: {saved_at}",
-            brief(&j)
-        );
-    }
+    same_verdict_in_both_worlds(&dir, [(file.to_owned(), "invalid"), (steady, "valid")]);
 }
 
 /// ZooKeeper times sessions by its monotonic clock: the leader's wall clock stepped 30 s
