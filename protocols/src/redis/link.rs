@@ -210,11 +210,10 @@ pub fn spawn(
                 let offset = repl_of(&node2).offset();
                 aof::appended(&ctx2, &node2, persistence).await;
                 if persistence == Persistence::Always {
-                    node2
-                        .borrow_mut()
-                        .repl
+                    let mut n = node2.borrow_mut();
+                    n.repl
                         .as_mut()
-                        .expect("replicated")
+                        .expect("a replicated node")
                         .synced_to(offset);
                 }
             }

@@ -616,6 +616,10 @@ impl Replication {
         *store = snapshot;
         self.replid = Some(replid);
         self.offset = offset;
+        if let Some(synced) = &mut self.aof_synced {
+            // A new history, none of it synced yet (the caller syncs the new data set).
+            *synced = 0;
+        }
         self.backlog_start = offset;
         self.backlog.clear();
         self.previous = None;
