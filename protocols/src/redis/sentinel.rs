@@ -65,7 +65,12 @@
 //! no verdict of down); the failover's state machine takes a tick for the replica's selection
 //! and one for `REPLICAOF NO ONE`, as Redis's does, but counts its votes as they come (Redis:
 //! at the next tick) and holds the sentinel's other checks meanwhile (pings and `INFO`s at
-//! most two ticks late); replica priority is not modelled (but for the
+//! most two ticks late); likewise a sentinel decides `+odown` as the other sentinels' answers
+//! come, where Redis's `sentinelCheckObjectivelyDown` counts them at its next tick (53-100 ms
+//! later) and only if the primary is still down then: around a primary that restarts within
+//! a second, whose down windows last tens of milliseconds, the model's sentinels reach
+//! `+odown` where real ones may not (seen live on the compare row
+//! `replicated-redis+wait+aof`'s seed 40, docs/reports.md); replica priority is not modelled (but for the
 //! `lagging-replica-promoted` variant); a replica counts its link's downtime on its monotonic
 //! clock (Redis: `unixtime` seconds, which a wall-clock jump moves); a failover ends at the
 //! promotion, without waiting for the other replicas to resync (the leader answers clients
