@@ -1539,21 +1539,20 @@ fn a_replica_whose_disk_stalls_under_always_holds_every_wait_for_real() {
     let (out, events, saved_at) = live_history(file, &dir, "h", &["--json"]);
     let j = json(&out);
     assert_eq!(j["expect"]["met"], true, "{}: {saved_at}", brief(&j));
-    let ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap() as f64 / 1e6;
     let stalled_at = events
         .iter()
         .find(|e| e["op"] == "fsync_stall")
-        .map(ms)
+        .map(event_ms)
         .unwrap_or_else(|| panic!("no fsync_stall in the history: {saved_at}"));
     let grants: Vec<f64> = (events.iter())
         .filter(|e| e["op"] == "acquire" && e["kind"] == "ok")
-        .map(ms)
+        .map(event_ms)
         .collect();
     // A WAIT sent just before the stall can still be answered (100 ms); the stall lasts 3 s.
-    let inside = |t: &&f64| **t > stalled_at + 150.0 && **t < stalled_at + 2_900.0;
+    let inside = |t: f64| t > stalled_at + 150.0 && t < stalled_at + 2_900.0;
     let after = grants.iter().any(|t| *t > stalled_at + 3_000.0);
     assert!(
-        !grants.iter().any(|t| inside(&t)) && after,
+        !grants.iter().any(|t| inside(*t)) && after,
         "expected no grant from {:.0} ms to {:.0} ms and one after, observed {grants:?}: \
          {saved_at}",
         stalled_at + 150.0,
@@ -3565,11 +3564,12 @@ fn rejected(events: &[serde_json::Value]) -> bool {
 /// variant of `single-redis` and of `redlock`, etcd 3.4's and 3.5's Mutex, Curator's LOST and
 /// SUSPENDED, ZooKeeper's check-then-create; the clock jumps on a real Redis server and one
 /// of Redlock's, which its shim steps; and the fsync stall, which its shim holds, and the
-/// clock stepped back under `everysec`, each before a crash that loses what was not synced. Each story's outcome class is derived from its
-/// report, and the simulator meets it (`scenarios/tests`); here the real servers must give
-/// the same class. Left out: files whose class hangs on real Sentinels' failover timing
-/// (`redis-replicated-wait-ignored` lost no update in one run of three under load: c2's
-/// grant on the promoted replica came after c1's write), which `scripts/catalog-live.sh` runs.
+/// clock stepped back under `everysec`, each before a crash that loses what was not synced.
+/// Each story's outcome class is derived from its report, and the simulator meets it
+/// (`scenarios/tests`); here the real servers must give the same class. Left out: files
+/// whose class hangs on real Sentinels' failover timing (`redis-replicated-wait-ignored` lost
+/// no update in one run of three under load: c2's grant on the promoted replica came after
+/// c1's write), which `scripts/catalog-live.sh` runs.
 ///
 /// A test each (in nextest's `stories` group, three at once: each mostly waits on its
 /// faults), so that a story lost to a loaded machine's timing is tried again alone and

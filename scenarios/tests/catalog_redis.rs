@@ -398,9 +398,7 @@ fn grants_ms(h: &locksim_sim::History) -> Vec<f64> {
 fn a_replica_under_always_acknowledges_only_what_its_aof_synced() {
     let file = "../live/scenarios/redis-replicated-replica-fsync-stall-wait.toml";
     let stalled = prepared(file);
-    let text = std::fs::read_to_string(common::path(file)).unwrap();
-    let unsynced = text.replace(r#"persistence = "always""#, r#"persistence = "none""#);
-    let unsynced = common::parsed(&unsynced, "replica-fsync-stall-no-persistence.toml");
+    let unsynced = common::changed_at(file, r#"persistence = "always""#, r#"persistence = "none""#);
     // A WAIT sent just before the stall can still be answered (100 ms).
     let inside = |t: &f64| (620.0..3_500.0).contains(t);
     for seed in 1..=SEEDS {

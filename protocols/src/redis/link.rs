@@ -202,22 +202,10 @@ pub fn spawn(
             let from = envelope.from;
             let (applied, reply) = receive(&ctx2, &node2, &caller2, from, envelope.msg);
             record_lock_changes(&ctx2, &before, &node2.borrow().store);
-            if applied {
-                // Redis feeds a replica's AOF with the stream it applies (and rewrites it
-                // after a full resync), synced by the replica's own `appendfsync`; under
-                // `always` before its answer goes (beforeSleep syncs the AOF before it
-                // writes the replies), so an acknowledged offset is on its disk.
-                let offset = repl_of(&node2).offset();
-                aof::appended(&ctx2, &node2, persistence).await;
-                if persistence == Persistence::Always {
-                    let mut n = node2.borrow_mut();
-                    n.repl
-                        .as_mut()
-                        .expect("a replicated node")
-                        .synced_to(offset);
-                }
-            }
-            let reply = reply.and_then(|msg| repl_of(&node2).ack_after_sync(msg));
+            let reply = match applied {
+                true => append_applied(&ctx2, &node2, persistence, reply).await,
+                false => reply,
+            };
             if let Some(msg) = reply {
                 r2.net.send(ctx2.idx(), from, msg);
             }
@@ -238,6 +226,27 @@ pub fn spawn(
             }
         }
     });
+}
+
+/// A replica's AOF takes in what it applied (Redis feeds it the stream, and rewrites it after
+/// a full resync), synced by the replica's own `appendfsync`; under `always` before its
+/// answer goes (`beforeSleep` syncs the AOF before it writes replies), so the answer, an
+/// acknowledgement made with the stream, is made again with the offset now on disk.
+async fn append_applied(
+    ctx: &NodeCtx,
+    node: &Rc<RefCell<Node>>,
+    persistence: Persistence,
+    reply: Option<ReplMsg>,
+) -> Option<ReplMsg> {
+    let offset = repl_of(node).offset();
+    aof::appended(ctx, node, persistence).await;
+    if persistence != Persistence::Always {
+        return reply;
+    }
+    let mut n = node.borrow_mut();
+    let repl = n.repl.as_mut().expect("a replicated node");
+    repl.synced_to(offset);
+    reply.and_then(|msg| repl.ack_after_sync(msg))
 }
 
 /// The replication state of a replicated node.

@@ -25,12 +25,13 @@
 //! `protocols/tests/redis_conformance.rs` (docs/redis-protocols.md says what it compares).
 
 //! The family's files: [`store`] (the data set, a pure function of command and wall time),
-//! [`aof`] (when each `appendfsync` policy syncs), [`node`] (a node's data set and replication state, and the history notes of its lock
-//! keys), [`server`] (a node behind the network), [`replication`] (the replication state
-//! machine and its messages), [`link`] (a replicated node's tasks), [`sentinel`], [`client`]
-//! (what every Redis lock client shares), [`profile`] (the libraries users run: Redisson,
-//! redsync, node-redlock), and the protocols [`single`] (`single-redis`),
-//! [`replicated`] (`replicated-redis`) and [`redlock`].
+//! [`aof`] (when each `appendfsync` policy syncs), [`node`] (a node's data set and
+//! replication state, and the history notes of its lock keys), [`server`] (a node behind
+//! the network), [`replication`] (the replication state machine and its messages), [`link`]
+//! (a replicated node's tasks), [`sentinel`], [`client`] (what every Redis lock client
+//! shares), [`profile`] (the libraries users run: Redisson, redsync, node-redlock), and the
+//! protocols [`single`] (`single-redis`), [`replicated`] (`replicated-redis`) and
+//! [`redlock`].
 
 pub mod aof;
 pub mod client;

@@ -70,11 +70,12 @@
 //! later) and only if the primary is still down then: around a primary that restarts within
 //! a second, whose down windows last tens of milliseconds, the model's sentinels reach
 //! `+odown` where real ones may not (seen live on the compare row
-//! `replicated-redis+wait+aof`'s seed 40, docs/reports.md); replica priority is not modelled (but for the
-//! `lagging-replica-promoted` variant); a replica counts its link's downtime on its monotonic
-//! clock (Redis: `unixtime` seconds, which a wall-clock jump moves); a failover ends at the
-//! promotion, without waiting for the other replicas to resync (the leader answers clients
-//! with the promoted replica from then on in Redis too).
+//! `replicated-redis+wait+aof`'s seed 40, docs/reports.md); replica priority is not
+//! modelled (but for the `lagging-replica-promoted` variant); a replica counts its link's
+//! downtime on its monotonic clock (Redis: `unixtime` seconds, which a wall-clock jump
+//! moves); a failover ends at the promotion, without waiting for the other replicas to
+//! resync (the leader answers clients with the promoted replica from then on in Redis
+//! too).
 
 use super::server::RedisNet;
 use super::store::{Cmd, ReplInfo, Reply};

@@ -46,9 +46,15 @@ pub fn with_variant(relative: &str, variant: &str) -> Prepared {
 /// The catalog file `file` with `from` replaced by `to` (which must occur): the same story
 /// with one behaviour taken away.
 pub fn changed(file: &str, from: &str, to: &str) -> Prepared {
-    let path = path(&format!("catalog/{file}"));
+    changed_at(&format!("catalog/{file}"), from, to)
+}
+
+/// The scenario file at `relative` (under the `scenarios` crate) with `from` replaced by
+/// `to`, which must occur.
+pub fn changed_at(relative: &str, from: &str, to: &str) -> Prepared {
+    let path = path(relative);
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(from), "{file} has no {from:?}");
+    assert!(text.contains(from), "{relative} has no {from:?}");
     parsed(&text.replace(from, to), &path)
 }
 
