@@ -15,8 +15,10 @@
 # - mutants: cargo-mutants over the checker (check/src/{checker,mutual_exclusion,overlap}.rs),
 #            tested by locksim-check's own tests; needs `cargo install cargo-mutants`.
 #
-# CENSUS_FILES (default scenarios/census/*.toml) names the clean configurations; JOBS
-# (default: all cores) threads per sweep; results go to OUT (default target/census).
+# CENSUS_FILES (default scenarios/census/*.toml) names the clean configurations and
+# CATALOG_FILES (default scenarios/catalog/*.toml) the stories to catch (a subset after a
+# change to one protocol's model); JOBS (default: all cores) threads per sweep; results go
+# to OUT (default target/census).
 # BIN names a locksim binary already built (e.g. target/ci/locksim from
 # `cargo build --release`); without it the script builds and uses the release binary.
 set -euo pipefail
@@ -63,7 +65,7 @@ if [ "$what" = all ] || [ "$what" = clean ]; then
 fi
 if [ "$what" = all ] || [ "$what" = caught ]; then
   echo "== everything caught: $CATALOG_SEEDS seeds per catalog file (each must meet its expect)"
-  for f in scenarios/catalog/*.toml; do sweep "$f" "$CATALOG_SEEDS"; done
+  for f in ${CATALOG_FILES:-scenarios/catalog/*.toml}; do sweep "$f" "$CATALOG_SEEDS"; done
 fi
 if [ "$what" = all ] || [ "$what" = mutants ]; then
   echo "== cargo mutants over the checker"

@@ -159,6 +159,43 @@ fn sentinels_call_a_cut_primary_down_and_promote_on_redis_periods() {
     );
 }
 
+/// A sentinel counts the other sentinels' answers at its next tick, as Redis's
+/// `sentinelCheckObjectivelyDown` runs before `sentinelAskMasterStateToOtherSentinels`: with
+/// no earlier answer standing (the primary is cut once), no sentinel reaches `+odown` within a
+/// tick of its own `+sdown` (52 ms at Redis's fastest `hz`; 50 allows for rounding). The model
+/// once decided it as the answers came, 1-7 ms after, and so reached it in down windows too
+/// short for real Sentinels (a primary restarting within a second).
+#[test]
+fn a_sentinel_counts_the_others_answers_at_its_next_tick() {
+    let p = prepared("catalog/redis-replicated-stale-primary.toml");
+    for seed in 1..=SEEDS {
+        let (_, h) = p.run_with_history(seed);
+        let mut reached = 0;
+        for sentinel in ["sentinel1", "sentinel2", "sentinel3"] {
+            let first_ms = |part: &str| {
+                h.iter()
+                    .filter(|e| e.node == sentinel)
+                    .find(|e| e.detail.as_deref().unwrap_or("").starts_with(part))
+                    .map(|e| e.time_ms())
+            };
+            let Some(odown) = first_ms("+odown redis1") else {
+                continue;
+            };
+            let sdown = first_ms("+sdown redis1").expect("a sentinel sees a primary down first");
+            assert!(
+                odown - sdown >= 50.0,
+                "seed {seed}: expected {sentinel}'s +odown a tick or more after its +sdown, \
+                 observed +sdown at {sdown} ms and +odown at {odown} ms"
+            );
+            reached += 1;
+        }
+        assert!(
+            reached > 0,
+            "seed {seed}: expected a sentinel to reach +odown"
+        );
+    }
+}
+
 /// An old primary that comes back is converted only once it has reported itself a primary
 /// for four publish periods (8 s) and at its next INFO (every 10 s to a replica): redis1
 /// restarts at 4.03 s, a sentinel reconnects to it within a second and asks `INFO` at once,

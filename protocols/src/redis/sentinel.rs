@@ -10,9 +10,16 @@
 //! - It asks each node `INFO replication` every `info-period` (10 s), and every second instead
 //!   to the replicas of a primary that is objectively down or failing over: their role and
 //!   replication offset are as fresh as that.
-//! - While it sees the primary down it asks the other sentinels, every `ask-period` (1 s),
-//!   whether they see it down too (`SENTINEL is-master-down-by-addr`); with `quorum`
-//!   sentinels agreeing (itself included) the primary is *objectively down* (`+odown`).
+//! - While it sees the primary down it asks each other sentinel whose last answer is older
+//!   than `ask-period` (1 s) whether it sees it down too (`SENTINEL
+//!   is-master-down-by-addr`), and goes on; each answer is kept as it comes, for five ask
+//!   periods (`SRI_MASTER_DOWN`). At each tick, before it asks, it counts the answers in:
+//!   with `quorum` sentinels agreeing (itself included) while it still sees the primary down,
+//!   the primary is *objectively down* (`+odown`), as `sentinelCheckObjectivelyDown` runs
+//!   before `sentinelAskMasterStateToOtherSentinels`. So `+odown` comes a tick or more after
+//!   `+sdown` (53-100 ms), and a primary down for less (a fast restart) is never objectively
+//!   down; an answer from an earlier down spell, if younger than five ask periods, counts,
+//!   as in Redis.
 //! - It then stands for leader: it bumps its epoch, votes for itself and asks the others for
 //!   their vote in that epoch. Each sentinel votes once per epoch, for the first that asks,
 //!   and does not stand itself for two failover timeouts after (from a start time drawn up
@@ -59,23 +66,19 @@
 //! the same with `SENTINEL DEBUG`.
 //!
 //! Simplifications: hello messages go directly between sentinels (Redis publishes them
-//! through the Redis nodes, so a sentinel that reaches the nodes but not the other sentinels
-//! still learns new configurations there); a link to a node cut off stays open (Redis
-//! closes one whose `PING` has waited half of down-after, after 15 s connected, which changes
-//! no verdict of down); the failover's state machine takes a tick for the replica's selection
-//! and one for `REPLICAOF NO ONE`, as Redis's does, but counts its votes as they come (Redis:
-//! at the next tick) and holds the sentinel's other checks meanwhile (pings and `INFO`s at
-//! most two ticks late); likewise a sentinel decides `+odown` as the other sentinels' answers
-//! come, where Redis's `sentinelCheckObjectivelyDown` counts them at its next tick (53-100 ms
-//! later) and only if the primary is still down then: around a primary that restarts within
-//! a second, whose down windows last tens of milliseconds, the model's sentinels reach
-//! `+odown` where real ones may not (seen live on the compare row
-//! `replicated-redis+wait+aof`'s seed 40, docs/reports.md); replica priority is not
-//! modelled (but for the `lagging-replica-promoted` variant); a replica counts its link's
-//! downtime on its monotonic clock (Redis: `unixtime` seconds, which a wall-clock jump
-//! moves); a failover ends at the promotion, without waiting for the other replicas to
-//! resync (the leader answers clients with the promoted replica from then on in Redis
-//! too).
+//! through the Redis nodes, so a sentinel that reaches the nodes but not the other
+//! sentinels still learns new configurations there); a link to a node cut off stays open
+//! (Redis closes one whose `PING` has waited half of down-after, after 15 s connected,
+//! which changes no verdict of down); the failover's state machine takes a tick for the
+//! replica's selection and one for `REPLICAOF NO ONE`, as Redis's does, but counts its
+//! votes as they come (Redis: at the next tick, and asks again each ask period until the
+//! election times out) and holds the sentinel's other checks meanwhile (pings and `INFO`s
+//! at most two ticks late); the other sentinels' answers are timed on its monotonic clock
+//! (Redis: `mstime`, the wall clock, which a jump moves); replica priority is not modelled
+//! (but for the `lagging-replica-promoted` variant); a replica counts its link's downtime
+//! on its monotonic clock (Redis: `unixtime` seconds, which a wall-clock jump moves); a
+//! failover ends at the promotion, without waiting for the other replicas to resync (the
+//! leader answers clients with the promoted replica from then on in Redis too).
 
 use super::server::RedisNet;
 use super::store::{Cmd, ReplInfo, Reply};
@@ -321,6 +324,16 @@ impl Watch {
     }
 }
 
+/// Another sentinel's last answer to "is the primary down?" (Redis keeps it on that
+/// sentinel's instance: `SRI_MASTER_DOWN` and `last_master_down_reply_time`). It counts
+/// towards `+odown` until it is five ask periods old, for whatever primary is current then:
+/// Redis keeps its sentinels' flags through a new configuration too.
+#[derive(Clone, Copy, Debug)]
+struct Said {
+    down: bool,
+    at: Duration,
+}
+
 struct Sentinel {
     ctx: NodeCtx,
     config: SentinelConfig,
@@ -331,8 +344,9 @@ struct Sentinel {
     unsynced: bool,
     watch: BTreeMap<NodeIdx, Watch>,
     odown: bool,
-    /// When the other sentinels were last asked about the primary.
-    asked_at: Option<Duration>,
+    /// What each other sentinel last answered about the primary, if within five ask
+    /// periods.
+    said: BTreeMap<NodeIdx, Said>,
     /// No failover attempt before this (`failover_start_time` + 2 × failover-timeout).
     failover_not_before: Option<Duration>,
     /// A promotion sent, awaiting the promoted replica's `INFO` as a primary: (old primary,
@@ -374,7 +388,7 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
         d,
         unsynced: false,
         odown: false,
-        asked_at: None,
+        said: BTreeMap::new(),
         failover_not_before: None,
         promoting: None,
         last_hello: None,
@@ -659,7 +673,6 @@ impl Sentinel {
         self.save();
         self.watch_anew();
         self.odown = false;
-        self.asked_at = None;
         self.failover_not_before = None;
         self.promoting = None;
         true
@@ -848,7 +861,8 @@ impl Sentinel {
     }
 }
 
-/// Asks every other sentinel at once; returns the answers that came within a tick.
+/// Asks every other sentinel at once for its vote; returns the answers that came within a
+/// tick (what each says of the primary is kept, as any answer's).
 async fn ask_all(
     s: &Shared,
     caller: &Caller<SentinelReq, SentinelResp>,
@@ -856,40 +870,47 @@ async fn ask_all(
 ) -> Vec<SentinelResp> {
     let others = s.borrow().others.clone();
     let timeout = Sentinel::ms(TICK_MS);
-    let calls = others
+    let calls = others.into_iter().map(|o| {
+        let req = req.clone();
+        async move { (o, caller.call(o, req, timeout).await) }
+    });
+    let answers = futures::future::join_all(calls).await;
+    let mut me = s.borrow_mut();
+    answers
         .into_iter()
-        .map(|o| caller.call(o, req.clone(), timeout));
-    futures::future::join_all(calls)
-        .await
-        .into_iter()
-        .filter_map(Result::ok)
+        .filter_map(|(o, r)| r.ok().inspect(|r| me.heard(o, r)))
         .collect()
 }
 
-/// One tick's acting half: is the primary objectively down, should we fail over, is anyone
-/// misconfigured.
-async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelReq, SentinelResp>) {
-    let ask_due = s.borrow_mut().ask_due();
-    if let Some((primary, epoch, quorum)) = ask_due {
-        let ask = SentinelReq::IsPrimaryDown {
-            primary,
-            epoch,
-            candidate: None,
-        };
-        let agree = ask_all(s, caller, ask)
-            .await
-            .iter()
-            .filter(|r| matches!(r, SentinelResp::Down { down: true, .. }))
-            .count();
-        let became = s
-            .borrow_mut()
-            .objectively_down(primary, 1 + agree >= quorum, agree);
-        if became {
-            // Its replicas are asked INFO every second from now, the first time in this
-            // tick (Redis handles a primary's replicas after the primary).
-            send_periodic(s, redis);
-        }
+/// Asks the other sentinels whose last answer is older than an ask period whether they see
+/// the primary down, if this one does (`sentinelAskMasterStateToOtherSentinels`): the
+/// answers are kept as they come and counted at a later tick.
+fn ask_others(s: &Shared, caller: &Caller<SentinelReq, SentinelResp>) {
+    let Some((ask, to)) = s.borrow_mut().asks_due() else {
+        return;
+    };
+    let ctx = s.borrow().ctx.clone();
+    let timeout = Sentinel::ms(s.borrow().config.periods.ask_ms);
+    for o in to {
+        let (s, caller, ask) = (s.clone(), caller.clone(), ask.clone());
+        ctx.spawn(async move {
+            if let Ok(answer) = caller.call(o, ask, timeout).await {
+                s.borrow_mut().heard(o, &answer);
+            }
+        });
     }
+}
+
+/// One tick's acting half, in the order of Redis's `sentinelHandleRedisInstance`: is the
+/// primary objectively down by the answers already in, should we fail over, ask the others
+/// again, is anyone misconfigured.
+async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelReq, SentinelResp>) {
+    if s.borrow_mut().objectively_down() {
+        // Its replicas are asked INFO every second from now, the first time in this tick
+        // (Redis handles a primary's replicas after the primary).
+        send_periodic(s, redis);
+    }
+    ask_others(s, caller);
     let due = s.borrow().failover_due();
     if let Some(primary) = due {
         fail_over(s, redis, caller, primary).await;
@@ -998,36 +1019,59 @@ async fn next_step(s: &Shared, primary: NodeIdx, epoch: u64) -> bool {
 }
 
 impl Sentinel {
-    /// The primary if this sentinel sees it down and should ask the others about it now
-    /// (every ask period): `(primary, current epoch, quorum)`. A primary back up is no
-    /// longer objectively down.
-    fn ask_due(&mut self) -> Option<(NodeIdx, u64, usize)> {
-        let primary = self.primary();
-        if !self.watch[&primary].down {
-            self.odown = false;
-            self.asked_at = None;
-            return None;
-        }
+    /// Forgets answers five ask periods old; then, if this sentinel sees the primary down,
+    /// the question and whom to ask now: those whose last answer is older than an ask
+    /// period.
+    fn asks_due(&mut self) -> Option<(SentinelReq, Vec<NodeIdx>)> {
         let now = self.now();
         let ask = Self::ms(self.config.periods.ask_ms);
-        if self.asked_at.is_some_and(|t| now.saturating_sub(t) < ask) {
+        self.said
+            .retain(|_, said| now.saturating_sub(said.at) <= ask * 5);
+        let primary = self.primary();
+        if !self.watch[&primary].down {
             return None;
         }
-        self.asked_at = Some(now);
-        Some((primary, self.d.current_epoch, self.config.quorum))
+        let to = self
+            .others
+            .iter()
+            .copied()
+            .filter(|o| {
+                self.said
+                    .get(o)
+                    .is_none_or(|said| now.saturating_sub(said.at) >= ask)
+            })
+            .collect();
+        let req = SentinelReq::IsPrimaryDown {
+            primary,
+            epoch: self.d.current_epoch,
+            candidate: None,
+        };
+        Some((req, to))
     }
 
-    /// With `agree` other sentinels agreeing (`quorate` if enough): whether the primary just
-    /// became objectively down (`+odown`).
-    fn objectively_down(&mut self, primary: NodeIdx, quorate: bool, agree: usize) -> bool {
-        let odown = quorate && self.primary() == primary && self.watch[&primary].down;
+    /// Keeps another sentinel's answer about the primary.
+    fn heard(&mut self, other: NodeIdx, answer: &SentinelResp) {
+        if let SentinelResp::Down { down, .. } = *answer {
+            let at = self.now();
+            self.said.insert(other, Said { down, at });
+        }
+    }
+
+    /// Whether the primary just became objectively down (`+odown`): this sentinel sees it
+    /// down and, with the others' answers already in that say so, a quorum does
+    /// (`sentinelCheckObjectivelyDown`). A primary back up is no longer (`-odown`).
+    fn objectively_down(&mut self) -> bool {
+        let primary = self.primary();
+        let agree = self.said.values().filter(|said| said.down).count();
+        let odown = self.watch[&primary].down && 1 + agree >= self.config.quorum;
         let became = odown && !self.odown;
         if became {
-            self.ctx.note(format!(
-                "+odown {} ({} sentinels agree)",
-                self.name(primary),
-                1 + agree
-            ));
+            let name = self.name(primary);
+            let agreeing = 1 + agree;
+            self.ctx
+                .note(format!("+odown {name} ({agreeing} sentinels agree)"));
+        } else if self.odown && !odown {
+            self.ctx.note(format!("-odown {}", self.name(primary)));
         }
         self.odown = odown;
         became
