@@ -24,22 +24,28 @@
 //!   their vote in that epoch. Each sentinel votes once per epoch, for the first that asks,
 //!   and does not stand itself for two failover timeouts after (from a start time drawn up
 //!   to a second ahead, so that sentinels that split a vote do not stand together again).
-//!   With a majority of all sentinels (and at least `quorum`) it is the leader.
+//!   It counts the votes that came at its next ticks (`sentinelGetLeader`), asking again
+//!   those that have not answered each ask period: with a majority of all sentinels (and at
+//!   least `quorum`) it is the leader (`+elected-leader`); an election not won within
+//!   min(10 s, failover timeout) is abandoned (`-failover-abort-not-elected`).
 //! - The leader picks a replica as `sentinelSelectSlave` does: of those that answer (not
-//!   down, connected, a `PONG` within five ping periods), whose last `INFO` is fresh (within
-//!   five ping periods while the primary is down, three info periods otherwise) and whose
-//!   link to the primary (`master_link_down_since_seconds`) has not been down longer than
-//!   the primary has, plus ten down-afters, the most up to date (highest replication offset;
-//!   ties go to the first node, where Redis takes the smaller run id, random per process).
-//!   With none fit the failover is aborted (`-failover-abort-no-good-slave`). It sends the
-//!   chosen one `REPLICAOF NO ONE`, and waits for the
-//!   replica's next `INFO` to show it a primary (`+promoted-slave`; abandoned after
-//!   `failover_timeout_ms`): only then does it adopt the new configuration under its epoch
-//!   (`+switch-master`), tell the other nodes to follow the new primary, and announce the
-//!   configuration to the other sentinels at once; they adopt any configuration with a
-//!   higher epoch than their own. Hello messages otherwise go every `publish-period` (2 s).
-//!   A new configuration resets what a sentinel knows of every node, as Redis re-creates
-//!   its instances: `INFO` at once, roles and downs forgotten.
+//!   down, connected, a `PONG` within five ping periods), whose last `INFO` is fresh
+//!   (within five ping periods while the primary is down, three info periods otherwise) and
+//!   whose link to the primary (`master_link_down_since_seconds`) has not been down longer
+//!   than the primary has, plus ten down-afters, the most up to date (highest replication
+//!   offset; ties go to the first node, where Redis takes the smaller run id, random per
+//!   process). With none fit the failover is aborted (`-failover-abort-no-good-slave`). One
+//!   tick per step, as `sentinelFailoverStateMachine` takes them: it selects the tick after
+//!   the election and sends the chosen one `REPLICAOF NO ONE` the tick after that (each
+//!   tick again while its connection is refused, until the failover timeout), without
+//!   waiting for the reply, and waits for the replica's next `INFO` to show it a primary
+//!   (`+promoted-slave`; abandoned after `failover_timeout_ms`): only then does it adopt
+//!   the new configuration under its epoch (`+switch-master`), tell the other nodes to
+//!   follow the new primary, and announce the configuration to the other sentinels at once;
+//!   they adopt any configuration with a higher epoch than their own. Hello messages
+//!   otherwise go every `publish-period` (2 s). A new configuration resets what a sentinel
+//!   knows of every node, as Redis re-creates its instances: `INFO` at once, roles and
+//!   downs forgotten.
 //! - A node whose `INFO` shows the wrong role is told to follow the current primary, while
 //!   the primary looks sane: an old primary back from a crash or a partition once it has
 //!   reported itself a primary for four publish periods (8 s) and not been down for as long
@@ -69,16 +75,12 @@
 //! through the Redis nodes, so a sentinel that reaches the nodes but not the other
 //! sentinels still learns new configurations there); a link to a node cut off stays open
 //! (Redis closes one whose `PING` has waited half of down-after, after 15 s connected,
-//! which changes no verdict of down); the failover's state machine takes a tick for the
-//! replica's selection and one for `REPLICAOF NO ONE`, as Redis's does, but counts its
-//! votes as they come (Redis: at the next tick, and asks again each ask period until the
-//! election times out) and holds the sentinel's other checks meanwhile (pings and `INFO`s
-//! at most two ticks late); the other sentinels' answers are timed on its monotonic clock
-//! (Redis: `mstime`, the wall clock, which a jump moves); replica priority is not modelled
-//! (but for the `lagging-replica-promoted` variant); a replica counts its link's downtime
-//! on its monotonic clock (Redis: `unixtime` seconds, which a wall-clock jump moves); a
-//! failover ends at the promotion, without waiting for the other replicas to resync (the
-//! leader answers clients with the promoted replica from then on in Redis too).
+//! which changes no verdict of down); the other sentinels' answers are timed on its
+//! monotonic clock (Redis: `mstime`, the wall clock, which a jump moves); replica priority
+//! is not modelled (but for the `lagging-replica-promoted` variant); a replica counts its
+//! link's downtime on its monotonic clock (Redis: `unixtime` seconds, which a wall-clock
+//! jump moves); a failover ends at the promotion, without waiting for the other replicas to
+//! resync (the leader answers clients with the promoted replica from then on in Redis too).
 
 use super::server::RedisNet;
 use super::store::{Cmd, ReplInfo, Reply};
@@ -193,10 +195,6 @@ impl Default for Periods {
         }
     }
 }
-
-/// How long a sentinel waits for the other sentinels' answers before it counts them, in ms:
-/// its timer's longest period (below).
-const TICK_MS: u64 = 100;
 
 /// The period of the next tick of a sentinel's timer (`sentinelTimer`), on which every check
 /// happens: Redis runs it at `hz` and redraws `hz` from 10..=19 at every tick, "to
@@ -332,7 +330,39 @@ impl Watch {
 struct Said {
     down: bool,
     at: Duration,
+    /// Its vote (leader, epoch), as its last answer to a request for one gave it
+    /// (`ri->leader`, `ri->leader_epoch`): an answer to a plain question leaves it.
+    vote: Option<(NodeIdx, u64)>,
 }
+
+/// A failover this sentinel stands for or leads, one step a tick as Redis's
+/// `sentinelFailoverStateMachine` takes them; once `REPLICAOF NO ONE` is sent it is
+/// `Sentinel::promoting` (`SENTINEL_FAILOVER_STATE_WAIT_PROMOTION`).
+#[derive(Clone, Copy, Debug)]
+struct Failover {
+    primary: NodeIdx,
+    epoch: u64,
+    /// Votes needed: a majority of all sentinels, and at least the quorum.
+    needed: usize,
+    step: Step,
+    /// When the step began (`failover_state_change_time`); the election's, when the attempt
+    /// began.
+    since: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// `WAIT_START`: counting the votes that came, until the election times out.
+    Election,
+    /// `SELECT_SLAVE`: picking the replica.
+    Select,
+    /// `SEND_SLAVEOF_NOONE`: sending it `REPLICAOF NO ONE` once its link is up.
+    Promote(NodeIdx),
+}
+
+/// An election not won in this long is abandoned (`SENTINEL_ELECTION_TIMEOUT`; the failover
+/// timeout if shorter).
+const ELECTION_TIMEOUT_MS: u64 = 10_000;
 
 struct Sentinel {
     ctx: NodeCtx,
@@ -349,6 +379,8 @@ struct Sentinel {
     said: BTreeMap<NodeIdx, Said>,
     /// No failover attempt before this (`failover_start_time` + 2 × failover-timeout).
     failover_not_before: Option<Duration>,
+    /// The failover under way, up to `REPLICAOF NO ONE`.
+    failover: Option<Failover>,
     /// A promotion sent, awaiting the promoted replica's `INFO` as a primary: (old primary,
     /// promoted, epoch, when sent).
     promoting: Option<(NodeIdx, NodeIdx, u64, Duration)>,
@@ -390,6 +422,7 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
         odown: false,
         said: BTreeMap::new(),
         failover_not_before: None,
+        failover: None,
         promoting: None,
         last_hello: None,
         previous_wall_ms: 0,
@@ -414,7 +447,7 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
         if s.borrow_mut().acting() {
             s.borrow_mut().mark_down();
             s.borrow_mut().confirm_promotion(&redis);
-            check(&s, &redis, &caller).await;
+            check(&s, &redis, &caller);
         }
         send_hello(&s, &caller);
     }
@@ -674,6 +707,7 @@ impl Sentinel {
         self.watch_anew();
         self.odown = false;
         self.failover_not_before = None;
+        self.failover = None;
         self.promoting = None;
         true
     }
@@ -861,60 +895,60 @@ impl Sentinel {
     }
 }
 
-/// Asks every other sentinel at once for its vote; returns the answers that came within a
-/// tick (what each says of the primary is kept, as any answer's).
-async fn ask_all(
-    s: &Shared,
-    caller: &Caller<SentinelReq, SentinelResp>,
-    req: SentinelReq,
-) -> Vec<SentinelResp> {
-    let others = s.borrow().others.clone();
-    let timeout = Sentinel::ms(TICK_MS);
-    let calls = others.into_iter().map(|o| {
-        let req = req.clone();
-        async move { (o, caller.call(o, req, timeout).await) }
-    });
-    let answers = futures::future::join_all(calls).await;
-    let mut me = s.borrow_mut();
-    answers
-        .into_iter()
-        .filter_map(|(o, r)| r.ok().inspect(|r| me.heard(o, r)))
-        .collect()
-}
-
-/// Asks the other sentinels whose last answer is older than an ask period whether they see
-/// the primary down, if this one does (`sentinelAskMasterStateToOtherSentinels`): the
-/// answers are kept as they come and counted at a later tick.
-fn ask_others(s: &Shared, caller: &Caller<SentinelReq, SentinelResp>) {
-    let Some((ask, to)) = s.borrow_mut().asks_due() else {
-        return;
-    };
+/// Asks each of `to` the question `ask` (`SENTINEL is-master-down-by-addr`), without
+/// waiting: each answer is kept as it comes ([`Sentinel::heard`]).
+fn ask(s: &Shared, caller: &Caller<SentinelReq, SentinelResp>, ask: SentinelReq, to: Vec<NodeIdx>) {
     let ctx = s.borrow().ctx.clone();
     let timeout = Sentinel::ms(s.borrow().config.periods.ask_ms);
     for o in to {
         let (s, caller, ask) = (s.clone(), caller.clone(), ask.clone());
         ctx.spawn(async move {
+            let vote_asked = matches!(
+                ask,
+                SentinelReq::IsPrimaryDown {
+                    candidate: Some(_),
+                    ..
+                }
+            );
             if let Ok(answer) = caller.call(o, ask, timeout).await {
-                s.borrow_mut().heard(o, &answer);
+                s.borrow_mut().heard(o, &answer, vote_asked);
             }
         });
     }
 }
 
+/// Asks the other sentinels whose last answer is older than an ask period whether they see
+/// the primary down, if this one does, and for their vote while it fails over
+/// (`sentinelAskMasterStateToOtherSentinels`): the answers are counted at a later tick.
+fn ask_others(s: &Shared, caller: &Caller<SentinelReq, SentinelResp>) {
+    let due = s.borrow_mut().asks_due();
+    if let Some((req, to)) = due {
+        ask(s, caller, req, to);
+    }
+}
+
 /// One tick's acting half, in the order of Redis's `sentinelHandleRedisInstance`: is the
-/// primary objectively down by the answers already in, should we fail over, ask the others
+/// primary objectively down by the answers already in, should we stand for leader (asking
+/// every other sentinel for its vote at once), the failover's next step, ask the others
 /// again, is anyone misconfigured.
-async fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelReq, SentinelResp>) {
+fn check(s: &Shared, redis: &Caller<Cmd, Reply>, caller: &Caller<SentinelReq, SentinelResp>) {
     if s.borrow_mut().objectively_down() {
         // Its replicas are asked INFO every second from now, the first time in this tick
         // (Redis handles a primary's replicas after the primary).
         send_periodic(s, redis);
     }
-    ask_others(s, caller);
     let due = s.borrow().failover_due();
     if let Some(primary) = due {
-        fail_over(s, redis, caller, primary).await;
+        let (req, to) = s.borrow_mut().stand(primary);
+        ask(s, caller, req, to);
     }
+    let promote = s.borrow_mut().failover_step();
+    if let Some(chosen) = promote {
+        // Sent and not waited for (Redis discards the reply): the replica's next `INFO`
+        // tells whether it took ([`Sentinel::confirm_promotion`]).
+        redis.notify(chosen, Cmd::ReplicaOf { primary: None });
+    }
+    ask_others(s, caller);
     let fix = s.borrow_mut().misconfigured();
     let s = s.borrow();
     let primary = s.primary();
@@ -951,73 +985,6 @@ fn send_hello(s: &Shared, caller: &Caller<SentinelReq, SentinelResp>) {
     }
 }
 
-/// Stands for election in a new epoch and, if elected, promotes the best replica: it sends
-/// `REPLICAOF NO ONE` and waits for the replica's `INFO` ([`Sentinel::confirm_promotion`]).
-async fn fail_over(
-    s: &Shared,
-    redis: &Caller<Cmd, Reply>,
-    caller: &Caller<SentinelReq, SentinelResp>,
-    primary: NodeIdx,
-) {
-    let Some((me, epoch, needed)) = s.borrow_mut().stand(primary) else {
-        return; // A newer configuration arrived while we waited.
-    };
-    let ask = SentinelReq::IsPrimaryDown {
-        primary,
-        epoch,
-        candidate: Some(me),
-    };
-    let votes = 1 + ask_all(s, caller, ask)
-        .await
-        .iter()
-        .filter(|r| {
-            matches!(r, SentinelResp::Down { leader: Some(l), leader_epoch, .. }
-                if *l == me && *leader_epoch == epoch)
-        })
-        .count();
-    if !s.borrow().elected(epoch, votes, needed) {
-        return;
-    }
-    // `sentinelFailoverStateMachine` takes one step a tick: the replica is selected on the
-    // tick after the election, by when the `INFO`s asked at `+odown` have come back, and
-    // `REPLICAOF NO ONE` goes on the tick after that.
-    if !next_step(s, primary, epoch).await {
-        return;
-    }
-    let Some(chosen) = s.borrow().select() else {
-        return;
-    };
-    if !next_step(s, primary, epoch).await {
-        return;
-    }
-    let timeout = Sentinel::ms(TICK_MS);
-    let promoted = redis
-        .call(chosen, Cmd::ReplicaOf { primary: None }, timeout)
-        .await;
-    let mut s = s.borrow_mut();
-    if promoted != Ok(Reply::Ok) {
-        s.ctx.note(format!(
-            "failover aborted: {} did not answer",
-            s.name(chosen)
-        ));
-        return;
-    }
-    if s.d.config_epoch >= epoch || s.primary() != primary {
-        return; // Someone else's newer configuration arrived meanwhile.
-    }
-    let now = s.now();
-    s.promoting = Some((primary, chosen, epoch, now));
-}
-
-/// Waits for the next tick of the failover's state machine: whether the failover of
-/// `primary` in `epoch` goes on (no newer configuration arrived meanwhile).
-async fn next_step(s: &Shared, primary: NodeIdx, epoch: u64) -> bool {
-    let ctx = s.borrow().ctx.clone();
-    ctx.sleep_local(tick()).await;
-    let s = s.borrow();
-    s.d.config_epoch < epoch && s.primary() == primary
-}
-
 impl Sentinel {
     /// Forgets answers five ask periods old; then, if this sentinel sees the primary down,
     /// the question and whom to ask now: those whose last answer is older than an ask
@@ -1041,20 +1008,33 @@ impl Sentinel {
                     .is_none_or(|said| now.saturating_sub(said.at) >= ask)
             })
             .collect();
+        // While it fails over it asks for votes again (`failover_state` past none).
+        let failing_over = self.failover.is_some() || self.promoting.is_some();
         let req = SentinelReq::IsPrimaryDown {
             primary,
             epoch: self.d.current_epoch,
-            candidate: None,
+            candidate: failing_over.then(|| self.ctx.idx()),
         };
         Some((req, to))
     }
 
-    /// Keeps another sentinel's answer about the primary.
-    fn heard(&mut self, other: NodeIdx, answer: &SentinelResp) {
-        if let SentinelResp::Down { down, .. } = *answer {
-            let at = self.now();
-            self.said.insert(other, Said { down, at });
-        }
+    /// Keeps another sentinel's answer about the primary, and its vote if one was asked.
+    fn heard(&mut self, other: NodeIdx, answer: &SentinelResp, vote_asked: bool) {
+        let SentinelResp::Down {
+            down,
+            leader,
+            leader_epoch,
+        } = *answer
+        else {
+            return;
+        };
+        let before = self.said.get(&other).and_then(|said| said.vote);
+        let vote = match leader {
+            Some(leader) if vote_asked => Some((leader, leader_epoch)),
+            _ => before,
+        };
+        let at = self.now();
+        self.said.insert(other, Said { down, at, vote });
     }
 
     /// Whether the primary just became objectively down (`+odown`): this sentinel sees it
@@ -1082,15 +1062,13 @@ impl Sentinel {
     fn failover_due(&self) -> Option<NodeIdx> {
         let now = self.now();
         let recent = self.failover_not_before.is_some_and(|t| t > now);
-        (self.odown && self.promoting.is_none() && !recent).then(|| self.primary())
+        let idle = self.failover.is_none() && self.promoting.is_none();
+        (self.odown && idle && !recent).then(|| self.primary())
     }
 
-    /// Stands for leader in a new epoch, voting for itself: `(me, epoch, votes needed)`, or
-    /// `None` if the primary is no longer objectively down.
-    fn stand(&mut self, primary: NodeIdx) -> Option<(NodeIdx, u64, usize)> {
-        if !self.odown || self.primary() != primary {
-            return None;
-        }
+    /// Stands for leader in a new epoch, voting for itself: the request for the others'
+    /// votes and whom to send it (all of them, at once: `SENTINEL_ASK_FORCED`).
+    fn stand(&mut self, primary: NodeIdx) -> (SentinelReq, Vec<NodeIdx>) {
         let before = self.d.current_epoch;
         self.d.current_epoch += 1;
         let (me, epoch) = (self.ctx.idx(), self.d.current_epoch);
@@ -1105,24 +1083,93 @@ impl Sentinel {
         let sentinels = self.others.len() + 1;
         let majority = sentinels / 2 + 1;
         assert!(epoch > before, "every attempt stands in a new epoch");
-        Some((me, epoch, majority.max(self.config.quorum)))
+        let (needed, since) = (majority.max(self.config.quorum), self.now());
+        let step = Step::Election;
+        self.failover = Some(Failover {
+            primary,
+            epoch,
+            needed,
+            step,
+            since,
+        });
+        let req = SentinelReq::IsPrimaryDown {
+            primary,
+            epoch,
+            candidate: Some(me),
+        };
+        (req, self.others.clone())
     }
 
-    /// After the vote: whether this sentinel was elected.
-    fn elected(&self, epoch: u64, votes: usize, needed: usize) -> bool {
-        assert!(votes <= self.others.len() + 1, "one vote per sentinel");
-        if votes < needed {
-            self.ctx.note(format!(
-                "failover epoch {epoch}: {votes} votes, {needed} needed"
-            ));
-            return false;
+    /// The votes for this sentinel in `epoch`, its own included, as `sentinelGetLeader`
+    /// counts them: the others' last answers to a request for a vote, in the current epoch.
+    fn votes_for_me(&self, epoch: u64) -> usize {
+        let me = self.ctx.idx();
+        if self.d.current_epoch != epoch {
+            return 0; // A newer epoch began: no vote of this one counts.
         }
-        self.ctx.event(
-            "elected",
-            None,
-            format!("+elected-leader epoch {epoch} ({votes} votes)"),
-        );
-        true
+        let mine = usize::from(self.d.leader == Some(me) && self.d.leader_epoch == epoch);
+        let others = self
+            .said
+            .values()
+            .filter(|said| said.vote == Some((me, epoch)));
+        let votes = mine + others.count();
+        assert!(votes <= self.others.len() + 1, "one vote per sentinel");
+        votes
+    }
+
+    /// The failover's step for this tick; the replica to send `REPLICAOF NO ONE` now, if
+    /// that is the step. A newer configuration ends the failover (Redis resets the primary's
+    /// instance on adopting one).
+    fn failover_step(&mut self) -> Option<NodeIdx> {
+        let mut f = self.failover?;
+        if self.d.config_epoch >= f.epoch || self.primary() != f.primary {
+            self.failover = None;
+            return None;
+        }
+        let now = self.now();
+        let waited = now.saturating_sub(f.since);
+        let failover_timeout = Self::ms(self.config.failover_timeout_ms);
+        match f.step {
+            Step::Election => {
+                let votes = self.votes_for_me(f.epoch);
+                if votes >= f.needed {
+                    let detail = format!("+elected-leader epoch {} ({votes} votes)", f.epoch);
+                    self.ctx.event("elected", None, detail);
+                    (f.step, f.since) = (Step::Select, now);
+                } else if waited > Self::ms(ELECTION_TIMEOUT_MS).min(failover_timeout) {
+                    self.ctx.note(format!(
+                        "-failover-abort-not-elected epoch {}: {votes} votes, {} needed",
+                        f.epoch, f.needed
+                    ));
+                    self.failover = None;
+                    return None;
+                }
+            }
+            Step::Select => match self.select() {
+                Some(chosen) => (f.step, f.since) = (Step::Promote(chosen), now),
+                None => {
+                    self.failover = None;
+                    return None;
+                }
+            },
+            Step::Promote(chosen) => {
+                if !self.watch[&chosen].disconnected {
+                    self.failover = None;
+                    self.promoting = Some((f.primary, chosen, f.epoch, now));
+                    return Some(chosen);
+                }
+                if waited > failover_timeout {
+                    let name = self.name(chosen);
+                    self.ctx.note(format!(
+                        "-failover-abort-slave-timeout: {name} not reachable"
+                    ));
+                    self.failover = None;
+                    return None;
+                }
+            }
+        }
+        self.failover = Some(f);
+        None
     }
 
     /// The replica to promote (`+selected-replica`), if one is fit.
