@@ -172,8 +172,8 @@ pub fn feed(
     }
 }
 
-/// Starts a replicated node's replication tasks: the stream's inbox and the ping period. A
-/// replica asks for the stream at once.
+/// Starts a replicated node's replication tasks: the stream's inbox, the ping period and
+/// `replicationCron`'s reconnection. A replica asks for the stream at once.
 pub fn spawn(
     ctx: &NodeCtx,
     node: &Rc<RefCell<Node>>,
@@ -219,14 +219,38 @@ pub fn spawn(
             let msgs = {
                 let mut n = node3.borrow_mut();
                 let repl = n.repl.as_mut().expect("a replicated node");
-                repl.tick(ctx3.mono_now(), &r3.config)
+                let gone = match repl.role() {
+                    ReplRole::Replica { primary } => ctx3.world().refuses(ctx3.idx(), primary),
+                    ReplRole::Primary => false,
+                };
+                repl.tick(ctx3.mono_now(), &r3.config, gone)
             };
             for (to, msg) in msgs {
                 r3.net.send(ctx3.idx(), to, msg);
             }
         }
     });
+    let (ctx4, node4, r4) = (ctx.clone(), node.clone(), replicated.clone());
+    ctx.spawn(async move {
+        // A process started some time before: its cron's phase is anyone's.
+        let phase_ms = madsim::rand::thread_rng().gen_range(0..REPL_CRON_MS);
+        ctx4.sleep_local(Duration::from_millis(phase_ms)).await;
+        loop {
+            let msg = {
+                let mut n = node4.borrow_mut();
+                n.repl.as_mut().expect("a replicated node").reconnect()
+            };
+            if let Some((to, msg)) = msg {
+                r4.net.send(ctx4.idx(), to, msg);
+            }
+            ctx4.sleep_local(Duration::from_millis(REPL_CRON_MS)).await;
+        }
+    });
 }
+
+/// The period of Redis's `replicationCron` (`run_with_period(1000)` in `serverCron`), in
+/// ms: where a replica whose link is down connects again.
+const REPL_CRON_MS: u64 = 1_000;
 
 /// A replica's AOF takes in what it applied (Redis feeds it the stream, and rewrites it after
 /// a full resync), synced by the replica's own `appendfsync`; under `always` before its

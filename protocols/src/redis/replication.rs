@@ -19,9 +19,13 @@
 //!   and those writes are lost, as in real Redis.
 //! - Replicas acknowledge their offset (`REPLCONF ACK`) after each batch and every ping
 //!   period; `WAIT n timeout` counts those acknowledgements for the client's last write. A
-//!   link silent for `timeout_ms` is down; the replica then sends `PSYNC` again. The stream is
-//!   applied in offset order (TCP delivers in order; our network may reorder, so a replica
-//!   holds early batches back and asks again for a gap that does not fill).
+//!   link silent for `timeout_ms`, or whose primary's process is gone (its connection reset,
+//!   [`locksim_sim::World::refuses`]), is down; the replica connects again, sending `PSYNC`,
+//!   on its `replicationCron`, once a second (a process's own phase, drawn at its start), so
+//!   a primary back from a crash gets its replicas up to a second later; `REPLICAOF` and a
+//!   start connect at once. The stream is applied in offset order (TCP delivers in order;
+//!   our network may reorder, so a replica holds early batches back and asks again for a
+//!   gap that does not fill).
 //!
 //! Not modelled: transfer time of a full resync, the backlog's size limit (here it keeps the
 //! whole run), chained replicas, `min-replicas-to-write`.
@@ -493,9 +497,17 @@ impl Replication {
             .collect()
     }
 
-    /// What the ping period sends: heartbeats from a primary, acknowledgements or a new
-    /// `PSYNC` from a replica.
-    pub fn tick(&mut self, now: Duration, config: &ReplicationConfig) -> Vec<(NodeIdx, ReplMsg)> {
+    /// What the ping period sends: heartbeats from a primary; from a replica,
+    /// acknowledgements, or `PSYNC` again for a gap in a stream that stalled. A replica whose
+    /// primary's process is gone (`primary_gone`: its connection reset) or whose link has been
+    /// silent for the timeout loses the link, and connects again only on its
+    /// [`Replication::reconnect`].
+    pub fn tick(
+        &mut self,
+        now: Duration,
+        config: &ReplicationConfig,
+        primary_gone: bool,
+    ) -> Vec<(NodeIdx, ReplMsg)> {
         let timeout = Duration::from_millis(config.timeout_ms);
         match self.role {
             ReplRole::Primary => {
@@ -519,11 +531,14 @@ impl Replication {
                 let stuck = self
                     .behind_since
                     .is_some_and(|since| now.saturating_sub(since) >= patience);
-                if now.saturating_sub(self.heard) > timeout {
+                if primary_gone || now.saturating_sub(self.heard) > timeout {
                     self.lose_link(now);
                 }
+                if !self.synced {
+                    return vec![];
+                }
                 let msg = match self.replid {
-                    Some(replid) if self.synced && !stuck => ReplMsg::Ack {
+                    Some(replid) if !stuck => ReplMsg::Ack {
                         replid,
                         offset: self.ack_offset(),
                     },
@@ -538,6 +553,19 @@ impl Replication {
                 vec![(primary, msg)]
             }
         }
+    }
+
+    /// `replicationCron`'s reconnection, once a second: a replica whose link is down asks its
+    /// primary for the stream again (`PSYNC`).
+    pub fn reconnect(&mut self) -> Option<(NodeIdx, ReplMsg)> {
+        let ReplRole::Replica { primary } = self.role else {
+            return None;
+        };
+        if self.synced {
+            return None;
+        }
+        self.behind_since = None;
+        Some((primary, self.psync()))
     }
 
     /// A replication message from `from`, at local time `now`: applied to this node's state

@@ -40,8 +40,9 @@
 //!   tick again while its connection is refused, until the failover timeout), without
 //!   waiting for the reply, and waits for the replica's next `INFO` to show it a primary
 //!   (`+promoted-slave`; abandoned after `failover_timeout_ms`): only then does it adopt
-//!   the new configuration under its epoch (`+switch-master`), tell the other nodes to
-//!   follow the new primary, and announce the configuration to the other sentinels at once;
+//!   the new configuration under its epoch (`+switch-master`), tell the other replicas to
+//!   follow the new primary (not the old primary: one that is up stays a primary until it
+//!   is converted, below), and announce the configuration to the other sentinels at once;
 //!   they adopt any configuration with a higher epoch than their own. Hello messages
 //!   otherwise go every `publish-period` (2 s). A new configuration resets what a sentinel
 //!   knows of every node, as Redis re-creates its instances: `INFO` at once, roles and
@@ -1183,8 +1184,11 @@ impl Sentinel {
         Some(chosen)
     }
 
-    /// `+switch-master`: the promoted replica is the primary of `epoch`; every other node is
-    /// told to follow it.
+    /// `+switch-master`: the promoted replica is the primary of `epoch`; the other replicas are
+    /// told to follow it. The old primary is not (Redis's `sentinelFailoverReconfNextSlave`
+    /// walks the primary's replicas): if it is up, it stays a primary, serving whoever still
+    /// talks to it, until it is converted four publish periods after its `INFO` shows it so
+    /// ([`Sentinel::misconfigured`]).
     fn switch_to_promoted(
         &mut self,
         redis: &Caller<Cmd, Reply>,
@@ -1201,7 +1205,11 @@ impl Sentinel {
             self.name(chosen)
         );
         self.ctx.event("failover", Some(chosen), detail);
-        for n in self.redis.iter().filter(|n| **n != chosen) {
+        for n in self
+            .redis
+            .iter()
+            .filter(|n| **n != chosen && **n != primary)
+        {
             redis.notify(
                 *n,
                 Cmd::ReplicaOf {

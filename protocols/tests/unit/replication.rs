@@ -145,7 +145,7 @@ fn a_replica_under_always_acknowledges_only_the_synced_offset() {
         };
         assert_eq!(replica.offset(), 1, "the write is applied");
         assert_eq!(
-            acked(replica.tick(now, &config)),
+            acked(replica.tick(now, &config, false)),
             0,
             "the tick's, before the sync"
         );
@@ -154,7 +154,7 @@ fn a_replica_under_always_acknowledges_only_the_synced_offset() {
         assert!(matches!(again, ReplMsg::Ack { offset: 0, .. }), "{again:?}");
         replica.synced_to(1);
         assert_eq!(
-            acked(replica.tick(now, &config)),
+            acked(replica.tick(now, &config, false)),
             1,
             "the tick's, after the sync"
         );
