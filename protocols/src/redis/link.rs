@@ -230,20 +230,26 @@ pub fn spawn(
             }
         }
     });
-    let (ctx4, node4, r4) = (ctx.clone(), node.clone(), replicated.clone());
-    ctx.spawn(async move {
+    spawn_cron(ctx, node, replicated);
+}
+
+/// `replicationCron`'s reconnection: once a second, a replica whose link is down asks its
+/// primary for the stream again.
+fn spawn_cron(ctx: &NodeCtx, node: &Rc<RefCell<Node>>, replicated: &Replicated) {
+    let (ctx, node, replicated) = (ctx.clone(), node.clone(), replicated.clone());
+    ctx.clone().spawn(async move {
         // A process started some time before: its cron's phase is anyone's.
         let phase_ms = madsim::rand::thread_rng().gen_range(0..REPL_CRON_MS);
-        ctx4.sleep_local(Duration::from_millis(phase_ms)).await;
+        ctx.sleep_local(Duration::from_millis(phase_ms)).await;
         loop {
             let msg = {
-                let mut n = node4.borrow_mut();
+                let mut n = node.borrow_mut();
                 n.repl.as_mut().expect("a replicated node").reconnect()
             };
             if let Some((to, msg)) = msg {
-                r4.net.send(ctx4.idx(), to, msg);
+                replicated.net.send(ctx.idx(), to, msg);
             }
-            ctx4.sleep_local(Duration::from_millis(REPL_CRON_MS)).await;
+            ctx.sleep_local(Duration::from_millis(REPL_CRON_MS)).await;
         }
     });
 }
