@@ -246,58 +246,69 @@ fn a_replica_reconnects_to_a_restarted_primary_on_its_once_a_second_cron() {
             .find(|e| e.op == Op::Restart)
             .map(|e| e.time_ms())
             .expect("redis1 restarts");
+        // The replica not promoted meanwhile (either may be: equally up to date, the smaller
+        // run id wins) goes back to redis1 until the switch.
         let resynced = (h.iter())
-            .filter(|e| e.node == "redis3" && e.time_ms() > restart)
+            .filter(|e| e.node.starts_with("redis") && e.time_ms() > restart)
             .find(|e| {
                 e.detail
                     .as_deref()
                     .unwrap_or("")
                     .starts_with("full resync from redis1")
             })
-            .map_or(f64::INFINITY, |e| e.time_ms());
+            .map(|e| e.time_ms());
+        let Some(resynced) = resynced else {
+            continue; // Promoted and switched before any replica's cron came round.
+        };
         let delay = resynced - restart;
         assert!(
-            delay <= 1_050.0 || resynced == f64::INFINITY,
-            "seed {seed}: expected redis3 back on redis1 within its cron's second, observed \
+            delay <= 1_050.0,
+            "seed {seed}: expected a replica back on redis1 within its cron's second, observed \
              {delay} ms after the restart"
         );
         delays_ms.push(delay);
     }
     let late = delays_ms.iter().filter(|d| **d > 200.0).count();
     assert!(
-        late >= SEEDS as usize / 4,
-        "expected the cron's phase to put many reconnections past 200 ms, observed {delays_ms:?}"
+        delays_ms.len() >= SEEDS as usize / 2 && late >= delays_ms.len() / 4,
+        "expected most seeds to show a replica going back to redis1, many past 200 ms (its \
+         cron's phase), observed {delays_ms:?}"
     );
 }
 
 /// An old primary that is up at `+switch-master` is not told to follow the promoted replica
-/// (Redis's leader reconfigures the primary's replicas, and converts an old primary only
-/// once its `INFO` has shown it a primary for four publish periods): on Redis 7.0 it went on
-/// serving the clients that still talked to it, whose `WAIT 1` found no replica, so the lock
-/// held and was unavailable. Both hold in the model: redis1 stays a primary to the end of
-/// the run, redis3 follows redis2, and mutual exclusion holds on every seed (the model once
-/// demoted redis1 at the switch, and the clients then took the lock on both sides).
+/// (Redis's leader reconfigures the primary's replicas, and converts an old primary only once
+/// its `INFO` has shown it a primary for four publish periods): on Redis 7.0 it went on serving
+/// the clients that still talked to it, whose `WAIT 1` found no replica, so the lock held and
+/// was unavailable. Both hold in the model: redis1 stays a primary to the end of the run, the
+/// other replica follows the promoted one, and mutual exclusion holds on every seed (the model
+/// once demoted redis1 at the switch, and the clients then took the lock on both sides).
 #[test]
 fn an_old_primary_up_at_the_switch_stays_a_primary_until_it_is_converted() {
     let p = primary_back_during_failover_file();
     for seed in 1..=SEEDS {
         let (r, h) = p.run_with_history(seed);
-        let switched = first_sentinel_note_ms(&h, "+switch-master redis1 -> redis2");
-        assert!(
-            switched.is_finite(),
-            "seed {seed}: expected a failover to redis2"
-        );
         let said = |node: &str, what: &str| {
             h.iter()
                 .any(|e| e.node == node && e.detail.as_deref().unwrap_or("").contains(what))
+        };
+        // Either replica may be promoted (equally up to date, the smaller run id wins).
+        let promoted = ["redis2", "redis3"]
+            .into_iter()
+            .find(|n| said(n, "promoted to primary"))
+            .unwrap_or_else(|| panic!("seed {seed}: expected a replica promoted"));
+        let other = if promoted == "redis2" {
+            "redis3"
+        } else {
+            "redis2"
         };
         assert!(
             !said("redis1", "now a replica"),
             "seed {seed}: expected redis1 still a primary at the end, observed it demoted"
         );
         assert!(
-            said("redis3", "now a replica of redis2"),
-            "seed {seed}: expected redis3 told to follow redis2"
+            said(other, &format!("now a replica of {promoted}")),
+            "seed {seed}: expected {other} told to follow {promoted}"
         );
         let me = r.properties[&locksim_sim::Property::MutualExclusion];
         assert_eq!(

@@ -158,6 +158,8 @@ struct Link {
 /// One node's replication state (lost in a crash, except its role).
 pub struct Replication {
     role: ReplRole,
+    /// This process's run id (`INFO`'s `run_id`), drawn at its start.
+    run_id: u64,
     replid: Option<u64>,
     offset: u64,
     /// The history this one continues and up to which offset (`replid2`).
@@ -193,6 +195,7 @@ impl Replication {
     pub fn new(role: ReplRole, now: Duration) -> Self {
         Replication {
             role,
+            run_id: madsim::rand::thread_rng().gen(),
             replid: (role == ReplRole::Primary).then(fresh_replid),
             offset: 0,
             previous: None,
@@ -250,6 +253,7 @@ impl Replication {
                 link_up: true,
                 link_down_s: None,
                 offset: self.offset,
+                run_id: Some(self.run_id),
             },
             ReplRole::Replica { primary } => ReplInfo {
                 following: Some(primary),
@@ -258,6 +262,7 @@ impl Replication {
                     .filter(|_| !self.synced)
                     .map(|since| now.saturating_sub(since).as_secs()),
                 offset: self.offset,
+                run_id: Some(self.run_id),
             },
         }
     }

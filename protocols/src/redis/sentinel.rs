@@ -33,12 +33,12 @@
 //!   (within five ping periods while the primary is down, three info periods otherwise) and
 //!   whose link to the primary (`master_link_down_since_seconds`) has not been down longer
 //!   than the primary has, plus ten down-afters, the most up to date (highest replication
-//!   offset; ties go to the first node, where Redis takes the smaller run id, random per
-//!   process). With none fit the failover is aborted (`-failover-abort-no-good-slave`). One
-//!   tick per step, as `sentinelFailoverStateMachine` takes them: it selects the tick after
-//!   the election and sends the chosen one `REPLICAOF NO ONE` the tick after that (each
-//!   tick again while its connection is refused, until the failover timeout), without
-//!   waiting for the reply, and waits for the replica's next `INFO` to show it a primary
+//!   offset; of those equally up to date, the smaller run id, random per process start).
+//!   With none fit the failover is aborted (`-failover-abort-no-good-slave`). One tick per
+//!   step, as `sentinelFailoverStateMachine` takes them: it selects the tick after the
+//!   election and sends the chosen one `REPLICAOF NO ONE` the tick after that (each tick
+//!   again while its connection is refused, until the failover timeout), without waiting
+//!   for the reply, and waits for the replica's next `INFO` to show it a primary
 //!   (`+promoted-slave`; abandoned after `failover_timeout_ms`): only then does it adopt
 //!   the new configuration under its epoch (`+switch-master`), tell the other replicas to
 //!   follow the new primary (not the old primary: one that is up stays a primary until it
@@ -526,11 +526,13 @@ impl Sentinel {
         let (now, primary) = (self.now(), self.redis[0]);
         for (n, w) in self.watch.iter_mut() {
             let following = (*n != primary).then_some(primary);
+            // Its run id comes with the first `INFO` the sentinel takes itself.
             let info = ReplInfo {
                 following,
                 link_up: true,
                 link_down_s: None,
                 offset: 0,
+                run_id: None,
             };
             w.info = Some((now, info));
         }
@@ -748,10 +750,12 @@ impl Sentinel {
                 let fresh = now.saturating_sub(*at) <= info_valid_for;
                 let link_down = Duration::from_secs(info.link_down_s.unwrap_or(0));
                 let fit = info.following.is_some() && fresh && link_down <= max_link_down;
-                fit.then_some((priority(n), info.offset, std::cmp::Reverse(*n)))
+                // The smaller run id wins a tie, an unknown one loses (`compareSlavesForPromotion`).
+                let run_id = std::cmp::Reverse(info.run_id.unwrap_or(u64::MAX));
+                fit.then_some((priority(n), info.offset, run_id, std::cmp::Reverse(*n)))
             })
             .max()
-            .map(|(_, _, std::cmp::Reverse(n))| n)
+            .map(|(_, _, _, std::cmp::Reverse(n))| n)
     }
 
     /// Whether the primary looks sane (`sentinelMasterLooksSane`): not down, reporting itself

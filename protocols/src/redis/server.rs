@@ -109,6 +109,7 @@ fn standalone_command(
             link_up: true,
             link_down_s: None,
             offset: 0,
+            run_id: None,
         })),
         Cmd::Wait {
             replicas,

@@ -488,6 +488,10 @@ pub struct ReplInfo {
     pub link_down_s: Option<u64>,
     /// How much of the replication stream the node has (Redis' `master_repl_offset`).
     pub offset: u64,
+    /// The process's run id (Redis' `run_id`, random at each start; in `INFO server`, which
+    /// a sentinel reads too): Sentinel prefers the smaller between replicas equally up to
+    /// date. `None` where not known.
+    pub run_id: Option<u64>,
 }
 
 /// A reply.
