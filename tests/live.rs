@@ -156,10 +156,12 @@ fn variant(file: &str, dir: &Path, name: &str, edits: &[(&str, &str)]) -> String
     scenario(dir, name, &text)
 }
 
-/// Each file with its verdict: the model gives it, and so does a live run (histories in
-/// `dir`), which meets the file's `[expect]`.
-fn same_verdict_in_both_worlds(dir: &Path, files: [(String, &str); 2]) {
-    for (file, verdict) in files {
+/// `file`, whose run is invalid, and its variant `name` (`edits` applied), whose run is
+/// valid: the model gives each that verdict, and so does a live run (histories in `dir`),
+/// which meets the file's `[expect]`.
+fn broken_and_held_in_both_worlds(dir: &Path, file: &str, name: &str, edits: &[(&str, &str)]) {
+    let held = variant(file, dir, name, edits);
+    for (file, verdict) in [(file.to_owned(), "invalid"), (held, "valid")] {
         let model = json(&in_repo(&["run", &file, "--json"]));
         assert_eq!(model["verdict"], verdict, "the model of {file}");
         let (out, _, saved_at) = live_history(&file, dir, "h", &["--json"]);
@@ -1521,8 +1523,7 @@ fn a_promoted_replica_restarted_empty_fails_over_for_real_and_under_always_keeps
             "mutual_exclusion = \"holds\"",
         ),
     ];
-    let always = variant(file, &dir, "always", &always);
-    same_verdict_in_both_worlds(&dir, [(file.to_owned(), "invalid"), (always, "valid")]);
+    broken_and_held_in_both_worlds(&dir, file, "always", &always);
 }
 
 /// A real replica on `appendfsync always` whose fsyncs the shim holds for 3 s writes no
@@ -3701,8 +3702,7 @@ fn zookeeper_servers_on_fast_clocks_expire_a_paused_holders_session_as_the_model
         ),
         ("lost_update = \"violated\"", "lost_update = \"holds\""),
     ];
-    let steady = variant(file, &dir, "steady", &steady);
-    same_verdict_in_both_worlds(&dir, [(file.to_owned(), "invalid"), (steady, "valid")]);
+    broken_and_held_in_both_worlds(&dir, file, "steady", &steady);
 }
 
 /// ZooKeeper times sessions by its monotonic clock: the leader's wall clock stepped 30 s

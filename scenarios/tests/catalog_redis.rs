@@ -113,15 +113,24 @@ fn replicated_mistake_is_caught_and_correct_is_not(name: &str) {
     }
 }
 
-/// When the first sentinel note containing `part` comes, in ms (infinity if none).
-fn first_sentinel_note_ms(history: &locksim_sim::History, part: &str) -> f64 {
-    let sentinel = |e: &&locksim_sim::history::Event| e.node.starts_with("sentinel");
-    let named = |e: &&locksim_sim::history::Event| e.detail.as_deref().unwrap_or("").contains(part);
+/// The notes and events of the nodes whose name starts with `node` that say `part`.
+fn notes<'a>(
+    history: &'a locksim_sim::History,
+    node: &'a str,
+    part: &'a str,
+) -> impl Iterator<Item = &'a locksim_sim::history::Event> {
+    let says =
+        move |e: &&locksim_sim::history::Event| e.detail.as_deref().unwrap_or("").contains(part);
     history
         .iter()
-        .filter(sentinel)
-        .find(named)
-        .map_or(f64::INFINITY, |e| e.time_ms())
+        .filter(move |e| e.node.starts_with(node))
+        .filter(says)
+}
+
+/// When the first sentinel note containing `part` comes, in ms (infinity if none).
+fn first_sentinel_note_ms(history: &locksim_sim::History, part: &str) -> f64 {
+    let first = notes(history, "sentinel", part).next();
+    first.map_or(f64::INFINITY, |e| e.time_ms())
 }
 
 /// Sentinel on Redis 7.0's periods: a primary cut off at 1 s is called down once a PING has
@@ -172,12 +181,7 @@ fn a_sentinel_counts_the_others_answers_at_its_next_tick() {
         let (_, h) = p.run_with_history(seed);
         let mut reached = 0;
         for sentinel in ["sentinel1", "sentinel2", "sentinel3"] {
-            let first_ms = |part: &str| {
-                h.iter()
-                    .filter(|e| e.node == sentinel)
-                    .find(|e| e.detail.as_deref().unwrap_or("").starts_with(part))
-                    .map(|e| e.time_ms())
-            };
+            let first_ms = |part| notes(&h, sentinel, part).next().map(|e| e.time_ms());
             let Some(odown) = first_ms("+odown redis1") else {
                 continue;
             };
@@ -248,15 +252,9 @@ fn a_replica_reconnects_to_a_restarted_primary_on_its_once_a_second_cron() {
             .expect("redis1 restarts");
         // The replica not promoted meanwhile (either may be: equally up to date, the smaller
         // run id wins) goes back to redis1 until the switch.
-        let resynced = (h.iter())
-            .filter(|e| e.node.starts_with("redis") && e.time_ms() > restart)
-            .find(|e| {
-                e.detail
-                    .as_deref()
-                    .unwrap_or("")
-                    .starts_with("full resync from redis1")
-            })
-            .map(|e| e.time_ms());
+        let resynced = notes(&h, "redis", "full resync from redis1")
+            .map(|e| e.time_ms())
+            .find(|t| *t > restart);
         let Some(resynced) = resynced else {
             continue; // Promoted and switched before any replica's cron came round.
         };
@@ -288,10 +286,7 @@ fn an_old_primary_up_at_the_switch_stays_a_primary_until_it_is_converted() {
     let p = primary_back_during_failover_file();
     for seed in 1..=SEEDS {
         let (r, h) = p.run_with_history(seed);
-        let said = |node: &str, what: &str| {
-            h.iter()
-                .any(|e| e.node == node && e.detail.as_deref().unwrap_or("").contains(what))
-        };
+        let said = |node, what: &str| notes(&h, node, what).next().is_some();
         // Either replica may be promoted (equally up to date, the smaller run id wins).
         let promoted = ["redis2", "redis3"]
             .into_iter()

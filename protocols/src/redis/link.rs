@@ -46,7 +46,7 @@ pub fn command(
     cmd: &Cmd,
 ) -> Option<Reply> {
     let mut n = node.borrow_mut();
-    let repl = n.repl.as_mut().expect("a replicated node");
+    let repl = n.replication_mut();
     match cmd {
         Cmd::Info => Some(Reply::Info(repl.info(ctx.mono_now()))),
         Cmd::ReplicaOf { primary: None } => {
@@ -107,7 +107,7 @@ fn wait(
     timeout_ms: u64,
 ) -> Option<Reply> {
     let mut n = node.borrow_mut();
-    let repl = n.repl.as_mut().expect("a replicated node");
+    let repl = n.replication_mut();
     if repl.role() != ReplRole::Primary {
         return Some(Reply::Error(ERR_WAIT_ON_REPLICA.into()));
     }
@@ -124,7 +124,7 @@ fn wait(
             ctx.spawn(async move {
                 ctx2.sleep_local(timeout).await;
                 let mut n = node2.borrow_mut();
-                let repl = n.repl.as_mut().expect("a replicated node");
+                let repl = n.replication_mut();
                 if let Some((client, id, count)) = repl.time_out_waiter(key) {
                     caller2.reply(client, id, Reply::Int(count));
                 }
@@ -143,13 +143,7 @@ pub fn feed(
     start: u64,
     ops: Vec<Effect>,
 ) {
-    let Some((replid, replicas)) = node
-        .borrow()
-        .repl
-        .as_ref()
-        .expect("a replicated node")
-        .stream_targets()
-    else {
+    let Some((replid, replicas)) = node.borrow().replication().stream_targets() else {
         return;
     };
     let config = &replicated.config;
@@ -218,7 +212,7 @@ pub fn spawn(
             ctx3.sleep_local(period).await;
             let msgs = {
                 let mut n = node3.borrow_mut();
-                let repl = n.repl.as_mut().expect("a replicated node");
+                let repl = n.replication_mut();
                 let gone = match repl.role() {
                     ReplRole::Replica { primary } => ctx3.world().refuses(ctx3.idx(), primary),
                     ReplRole::Primary => false,
@@ -244,7 +238,7 @@ fn spawn_cron(ctx: &NodeCtx, node: &Rc<RefCell<Node>>, replicated: &Replicated) 
         loop {
             let msg = {
                 let mut n = node.borrow_mut();
-                n.repl.as_mut().expect("a replicated node").reconnect()
+                n.replication_mut().reconnect()
             };
             if let Some((to, msg)) = msg {
                 replicated.net.send(ctx.idx(), to, msg);
@@ -268,22 +262,15 @@ async fn append_applied(
     persistence: Persistence,
     reply: Option<ReplMsg>,
 ) -> Option<ReplMsg> {
-    let offset = repl_of(node).offset();
+    let offset = node.borrow().replication().offset();
     aof::appended(ctx, node, persistence).await;
     if persistence != Persistence::Always {
         return reply;
     }
     let mut n = node.borrow_mut();
-    let repl = n.repl.as_mut().expect("a replicated node");
+    let repl = n.replication_mut();
     repl.synced_to(offset);
     reply.and_then(|msg| repl.ack_after_sync(msg))
-}
-
-/// The replication state of a replicated node.
-fn repl_of(node: &Rc<RefCell<Node>>) -> std::cell::Ref<'_, Replication> {
-    std::cell::Ref::map(node.borrow(), |n| {
-        n.repl.as_ref().expect("a replicated node")
-    })
 }
 
 /// One replication message: the state machine decides, this answers the `WAIT`s it

@@ -20,6 +20,16 @@ pub struct Node {
 }
 
 impl Node {
+    /// The replication state of a replicated node.
+    pub fn replication(&self) -> &Replication {
+        self.repl.as_ref().expect("a replicated node")
+    }
+
+    /// The replication state of a replicated node, to change.
+    pub fn replication_mut(&mut self) -> &mut Replication {
+        self.repl.as_mut().expect("a replicated node")
+    }
+
     /// Whether it takes writes: a primary, or a standalone server.
     pub fn is_primary(&self) -> bool {
         self.repl

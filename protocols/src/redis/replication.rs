@@ -214,13 +214,8 @@ impl Replication {
         }
     }
 
-    /// Under `appendfsync always`: acknowledgements report only what the AOF has synced,
-    /// nothing yet.
-    pub fn ack_synced_only(&mut self) {
-        self.synced_to(0);
-    }
-
-    /// The AOF has synced the stream up to `offset` (under `appendfsync always`).
+    /// The AOF has synced the stream up to `offset` (under `appendfsync always`): from the
+    /// first call on, acknowledgements report no more than that.
     pub fn synced_to(&mut self, offset: u64) {
         self.aof_synced = Some(offset);
     }
@@ -587,7 +582,7 @@ impl Replication {
         let offset_before = self.offset;
         // A full resync may move a replica back: to a new primary that is behind it.
         let resync = from_my_primary && matches!(msg, ReplMsg::FullResync { .. });
-        let received = match msg {
+        let mut received = match msg {
             ReplMsg::Psync { replid, offset } if primary => Received {
                 reply: Some(self.answer_psync(from, replid, offset, store, now)),
                 ..Received::default()
@@ -608,7 +603,6 @@ impl Replication {
             }
             _ => Received::default(),
         };
-        let mut received = received;
         received.applied = !primary && (resync || self.offset != offset_before);
         if !resync {
             assert!(

@@ -905,16 +905,16 @@ impl Sentinel {
 fn ask(s: &Shared, caller: &Caller<SentinelReq, SentinelResp>, ask: SentinelReq, to: Vec<NodeIdx>) {
     let ctx = s.borrow().ctx.clone();
     let timeout = Sentinel::ms(s.borrow().config.periods.ask_ms);
+    let vote_asked = matches!(
+        ask,
+        SentinelReq::IsPrimaryDown {
+            candidate: Some(_),
+            ..
+        }
+    );
     for o in to {
         let (s, caller, ask) = (s.clone(), caller.clone(), ask.clone());
         ctx.spawn(async move {
-            let vote_asked = matches!(
-                ask,
-                SentinelReq::IsPrimaryDown {
-                    candidate: Some(_),
-                    ..
-                }
-            );
             if let Ok(answer) = caller.call(o, ask, timeout).await {
                 s.borrow_mut().heard(o, &answer, vote_asked);
             }
@@ -1088,14 +1088,12 @@ impl Sentinel {
         let sentinels = self.others.len() + 1;
         let majority = sentinels / 2 + 1;
         assert!(epoch > before, "every attempt stands in a new epoch");
-        let (needed, since) = (majority.max(self.config.quorum), self.now());
-        let step = Step::Election;
         self.failover = Some(Failover {
             primary,
             epoch,
-            needed,
-            step,
-            since,
+            needed: majority.max(self.config.quorum),
+            step: Step::Election,
+            since: self.now(),
         });
         let req = SentinelReq::IsPrimaryDown {
             primary,
@@ -1126,9 +1124,9 @@ impl Sentinel {
     /// that is the step. A newer configuration ends the failover (Redis resets the primary's
     /// instance on adopting one).
     fn failover_step(&mut self) -> Option<NodeIdx> {
-        let mut f = self.failover?;
+        // Taken for the step and put back only if the failover goes on.
+        let mut f = self.failover.take()?;
         if self.d.config_epoch >= f.epoch || self.primary() != f.primary {
-            self.failover = None;
             return None;
         }
         let now = self.now();
@@ -1146,29 +1144,20 @@ impl Sentinel {
                         "-failover-abort-not-elected epoch {}: {votes} votes, {} needed",
                         f.epoch, f.needed
                     ));
-                    self.failover = None;
                     return None;
                 }
             }
-            Step::Select => match self.select() {
-                Some(chosen) => (f.step, f.since) = (Step::Promote(chosen), now),
-                None => {
-                    self.failover = None;
-                    return None;
-                }
-            },
+            Step::Select => (f.step, f.since) = (Step::Promote(self.select()?), now),
+            Step::Promote(chosen) if !self.watch[&chosen].disconnected => {
+                self.promoting = Some((f.primary, chosen, f.epoch, now));
+                return Some(chosen);
+            }
             Step::Promote(chosen) => {
-                if !self.watch[&chosen].disconnected {
-                    self.failover = None;
-                    self.promoting = Some((f.primary, chosen, f.epoch, now));
-                    return Some(chosen);
-                }
                 if waited > failover_timeout {
                     let name = self.name(chosen);
                     self.ctx.note(format!(
                         "-failover-abort-slave-timeout: {name} not reachable"
                     ));
-                    self.failover = None;
                     return None;
                 }
             }

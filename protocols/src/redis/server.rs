@@ -158,7 +158,7 @@ async fn serve(
     let mut repl = (replicated.as_ref())
         .map(|r| Replication::new(link::configured_role(&ctx, r), ctx.mono_now()));
     if let (Some(repl), Persistence::Always) = (&mut repl, config.persistence) {
-        repl.ack_synced_only();
+        repl.synced_to(0); // Acknowledgements report only what the AOF has synced.
     }
     let everysec = Everysec::started(ctx.wall_ms());
     let node = Rc::new(RefCell::new(Node {
@@ -331,7 +331,7 @@ impl Serving {
         if let (Some(r), false) = (&self.replicated, effects.is_empty()) {
             let start = {
                 let mut n = self.node.borrow_mut();
-                let repl = n.repl.as_mut().expect("a replicated node");
+                let repl = n.replication_mut();
                 let start = repl.offset();
                 repl.wrote(from, &effects);
                 assert_eq!(repl.offset(), start + effects.len() as u64);
@@ -374,7 +374,7 @@ fn spawn_active_expiry(
                 let dels: Vec<Effect> = due.into_iter().map(|key| Effect::Del { key }).collect();
                 let start = {
                     let mut n = node.borrow_mut();
-                    let repl = n.repl.as_mut().expect("a replicated node");
+                    let repl = n.replication_mut();
                     let start = repl.offset();
                     repl.expired(&dels);
                     start

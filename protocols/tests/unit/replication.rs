@@ -134,7 +134,7 @@ fn a_replica_under_always_acknowledges_only_the_synced_offset() {
         };
         let mut primary = Replication::new(ReplRole::Primary, now);
         let mut replica = Replication::new(ReplRole::Replica { primary: 0 }, now);
-        replica.ack_synced_only();
+        replica.synced_to(0);
         let mut store = sync(&mut primary, &Store::new(), &mut replica);
         replica.synced_to(replica.offset());
         primary.wrote(1, &[put("a", "1")]);
