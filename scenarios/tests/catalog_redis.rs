@@ -200,6 +200,37 @@ fn a_sentinel_counts_the_others_answers_at_its_next_tick() {
     }
 }
 
+/// A failover's leader takes the promotion as the promoted replica's `INFO` reply comes, as
+/// Redis's `sentinelRefreshInstanceInfo` does in the reply's callback (`+promoted-slave`, its
+/// `+switch-master` with it: it answers clients with the new primary from then on), and its
+/// hello goes at its next tick (`sentinelForceHelloUpdateForMaster`). The `INFO` went at a
+/// tick and its reply came a round trip (2 ms) later; the next tick comes 53-100 ms after
+/// that tick, and the hello a latency (1 ms) after it: the others switch 45-110 ms after the
+/// leader, allowing for rounding. The validation file's real Sentinels switched 55-98 ms
+/// after `+promoted-slave` (seeds 1-8). The model once took the promotion at the tick after
+/// the reply and announced it at once: the others switched 1 ms after the leader on every
+/// seed.
+#[test]
+fn the_leader_takes_a_promotion_as_the_info_comes_and_the_others_hear_at_its_next_tick() {
+    let p = prepared("validate/redis-replicated-failover.toml");
+    for seed in 1..=SEEDS {
+        let (_, h) = p.run_with_history(seed);
+        let promoted = first_sentinel_note_ms(&h, "+promoted-slave");
+        let switched = first_sentinel_note_ms(&h, "+switch-master");
+        assert!(
+            promoted.is_finite() && promoted == switched,
+            "seed {seed}: expected +promoted-slave and the leader's +switch-master at one \
+             instant, observed {promoted} and {switched} ms"
+        );
+        let gap_ms = first_sentinel_note_ms(&h, "+config-update") - switched;
+        assert!(
+            (45.0..=110.0).contains(&gap_ms),
+            "seed {seed}: expected the others' +config-update at the leader's next tick, \
+             45-110 ms after its switch, observed {gap_ms} ms"
+        );
+    }
+}
+
 /// A primary with its AOF back from a crash while the sentinels fail over (down 2.0-3.1 s;
 /// `WAIT 1`, every node on `appendfsync always`, sentinels pinging every 100 ms): the file
 /// whose real run on Redis 7.0 showed what the two tests below pin.

@@ -190,6 +190,10 @@ fn check_latency(name: &str, min: f64, max: f64) -> Result<(), String> {
     Ok(())
 }
 
+/// madsim never wakes a sleeper sooner than this after it starts sleeping: no message
+/// arrives sooner.
+pub(crate) const LATENCY_MIN: Duration = Duration::from_millis(1);
+
 /// What the network decided for one send.
 pub(crate) struct Route {
     /// The message's latency.
@@ -530,6 +534,17 @@ impl NetState {
             .held
             .keys()
             .all(|l| self.cuts.contains_key(l) || self.holds.contains_key(l)));
+    }
+
+    /// A reset's round trip between `a` and `b`: each way at the link's smallest latency
+    /// (no draw: nothing but the reset is carried), madsim's smallest sleep at least.
+    pub(crate) fn reset_round_trip(&self, a: NodeIdx, b: NodeIdx) -> Duration {
+        let way = |link: Link| {
+            let (min_ms, _) = (self.links.get(&link).copied())
+                .unwrap_or((self.config.latency_ms_min, self.config.latency_ms_max));
+            Duration::from_nanos((min_ms * 1e6) as u64).max(LATENCY_MIN)
+        };
+        way((a, b)) + way((b, a))
     }
 
     /// One latency of `link`, from the seeded RNG.

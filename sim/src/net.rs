@@ -24,7 +24,7 @@
 //! decision for each message live in [`crate::links`], the world's network subsystem; this
 //! file moves the messages.
 
-use crate::links::{Arrival, Ticket};
+use crate::links::{Arrival, Ticket, LATENCY_MIN};
 use crate::mailbox::{self, Receiver, Sender};
 use crate::world::{NodeCtx, NodeIdx, World};
 use futures::channel::oneshot;
@@ -52,9 +52,6 @@ pub struct Envelope<M> {
 
 /// A node's inbox for messages of type `M`.
 pub type Inbox<M> = Receiver<Envelope<M>>;
-
-/// madsim never wakes a sleeper sooner than this after it starts sleeping.
-const LATENCY_MIN: Duration = Duration::from_millis(1);
 
 /// A typed channel family over the shared simulated network: one `Net<M>` per message type,
 /// all sharing the world's latencies, partitions and loss.

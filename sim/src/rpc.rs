@@ -96,7 +96,10 @@ pub struct Request<Req> {
 /// Why a call returned no response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RpcError {
-    /// No response within the timeout: the request may or may not have taken effect.
+    /// No response within the timeout, or none at all: the connection was refused (the
+    /// server's process is gone, [`crate::World::refuses`]), as a live link's failing
+    /// connect is too. The request may or may not have taken effect: a caller cannot tell a
+    /// reset before the request from one after it.
     #[error("timed out")]
     Timeout,
 }
@@ -430,6 +433,13 @@ where
             CallerBacking::Sim(this) => this,
             CallerBacking::Live(link) => return link.call(to, body, timeout).await,
         };
+        if let Some(round_trip) = this.ctx.world().refused_after(this.ctx.idx(), to) {
+            // The server's process is gone and its host resets the connection: the caller
+            // hears so after a round trip, not at its timeout. (A process that dies while
+            // the request is on its way is silent here: that request waits its timeout.)
+            madsim::time::sleep(round_trip).await;
+            return Err(RpcError::Timeout);
+        }
         let id = this.next_id.get();
         this.next_id.set(id + 1);
         let (tx, rx) = oneshot::channel();

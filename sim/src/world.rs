@@ -262,12 +262,19 @@ impl World {
 
     /// Whether `from`'s connection to `to` is refused or reset: `to`'s process is gone and
     /// its host, not cut off from `from`, answers with a reset, as a kernel does for a port
-    /// nobody listens on. (The simulated network itself makes a crashed node silent; a model
+    /// nobody listens on. A request's call is refused so ([`World::refused_after`]); a model
     /// that keeps a connection open, as Sentinel does, asks this to see what a real one
-    /// would.)
+    /// would (the network itself drops what is sent to a crashed node).
     pub fn refuses(&self, from: NodeIdx, to: NodeIdx) -> bool {
         let state = self.state();
         !state.nodes.get(to).alive && !state.net.is_cut(to, from)
+    }
+
+    /// If `from`'s connection to `to` is refused ([`World::refuses`]), how long the refusal
+    /// takes to come back: a round trip.
+    pub fn refused_after(&self, from: NodeIdx, to: NodeIdx) -> Option<Duration> {
+        self.refuses(from, to)
+            .then(|| self.state().net.reset_round_trip(from, to))
     }
 
     /// A copy of a node's clock now.

@@ -110,3 +110,78 @@ fn a_server_restart_resets_the_connection() {
     assert_eq!(n[2].1, n[3].1, "reset and reconnected at once");
     assert!((1_060..=1_120).contains(&n[2].1), "{n:?}");
 }
+
+/// A server `s` crashed at 100 ms for good, under `faults` too; a client `c` that calls it at
+/// 200 ms with a 500 ms timeout and notes when the call failed.
+fn call_a_crashed_server(mut faults: Vec<Fault>) -> Vec<(String, u64)> {
+    faults.push(Fault::Crash(locksim_sim::fault::Crash {
+        node: "s".into(),
+        at_ms: Some(100),
+        point: None,
+        occurrence: 1,
+        restart_after_ms: None,
+    }));
+    let spec = SimSpec {
+        seed: 1,
+        duration_ms: 2_000,
+        faults,
+        ..SimSpec::default()
+    };
+    let history = simulate(&spec, |world| {
+        let net: Family = Net::new(world);
+        let server_net = net.clone();
+        world.add_node("s", Role::Server, move |ctx| {
+            let net = server_net.clone();
+            async move {
+                let (caller, mut requests) = endpoint(&net, &ctx);
+                while let Some(req) = requests.next().await {
+                    caller.reply(req.from, req.id, "ok".into());
+                }
+            }
+        });
+        let s = world.node("s").unwrap();
+        world.add_node("c", Role::Client, move |ctx| {
+            let net = net.clone();
+            async move {
+                let (caller, _) = endpoint(&net, &ctx);
+                ctx.sleep_local(Duration::from_millis(200)).await;
+                let answer = caller.call(s, 0, Duration::from_millis(500)).await;
+                ctx.note(format!("{answer:?}"));
+            }
+        });
+    })
+    .unwrap()
+    .history;
+    notes(&history)
+}
+
+/// The server's process is gone and its host resets the connection: the call fails after a
+/// round trip (1 ms each way at the simulator's smallest latency), as a live link's connect to
+/// a killed server does, not at the caller's timeout.
+#[test]
+fn a_call_to_a_crashed_server_is_refused_after_a_round_trip() {
+    let n = call_a_crashed_server(vec![]);
+    assert_eq!(
+        n,
+        [("Err(Timeout)".to_string(), 202)],
+        "expected the call refused at 202 ms"
+    );
+}
+
+/// A crashed server behind a partition sends no reset: the call waits out its timeout.
+#[test]
+fn a_call_to_a_crashed_server_cut_off_waits_its_timeout() {
+    let cut = Fault::Partition(locksim_sim::fault::Partition {
+        at_ms: 50,
+        duration_ms: 1_000,
+        isolate: vec!["s".into()],
+        groups: vec![],
+        one_way: false,
+    });
+    let n = call_a_crashed_server(vec![cut]);
+    assert_eq!(
+        n,
+        [("Err(Timeout)".to_string(), 700)],
+        "expected the call to time out at 700 ms"
+    );
+}

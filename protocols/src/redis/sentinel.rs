@@ -39,12 +39,13 @@
 //!   election and sends the chosen one `REPLICAOF NO ONE` the tick after that (each tick
 //!   again while its connection is refused, until the failover timeout), without waiting
 //!   for the reply, and waits for the replica's next `INFO` to show it a primary
-//!   (`+promoted-slave`; abandoned after `failover_timeout_ms`): only then does it adopt
-//!   the new configuration under its epoch (`+switch-master`), tell the other replicas to
-//!   follow the new primary (not the old primary: one that is up stays a primary until it
-//!   is converted, below), and announce the configuration to the other sentinels at once;
-//!   they adopt any configuration with a higher epoch than their own. Hello messages
-//!   otherwise go every `publish-period` (2 s). A new configuration resets what a sentinel
+//!   (`+promoted-slave`; abandoned after `failover_timeout_ms`): as that reply comes (not
+//!   at a tick: Redis acts on it in the reply's callback) it adopts the new configuration
+//!   under its epoch (`+switch-master`) and answers clients with the promoted replica; at
+//!   its next tick it tells the other replicas to follow the new primary (not the old
+//!   primary: one that is up stays a primary until it is converted, below) and announces
+//!   the configuration to the other sentinels; they adopt any configuration with a higher
+//!   epoch than their own. Hello messages otherwise go every `publish-period` (2 s). A new configuration resets what a sentinel
 //!   knows of every node, as Redis re-creates its instances: `INFO` at once, roles and
 //!   downs forgotten.
 //! - A node whose `INFO` shows the wrong role is told to follow the current primary, while
@@ -81,7 +82,10 @@
 //! is not modelled (but for the `lagging-replica-promoted` variant); a replica counts its
 //! link's downtime on its monotonic clock (Redis: `unixtime` seconds, which a wall-clock
 //! jump moves); a failover ends at the promotion, without waiting for the other replicas to
-//! resync (the leader answers clients with the promoted replica from then on in Redis too).
+//! resync (the leader answers clients with the promoted replica from then on in Redis too,
+//! but logs `+switch-master` at `+failover-end`, once they have: about a second later on
+//! the live runs of `v-redis-replicated-failover`, where the other sentinels log theirs a
+//! tick after `+promoted-slave`, as the model's do).
 
 use super::server::RedisNet;
 use super::store::{Cmd, ReplInfo, Reply};
@@ -385,13 +389,14 @@ struct Sentinel {
     /// A promotion sent, awaiting the promoted replica's `INFO` as a primary: (old primary,
     /// promoted, epoch, when sent).
     promoting: Option<(NodeIdx, NodeIdx, u64, Duration)>,
+    /// A promotion seen (old primary, promoted): the other replicas are told to follow at the
+    /// next tick (`SENTINEL_FAILOVER_STATE_RECONF_SLAVES`).
+    reconfigure: Option<(NodeIdx, NodeIdx)>,
     last_hello: Option<Duration>,
     /// The wall clock at the last tick (`previous_time`).
     previous_wall_ms: i64,
     /// In TILT mode since this wall-clock time: watching, not acting.
     tilt_since_ms: Option<i64>,
-    /// When the last TILT mode ended (local monotonic): an `INFO` taken before is not acted on.
-    tilt_over_at: Duration,
 }
 
 type Shared = Rc<RefCell<Sentinel>>;
@@ -425,10 +430,10 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
         failover_not_before: None,
         failover: None,
         promoting: None,
+        reconfigure: None,
         last_hello: None,
         previous_wall_ms: 0,
         tilt_since_ms: None,
-        tilt_over_at: Duration::ZERO,
     }));
     ctx.spawn(answer_requests(s.clone(), caller.clone(), requests));
     // A sentinel started some time before the run: its pings' phase is anyone's.
@@ -447,7 +452,7 @@ async fn run(ctx: NodeCtx, redis_net: RedisNet, net: SentinelNet, config: Sentin
         send_periodic(&s, &redis);
         if s.borrow_mut().acting() {
             s.borrow_mut().mark_down();
-            s.borrow_mut().confirm_promotion(&redis);
+            after_promotion(&s, &redis);
             check(&s, &redis, &caller);
         }
         send_hello(&s, &caller);
@@ -624,7 +629,6 @@ impl Sentinel {
             return false;
         }
         self.tilt_since_ms = None;
-        self.tilt_over_at = self.now();
         self.ctx.note("-tilt");
         true
     }
@@ -712,6 +716,7 @@ impl Sentinel {
         self.failover_not_before = None;
         self.failover = None;
         self.promoting = None;
+        self.reconfigure = None;
         true
     }
 
@@ -856,12 +861,16 @@ impl Sentinel {
         let w = self.watch.get_mut(&node).expect("every node is watched");
         match reply {
             Ok(Reply::Info(info)) => {
+                let a_primary = info.following.is_none();
                 if w.following() != Some(info.following) {
                     w.role_since = now;
                 }
                 w.info = Some((now, info));
                 w.info_fresh = true;
                 w.info_asked = false;
+                if a_primary {
+                    self.promoted(node);
+                }
             }
             Ok(_) => {
                 w.last_pong = now;
@@ -873,30 +882,69 @@ impl Sentinel {
         }
     }
 
-    /// A promotion is done when the promoted replica's `INFO` shows it a primary
-    /// (`+promoted-slave`): the sentinel takes the new configuration then, and its hello
-    /// goes at once. One that does not show it within failover-timeout is abandoned.
-    fn confirm_promotion(&mut self, redis: &Caller<Cmd, Reply>) {
-        let Some((primary, chosen, epoch, sent_at)) = self.promoting else {
+    /// `+promoted-slave`: the promoted replica's `INFO` shows it a primary. Redis acts on it
+    /// in the reply's callback (`sentinelRefreshInstanceInfo`), not in TILT mode: the
+    /// sentinel takes the new configuration under its epoch at once (from then on it answers
+    /// clients with the promoted replica), its hello goes at the next tick
+    /// (`sentinelForceHelloUpdateForMaster`), and so does the other replicas'
+    /// reconfiguration ([`after_promotion`]).
+    fn promoted(&mut self, node: NodeIdx) {
+        let Some((primary, chosen, epoch, _)) = self.promoting else {
             return;
         };
-        let promoted = self.watch[&chosen]
-            .info
-            .as_ref()
-            .is_some_and(|(at, i)| *at > sent_at.max(self.tilt_over_at) && i.following.is_none());
-        if promoted {
-            self.promoting = None;
-            if self.d.config_epoch < epoch && self.primary() == primary {
-                self.switch_to_promoted(redis, primary, chosen, epoch);
-                self.last_hello = None;
-            }
-        } else if self.now().saturating_sub(sent_at) > Self::ms(self.config.failover_timeout_ms) {
-            self.promoting = None;
-            let name = self.name(chosen);
-            self.ctx.note(format!(
-                "-failover-abort-slave-timeout: {name} not promoted"
-            ));
+        if node != chosen || self.tilt_since_ms.is_some() {
+            return;
         }
+        self.promoting = None;
+        if self.d.config_epoch < epoch && self.primary() == primary {
+            self.ctx
+                .note(format!("+promoted-slave {}", self.name(chosen)));
+            self.switch_to_promoted(primary, chosen, epoch);
+            self.last_hello = None;
+            self.reconfigure = Some((primary, chosen));
+        }
+    }
+
+    /// Whether a promotion sent has waited longer than failover-timeout for the replica's
+    /// `INFO` to show it a primary: then it is abandoned.
+    fn promotion_timed_out(&mut self) -> bool {
+        let Some((_, chosen, _, sent_at)) = self.promoting else {
+            return false;
+        };
+        if self.now().saturating_sub(sent_at) <= Self::ms(self.config.failover_timeout_ms) {
+            return false;
+        }
+        self.promoting = None;
+        let name = self.name(chosen);
+        self.ctx.note(format!(
+            "-failover-abort-slave-timeout: {name} not promoted"
+        ));
+        true
+    }
+}
+
+/// The failover's steps after the promotion, at a tick: the other replicas are told to
+/// follow the promoted one (`sentinelFailoverReconfNextSlave`), the tick after
+/// `+promoted-slave` ([`Sentinel::promoted`]); a promotion not seen within
+/// failover-timeout is abandoned. The old primary is not told (Redis walks the primary's
+/// replicas): if it is up, it stays a primary, serving whoever still talks to it, until it
+/// is converted four publish periods after its `INFO` shows it so
+/// ([`Sentinel::misconfigured`]).
+fn after_promotion(s: &Shared, redis: &Caller<Cmd, Reply>) {
+    let mut me = s.borrow_mut();
+    if me.promotion_timed_out() {
+        return;
+    }
+    let Some((primary, chosen)) = me.reconfigure.take() else {
+        return;
+    };
+    for n in me.redis.iter().filter(|n| **n != chosen && **n != primary) {
+        redis.notify(
+            *n,
+            Cmd::ReplicaOf {
+                primary: Some(chosen),
+            },
+        );
     }
 }
 
@@ -1177,18 +1225,9 @@ impl Sentinel {
         Some(chosen)
     }
 
-    /// `+switch-master`: the promoted replica is the primary of `epoch`; the other replicas are
-    /// told to follow it. The old primary is not (Redis's `sentinelFailoverReconfNextSlave`
-    /// walks the primary's replicas): if it is up, it stays a primary, serving whoever still
-    /// talks to it, until it is converted four publish periods after its `INFO` shows it so
-    /// ([`Sentinel::misconfigured`]).
-    fn switch_to_promoted(
-        &mut self,
-        redis: &Caller<Cmd, Reply>,
-        primary: NodeIdx,
-        chosen: NodeIdx,
-        epoch: u64,
-    ) {
+    /// `+switch-master`: the promoted replica is the primary of `epoch` (the other replicas
+    /// are told to follow it at the next tick, [`after_promotion`]).
+    fn switch_to_promoted(&mut self, primary: NodeIdx, chosen: NodeIdx, epoch: u64) {
         assert!(chosen != primary, "a failover promotes another node");
         self.switch(epoch, chosen);
         assert_eq!(self.d.config_epoch, epoch);
@@ -1198,17 +1237,5 @@ impl Sentinel {
             self.name(chosen)
         );
         self.ctx.event("failover", Some(chosen), detail);
-        for n in self
-            .redis
-            .iter()
-            .filter(|n| **n != chosen && **n != primary)
-        {
-            redis.notify(
-                *n,
-                Cmd::ReplicaOf {
-                    primary: Some(chosen),
-                },
-            );
-        }
     }
 }
