@@ -285,6 +285,16 @@ pub(crate) struct NetState {
     held: BTreeMap<Link, Vec<Held>>,
     /// Messages sent so far (numbers them).
     sends: u64,
+    /// The calls waiting on each node's answer: a crash resets their connections.
+    resets: Resets,
+}
+
+/// The calls waiting on each server's answer, by server and then by a number of their own,
+/// each with its caller: told when the server's process dies.
+#[derive(Default)]
+struct Resets {
+    waiting: BTreeMap<NodeIdx, BTreeMap<u64, (NodeIdx, oneshot::Sender<()>)>>,
+    next: u64,
 }
 
 impl NetState {
@@ -300,6 +310,35 @@ impl NetState {
             holds: BTreeMap::new(),
             held: BTreeMap::new(),
             sends: 0,
+            resets: Resets::default(),
+        }
+    }
+
+    /// Registers a call of `from` waiting on `to`'s answer: the receiver hears if `to`'s
+    /// process dies meanwhile (see [`NetState::crash`]). The number unregisters it.
+    pub(crate) fn watch_reset(
+        &mut self,
+        from: NodeIdx,
+        to: NodeIdx,
+    ) -> (u64, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        let key = self.resets.next;
+        self.resets.next += 1;
+        self.resets
+            .waiting
+            .entry(to)
+            .or_default()
+            .insert(key, (from, tx));
+        (key, rx)
+    }
+
+    /// The call numbered `key`, waiting on `to`, is over.
+    pub(crate) fn unwatch_reset(&mut self, to: NodeIdx, key: u64) {
+        if let Some(waiting) = self.resets.waiting.get_mut(&to) {
+            waiting.remove(&key);
+            if waiting.is_empty() {
+                self.resets.waiting.remove(&to);
+            }
         }
     }
 
@@ -536,24 +575,30 @@ impl NetState {
             .all(|l| self.cuts.contains_key(l) || self.holds.contains_key(l)));
     }
 
-    /// A reset's round trip between `a` and `b`: each way at the link's smallest latency
-    /// (no draw: nothing but the reset is carried), madsim's smallest sleep at least.
-    pub(crate) fn reset_round_trip(&self, a: NodeIdx, b: NodeIdx) -> Duration {
-        let way = |link: Link| {
-            let (min_ms, _) = (self.links.get(&link).copied())
-                .unwrap_or((self.config.latency_ms_min, self.config.latency_ms_max));
-            Duration::from_nanos((min_ms * 1e6) as u64).max(LATENCY_MIN)
-        };
-        way((a, b)) + way((b, a))
+    /// How long a reset takes on `link`: the link's smallest latency (no draw: nothing but
+    /// the reset is carried), madsim's smallest sleep at least.
+    pub(crate) fn reset_latency(&self, link: Link) -> Duration {
+        Self::ms_at_least_min(self.latency_range(link).0)
+    }
+
+    /// The link's largest latency, madsim's smallest sleep at least: by then whatever was on
+    /// the link has arrived.
+    pub(crate) fn reset_latency_max(&self, link: Link) -> Duration {
+        Self::ms_at_least_min(self.latency_range(link).1)
+    }
+
+    fn latency_range(&self, link: Link) -> (f64, f64) {
+        (self.links.get(&link).copied())
+            .unwrap_or((self.config.latency_ms_min, self.config.latency_ms_max))
+    }
+
+    fn ms_at_least_min(ms: f64) -> Duration {
+        Duration::from_nanos((ms * 1e6) as u64).max(LATENCY_MIN)
     }
 
     /// One latency of `link`, from the seeded RNG.
     fn latency(&self, link: Link) -> Duration {
-        let (min_ms, max_ms) = self
-            .links
-            .get(&link)
-            .copied()
-            .unwrap_or((self.config.latency_ms_min, self.config.latency_ms_max));
+        let (min_ms, max_ms) = self.latency_range(link);
         let (lo, hi) = ((min_ms * 1e6) as u64, (max_ms * 1e6) as u64);
         let mut rng = madsim::rand::thread_rng();
         Duration::from_nanos(if hi > lo { rng.gen_range(lo..=hi) } else { lo })
@@ -564,7 +609,14 @@ impl NetState {
 /// dead incarnation is dropped on delivery by its ticket). The liveness phase makes every
 /// link whole and free and ends any loss period.
 impl Subsystem for NetState {
+    /// Drops what its links hold, and resets the connections of the calls waiting on it: its
+    /// host closes them as the process dies (each caller not cut off from it hears so).
     fn crash(&mut self, idx: NodeIdx) {
+        for (_, (from, reset)) in self.resets.waiting.remove(&idx).unwrap_or_default() {
+            if !self.is_cut(idx, from) {
+                let _ = reset.send(());
+            }
+        }
         for (link, queue) in &mut self.held {
             if link.0 == idx || link.1 == idx {
                 self.stats.to_dead += queue.len() as u64;

@@ -44,6 +44,7 @@ use crate::net::{Inbox, Net};
 use crate::world::{NodeCtx, NodeIdx};
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures::channel::oneshot;
+use futures::future::{select, Either};
 use futures::StreamExt;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -96,10 +97,11 @@ pub struct Request<Req> {
 /// Why a call returned no response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RpcError {
-    /// No response within the timeout, or none at all: the connection was refused (the
-    /// server's process is gone, [`crate::World::refuses`]), as a live link's failing
-    /// connect is too. The request may or may not have taken effect: a caller cannot tell a
-    /// reset before the request from one after it.
+    /// No response within the timeout, or none at all: the connection was refused or reset
+    /// (the server's process is gone, [`crate::World::refuses`], or died while the call
+    /// waited), as a live link's failing connect or broken connection is too. The request
+    /// may or may not have taken effect: a caller cannot tell a reset before the request
+    /// from one after it.
     #[error("timed out")]
     Timeout,
 }
@@ -180,6 +182,47 @@ struct SimCaller<Req, Resp> {
     pending: Rc<RefCell<BTreeMap<u64, oneshot::Sender<Resp>>>>,
     next_id: Rc<Cell<u64>>,
     conns: Conns<Resp>,
+}
+
+impl<Req, Resp> SimCaller<Req, Resp> {
+    /// The reply to a call to `to`, if it comes within `timeout`. If `to`'s process dies
+    /// first (`reset`, [`crate::World::watch_reset`]), its host closes the connection: what
+    /// it sent before still arrives first (TCP keeps the order), so the call ends once that
+    /// could have come, the link's largest latency after the death, not at its timeout.
+    async fn answer(
+        &self,
+        to: NodeIdx,
+        rx: oneshot::Receiver<Resp>,
+        (reset_key, reset): (u64, oneshot::Receiver<()>),
+        timeout: Duration,
+    ) -> Option<Resp> {
+        // A reset dropped unsent (the caller was cut off from the dying server) never comes.
+        let reset = Box::pin(async move {
+            if reset.await.is_err() {
+                futures::future::pending::<()>().await;
+            }
+        });
+        let answer = self.ctx.timeout_local(timeout, select(rx, reset)).await;
+        // A reset still waiting goes before its sender does (`unwatch_reset`): it would wake
+        // this task once more, a scheduling draw that would move every run's stream.
+        let after_reset = match answer {
+            Some(Either::Left((reply, reset))) => {
+                drop(reset);
+                Either::Left(reply.ok())
+            }
+            Some(Either::Right(((), rx))) => Either::Right(rx),
+            None => Either::Left(None),
+        };
+        let world = self.ctx.world();
+        world.unwatch_reset(to, reset_key);
+        match after_reset {
+            Either::Left(reply) => reply,
+            Either::Right(rx) => {
+                let wait = world.reset_wait(to, self.ctx.idx());
+                madsim::time::timeout(wait, rx).await.ok()?.ok()
+            }
+        }
+    }
 }
 
 impl<Req, Resp> Clone for Caller<Req, Resp> {
@@ -433,10 +476,10 @@ where
             CallerBacking::Sim(this) => this,
             CallerBacking::Live(link) => return link.call(to, body, timeout).await,
         };
-        if let Some(round_trip) = this.ctx.world().refused_after(this.ctx.idx(), to) {
+        let (world, me) = (this.ctx.world(), this.ctx.idx());
+        if let Some(round_trip) = world.refused_after(me, to) {
             // The server's process is gone and its host resets the connection: the caller
-            // hears so after a round trip, not at its timeout. (A process that dies while
-            // the request is on its way is silent here: that request waits its timeout.)
+            // hears so after a round trip, not at its timeout.
             madsim::time::sleep(round_trip).await;
             return Err(RpcError::Timeout);
         }
@@ -444,14 +487,11 @@ where
         this.next_id.set(id + 1);
         let (tx, rx) = oneshot::channel();
         this.pending.borrow_mut().insert(id, tx);
-        this.net
-            .send(this.ctx.idx(), to, Wire::Request { id, body });
-        let answer = this.ctx.timeout_local(timeout, rx).await;
+        let reset = world.watch_reset(me, to);
+        this.net.send(me, to, Wire::Request { id, body });
+        let answer = this.answer(to, rx, reset, timeout).await;
         this.pending.borrow_mut().remove(&id);
-        match answer {
-            Some(Ok(resp)) => Ok(resp),
-            _ => Err(RpcError::Timeout),
-        }
+        answer.ok_or(RpcError::Timeout)
     }
 
     /// Answers request `id` from `to`.

@@ -21,6 +21,7 @@ use crate::fault::pause_periodic::{Cycle, PausePeriodic, PausePlan};
 use crate::links::{Arrival, NetConfig, NetState, NetStats, Receiver, Route, Ticket};
 use crate::nodes::{ArmedPoint, Nodes, PointAction, Subsystem};
 use crate::roles::is_role;
+use futures::channel::oneshot;
 use locksim_check::history::{Event, History, Kind, Op};
 use madsim::runtime::{Handle, NodeHandle};
 use std::collections::BTreeMap;
@@ -273,8 +274,29 @@ impl World {
     /// If `from`'s connection to `to` is refused ([`World::refuses`]), how long the refusal
     /// takes to come back: a round trip.
     pub fn refused_after(&self, from: NodeIdx, to: NodeIdx) -> Option<Duration> {
-        self.refuses(from, to)
-            .then(|| self.state().net.reset_round_trip(from, to))
+        if !self.refuses(from, to) {
+            return None;
+        }
+        let net = &self.state().net;
+        Some(net.reset_latency((from, to)) + net.reset_latency((to, from)))
+    }
+
+    /// Registers a call of `from` waiting on `to`: the receiver hears if `to`'s process dies
+    /// meanwhile (and `from` is not cut off from it). Give the number back to
+    /// [`World::unwatch_reset`] when the call is over.
+    pub(crate) fn watch_reset(&self, from: NodeIdx, to: NodeIdx) -> (u64, oneshot::Receiver<()>) {
+        self.state().net.watch_reset(from, to)
+    }
+
+    /// How long after `server`'s process died `caller` hears its connection closed: once
+    /// whatever the server sent before could have arrived, the link's largest latency.
+    pub(crate) fn reset_wait(&self, server: NodeIdx, caller: NodeIdx) -> Duration {
+        self.state().net.reset_latency_max((server, caller))
+    }
+
+    /// The call registered as `key` on `to` is over.
+    pub(crate) fn unwatch_reset(&self, to: NodeIdx, key: u64) {
+        self.state().net.unwatch_reset(to, key);
     }
 
     /// A copy of a node's clock now.

@@ -3,7 +3,7 @@
 use futures::StreamExt;
 use locksim_sim::history::{Event, Op};
 use locksim_sim::rpc::{endpoint, ConnEvent, Wire};
-use locksim_sim::{simulate, Fault, Net, Role, SimSpec};
+use locksim_sim::{simulate, Fault, Net, NetConfig, Role, SimSpec};
 use std::time::Duration;
 
 type Family = Net<Wire<u32, String>>;
@@ -111,9 +111,15 @@ fn a_server_restart_resets_the_connection() {
     assert!((1_060..=1_120).contains(&n[2].1), "{n:?}");
 }
 
-/// A server `s` crashed at 100 ms for good, under `faults` too; a client `c` that calls it at
-/// 200 ms with a 500 ms timeout and notes when the call failed.
-fn call_a_crashed_server(mut faults: Vec<Fault>) -> Vec<(String, u64)> {
+/// A server `s` that answers each request `answer_after_ms` after it comes, crashed at 100 ms
+/// for good, under `faults` too, every message taking `latency_ms`; a client `c` that calls
+/// it at `call_at_ms` with a 500 ms timeout and notes when the call ended and how.
+fn call_a_crashing_server(
+    call_at_ms: u64,
+    answer_after_ms: u64,
+    latency_ms: f64,
+    mut faults: Vec<Fault>,
+) -> Vec<(String, u64)> {
     faults.push(Fault::Crash(locksim_sim::fault::Crash {
         node: "s".into(),
         at_ms: Some(100),
@@ -125,6 +131,11 @@ fn call_a_crashed_server(mut faults: Vec<Fault>) -> Vec<(String, u64)> {
         seed: 1,
         duration_ms: 2_000,
         faults,
+        network: NetConfig {
+            latency_ms_min: latency_ms,
+            latency_ms_max: latency_ms,
+            ..NetConfig::default()
+        },
         ..SimSpec::default()
     };
     let history = simulate(&spec, |world| {
@@ -135,6 +146,8 @@ fn call_a_crashed_server(mut faults: Vec<Fault>) -> Vec<(String, u64)> {
             async move {
                 let (caller, mut requests) = endpoint(&net, &ctx);
                 while let Some(req) = requests.next().await {
+                    ctx.sleep_local(Duration::from_millis(answer_after_ms))
+                        .await;
                     caller.reply(req.from, req.id, "ok".into());
                 }
             }
@@ -144,7 +157,7 @@ fn call_a_crashed_server(mut faults: Vec<Fault>) -> Vec<(String, u64)> {
             let net = net.clone();
             async move {
                 let (caller, _) = endpoint(&net, &ctx);
-                ctx.sleep_local(Duration::from_millis(200)).await;
+                ctx.sleep_local(Duration::from_millis(call_at_ms)).await;
                 let answer = caller.call(s, 0, Duration::from_millis(500)).await;
                 ctx.note(format!("{answer:?}"));
             }
@@ -155,12 +168,23 @@ fn call_a_crashed_server(mut faults: Vec<Fault>) -> Vec<(String, u64)> {
     notes(&history)
 }
 
-/// The server's process is gone and its host resets the connection: the call fails after a
-/// round trip (1 ms each way at the simulator's smallest latency), as a live link's connect to
-/// a killed server does, not at the caller's timeout.
+/// `s` cut off from everyone from `at_ms` for a second.
+fn cut_from(at_ms: u64) -> Fault {
+    Fault::Partition(locksim_sim::fault::Partition {
+        at_ms,
+        duration_ms: 1_000,
+        isolate: vec!["s".into()],
+        groups: vec![],
+        one_way: false,
+    })
+}
+
+/// The server's process is gone and its host resets the connection: a call fails after a
+/// round trip (1 ms each way at the simulator's smallest latency), as a live link's connect
+/// to a killed server does, not at the caller's timeout.
 #[test]
 fn a_call_to_a_crashed_server_is_refused_after_a_round_trip() {
-    let n = call_a_crashed_server(vec![]);
+    let n = call_a_crashing_server(200, 0, 1.0, vec![]);
     assert_eq!(
         n,
         [("Err(Timeout)".to_string(), 202)],
@@ -168,20 +192,45 @@ fn a_call_to_a_crashed_server_is_refused_after_a_round_trip() {
     );
 }
 
-/// A crashed server behind a partition sends no reset: the call waits out its timeout.
+/// A call waiting on a server whose process dies is reset as it dies: the caller hears so
+/// once whatever the server sent before could have arrived (TCP keeps the order), the link's
+/// largest latency (5 ms here) after the crash at 100 ms.
+#[test]
+fn a_call_waiting_on_a_server_that_dies_is_reset() {
+    let n = call_a_crashing_server(50, 150, 5.0, vec![]);
+    assert_eq!(
+        n,
+        [("Err(Timeout)".to_string(), 105)],
+        "expected the call reset at 105 ms"
+    );
+}
+
+/// A reply sent before the server's process died still arrives: called at 93 ms, the server
+/// answers at once at 98 ms, dies at 100, and the answer arrives at 103 (5 ms a message).
+#[test]
+fn a_reply_sent_before_the_server_died_still_arrives() {
+    let n = call_a_crashing_server(93, 0, 5.0, vec![]);
+    assert_eq!(
+        n,
+        [("Ok(\"ok\")".to_string(), 103)],
+        "expected the reply at 103 ms"
+    );
+}
+
+/// A crashed server behind a partition sends no reset: a call waits out its timeout, whether
+/// made after the crash or waiting when it came.
 #[test]
 fn a_call_to_a_crashed_server_cut_off_waits_its_timeout() {
-    let cut = Fault::Partition(locksim_sim::fault::Partition {
-        at_ms: 50,
-        duration_ms: 1_000,
-        isolate: vec!["s".into()],
-        groups: vec![],
-        one_way: false,
-    });
-    let n = call_a_crashed_server(vec![cut]);
+    let n = call_a_crashing_server(200, 0, 1.0, vec![cut_from(50)]);
     assert_eq!(
         n,
         [("Err(Timeout)".to_string(), 700)],
-        "expected the call to time out at 700 ms"
+        "a call after the crash"
+    );
+    let n = call_a_crashing_server(50, 150, 1.0, vec![cut_from(80)]);
+    assert_eq!(
+        n,
+        [("Err(Timeout)".to_string(), 550)],
+        "a call waiting at the crash"
     );
 }

@@ -3,8 +3,8 @@
 //! `restart_after_ms` (a new incarnation), or never. Fires at `at_ms`, or at a named point
 //! of the node's code on its `occurrence`-th passage. The network sees a killed process on
 //! a host that stays up: a request to it is refused after a round trip
-//! ([`World::refuses`]), as live mode's SIGKILL gives; a host silent as well is a crash
-//! inside a partition.
+//! ([`World::refuses`]) and a call waiting on it is reset, as live mode's SIGKILL gives; a
+//! host silent as well is a crash inside a partition.
 //!
 //! Live mode: SIGKILL, and a restart after `restart_after_ms` if given (a server's after its
 //! deployment's restart delay) (`live/src/nemesis.rs`); a Redis server's append-only file is
