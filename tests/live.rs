@@ -1759,7 +1759,9 @@ fn random_faults_are_the_ones_the_simulator_draws_from_the_seed() {
         live.len() >= 2,
         "the profile drew faults on seed 7: {saved_at}"
     );
-    // The same faults, on the same nodes, at the same times (live: within a few ms).
+    // The same faults, on the same nodes, at the same times: live never before the drawn
+    // instant (2 ms for rounding), and late only by its nemesis's scheduling, which a loaded
+    // machine stretches (a full test run once applied two faults 40 ms late).
     assert_eq!(live.len(), sim.len(), "live {live:?}\nsimulated {sim:?}");
     for (l, s) in live.iter().zip(&sim) {
         assert_eq!(
@@ -1767,7 +1769,11 @@ fn random_faults_are_the_ones_the_simulator_draws_from_the_seed() {
             (&s.0, &s.1),
             "live {live:?}\nsimulated {sim:?}"
         );
-        assert!(l.2.abs_diff(s.2) < 30, "live {live:?}\nsimulated {sim:?}");
+        assert!(
+            l.2 + 2 >= s.2 && l.2 < s.2 + 250,
+            "expected each live fault within 0-250 ms after the simulated one: live {live:?}\n\
+             simulated {sim:?}"
+        );
     }
 }
 
