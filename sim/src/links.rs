@@ -575,15 +575,15 @@ impl NetState {
             .all(|l| self.cuts.contains_key(l) || self.holds.contains_key(l)));
     }
 
-    /// How long a reset takes on `link`: the link's smallest latency (no draw: nothing but
-    /// the reset is carried), madsim's smallest sleep at least.
-    pub(crate) fn reset_latency(&self, link: Link) -> Duration {
+    /// The link's smallest latency (madsim's smallest sleep at least): a reset's, which is
+    /// not drawn, carrying nothing else.
+    pub(crate) fn smallest_latency(&self, link: Link) -> Duration {
         Self::ms_at_least_min(self.latency_range(link).0)
     }
 
-    /// The link's largest latency, madsim's smallest sleep at least: by then whatever was on
-    /// the link has arrived.
-    pub(crate) fn reset_latency_max(&self, link: Link) -> Duration {
+    /// The link's largest latency (madsim's smallest sleep at least): by then whatever was
+    /// on the link has arrived.
+    pub(crate) fn largest_latency(&self, link: Link) -> Duration {
         Self::ms_at_least_min(self.latency_range(link).1)
     }
 

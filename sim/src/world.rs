@@ -278,7 +278,7 @@ impl World {
             return None;
         }
         let net = &self.state().net;
-        Some(net.reset_latency((from, to)) + net.reset_latency((to, from)))
+        Some(net.smallest_latency((from, to)) + net.smallest_latency((to, from)))
     }
 
     /// Registers a call of `from` waiting on `to`: the receiver hears if `to`'s process dies
@@ -291,7 +291,7 @@ impl World {
     /// How long after `server`'s process died `caller` hears its connection closed: once
     /// whatever the server sent before could have arrived, the link's largest latency.
     pub(crate) fn reset_wait(&self, server: NodeIdx, caller: NodeIdx) -> Duration {
-        self.state().net.reset_latency_max((server, caller))
+        self.state().net.largest_latency((server, caller))
     }
 
     /// The call registered as `key` on `to` is over.
