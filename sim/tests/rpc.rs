@@ -168,6 +168,15 @@ fn call_a_crashing_server(
     notes(&history)
 }
 
+/// Asserts the client's one note: how its call ended, and when.
+fn assert_ended(notes: Vec<(String, u64)>, outcome: &str, at_ms: u64) {
+    let expected = [(outcome.to_string(), at_ms)];
+    assert_eq!(
+        notes, expected,
+        "expected the call to end {outcome} at {at_ms} ms"
+    );
+}
+
 /// `s` cut off from everyone from `at_ms` for a second.
 fn cut_from(at_ms: u64) -> Fault {
     Fault::Partition(locksim_sim::fault::Partition {
@@ -184,11 +193,10 @@ fn cut_from(at_ms: u64) -> Fault {
 /// to a killed server does, not at the caller's timeout.
 #[test]
 fn a_call_to_a_crashed_server_is_refused_after_a_round_trip() {
-    let n = call_a_crashing_server(200, 0, 1.0, vec![]);
-    assert_eq!(
-        n,
-        [("Err(Timeout)".to_string(), 202)],
-        "expected the call refused at 202 ms"
+    assert_ended(
+        call_a_crashing_server(200, 0, 1.0, vec![]),
+        "Err(Timeout)",
+        202,
     );
 }
 
@@ -197,11 +205,10 @@ fn a_call_to_a_crashed_server_is_refused_after_a_round_trip() {
 /// largest latency (5 ms here) after the crash at 100 ms.
 #[test]
 fn a_call_waiting_on_a_server_that_dies_is_reset() {
-    let n = call_a_crashing_server(50, 150, 5.0, vec![]);
-    assert_eq!(
-        n,
-        [("Err(Timeout)".to_string(), 105)],
-        "expected the call reset at 105 ms"
+    assert_ended(
+        call_a_crashing_server(50, 150, 5.0, vec![]),
+        "Err(Timeout)",
+        105,
     );
 }
 
@@ -209,11 +216,10 @@ fn a_call_waiting_on_a_server_that_dies_is_reset() {
 /// answers at once at 98 ms, dies at 100, and the answer arrives at 103 (5 ms a message).
 #[test]
 fn a_reply_sent_before_the_server_died_still_arrives() {
-    let n = call_a_crashing_server(93, 0, 5.0, vec![]);
-    assert_eq!(
-        n,
-        [("Ok(\"ok\")".to_string(), 103)],
-        "expected the reply at 103 ms"
+    assert_ended(
+        call_a_crashing_server(93, 0, 5.0, vec![]),
+        "Ok(\"ok\")",
+        103,
     );
 }
 
@@ -221,16 +227,14 @@ fn a_reply_sent_before_the_server_died_still_arrives() {
 /// made after the crash or waiting when it came.
 #[test]
 fn a_call_to_a_crashed_server_cut_off_waits_its_timeout() {
-    let n = call_a_crashing_server(200, 0, 1.0, vec![cut_from(50)]);
-    assert_eq!(
-        n,
-        [("Err(Timeout)".to_string(), 700)],
-        "a call after the crash"
+    assert_ended(
+        call_a_crashing_server(200, 0, 1.0, vec![cut_from(50)]),
+        "Err(Timeout)",
+        700,
     );
-    let n = call_a_crashing_server(50, 150, 1.0, vec![cut_from(80)]);
-    assert_eq!(
-        n,
-        [("Err(Timeout)".to_string(), 550)],
-        "a call waiting at the crash"
+    assert_ended(
+        call_a_crashing_server(50, 150, 1.0, vec![cut_from(80)]),
+        "Err(Timeout)",
+        550,
     );
 }
