@@ -273,7 +273,7 @@ impl World {
 
     /// If `from`'s connection to `to` is refused ([`World::refuses`]), how long the refusal
     /// takes to come back: a round trip.
-    pub fn refused_after(&self, from: NodeIdx, to: NodeIdx) -> Option<Duration> {
+    pub(crate) fn refused_after(&self, from: NodeIdx, to: NodeIdx) -> Option<Duration> {
         if !self.refuses(from, to) {
             return None;
         }
