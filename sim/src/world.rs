@@ -263,7 +263,7 @@ impl World {
 
     /// Whether `from`'s connection to `to` is refused or reset: `to`'s process is gone and
     /// its host, not cut off from `from`, answers with a reset, as a kernel does for a port
-    /// nobody listens on. A request's call is refused so ([`World::refused_after`]); a model
+    /// nobody listens on. A request's call is refused so (`World::refused_after`); a model
     /// that keeps a connection open, as Sentinel does, asks this to see what a real one
     /// would (the network itself drops what is sent to a crashed node).
     pub fn refuses(&self, from: NodeIdx, to: NodeIdx) -> bool {
