@@ -479,7 +479,9 @@ where
         let (world, me) = (this.ctx.world(), this.ctx.idx());
         if let Some(round_trip) = world.refused_after(me, to) {
             // The server's process is gone and its host resets the connection: the caller
-            // hears so after a round trip, not at its timeout.
+            // hears so after a round trip, not at its timeout. The attempt is still sent
+            // (counted, as a message to a dead node, no draw).
+            this.net.send(me, to, Wire::Request { id: u64::MAX, body });
             madsim::time::sleep(round_trip).await;
             return Err(RpcError::Timeout);
         }
