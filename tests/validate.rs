@@ -210,12 +210,21 @@ fn a_library_profile_is_validated_against_the_real_library() {
     );
     let json = table(&dir);
     let rows = json["rows"].as_array().unwrap();
+    // A run that failed says why in validation.jsonl (`error`): shown with any failure.
+    let records = std::fs::read_to_string(dir.join("validation.jsonl")).unwrap_or_default();
+    let failed: Vec<&str> = records
+        .lines()
+        .filter(|l| l.contains("\"error\":\""))
+        .collect();
     for r in rows {
         assert_eq!(r["real_library"]["kind"], "driver", "{r}");
         assert_eq!(r["real_library"]["profile"], "redis-py", "{r}");
         // All three worlds: the model's client simulated and live, and the real library.
-        assert_eq!(r["live"]["runs"], 2, "locksim's own client live: {r}");
-        assert_eq!(r["library"]["runs"], 2, "{r}");
+        assert_eq!(
+            r["live"]["runs"], 2,
+            "locksim's own client live: {r}\nfailed runs: {failed:?}"
+        );
+        assert_eq!(r["library"]["runs"], 2, "{r}\nfailed runs: {failed:?}");
         assert_eq!(r["validated"], true, "{r}");
     }
     // The real redis-py loses the lock under the pause in both runs, as the model does,
