@@ -172,6 +172,16 @@ fn table(out: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(out.join("validation.json")).unwrap()).unwrap()
 }
 
+/// The records of a validation's runs that failed (each says why in its `error`), from its
+/// `--out` directory's validation.jsonl.
+fn failed_runs(out: &Path) -> Vec<String> {
+    let records = std::fs::read_to_string(out.join("validation.jsonl")).unwrap_or_default();
+    (records.lines())
+        .filter(|l| l.contains("\"error\":\""))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The third column: a scenario whose client profile has a driver (redis-py) runs live with
 /// the real library beside locksim's own client (the model's code, live), and its rows judge
 /// both against the simulator.
@@ -210,12 +220,7 @@ fn a_library_profile_is_validated_against_the_real_library() {
     );
     let json = table(&dir);
     let rows = json["rows"].as_array().unwrap();
-    // A run that failed says why in validation.jsonl (`error`): shown with any failure.
-    let records = std::fs::read_to_string(dir.join("validation.jsonl")).unwrap_or_default();
-    let failed: Vec<&str> = records
-        .lines()
-        .filter(|l| l.contains("\"error\":\""))
-        .collect();
+    let failed = failed_runs(&dir);
     for r in rows {
         assert_eq!(r["real_library"]["kind"], "driver", "{r}");
         assert_eq!(r["real_library"]["profile"], "redis-py", "{r}");

@@ -196,22 +196,22 @@ impl<Req, Resp> SimCaller<Req, Resp> {
         (reset_key, reset): (u64, oneshot::Receiver<()>),
         timeout: Duration,
     ) -> Option<Resp> {
-        // A reset dropped unsent (the caller was cut off from the dying server) never comes.
-        let reset = Box::pin(async move {
-            if reset.await.is_err() {
-                futures::future::pending::<()>().await;
+        // The reset's receiver lives in this block only, so it goes before its sender does
+        // (`unwatch_reset`): still waiting, it would wake this task once more, a scheduling
+        // draw that would move every run's stream. No allocation: a call is a hot path.
+        let after_reset = {
+            // A reset dropped unsent (the caller was cut off from the dying server) never
+            // comes.
+            let reset = std::pin::pin!(async move {
+                if reset.await.is_err() {
+                    futures::future::pending::<()>().await;
+                }
+            });
+            match self.ctx.timeout_local(timeout, select(rx, reset)).await {
+                Some(Either::Left((reply, _))) => Either::Left(reply.ok()),
+                Some(Either::Right(((), rx))) => Either::Right(rx),
+                None => Either::Left(None),
             }
-        });
-        let answer = self.ctx.timeout_local(timeout, select(rx, reset)).await;
-        // A reset still waiting goes before its sender does (`unwatch_reset`): it would wake
-        // this task once more, a scheduling draw that would move every run's stream.
-        let after_reset = match answer {
-            Some(Either::Left((reply, reset))) => {
-                drop(reset);
-                Either::Left(reply.ok())
-            }
-            Some(Either::Right(((), rx))) => Either::Right(rx),
-            None => Either::Left(None),
         };
         let world = self.ctx.world();
         world.unwatch_reset(to, reset_key);

@@ -3,10 +3,33 @@
 use futures::StreamExt;
 use locksim_sim::history::{Event, Op};
 use locksim_sim::rpc::{endpoint, ConnEvent, Wire};
-use locksim_sim::{simulate, Fault, Net, NetConfig, Role, SimSpec};
+use locksim_sim::{simulate, Fault, Net, NetConfig, NodeIdx, Role, SimSpec};
 use std::time::Duration;
 
 type Family = Net<Wire<u32, String>>;
+
+/// Adds server `s`: it answers each request `n` with "ok", `answer_after_ms` after it came
+/// (at once if 0), and then pushes `n` pushes.
+fn add_server(world: &locksim_sim::World, net: &Family, answer_after_ms: u64) -> NodeIdx {
+    let net = net.clone();
+    world.add_node("s", Role::Server, move |ctx| {
+        let net = net.clone();
+        async move {
+            let (caller, mut requests) = endpoint(&net, &ctx);
+            while let Some(req) = requests.next().await {
+                if answer_after_ms > 0 {
+                    ctx.sleep_local(Duration::from_millis(answer_after_ms))
+                        .await;
+                }
+                caller.reply(req.from, req.id, "ok".into());
+                for i in 0..req.body {
+                    caller.push(req.from, format!("push {i}"));
+                }
+            }
+        }
+    });
+    world.node("s").unwrap()
+}
 
 /// A server `s` that answers each request `n` with "ok" and then pushes `n` pushes; a client
 /// `c` that connects, asks for 2 pushes, and notes every connection event with its time.
@@ -19,20 +42,7 @@ fn world(faults: Vec<Fault>) -> Vec<Event> {
     };
     simulate(&spec, |world| {
         let net: Family = Net::new(world);
-        let server_net = net.clone();
-        world.add_node("s", Role::Server, move |ctx| {
-            let net = server_net.clone();
-            async move {
-                let (caller, mut requests) = endpoint(&net, &ctx);
-                while let Some(req) = requests.next().await {
-                    caller.reply(req.from, req.id, "ok".into());
-                    for i in 0..req.body {
-                        caller.push(req.from, format!("push {i}"));
-                    }
-                }
-            }
-        });
-        let s = world.node("s").unwrap();
+        let s = add_server(world, &net, 0);
         world.add_node("c", Role::Client, move |ctx| {
             let net = net.clone();
             async move {
@@ -140,19 +150,7 @@ fn call_a_crashing_server(
     };
     let history = simulate(&spec, |world| {
         let net: Family = Net::new(world);
-        let server_net = net.clone();
-        world.add_node("s", Role::Server, move |ctx| {
-            let net = server_net.clone();
-            async move {
-                let (caller, mut requests) = endpoint(&net, &ctx);
-                while let Some(req) = requests.next().await {
-                    ctx.sleep_local(Duration::from_millis(answer_after_ms))
-                        .await;
-                    caller.reply(req.from, req.id, "ok".into());
-                }
-            }
-        });
-        let s = world.node("s").unwrap();
+        let s = add_server(world, &net, answer_after_ms);
         world.add_node("c", Role::Client, move |ctx| {
             let net = net.clone();
             async move {
