@@ -1913,8 +1913,12 @@ fn a_real_redis_server_runs_on_the_drifted_clock_its_shim_reads() {
 
 /// An upstream that echoes what it reads, on a free loopback port.
 fn echo_server() -> std::net::SocketAddr {
+    echo_on(std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+}
+
+/// An upstream that echoes what it reads, on `listener`.
+fn echo_on(listener: std::net::TcpListener) -> std::net::SocketAddr {
     use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for conn in listener.incoming().flatten() {
@@ -1930,6 +1934,42 @@ fn echo_server() -> std::net::SocketAddr {
         }
     });
     addr
+}
+
+/// A proxy accepts before it knows whether its upstream listens. A client's proxy closes
+/// the connection at once when the upstream refuses (a lock client takes it as the server's
+/// failure, as it would a refused connect); a peer link's proxy keeps trying for a second,
+/// as the dialling server would itself: a ZooKeeper follower that elected a new leader
+/// before the leader bound its quorum port is refused and retries, where a closed
+/// connection would send it back to the election (a run whose ensemble then waited for the
+/// killed third server, seen live). The upstream here listens 300 ms after the connect.
+#[test]
+fn a_peer_proxy_waits_for_an_upstream_that_listens_late_and_a_clients_proxy_does_not() {
+    use locksim_live::proxy::{Delays, Proxy};
+    use std::io::{Read, Write};
+    let port = locksim_live::procs::free_port().unwrap();
+    let upstream: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let clients = Proxy::start(upstream).unwrap();
+    let peers = Proxy::identifying(upstream, Delays::default()).unwrap();
+    let mut c = std::net::TcpStream::connect(clients.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0; 4];
+    let read = c.read(&mut buf);
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "expected the client's proxy to close at once, observed {read:?}"
+    );
+    let mut p = std::net::TcpStream::connect(peers.addr).unwrap();
+    p.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    p.write_all(b"ping").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    echo_on(std::net::TcpListener::bind(upstream).unwrap());
+    let read = p.read_exact(&mut buf);
+    assert!(
+        read.is_ok() && &buf == b"ping",
+        "expected the echo through the peer proxy once the upstream listened, observed \
+         {read:?} {buf:?}"
+    );
 }
 
 #[test]

@@ -582,8 +582,40 @@ fn open(
         return None;
     }
     let first = first_message(link, client).ok()?;
-    let server = TcpStream::connect_timeout(&upstream, Duration::from_secs(1)).ok()?;
+    let server = connect_upstream(link, upstream)?;
     Some((first, server))
+}
+
+/// How long a peer link's proxy keeps trying an upstream that refuses ([`connect_upstream`]).
+const PEER_CONNECT_RETRY: Duration = Duration::from_secs(1);
+/// Between two of its tries.
+const PEER_CONNECT_RETRY_EVERY: Duration = Duration::from_millis(20);
+
+/// The connection to `upstream`. The proxy accepted its client's connection before it could
+/// know whether the upstream listens, so a refused upstream reaches the client as a closed
+/// connection, not as a refused connect. A client (a lock client) takes either as the
+/// server's failure at once, and the proxy closes at once. A server dialling a peer does
+/// not: a refused connect is retried (ZooKeeper's `Learner.connectToLeader`, every 100 ms),
+/// but a connection closed after it was made ends the follower's try, and it goes back to
+/// the election; a follower that elected a new leader before the leader bound its quorum
+/// port would do so every time, and the ensemble would wait for a third server. So a peer
+/// link's proxy (one that identifies its senders, [`Proxy::identifying`]) keeps trying a
+/// refusing upstream for [`PEER_CONNECT_RETRY`], as the dialling server would itself.
+fn connect_upstream(link: &Link, upstream: SocketAddr) -> Option<TcpStream> {
+    let started_ns = clock::now_ns();
+    loop {
+        match TcpStream::connect_timeout(&upstream, Duration::from_secs(1)) {
+            Ok(server) => return Some(server),
+            Err(_) if link.identify.is_none() => return None,
+            Err(_) => {
+                let given_up = clock::since(started_ns) >= PEER_CONNECT_RETRY;
+                if given_up || link.gate.lock().unwrap().closed {
+                    return None;
+                }
+                clock::sleep(PEER_CONNECT_RETRY_EVERY);
+            }
+        }
+    }
 }
 
 /// Copies `from` → `to` in `dir` (after `first`, the rewritten first message, if any),
