@@ -3312,6 +3312,46 @@ fn the_real_curator_standard_policy_aborts_on_suspended_before_the_next_grant() 
     );
 }
 
+/// A leader failover under each Curator policy, for real
+/// (scenarios/catalog/zookeeper-curator-suspended-leader-crash.toml and
+/// `-session-policy-leader-crash`): the leader's process is killed at 2 s; the followers,
+/// losing it, close their client connections, and the leader's own clients' sockets close,
+/// so Curator says SUSPENDED well before two thirds of the 6 s timeout (4 s) could pass in
+/// silence. The default policy's c1 aborts and c2 is granted; the session policy's c1 works
+/// on and keeps the lock. Both hold, as the model derives.
+#[test]
+fn the_real_curator_hears_suspended_at_a_leader_crash_and_each_policy_acts_as_its_model() {
+    let Some(_serial) = curator_test() else {
+        return;
+    };
+    let file = "scenarios/catalog/zookeeper-curator-suspended-leader-crash.toml";
+    let dir = scratch("curator-leader-crash");
+    let (j, events, saved_at) = library_live(file, &dir, &CURATOR, &PROPERTIES);
+    assert_eq!(j["verdict"], "valid", "{}: {saved_at}", brief(&j));
+    let time_ms = |e: &serde_json::Value| e["time_ns"].as_u64().unwrap_or_default() / 1_000_000;
+    let crash = events.iter().find(|e| e["op"] == "crash");
+    let crash_ms = time_ms(crash.unwrap_or_else(|| panic!("no crash: {saved_at}")));
+    let abort = events
+        .iter()
+        .find(|e| e["grant"] == "c1#1" && says(e, "work aborted"));
+    let abort = abort.unwrap_or_else(|| panic!("c1#1 aborted: {saved_at}"));
+    assert!(says(abort, "SUSPENDED"), "{abort}: {saved_at}");
+    let after_ms = time_ms(abort) - crash_ms;
+    assert!(
+        after_ms < 2_000,
+        "expected c1's SUSPENDED within 2 s of the kill (silence would take 4 s), observed \
+         {after_ms} ms: {saved_at}"
+    );
+    let file = "scenarios/catalog/zookeeper-curator-session-policy-leader-crash.toml";
+    let dir = scratch("curator-leader-crash-session");
+    let (j, events, saved_at) = library_live(file, &dir, &CURATOR, &PROPERTIES);
+    assert_eq!(j["verdict"], "valid", "{}: {saved_at}", brief(&j));
+    assert!(
+        aborted(&events, "c1#1").is_none(),
+        "c1#1 aborted: {saved_at}"
+    );
+}
+
 /// Curator Tech Note 10's GC pause with the real library and fencing
 /// (live/scenarios/curator-gc-pause-fenced.toml): c1's JVM stops with it for 10 s past its
 /// 3 s session, c2 is granted and writes, c1 writes on waking (mutual exclusion violated)
@@ -3655,6 +3695,10 @@ catalog_stories_live! {
     catalog_story_etcd_concurrency_35_done_abort = "etcd-concurrency-35-done-abort";
     catalog_story_zookeeper_curator_lost_cut_off = "zookeeper-curator-lost-cut-off";
     catalog_story_zookeeper_curator_suspended_standard = "zookeeper-curator-suspended-standard";
+    catalog_story_zookeeper_curator_suspended_leader_crash =
+        "zookeeper-curator-suspended-leader-crash";
+    catalog_story_zookeeper_curator_session_policy_leader_crash =
+        "zookeeper-curator-session-policy-leader-crash";
     catalog_story_zookeeper_check_then_create = "zookeeper-check-then-create";
     catalog_story_redis_single_clock_jump = "redis-single-clock-jump";
     catalog_story_redlock_clock_jump = "redlock-clock-jump";

@@ -410,6 +410,44 @@ fn curator_hears_lost_while_cut_off_and_the_raw_client_does_not() {
     assert_expect_met("zookeeper-curator-suspended-standard.toml");
 }
 
+/// A leader failover: the leader's process is killed at 2 s and every client's connection
+/// closes with it (a follower that loses its leader closes its clients'), so each client is
+/// Disconnected within the link's latency of the kill, not two thirds of the 6 s timeout
+/// later. Curator's default policy counts that SUSPENDED as losing the lock: c1 aborts and
+/// c2 is granted. The session policy lets it pass: c1 keeps the lock to the end.
+#[test]
+fn every_curator_client_hears_suspended_at_a_leader_crash_and_only_the_default_policy_aborts() {
+    assert_expect_met("zookeeper-curator-suspended-leader-crash.toml");
+    assert_expect_met("zookeeper-curator-session-policy-leader-crash.toml");
+    for (file, aborts) in [
+        ("zookeeper-curator-suspended-leader-crash.toml", true),
+        ("zookeeper-curator-session-policy-leader-crash.toml", false),
+    ] {
+        let p = prepared(&format!("catalog/{file}"));
+        for seed in 1..=SEEDS {
+            let (r, history) = p.run_with_history(seed);
+            let at_ms = |index: u64| history[index as usize].time_ns / 1_000_000;
+            for client in ["c1", "c2"] {
+                let closed = common::notes(&history, client, "connection closed by its server");
+                let first_ms = closed.first().map(|i| at_ms(*i));
+                assert!(
+                    first_ms.is_some_and(|ms| (2_000..=2_010).contains(&ms)),
+                    "{file}: {client} Disconnected within 10 ms of the kill at 2000 ms, \
+                     observed at {first_ms:?} ms: {}",
+                    describe(&r)
+                );
+            }
+            let aborted = common::notes(&history, "c1", "work aborted");
+            assert_eq!(
+                !aborted.is_empty(),
+                aborts,
+                "{file}: c1 aborted? {}",
+                describe(&r)
+            );
+        }
+    }
+}
+
 /// kazoo in Curator's cut-off run: no LOST reaches the holder (kazoo hears it only from a
 /// server) and it writes; listening for SUSPENDED too, it aborts and everything holds.
 #[test]

@@ -48,6 +48,7 @@ use futures::future::{select, Either};
 use futures::StreamExt;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -253,6 +254,12 @@ pub trait LiveLink<Req, Resp> {
     ) -> LocalFuture<'static, Result<Resp, RpcError>>;
     /// Sends `body` to server `to` without waiting for a reply.
     fn notify(&self, to: NodeIdx, body: Req);
+    /// Ends when the connection this client holds to server `to` is closed by the server's
+    /// side ([`Caller::unless_closed`]); never, if the link holds none to it.
+    fn closed(&self, to: NodeIdx) -> LocalFuture<'static, ()> {
+        let _ = to;
+        Box::pin(futures::future::pending())
+    }
 }
 
 /// Requests fanned out to several servers and their replies read from one inbox, as a
@@ -494,6 +501,71 @@ where
         let answer = this.answer(to, rx, reset, timeout).await;
         this.pending.borrow_mut().remove(&id);
         answer.ok_or(RpcError::Timeout)
+    }
+
+    /// Runs `future` unless the connection to one of `servers` is closed by the server's side
+    /// first: `Ok` with its output, or `Err` with the server whose connection closed. In the
+    /// simulator a server's connection closes when its process dies and this node is not cut
+    /// off from it (its host resets the connection, as for a call, [`crate::World::watch_reset`]),
+    /// heard once what it sent before could have arrived; live, when the link's connection
+    /// to it ends ([`LiveLink::closed`]). `future` is dropped when a connection closes.
+    pub async fn unless_closed<F: Future>(
+        &self,
+        servers: &[NodeIdx],
+        future: F,
+    ) -> Result<F::Output, NodeIdx> {
+        if servers.is_empty() {
+            return Ok(future.await);
+        }
+        let this = match &self.0 {
+            CallerBacking::Sim(this) => this,
+            CallerBacking::Live(link) => {
+                let closes = servers.iter().map(|s| {
+                    let s = *s;
+                    Box::pin(async move {
+                        link.closed(s).await;
+                        s
+                    })
+                });
+                let closed = futures::future::select_all(closes);
+                return match select(std::pin::pin!(future), closed).await {
+                    Either::Left((output, _)) => Ok(output),
+                    Either::Right(((server, _, _), _)) => Err(server),
+                };
+            }
+        };
+        let (world, me) = (this.ctx.world(), this.ctx.idx());
+        let watches: Vec<_> = servers
+            .iter()
+            .map(|s| (*s, world.watch_reset(me, *s)))
+            .collect();
+        let mut keys = vec![];
+        let mut resets = vec![];
+        for (server, (key, reset)) in watches {
+            keys.push((server, key));
+            resets.push(Box::pin(async move {
+                // A reset dropped unsent (cut off from the dying server) never comes.
+                if reset.await.is_err() {
+                    futures::future::pending::<()>().await;
+                }
+                server
+            }));
+        }
+        // As in a call: the receivers go (with this block) before their senders do.
+        let outcome = {
+            let closed = futures::future::select_all(resets);
+            match select(std::pin::pin!(future), closed).await {
+                Either::Left((output, _)) => Ok(output),
+                Either::Right(((server, _, _), _)) => Err(server),
+            }
+        };
+        for (server, key) in keys {
+            world.unwatch_reset(server, key);
+        }
+        if let Err(server) = outcome {
+            madsim::time::sleep(world.reset_wait(server, me)).await;
+        }
+        outcome
     }
 
     /// Answers request `id` from `to`.

@@ -236,3 +236,54 @@ fn a_call_to_a_crashed_server_cut_off_waits_its_timeout() {
         550,
     );
 }
+
+/// A client `c` that, from 20 ms, sleeps a second unless its connection to `s` (crashed at
+/// 100 ms, every message taking 5 ms, under `faults` too) is closed first, and notes how the
+/// wait ended and when.
+fn wait_unless_closed(mut faults: Vec<Fault>) -> Vec<(String, u64)> {
+    faults.push(Fault::Crash(locksim_sim::fault::Crash {
+        node: "s".into(),
+        at_ms: Some(100),
+        point: None,
+        occurrence: 1,
+        restart_after_ms: None,
+    }));
+    let spec = SimSpec {
+        seed: 1,
+        duration_ms: 2_000,
+        faults,
+        network: NetConfig {
+            latency_ms_min: 5.0,
+            latency_ms_max: 5.0,
+            ..NetConfig::default()
+        },
+        ..SimSpec::default()
+    };
+    let history = simulate(&spec, |world| {
+        let net: Family = Net::new(world);
+        let s = add_server(world, &net, 0);
+        world.add_node("c", Role::Client, move |ctx| {
+            let net = net.clone();
+            async move {
+                let (caller, _) = endpoint(&net, &ctx);
+                ctx.sleep_local(Duration::from_millis(20)).await;
+                let slept = ctx.sleep_local(Duration::from_secs(1));
+                let outcome = caller.unless_closed(&[s], slept).await;
+                // `Err(true)`: the connection to `s` closed.
+                ctx.note(format!("{:?}", outcome.map_err(|closed| closed == s)));
+            }
+        });
+    })
+    .unwrap()
+    .history;
+    notes(&history)
+}
+
+/// A connection held to a server whose process dies is closed by its host: the client hears
+/// it once what the server sent before could have arrived (5 ms), not at the end of its wait
+/// (a ZooKeeper client's `Disconnected`); cut off from the server, it hears nothing.
+#[test]
+fn a_connection_to_a_server_that_dies_is_closed_unless_cut_off() {
+    assert_ended(wait_unless_closed(vec![]), "Err(true)", 105);
+    assert_ended(wait_unless_closed(vec![cut_from(50)]), "Ok(())", 1_020);
+}

@@ -104,6 +104,19 @@ impl LiveLink<Req, Resp> for ZkLink {
             let _ = inner.answer(to, body, Duration::from_secs(1)).await;
         });
     }
+
+    /// The session's connection, if it is attached to `to` and open, ends: the server closed
+    /// it (its process died, or, a follower, it lost its leader) or this link dropped it.
+    fn closed(&self, to: NodeIdx) -> LocalFuture<'static, ()> {
+        let attached = self.0.at.get() == Some(to);
+        let conn = self.0.conn.borrow().clone().filter(|c| attached && c.up());
+        Box::pin(async move {
+            match conn {
+                Some(conn) => conn.closed().await,
+                None => futures::future::pending().await,
+            }
+        })
+    }
 }
 
 /// Why a request got no answer it can give: none in time, or the session is gone.

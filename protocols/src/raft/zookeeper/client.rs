@@ -7,6 +7,7 @@ use super::tree::{Req, Resp};
 use crate::protocol::{Acquired, Grant, LockClient, LostSignal, Outcome, Validity};
 use crate::raft::client::Link as RaftLink;
 use async_trait::async_trait;
+use locksim_sim::NodeIdx;
 use rand::Rng;
 
 use std::cell::RefCell;
@@ -38,6 +39,9 @@ struct Suspended {
 }
 
 type SharedSession = Rc<RefCell<Option<Session>>>;
+/// Who leads the ensemble now, as the simulator knows it (`None` live: a real follower
+/// closes its clients' connections itself when it loses its leader).
+pub type LeaderOf = Rc<dyn Fn() -> Option<NodeIdx>>;
 /// The current grant's lost-lock signal (the application's connection-state listener, on
 /// Curator's or kazoo's states).
 type SharedSignal = Rc<RefCell<Option<LostSignal>>>;
@@ -47,15 +51,19 @@ pub struct ZkClient {
     link: Rc<Link>,
     session: SharedSession,
     signal: SharedSignal,
+    leader: Option<LeaderOf>,
 }
 
 impl ZkClient {
-    /// A client with no session yet, talking to the cluster through `link`.
-    pub fn new(link: Link) -> Self {
+    /// A client with no session yet, talking to the cluster through `link`; `leader` (the
+    /// simulator's) names the server whose death its server follows by closing its clients'
+    /// connections ([`connection_ends`]).
+    pub fn new(link: Link, leader: Option<LeaderOf>) -> Self {
         ZkClient {
             link: Rc::new(link),
             session: Rc::default(),
             signal: Rc::default(),
+            leader,
         }
     }
 
@@ -75,7 +83,7 @@ impl ZkClient {
                     suspended: None,
                 });
                 let shared = (self.session.clone(), self.signal.clone());
-                spawn_pinger(self.link.clone(), shared, id);
+                spawn_pinger(self.link.clone(), shared, self.leader.clone(), id);
                 Ok(id)
             }
             _ => Err(Acquired::Unknown("no answer to createSession".into())),
@@ -350,7 +358,55 @@ impl ZkClient {
     }
 }
 
-fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), id: u64) {
+/// The servers whose end closes the client's connection: the server it talks to and, in the
+/// simulator, the leader that server follows. A ZooKeeper follower that loses its leader
+/// closes every client connection at once (`Learner.shutdown` → `closeAllConnections`, when
+/// its socket to the leader ends) and looks for a new one; a client of the leader's own
+/// hears its socket close. Either way the client is `Disconnected` (Curator: `SUSPENDED`)
+/// at once, not two thirds of the timeout later. The model's servers do not close their
+/// clients' connections themselves, so the client watches the leader too.
+fn connection_ends(link: &Link, leader: &Option<LeaderOf>) -> Vec<NodeIdx> {
+    let mut ends = vec![link.peer()];
+    if let Some(leader) = leader.as_ref().and_then(|l| l()) {
+        if leader != ends[0] {
+            ends.push(leader);
+        }
+    }
+    ends
+}
+
+/// Notes a connection state and raises the grant's signal where the error policy counts it
+/// as losing the lock; `true` if the session is lost (the pinger stops).
+fn report(link: &Link, signal: &SharedSignal, session: &mut Option<Session>, state: State) -> bool {
+    let lost = matches!(state, State::Lost(_));
+    let why = match state {
+        State::Lost(why) | State::Suspended(why) => why,
+    };
+    link.ctx.note(why);
+    if lost {
+        *session = None;
+    }
+    if lost || link.params.error_policy.unwrap_or_default() == ErrorPolicy::Standard {
+        if let Some(signal) = signal.borrow().as_ref() {
+            signal.raise(why);
+        }
+    }
+    lost
+}
+
+/// The connection was closed by its server's side ([`connection_ends`]): `Disconnected` now.
+fn disconnected(link: &Link, live: &mut Session) -> State {
+    let (mono, wall_ms) = (link.ctx.mono_now(), link.ctx.wall_ms());
+    live.suspended = Some(Suspended { mono, wall_ms });
+    State::Suspended("connection closed by its server (Disconnected; Curator: SUSPENDED)")
+}
+
+fn spawn_pinger(
+    link: Rc<Link>,
+    shared: (SharedSession, SharedSignal),
+    leader: Option<LeaderOf>,
+    id: u64,
+) {
     let ctx = link.ctx.clone();
     let (session, signal) = shared;
     ctx.spawn(async move {
@@ -363,7 +419,20 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), id: u64) 
             // kazoo 2.10.0 pings when its wall clock says so (read only for it: a hot path).
             let by_wall = link.params.ping_clock == PingClock::Wall && !reconnecting;
             let wall_due_ms = by_wall.then(|| link.ctx.wall_ms() + wait.as_millis() as i64);
-            link.ctx.sleep_local(wait).await;
+            let ends = match reconnecting {
+                true => vec![],
+                false => connection_ends(&link, &leader),
+            };
+            let slept = link.caller.unless_closed(&ends, link.ctx.sleep_local(wait));
+            if slept.await.is_err() {
+                let mut s = session.borrow_mut();
+                if !current(&s) {
+                    return;
+                }
+                let state = disconnected(&link, s.as_mut().expect("current"));
+                report(&link, &signal, &mut s, state);
+                continue;
+            }
             let closed = match wall_due_ms {
                 Some(due_ms) => wait_for_wall(&link, id, due_ms).await,
                 None => None,
@@ -401,20 +470,7 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), id: u64) 
                 _ => silence(&link, live),
             };
             let Some(state) = state else { continue };
-            let lost = matches!(state, State::Lost(_));
-            let why = match state {
-                State::Lost(why) | State::Suspended(why) => why,
-            };
-            link.ctx.note(why);
-            if lost {
-                *s = None;
-            }
-            if lost || link.params.error_policy.unwrap_or_default() == ErrorPolicy::Standard {
-                if let Some(signal) = signal.borrow().as_ref() {
-                    signal.raise(why);
-                }
-            }
-            if lost {
+            if report(&link, &signal, &mut s, state) {
                 return;
             }
         }
@@ -561,7 +617,10 @@ impl LockClient for ZkClient {
         let Some(s) = session.as_ref() else {
             return Validity::Lost("the session expired".into());
         };
-        let connected = Validity::Until(s.heard + self.link.params.timeout() * 2 / 3);
+        // Disconnected two thirds of the timeout after the last answer, or when the server
+        // closed the connection, if that came first.
+        let silent = s.heard + self.link.params.timeout() * 2 / 3;
+        let connected = Validity::Until(s.suspended.map_or(silent, |since| silent.min(since.mono)));
         match (self.link.params.client, self.link.params.variant) {
             (Library::Curator | Library::Kazoo, _) => {
                 match self.link.params.error_policy.unwrap_or_default() {

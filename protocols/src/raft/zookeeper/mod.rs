@@ -12,7 +12,9 @@
 //!   timeout must lie within 2 and 20 ticks (the server negotiates it into that range), and
 //!   `ExpiryQueue.java` rounds each expiry up to the end of its tick bucket
 //!   (`roundToNextInterval`), waking once a tick to expire a whole bucket.
-//! - **Connection states.** A client that hears nothing for two thirds of the timeout
+//! - **Connection states.** A client that hears nothing for two thirds of the timeout, or
+//!   whose server closes its connection (the server's process died; a follower that loses
+//!   its leader closes every client connection, `Learner.shutdown` → `closeAllConnections`),
 //!   considers its connection lost (`Disconnected`; Curator: `SUSPENDED`) and tries other
 //!   servers; within the timeout its session may still be alive (`RECONNECTED`), after it the
 //!   server answers `Expired` (Curator: `LOST`). Curator's advice: on `SUSPENDED`, assume the
@@ -66,7 +68,12 @@
 //! (`tick_ms`), so a bucket expires up to one such tick late. ZooKeeper replicates with Zab,
 //! not Raft; both are a leader-based, totally ordered log with majority commit, and the
 //! recipe depends only on that. Pings go to the leader (confirmed by ReadIndex) instead of
-//! to the connected server, which in ZooKeeper relays session touches to the leader. Child
+//! to the connected server, which in ZooKeeper relays session touches to the leader. The
+//! client's connection is to the server it talks to now ([`Link::peer`]: the leader once a
+//! request was redirected, the pinned server with `local_reads`) and closes when that
+//! server's process or the leader's dies (`client::connection_ends`); a follower cut off from
+//! its leader, which closes its clients' connections after `syncLimit` ticks, is not
+//! modelled: its clients are `SUSPENDED` by the silence. Child
 //! listings are linearizable by default (ReadIndex through the leader), which no ZooKeeper
 //! read is; with `local_reads` each client talks to one server (`ctx.idx() % peers`, the
 //! pinned link), which answers its listings and watches from its own applied state and
@@ -88,8 +95,7 @@
 //! new session and goes on. The owner check compares the session that created the node,
 //! which the client knows, with the current one, instead of reading the node's
 //! `ephemeralOwner` from the server: the same answer for the client's own nodes. Left out:
-//! the data tree beyond one lock directory, ACLs, observers, local sessions, `sync`, a
-//! connected server that loses its leader closing its clients' connections.
+//! the data tree beyond one lock directory, ACLs, observers, local sessions, `sync`.
 
 pub mod client;
 pub mod params;
@@ -101,8 +107,10 @@ use crate::raft::client::Link;
 use crate::raft::host::{start_cluster, Cluster};
 use client::ZkClient;
 use locksim_sim::nemesis::ROLE_LEADER;
+use locksim_sim::rpc::Links;
 use locksim_sim::{NodeCtx, World};
 pub use params::{Params, Variant};
+use std::rc::Rc;
 use std::time::Duration;
 use tree::{Req, Resp, Tree};
 
@@ -171,6 +179,15 @@ impl Protocol for ZooKeeper {
         } else {
             link
         };
-        ZkClient::new(link)
+        // The simulator's leader, whose death closes its followers' client connections; live,
+        // the real servers close them.
+        let leader: Option<client::LeaderOf> = match &cluster.clients {
+            Links::Sim(_) => {
+                let world = ctx.world().clone();
+                Some(Rc::new(move || world.who(ROLE_LEADER)))
+            }
+            Links::Live(_) => None,
+        };
+        ZkClient::new(link, leader)
     }
 }
