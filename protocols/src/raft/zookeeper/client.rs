@@ -401,6 +401,32 @@ fn disconnected(link: &Link, live: &mut Session) -> State {
     State::Suspended("connection closed by its server (Disconnected; Curator: SUSPENDED)")
 }
 
+/// What the answer to a ping sent at `sent` tells: nothing new (the session lives, the
+/// connection restored if it was not), the session expired (LOST), or, unanswered, what the
+/// silence says ([`silence`]).
+fn heard(
+    link: &Link,
+    live: &mut Session,
+    answer: Option<Resp>,
+    sent: Duration,
+    reconnecting: bool,
+) -> Option<State> {
+    match answer {
+        Some(Resp::Pong) => {
+            if live.suspended.take().is_some() {
+                link.ctx.note("connection restored: session alive");
+            }
+            live.heard = sent;
+            None
+        }
+        Some(Resp::Expired) if reconnecting => Some(State::Lost(
+            "session expired: told on reconnecting (Expired; Curator: LOST)",
+        )),
+        Some(Resp::Expired) => Some(State::Lost("session expired (LOST)")),
+        _ => silence(link, live),
+    }
+}
+
 fn spawn_pinger(
     link: Rc<Link>,
     shared: (SharedSession, SharedSignal),
@@ -455,21 +481,9 @@ fn spawn_pinger(
                 return;
             }
             let live = s.as_mut().expect("current");
-            let state = match answer {
-                Some(Resp::Pong) => {
-                    if live.suspended.take().is_some() {
-                        link.ctx.note("connection restored: session alive");
-                    }
-                    live.heard = sent;
-                    None
-                }
-                Some(Resp::Expired) if reconnecting => Some(State::Lost(
-                    "session expired: told on reconnecting (Expired; Curator: LOST)",
-                )),
-                Some(Resp::Expired) => Some(State::Lost("session expired (LOST)")),
-                _ => silence(&link, live),
+            let Some(state) = heard(&link, live, answer, sent, reconnecting) else {
+                continue;
             };
-            let Some(state) = state else { continue };
             if report(&link, &signal, &mut s, state) {
                 return;
             }
