@@ -22,7 +22,9 @@
 // the library and its version, once the client has connected):
 //   {"op": "acquire"} -> {"ok": true, "handle": NODE, "token": SEQUENCE}
 //                      | {"ok": false, "why": ...}   (acquire(timeout) returned false, or
-//                        the policy's error state came while acquiring: released again)
+//                        the policy's error state is in force when it returns: released
+//                        again; one the connection came back from meanwhile does not count,
+//                        as in locksim's model, which judges a grant by the state then)
 //                      | {"unknown": ...}            (Curator raised: connection loss, ...)
 //   {"op": "valid"}   -> {"held": true} | {"held": false, "why": the state and the policy}
 //   {"op": "release"} -> {"ok": true} | {"ok": false, "why": ...} (IllegalMonitorState,
@@ -78,6 +80,8 @@ public class Curator {
     private final String policyName;
     /** Whether the lock is held or being acquired: the listener's states count then. */
     private volatile boolean watching;
+    /** Whether an acquire is under way (a state connected again clears an error then). */
+    private volatile boolean acquiring;
     /** Why the lock counts as lost (the listener's word), or null. */
     private volatile String lost;
 
@@ -105,8 +109,17 @@ public class Curator {
     }
 
     private void stateChanged(CuratorFramework c, ConnectionState state) {
-        if (watching && lost == null && policy.isErrorState(state)) {
-            lost = "Curator connection state " + state + ": an error state for " + policyName;
+        if (!watching) {
+            return;
+        }
+        if (policy.isErrorState(state)) {
+            if (lost == null) {
+                lost = "Curator connection state " + state + ": an error state for " + policyName;
+            }
+        } else if (acquiring && state.isConnected()) {
+            // Connected again before the lock was granted (RECONNECTED after SUSPENDED, at a
+            // leader failover): the wait goes on, and the grant is judged by the state then.
+            lost = null;
         }
     }
 
@@ -141,12 +154,15 @@ public class Curator {
         }
         lost = null;
         watching = true;
+        acquiring = true;
         boolean got;
         try {
             got = mutex.acquire(num("acquire_timeout_ms"), TimeUnit.MILLISECONDS);
         } catch (Exception e) {
             watching = false;
             return unknown(e);
+        } finally {
+            acquiring = false;
         }
         if (!got) {
             watching = false;
@@ -154,8 +170,8 @@ public class Curator {
         }
         String why = lost;
         if (why != null) {
-            // The application heard the error state while it waited: it cannot count on the
-            // lock, and gives it back (as locksim's model does).
+            // The error state is in force as the lock is granted: the application cannot
+            // count on it, and gives it back (as locksim's model does).
             watching = false;
             try {
                 mutex.release();

@@ -19,7 +19,9 @@ Requests and answers (one JSON object per line; the first line the driver writes
 the library and its version, once the client has connected):
   {"op": "acquire"} -> {"ok": true, "handle": NODE, "token": SEQUENCE}
                      | {"ok": false, "why": ...}  (the timeout passed, or the listener's
-                       state came while acquiring: released again)
+                       state is in force when it returns: released again; one the
+                       connection came back from meanwhile does not count, as in
+                       locksim's model, which judges a grant by the state then)
                      | {"unknown": ...}           (kazoo raised: connection loss, ...)
   {"op": "valid"}   -> {"held": true} | {"held": false, "why": the state}
   {"op": "release"} -> {"ok": true} | {"ok": false, "why": ...} | {"unknown": ...}
@@ -55,6 +57,8 @@ class Driver:
         # and why it counts as lost, if it does.
         self.watching = False
         self.lost = None
+        # Whether an acquire is under way (a state connected again clears an error then).
+        self.acquiring = False
 
     def state_changed(self, state):
         error = state == KazooState.LOST or (
@@ -63,6 +67,10 @@ class Driver:
         if self.watching and self.lost is None and error:
             policy = "standard" if self.standard else "session"
             self.lost = f"kazoo state {state}: lost for the {policy} policy"
+        elif self.watching and self.acquiring and state == KazooState.CONNECTED:
+            # Connected again before the lock was granted: the wait goes on, and the grant
+            # is judged by the state then.
+            self.lost = None
 
     def start(self):
         self.client.start(timeout=self.args["session_timeout_ms"] / 1000 * 3)
@@ -73,7 +81,7 @@ class Driver:
     def acquire(self):
         if self.lock.is_acquired:
             return {"ok": False, "why": "the lock is already held"}
-        self.lost, self.watching = None, True
+        self.lost, self.watching, self.acquiring = None, True, True
         timeout_s = self.args["acquire_timeout_ms"] / 1000
         try:
             got = self.lock.acquire(blocking=True, timeout=timeout_s)
@@ -83,12 +91,14 @@ class Driver:
         except (KazooException, OSError) as e:
             self.watching = False
             return {"unknown": f"{type(e).__name__}: {e}"}
+        finally:
+            self.acquiring = False
         if not got:
             self.watching = False
             return {"ok": False, "why": f"Lock.acquire(timeout={timeout_s}) gave up"}
         if self.lost is not None:
-            # The application heard the state while it waited: it cannot count on the
-            # lock, and gives it back (as locksim's model does).
+            # The state is in force as the lock is granted: the application cannot count on
+            # the lock, and gives it back (as locksim's model does).
             why, self.watching = self.lost, False
             try:
                 self.lock.release()
