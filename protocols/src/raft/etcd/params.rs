@@ -48,7 +48,7 @@ pub enum LockApi {
 }
 
 /// The client library a user locks with (`[protocol] client`), as profiles
-/// ([`super::profiles`]): each fills the `[protocol]` keys the scenario does not set.
+/// ([`super::profile::profiles`]): each fills the `[protocol]` keys the scenario does not set.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Library {

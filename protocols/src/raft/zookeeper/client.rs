@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use locksim_sim::NodeIdx;
 use rand::Rng;
 
+use futures::channel::oneshot;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -27,6 +28,8 @@ struct Session {
     heard: Duration,
     /// Since when the client has noted its connection lost (SUSPENDED), if it has.
     suspended: Option<Suspended>,
+    /// Requests held while the connection is lost, told when it is back.
+    held: Vec<oneshot::Sender<()>>,
 }
 
 /// When the connection was noted lost, on the client's two clocks: the monotonic one its
@@ -57,7 +60,7 @@ pub struct ZkClient {
 impl ZkClient {
     /// A client with no session yet, talking to the cluster through `link`; `leader` (the
     /// simulator's) names the server whose death its server follows by closing its clients'
-    /// connections ([`connection_ends`]).
+    /// connections (`connection_ends`).
     pub fn new(link: Link, leader: Option<LeaderOf>) -> Self {
         ZkClient {
             link: Rc::new(link),
@@ -81,6 +84,7 @@ impl ZkClient {
                     id,
                     heard: sent,
                     suspended: None,
+                    held: vec![],
                 });
                 let shared = (self.session.clone(), self.signal.clone());
                 spawn_pinger(self.link.clone(), shared, self.leader.clone(), id);
@@ -96,12 +100,37 @@ impl ZkClient {
         }
     }
 
+    /// `req`, sent as `ClientCnxn` sends it: while the client is Disconnected a request waits
+    /// in its outgoing queue until the connection is back, then goes; `None` if no answer
+    /// came within `budget`, the wait included.
+    async fn request(&self, req: Req, budget: Duration) -> Option<Resp> {
+        let deadline = self.link.ctx.mono_now() + budget;
+        if !self.until_connected(budget).await {
+            return None;
+        }
+        let left = deadline.saturating_sub(self.link.ctx.mono_now());
+        self.link.call(req, left).await
+    }
+
+    /// Waits while the session's connection is lost, up to `budget`: `false` if it is still
+    /// lost then. At once `true` without a session (a request then hears that it expired).
+    async fn until_connected(&self, budget: Duration) -> bool {
+        let back = match self.session.borrow_mut().as_mut() {
+            Some(live) if live.suspended.is_some() => {
+                let (tx, rx) = oneshot::channel();
+                live.held.push(tx);
+                rx
+            }
+            _ => return true,
+        };
+        self.link.ctx.timeout_local(budget, back).await.is_some()
+    }
+
     /// The lock's children (name, sequence) and the zxid they were listed at; `None` when
     /// the request got no answer in its budget.
     async fn children(&self) -> Option<(Vec<(String, u64)>, u64)> {
         match self
-            .link
-            .call(Req::Children, self.link.request_budget())
+            .request(Req::Children, self.link.request_budget())
             .await
         {
             Some(Resp::Children(children, zxid)) => Some((children, zxid)),
@@ -160,7 +189,9 @@ impl ZkClient {
                 },
             };
             // A timeout is no error: the watch is asked again (a long poll).
-            let _ = self.link.caller.call(self.link.peer(), watch, poll).await;
+            if self.until_connected(poll).await {
+                let _ = self.link.caller.call(self.link.peer(), watch, poll).await;
+            }
         }
         None
     }
@@ -247,7 +278,9 @@ impl ZkClient {
                 name: lowest.clone(),
                 min_zxid: zxid,
             };
-            let _ = self.link.caller.call(self.link.peer(), watch, poll).await;
+            if self.until_connected(poll).await {
+                let _ = self.link.caller.call(self.link.peer(), watch, poll).await;
+            }
         }
         None
     }
@@ -282,7 +315,7 @@ impl ZkClient {
                 persistent: self.link.params.variant == Variant::Persistent,
                 guid: guid.clone(),
             };
-            match self.link.call(create, self.link.request_budget()).await {
+            match self.request(create, self.link.request_budget()).await {
                 Some(Resp::Created(name, seq)) => return Ok((name, seq, session)),
                 Some(Resp::Expired) => {
                     self.end_session("expired");
@@ -343,7 +376,7 @@ impl ZkClient {
     /// answered and shows one.
     async fn find_protected(&self, guid: &str) -> Option<(String, u64)> {
         let budget = self.link.request_budget();
-        let Some(Resp::Children(children, _)) = self.link.call(Req::Children, budget).await else {
+        let Some(Resp::Children(children, _)) = self.request(Req::Children, budget).await else {
             return None;
         };
         let prefix = format!("_c_{guid}-");
@@ -354,7 +387,7 @@ impl ZkClient {
 
     async fn delete(&self, name: String) -> Option<Resp> {
         let budget = self.link.params.timeout();
-        self.link.call(Req::Delete { name }, budget).await
+        self.request(Req::Delete { name }, budget).await
     }
 }
 
@@ -415,6 +448,9 @@ fn heard(
         Some(Resp::Pong) => {
             if live.suspended.take().is_some() {
                 link.ctx.note("connection restored: session alive");
+                for held in live.held.drain(..) {
+                    let _ = held.send(());
+                }
             }
             live.heard = sent;
             None

@@ -21,7 +21,8 @@
 //!   lock may be lost until `RECONNECTED`. `ClientCnxn` reconnects after a random sleep below
 //!   a second, each try bounded by the connect timeout (session timeout / servers), and the
 //!   server's answer to the `ConnectRequest` tells at once whether the session lives: the
-//!   first connection after a heal learns `Expired`.
+//!   first connection after a heal learns `Expired`. Requests made while Disconnected wait
+//!   in `ClientCnxn`'s outgoing queue and go once the connection is back.
 //! - **Lock recipe.** Create `/lock/lock-` with `EPHEMERAL_SEQUENTIAL` (the server appends a
 //!   monotonically increasing 10-digit sequence), list the children; the lowest sequence holds
 //!   the lock; otherwise `exists` with a watch on the next-lower node only (no herd effect),
@@ -63,7 +64,11 @@
 //!   LeaderLatch, CURATOR-696, which CURATOR-604 asks for in the lock):
 //!   `session_retry = "owner-checked"`.
 //!
-//! What the model keeps and leaves out: the tracker's buckets (`tick_time_ms`, by default a
+//! What the model keeps and leaves out: ZooKeeper's election is Fast Leader Election, which
+//! a follower starts as soon as its socket to the dead leader closes and which settles after
+//! 200 ms; the Raft host's followers do the same when the leader's process dies
+//! ([`crate::raft::host::HostConfig::electing_when_the_leader_dies`]), and fall back on
+//! Raft's election timeout otherwise (an isolated leader). The tracker's buckets (`tick_time_ms`, by default a
 //! tenth of the session timeout) are looked at on every tick of the replicated log
 //! (`tick_ms`), so a bucket expires up to one such tick late. ZooKeeper replicates with Zab,
 //! not Raft; both are a leader-based, totally ordered log with majority commit, and the

@@ -211,6 +211,7 @@ impl Params {
     /// The Raft host of the cluster.
     pub fn host(&self) -> HostConfig {
         HostConfig::named("zk", self.peers, self.tick_ms, self.election_ticks, false)
+            .electing_when_the_leader_dies()
     }
 
     /// The session timeout.
