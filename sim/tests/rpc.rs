@@ -121,15 +121,9 @@ fn a_server_restart_resets_the_connection() {
     assert!((1_060..=1_120).contains(&n[2].1), "{n:?}");
 }
 
-/// A server `s` that answers each request `answer_after_ms` after it comes, crashed at 100 ms
-/// for good, under `faults` too, every message taking `latency_ms`; a client `c` that calls
-/// it at `call_at_ms` with a 500 ms timeout and notes when the call ended and how.
-fn call_a_crashing_server(
-    call_at_ms: u64,
-    answer_after_ms: u64,
-    latency_ms: f64,
-    mut faults: Vec<Fault>,
-) -> Vec<(String, u64)> {
+/// A 2 s run in which `s` crashes at 100 ms for good, under `faults` too, every message taking
+/// `latency_ms`.
+fn crashing_server(mut faults: Vec<Fault>, latency_ms: f64) -> SimSpec {
     faults.push(Fault::Crash(locksim_sim::fault::Crash {
         node: "s".into(),
         at_ms: Some(100),
@@ -137,7 +131,7 @@ fn call_a_crashing_server(
         occurrence: 1,
         restart_after_ms: None,
     }));
-    let spec = SimSpec {
+    SimSpec {
         seed: 1,
         duration_ms: 2_000,
         faults,
@@ -147,7 +141,19 @@ fn call_a_crashing_server(
             ..NetConfig::default()
         },
         ..SimSpec::default()
-    };
+    }
+}
+
+/// A server `s` that answers each request `answer_after_ms` after it comes, crashed at 100 ms
+/// for good, under `faults` too, every message taking `latency_ms`; a client `c` that calls
+/// it at `call_at_ms` with a 500 ms timeout and notes when the call ended and how.
+fn call_a_crashing_server(
+    call_at_ms: u64,
+    answer_after_ms: u64,
+    latency_ms: f64,
+    faults: Vec<Fault>,
+) -> Vec<(String, u64)> {
+    let spec = crashing_server(faults, latency_ms);
     let history = simulate(&spec, |world| {
         let net: Family = Net::new(world);
         let s = add_server(world, &net, answer_after_ms);
@@ -240,25 +246,8 @@ fn a_call_to_a_crashed_server_cut_off_waits_its_timeout() {
 /// A client `c` that, from 20 ms, sleeps a second unless its connection to `s` (crashed at
 /// 100 ms, every message taking 5 ms, under `faults` too) is closed first, and notes how the
 /// wait ended and when.
-fn wait_unless_closed(mut faults: Vec<Fault>) -> Vec<(String, u64)> {
-    faults.push(Fault::Crash(locksim_sim::fault::Crash {
-        node: "s".into(),
-        at_ms: Some(100),
-        point: None,
-        occurrence: 1,
-        restart_after_ms: None,
-    }));
-    let spec = SimSpec {
-        seed: 1,
-        duration_ms: 2_000,
-        faults,
-        network: NetConfig {
-            latency_ms_min: 5.0,
-            latency_ms_max: 5.0,
-            ..NetConfig::default()
-        },
-        ..SimSpec::default()
-    };
+fn wait_unless_closed(faults: Vec<Fault>) -> Vec<(String, u64)> {
+    let spec = crashing_server(faults, 5.0);
     let history = simulate(&spec, |world| {
         let net: Family = Net::new(world);
         let s = add_server(world, &net, 0);
