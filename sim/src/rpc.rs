@@ -165,6 +165,85 @@ impl<Resp> Connection<Resp> {
     }
 }
 
+/// A watch on a client's connection to one server ([`Caller::watch_close`]).
+pub struct CloseWatch {
+    server: NodeIdx,
+    backing: CloseBacking,
+}
+
+enum CloseBacking {
+    Sim {
+        world: crate::World,
+        me: NodeIdx,
+        key: u64,
+        /// `None` once it fired, or was dropped unsent (cut off: never).
+        reset: Option<oneshot::Receiver<()>>,
+        /// When the close is heard (true time), once the server's process died.
+        heard_at_ns: Option<u64>,
+    },
+    /// `None` once the connection closed.
+    Live(Option<LocalFuture<'static, ()>>),
+}
+
+impl CloseWatch {
+    /// The server whose connection is watched.
+    pub fn server(&self) -> NodeIdx {
+        self.server
+    }
+
+    /// Ends when the server's side closes the connection (never if this node is cut off
+    /// from the server when its process dies): the server's node. Dropped before it ended
+    /// and called again, it goes on where it was.
+    pub async fn closed(&mut self) -> NodeIdx {
+        match &mut self.backing {
+            CloseBacking::Live(closed) => {
+                if let Some(future) = closed.as_mut() {
+                    future.as_mut().await;
+                    *closed = None;
+                }
+            }
+            CloseBacking::Sim {
+                world,
+                me,
+                reset,
+                heard_at_ns,
+                ..
+            } => {
+                if heard_at_ns.is_none() {
+                    let heard = match reset.as_mut() {
+                        Some(rx) => rx.await.is_ok(),
+                        None => false,
+                    };
+                    *reset = None;
+                    if !heard {
+                        // A reset dropped unsent (cut off from the dying server) never comes.
+                        futures::future::pending::<()>().await;
+                    }
+                    let wait = world.reset_wait(self.server, *me).as_nanos() as u64;
+                    *heard_at_ns = Some(world.now_ns() + wait);
+                }
+                let left_ns = heard_at_ns.unwrap_or(0).saturating_sub(world.now_ns());
+                madsim::time::sleep(Duration::from_nanos(left_ns)).await;
+            }
+        }
+        self.server
+    }
+}
+
+impl Drop for CloseWatch {
+    fn drop(&mut self) {
+        if let CloseBacking::Sim {
+            world, key, reset, ..
+        } = &mut self.backing
+        {
+            // The receiver goes before its sender does: still waiting, it would be woken
+            // once more, a scheduling draw that would move every run's stream (as a call's).
+            drop(reset.take());
+            world.unwatch_reset(self.server, *key);
+        }
+    }
+}
+
 /// The calling half of an endpoint. Cheap to clone; all clones share one inbox.
 ///
 /// The other half of the seam a client library is written against ([`crate::env`]): in
@@ -503,12 +582,33 @@ where
         answer.ok_or(RpcError::Timeout)
     }
 
+    /// A watch on this node's connection to `server`: [`CloseWatch::closed`] ends when the
+    /// server's side closes it. In the simulator it closes when the server's process dies
+    /// and this node is not cut off from it (its host resets the connection, as for a call,
+    /// [`crate::World::watch_reset`]), heard once what the server sent before could have
+    /// arrived; live, when the link's connection to it ends ([`LiveLink::closed`]). Kept
+    /// across many waits, it costs nothing per wait; dropped, it is forgotten.
+    pub fn watch_close(&self, server: NodeIdx) -> CloseWatch {
+        let backing = match &self.0 {
+            CallerBacking::Live(link) => CloseBacking::Live(Some(link.closed(server))),
+            CallerBacking::Sim(this) => {
+                let (world, me) = (this.ctx.world().clone(), this.ctx.idx());
+                let (key, reset) = world.watch_reset(me, server);
+                CloseBacking::Sim {
+                    world,
+                    me,
+                    key,
+                    reset: Some(reset),
+                    heard_at_ns: None,
+                }
+            }
+        };
+        CloseWatch { server, backing }
+    }
+
     /// Runs `future` unless the connection to one of `servers` is closed by the server's side
-    /// first: `Ok` with its output, or `Err` with the server whose connection closed. In the
-    /// simulator a server's connection closes when its process dies and this node is not cut
-    /// off from it (its host resets the connection, as for a call, [`crate::World::watch_reset`]),
-    /// heard once what it sent before could have arrived; live, when the link's connection
-    /// to it ends ([`LiveLink::closed`]). `future` is dropped when a connection closes.
+    /// first ([`Caller::watch_close`]): `Ok` with its output, or `Err` with the server whose
+    /// connection closed. `future` is dropped when a connection closes.
     pub async fn unless_closed<F: Future>(
         &self,
         servers: &[NodeIdx],
@@ -517,54 +617,15 @@ where
         if servers.is_empty() {
             return Ok(future.await);
         }
-        let this = match &self.0 {
-            CallerBacking::Sim(this) => this,
-            CallerBacking::Live(link) => {
-                let closes = servers.iter().map(|s| {
-                    let s = *s;
-                    Box::pin(async move {
-                        link.closed(s).await;
-                        s
-                    })
-                });
-                let closed = futures::future::select_all(closes);
-                return match select(std::pin::pin!(future), closed).await {
-                    Either::Left((output, _)) => Ok(output),
-                    Either::Right(((server, _, _), _)) => Err(server),
-                };
-            }
-        };
-        let (world, me) = (this.ctx.world(), this.ctx.idx());
-        let watches: Vec<_> = servers
-            .iter()
-            .map(|s| (*s, world.watch_reset(me, *s)))
-            .collect();
-        let mut keys = vec![];
-        let mut resets = vec![];
-        for (server, (key, reset)) in watches {
-            keys.push((server, key));
-            resets.push(Box::pin(async move {
-                // A reset dropped unsent (cut off from the dying server) never comes.
-                if reset.await.is_err() {
-                    futures::future::pending::<()>().await;
-                }
-                server
-            }));
-        }
-        // As in a call: the receivers go (with this block) before their senders do.
+        let mut watches: Vec<CloseWatch> = servers.iter().map(|s| self.watch_close(*s)).collect();
         let outcome = {
-            let closed = futures::future::select_all(resets);
-            match select(std::pin::pin!(future), closed).await {
+            let closed = watches.iter_mut().map(|w| Box::pin(w.closed()));
+            match select(std::pin::pin!(future), futures::future::select_all(closed)).await {
                 Either::Left((output, _)) => Ok(output),
                 Either::Right(((server, _, _), _)) => Err(server),
             }
         };
-        for (server, key) in keys {
-            world.unwatch_reset(server, key);
-        }
-        if let Err(server) = outcome {
-            madsim::time::sleep(world.reset_wait(server, me)).await;
-        }
+        drop(watches);
         outcome
     }
 

@@ -276,3 +276,34 @@ fn a_connection_to_a_server_that_dies_is_closed_unless_cut_off() {
     assert_ended(wait_unless_closed(vec![]), "Err(true)", 105);
     assert_ended(wait_unless_closed(vec![cut_from(50)]), "Ok(())", 1_020);
 }
+
+/// A watch kept across many waits, each cut short (every 2 ms, as a server's loop takes its
+/// next input) hears the close all the same, once (5 ms after the death): a wait dropped
+/// after the death and before the close is heard goes on where it was.
+#[test]
+fn a_kept_close_watch_hears_the_close_though_each_wait_is_cut_short() {
+    use futures::future::{select, Either};
+    let spec = crashing_server(vec![], 5.0);
+    let history = simulate(&spec, |world| {
+        let net: Family = Net::new(world);
+        let s = add_server(world, &net, 0);
+        world.add_node("c", Role::Client, move |ctx| {
+            let net = net.clone();
+            async move {
+                let (caller, _) = endpoint(&net, &ctx);
+                let mut watch = caller.watch_close(s);
+                loop {
+                    let tick = std::pin::pin!(ctx.sleep_local(Duration::from_millis(2)));
+                    let closed = std::pin::pin!(watch.closed());
+                    if let Either::Right((closed, _)) = select(tick, closed).await {
+                        ctx.note(format!("closed: {}", closed == s));
+                        return;
+                    }
+                }
+            }
+        });
+    })
+    .unwrap()
+    .history;
+    assert_ended(notes(&history), "closed: true", 105);
+}

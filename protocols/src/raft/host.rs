@@ -43,10 +43,11 @@
 use super::audit::Audit;
 use super::log::DurableLog;
 use crate::protocol::ParamError;
+use futures::future::{select, Either};
 use futures::StreamExt;
 use locksim_sim::mailbox;
 use locksim_sim::nemesis::ROLE_LEADER;
-use locksim_sim::rpc::{endpoint, Caller, Links, Request, Wire};
+use locksim_sim::rpc::{endpoint, Caller, CloseWatch, Links, Request, Wire};
 use locksim_sim::{Net, NodeCtx, NodeIdx, Role, World};
 use raft::eraftpb::{Entry, EntryType, Message};
 use raft::storage::MemStorage;
@@ -351,6 +352,7 @@ async fn run<S: Service>(
         raft_net,
         leaders,
         reads: BTreeMap::new(),
+        leader_watch: None,
     };
     while let Some(input) = host.next_input(&mut inputs).await {
         if outside_loop && ctx.loop_stalled_for().is_some() {
@@ -521,6 +523,8 @@ struct Host<S: Service> {
     leaders: Leaders,
     /// Reads waiting for their leadership check, by nonce.
     reads: BTreeMap<u64, (NodeIdx, u64, S::Req)>,
+    /// The watch on the leader's connection, where followers hear their leader die.
+    leader_watch: Option<CloseWatch>,
 }
 
 fn env(peer: &Peer, from: NodeIdx, id: u64) -> Env<'_> {
@@ -538,18 +542,26 @@ fn nonce() -> u64 {
 
 impl<S: Service> Host<S> {
     /// The next input; where followers hear their leader die, a [`Input::LeaderGone`] if the
-    /// leader's process dies first (and this peer is not cut off from it).
+    /// leader's process dies first (and this peer is not cut off from it). The watch is kept
+    /// while the leader is the same: a loop turn costs nothing more.
     async fn next_input(
-        &self,
+        &mut self,
         inputs: &mut mailbox::Receiver<Input<S::Req>>,
     ) -> Option<Input<S::Req>> {
-        let Some(leader) = self.peer.leader_to_watch() else {
+        let leader = self.peer.leader_to_watch();
+        let watched = self.leader_watch.as_ref().map(CloseWatch::server);
+        if watched != leader {
+            self.leader_watch = leader.map(|l| self.caller.watch_close(l));
+        }
+        let Some(watch) = self.leader_watch.as_mut() else {
             return inputs.next().await;
         };
-        match self.caller.unless_closed(&[leader], inputs.next()).await {
-            Ok(input) => input,
-            Err(gone) => Some(Input::LeaderGone(gone)),
-        }
+        let gone = match select(inputs.next(), std::pin::pin!(watch.closed())).await {
+            Either::Left((input, _)) => return input,
+            Either::Right((gone, _)) => gone,
+        };
+        self.leader_watch = None;
+        Some(Input::LeaderGone(gone))
     }
 
     fn input(&mut self, input: Input<S::Req>) {
