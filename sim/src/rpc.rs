@@ -195,6 +195,21 @@ impl CloseWatch {
     /// from the server when its process dies): the server's node. Dropped before it ended
     /// and called again, it goes on where it was.
     pub async fn closed(&mut self) -> NodeIdx {
+        self.reset().await;
+        if let CloseBacking::Sim {
+            world, heard_at_ns, ..
+        } = &self.backing
+        {
+            let left_ns = heard_at_ns.unwrap_or(0).saturating_sub(world.now_ns());
+            madsim::time::sleep(Duration::from_nanos(left_ns)).await;
+        }
+        self.server
+    }
+
+    /// Ends as soon as the connection is known to close: live, when it closed; in the
+    /// simulator, when the server's process died, before what it sent before has arrived
+    /// ([`CloseWatch::closed`] waits for that too).
+    async fn reset(&mut self) {
         match &mut self.backing {
             CloseBacking::Live(closed) => {
                 if let Some(future) = closed.as_mut() {
@@ -209,24 +224,22 @@ impl CloseWatch {
                 heard_at_ns,
                 ..
             } => {
-                if heard_at_ns.is_none() {
-                    let heard = match reset.as_mut() {
-                        Some(rx) => rx.await.is_ok(),
-                        None => false,
-                    };
-                    *reset = None;
-                    if !heard {
-                        // A reset dropped unsent (cut off from the dying server) never comes.
-                        futures::future::pending::<()>().await;
-                    }
-                    let wait = world.reset_wait(self.server, *me).as_nanos() as u64;
-                    *heard_at_ns = Some(world.now_ns() + wait);
+                if heard_at_ns.is_some() {
+                    return;
                 }
-                let left_ns = heard_at_ns.unwrap_or(0).saturating_sub(world.now_ns());
-                madsim::time::sleep(Duration::from_nanos(left_ns)).await;
+                let heard = match reset.as_mut() {
+                    Some(rx) => rx.await.is_ok(),
+                    None => false,
+                };
+                *reset = None;
+                if !heard {
+                    // A reset dropped unsent (cut off from the dying server) never comes.
+                    futures::future::pending::<()>().await;
+                }
+                let wait = world.reset_wait(self.server, *me).as_nanos() as u64;
+                *heard_at_ns = Some(world.now_ns() + wait);
             }
         }
-        self.server
     }
 }
 
@@ -618,15 +631,16 @@ where
             return Ok(future.await);
         }
         let mut watches: Vec<CloseWatch> = servers.iter().map(|s| self.watch_close(*s)).collect();
-        let outcome = {
-            let closed = watches.iter_mut().map(|w| Box::pin(w.closed()));
-            match select(std::pin::pin!(future), futures::future::select_all(closed)).await {
-                Either::Left((output, _)) => Ok(output),
-                Either::Right(((server, _, _), _)) => Err(server),
+        // A death known wins over `future`, though what the server sent before is still on
+        // its way: the close is waited for after `future` is dropped.
+        let closing = {
+            let resets = watches.iter_mut().map(|w| Box::pin(w.reset()));
+            match select(std::pin::pin!(future), futures::future::select_all(resets)).await {
+                Either::Left((output, _)) => return Ok(output),
+                Either::Right((((), i, _), _)) => i,
             }
         };
-        drop(watches);
-        outcome
+        Err(watches[closing].closed().await)
     }
 
     /// Answers request `id` from `to`.
