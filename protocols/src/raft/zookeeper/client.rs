@@ -507,17 +507,22 @@ fn spawn_pinger(
             // so Curator's LOST comes on time.
             let ping = link.call(Req::Ping { session: id }, budget);
             let answer = match (closed, reconnecting, budget.is_zero()) {
-                (Some(closed), _, _) => Some(closed),
-                (None, _, true) => None,
-                (None, true, false) => link.ctx.timeout_local(budget, ping).await.flatten(),
-                (None, false, false) => ping.await,
+                (Some(closed), _, _) => Ok(Some(closed)),
+                (None, _, true) => Ok(None),
+                (None, true, false) => Ok(link.ctx.timeout_local(budget, ping).await.flatten()),
+                // A connection closed while the ping is out is Disconnected too.
+                (None, false, false) => link.caller.unless_closed(&ends, ping).await,
             };
             let mut s = session.borrow_mut();
             if !current(&s) {
                 return;
             }
             let live = s.as_mut().expect("current");
-            let Some(state) = heard(&link, live, answer, sent, reconnecting) else {
+            let state = match answer {
+                Ok(answer) => heard(&link, live, answer, sent, reconnecting),
+                Err(_) => Some(disconnected(&link, live)),
+            };
+            let Some(state) = state else {
                 continue;
             };
             if report(&link, &signal, &mut s, state) {
