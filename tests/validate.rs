@@ -182,20 +182,24 @@ fn failed_runs(out: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Whether redis-server and the redis-py library are on the machine (a test without them
+/// says so and passes: `tools::require_runs`).
+fn redis_py_here() -> bool {
+    have("redis-server", "redis-server")
+        && tools::require_runs(
+            "validate",
+            "python3",
+            &["-c", "import redis"],
+            "pip install redis",
+        )
+}
+
 /// The third column: a scenario whose client profile has a driver (redis-py) runs live with
 /// the real library beside locksim's own client (the model's code, live), and its rows judge
 /// both against the simulator.
 #[test]
 fn a_library_profile_is_validated_against_the_real_library() {
-    if !have("redis-server", "redis-server") {
-        return;
-    }
-    if !tools::require_runs(
-        "validate",
-        "python3",
-        &["-c", "import redis"],
-        "pip install redis",
-    ) {
+    if !redis_py_here() {
         return;
     }
     let dir = scratch("validate-library");

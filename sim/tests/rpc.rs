@@ -2,8 +2,8 @@
 
 use futures::StreamExt;
 use locksim_sim::history::{Event, Op};
-use locksim_sim::rpc::{endpoint, ConnEvent, Wire};
-use locksim_sim::{simulate, Fault, Net, NetConfig, NodeIdx, Role, SimSpec};
+use locksim_sim::rpc::{endpoint, Caller, ConnEvent, Wire};
+use locksim_sim::{simulate, Fault, Net, NetConfig, NodeCtx, NodeIdx, Role, SimSpec};
 use std::time::Duration;
 
 type Family = Net<Wire<u32, String>>;
@@ -144,6 +144,36 @@ fn crashing_server(mut faults: Vec<Fault>, latency_ms: f64) -> SimSpec {
     }
 }
 
+/// The run of [`crashing_server`], its server `s` answering each request `answer_after_ms`
+/// after it comes, and a client `c` that runs `client` with its caller and `s`'s node: the
+/// client's notes with their times.
+fn with_crashing_server<F, Fut>(
+    faults: Vec<Fault>,
+    latency_ms: f64,
+    answer_after_ms: u64,
+    client: F,
+) -> Vec<(String, u64)>
+where
+    F: Fn(NodeCtx, Caller<u32, String>, NodeIdx) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let spec = crashing_server(faults, latency_ms);
+    let history = simulate(&spec, |world| {
+        let net: Family = Net::new(world);
+        let s = add_server(world, &net, answer_after_ms);
+        world.add_node("c", Role::Client, move |ctx| {
+            let (net, client) = (net.clone(), client.clone());
+            async move {
+                let (caller, _) = endpoint(&net, &ctx);
+                client(ctx, caller, s).await;
+            }
+        });
+    })
+    .unwrap()
+    .history;
+    notes(&history)
+}
+
 /// A server `s` that answers each request `answer_after_ms` after it comes, crashed at 100 ms
 /// for good, under `faults` too, every message taking `latency_ms`; a client `c` that calls
 /// it at `call_at_ms` with a 500 ms timeout and notes when the call ended and how.
@@ -153,23 +183,16 @@ fn call_a_crashing_server(
     latency_ms: f64,
     faults: Vec<Fault>,
 ) -> Vec<(String, u64)> {
-    let spec = crashing_server(faults, latency_ms);
-    let history = simulate(&spec, |world| {
-        let net: Family = Net::new(world);
-        let s = add_server(world, &net, answer_after_ms);
-        world.add_node("c", Role::Client, move |ctx| {
-            let net = net.clone();
-            async move {
-                let (caller, _) = endpoint(&net, &ctx);
-                ctx.sleep_local(Duration::from_millis(call_at_ms)).await;
-                let answer = caller.call(s, 0, Duration::from_millis(500)).await;
-                ctx.note(format!("{answer:?}"));
-            }
-        });
-    })
-    .unwrap()
-    .history;
-    notes(&history)
+    with_crashing_server(
+        faults,
+        latency_ms,
+        answer_after_ms,
+        move |ctx, caller, s| async move {
+            ctx.sleep_local(Duration::from_millis(call_at_ms)).await;
+            let answer = caller.call(s, 0, Duration::from_millis(500)).await;
+            ctx.note(format!("{answer:?}"));
+        },
+    )
 }
 
 /// Asserts the client's one note: how its call ended, and when.
@@ -247,25 +270,13 @@ fn a_call_to_a_crashed_server_cut_off_waits_its_timeout() {
 /// 100 ms, every message taking 5 ms, under `faults` too) is closed first, and notes how the
 /// wait ended and when.
 fn wait_unless_closed(sleep_ms: u64, faults: Vec<Fault>) -> Vec<(String, u64)> {
-    let spec = crashing_server(faults, 5.0);
-    let history = simulate(&spec, |world| {
-        let net: Family = Net::new(world);
-        let s = add_server(world, &net, 0);
-        world.add_node("c", Role::Client, move |ctx| {
-            let net = net.clone();
-            async move {
-                let (caller, _) = endpoint(&net, &ctx);
-                ctx.sleep_local(Duration::from_millis(20)).await;
-                let slept = ctx.sleep_local(Duration::from_millis(sleep_ms));
-                let outcome = caller.unless_closed(&[s], slept).await;
-                // `Err(true)`: the connection to `s` closed.
-                ctx.note(format!("{:?}", outcome.map_err(|closed| closed == s)));
-            }
-        });
+    with_crashing_server(faults, 5.0, 0, move |ctx, caller, s| async move {
+        ctx.sleep_local(Duration::from_millis(20)).await;
+        let slept = ctx.sleep_local(Duration::from_millis(sleep_ms));
+        let outcome = caller.unless_closed(&[s], slept).await;
+        // `Err(true)`: the connection to `s` closed.
+        ctx.note(format!("{:?}", outcome.map_err(|closed| closed == s)));
     })
-    .unwrap()
-    .history;
-    notes(&history)
 }
 
 /// A connection held to a server whose process dies is closed by its host: the client hears
@@ -290,27 +301,16 @@ fn a_connection_to_a_server_that_dies_is_closed_unless_cut_off() {
 #[test]
 fn a_kept_close_watch_hears_the_close_though_each_wait_is_cut_short() {
     use futures::future::{select, Either};
-    let spec = crashing_server(vec![], 5.0);
-    let history = simulate(&spec, |world| {
-        let net: Family = Net::new(world);
-        let s = add_server(world, &net, 0);
-        world.add_node("c", Role::Client, move |ctx| {
-            let net = net.clone();
-            async move {
-                let (caller, _) = endpoint(&net, &ctx);
-                let mut watch = caller.watch_close(s);
-                loop {
-                    let tick = std::pin::pin!(ctx.sleep_local(Duration::from_millis(2)));
-                    let closed = std::pin::pin!(watch.closed());
-                    if let Either::Right((closed, _)) = select(tick, closed).await {
-                        ctx.note(format!("closed: {}", closed == s));
-                        return;
-                    }
-                }
+    let notes = with_crashing_server(vec![], 5.0, 0, |ctx, caller, s| async move {
+        let mut watch = caller.watch_close(s);
+        loop {
+            let tick = std::pin::pin!(ctx.sleep_local(Duration::from_millis(2)));
+            let closed = std::pin::pin!(watch.closed());
+            if let Either::Right((closed, _)) = select(tick, closed).await {
+                ctx.note(format!("closed: {}", closed == s));
+                return;
             }
-        });
-    })
-    .unwrap()
-    .history;
-    assert_ended(notes(&history), "closed: true", 105);
+        }
+    });
+    assert_ended(notes, "closed: true", 105);
 }
