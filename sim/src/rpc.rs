@@ -186,6 +186,19 @@ enum CloseBacking {
 }
 
 impl CloseWatch {
+    /// `me`'s watch on its connection to `server` in the simulator.
+    fn sim(world: crate::World, me: NodeIdx, server: NodeIdx) -> CloseWatch {
+        let (key, reset) = world.watch_reset(me, server);
+        let backing = CloseBacking::Sim {
+            world,
+            me,
+            key,
+            reset: Some(reset),
+            heard_at_ns: None,
+        };
+        CloseWatch { server, backing }
+    }
+
     /// The server whose connection is watched.
     pub fn server(&self) -> NodeIdx {
         self.server
@@ -196,14 +209,24 @@ impl CloseWatch {
     /// and called again, it goes on where it was.
     pub async fn closed(&mut self) -> NodeIdx {
         self.reset().await;
-        if let CloseBacking::Sim {
-            world, heard_at_ns, ..
-        } = &self.backing
-        {
-            let left_ns = heard_at_ns.unwrap_or(0).saturating_sub(world.now_ns());
-            madsim::time::sleep(Duration::from_nanos(left_ns)).await;
+        if let Some(wait) = self.heard_in() {
+            madsim::time::sleep(wait).await;
         }
         self.server
+    }
+
+    /// In the simulator, once the death is known ([`CloseWatch::reset`]), how long until
+    /// the close is heard: until what the server sent before could have arrived. `None` live
+    /// (the close is heard as it happens) or before the death.
+    fn heard_in(&self) -> Option<Duration> {
+        match &self.backing {
+            CloseBacking::Sim {
+                world,
+                heard_at_ns: Some(at_ns),
+                ..
+            } => Some(Duration::from_nanos(at_ns.saturating_sub(world.now_ns()))),
+            _ => None,
+        }
     }
 
     /// Ends as soon as the connection is known to close: live, when it closed; in the
@@ -278,43 +301,29 @@ struct SimCaller<Req, Resp> {
 }
 
 impl<Req, Resp> SimCaller<Req, Resp> {
-    /// The reply to a call to `to`, if it comes within `timeout`. If `to`'s process dies
-    /// first (`reset`, [`crate::World::watch_reset`]), its host closes the connection: what
+    /// The reply to a call, if it comes within `timeout`. If the server's process dies
+    /// first (`close`, [`CloseWatch::reset`]), its host closes the connection: what
     /// it sent before still arrives first (TCP keeps the order), so the call ends once that
     /// could have come, the link's largest latency after the death, not at its timeout.
     async fn answer(
         &self,
-        to: NodeIdx,
         rx: oneshot::Receiver<Resp>,
-        (reset_key, reset): (u64, oneshot::Receiver<()>),
+        mut close: CloseWatch,
         timeout: Duration,
     ) -> Option<Resp> {
-        // The reset's receiver lives in this block only, so it goes before its sender does
-        // (`unwatch_reset`): still waiting, it would wake this task once more, a scheduling
-        // draw that would move every run's stream. No allocation: a call is a hot path.
+        // No allocation: a call is a hot path.
         let after_reset = {
-            // A reset dropped unsent (the caller was cut off from the dying server) never
-            // comes.
-            let reset = std::pin::pin!(async move {
-                if reset.await.is_err() {
-                    futures::future::pending::<()>().await;
-                }
-            });
+            let reset = std::pin::pin!(close.reset());
             match self.ctx.timeout_local(timeout, select(rx, reset)).await {
-                Some(Either::Left((reply, _))) => Either::Left(reply.ok()),
-                Some(Either::Right(((), rx))) => Either::Right(rx),
-                None => Either::Left(None),
+                Some(Either::Left((reply, _))) => return reply.ok(),
+                Some(Either::Right(((), rx))) => rx,
+                None => return None,
             }
         };
-        let world = self.ctx.world();
-        world.unwatch_reset(to, reset_key);
-        match after_reset {
-            Either::Left(reply) => reply,
-            Either::Right(rx) => {
-                let wait = world.reset_wait(to, self.ctx.idx());
-                madsim::time::timeout(wait, rx).await.ok()?.ok()
-            }
-        }
+        // Reset: what the server sent before the death still arrives first (TCP keeps the
+        // order).
+        let wait = close.heard_in().unwrap_or_default();
+        madsim::time::timeout(wait, after_reset).await.ok()?.ok()
     }
 }
 
@@ -588,9 +597,9 @@ where
         this.next_id.set(id + 1);
         let (tx, rx) = oneshot::channel();
         this.pending.borrow_mut().insert(id, tx);
-        let reset = world.watch_reset(me, to);
+        let close = CloseWatch::sim(world.clone(), me, to);
         this.net.send(me, to, Wire::Request { id, body });
-        let answer = this.answer(to, rx, reset, timeout).await;
+        let answer = this.answer(rx, close, timeout).await;
         this.pending.borrow_mut().remove(&id);
         answer.ok_or(RpcError::Timeout)
     }
@@ -605,15 +614,7 @@ where
         let backing = match &self.0 {
             CallerBacking::Live(link) => CloseBacking::Live(Some(link.closed(server))),
             CallerBacking::Sim(this) => {
-                let (world, me) = (this.ctx.world().clone(), this.ctx.idx());
-                let (key, reset) = world.watch_reset(me, server);
-                CloseBacking::Sim {
-                    world,
-                    me,
-                    key,
-                    reset: Some(reset),
-                    heard_at_ns: None,
-                }
+                return CloseWatch::sim(this.ctx.world().clone(), this.ctx.idx(), server);
             }
         };
         CloseWatch { server, backing }
