@@ -3746,6 +3746,8 @@ catalog_stories_live! {
         "zookeeper-curator-suspended-leader-crash";
     catalog_story_zookeeper_curator_session_policy_leader_crash =
         "zookeeper-curator-session-policy-leader-crash";
+    catalog_story_zookeeper_curator_suspended_rolling_restart =
+        "zookeeper-curator-suspended-rolling-restart";
     catalog_story_zookeeper_check_then_create = "zookeeper-check-then-create";
     catalog_story_redis_single_clock_jump = "redis-single-clock-jump";
     catalog_story_redlock_clock_jump = "redlock-clock-jump";

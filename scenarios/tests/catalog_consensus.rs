@@ -15,7 +15,7 @@
 //!   on some seeds (etcd-io/etcd#22082).
 
 use locksim_scenarios::Prepared;
-use locksim_sim::history::Op;
+use locksim_sim::history::{Event, Kind, Op};
 use locksim_sim::Verdict;
 
 use crate::common;
@@ -459,6 +459,123 @@ fn every_curator_client_hears_suspended_at_a_leader_crash_and_only_the_default_p
                 describe(&r)
             );
         }
+    }
+}
+
+/// Two Curator clients of a 3-server ensemble; c1 is 10-15 ms from the servers, so c2 locks
+/// first. c2 is connected to zk2 (its first server, zk1, had no leader yet when it connected),
+/// a follower, which is killed at 2 s.
+const FOLLOWER_CRASH: &str = r#"
+name = "zookeeper-curator-follower-crash"
+duration_ms = 10_000
+[protocol]
+name = "zookeeper"
+peers = 3
+session_timeout_ms = 6_000
+client = "curator"
+[workload]
+clients = 2
+cs_ms_min = 12_000
+cs_ms_max = 12_000
+think_ms_min = 10
+think_ms_max = 10
+check = "on_signal"
+[[network.links]]
+from = "c1"
+to = "zk1"
+latency_ms_min = 10.0
+latency_ms_max = 15.0
+[[network.links]]
+from = "c1"
+to = "zk2"
+latency_ms_min = 10.0
+latency_ms_max = 15.0
+[[network.links]]
+from = "c1"
+to = "zk3"
+latency_ms_min = 10.0
+latency_ms_max = 15.0
+[[faults]]
+kind = "crash"
+node = "zk2"
+at_ms = 2_000
+restart_after_ms = 4_000
+"#;
+
+/// A follower's crash: only the clients connected to it are Disconnected ([`FOLLOWER_CRASH`]).
+/// c2 hears the close within 10 ms of the kill and Curator's default policy aborts its
+/// work, though its session lives (no LOST); c1, on the leader, hears nothing and nobody is
+/// elected; c1 is granted once c2 let go. The session policy lets it pass: c2 works on. (Before
+/// clients had a server of their own, only the leader's crash closed their connections.)
+#[test]
+fn a_follower_crash_suspends_only_its_own_clients_and_the_default_policy_aborts_its_holder() {
+    let session = FOLLOWER_CRASH.replace(
+        "client = \"curator\"",
+        "client = \"curator\"\nerror_policy = \"session\"",
+    );
+    for (text, aborts) in [(FOLLOWER_CRASH.to_owned(), true), (session, false)] {
+        let p = parsed(&text, "zookeeper-curator-follower-crash.toml");
+        for seed in 1..=SEEDS {
+            let (r, history) = p.run_with_history(seed);
+            let at_ms = |index: u64| history[index as usize].time_ns / 1_000_000;
+            let closed =
+                |client| common::notes(&history, client, "connection closed by its server");
+            let c2_ms = closed("c2").first().map(|i| at_ms(*i));
+            assert!(
+                c2_ms.is_some_and(|ms| (2_000..=2_010).contains(&ms)),
+                "c2 Disconnected within 10 ms of its server's kill at 2000 ms, observed at \
+                 {c2_ms:?} ms: {}",
+                describe(&r)
+            );
+            let c1_closed = closed("c1").len();
+            let lost = common::notes(&history, "c2", "LOST").len();
+            let elected = history
+                .iter()
+                .filter(|e| e.time_ns >= 2_000_000_000)
+                .any(|e| (e.detail.as_deref()).is_some_and(|d| d.starts_with("leader of term")));
+            assert_eq!(
+                (c1_closed, lost, elected),
+                (0, 0, false),
+                "(c1's closes, c2's LOSTs, an election after the kill): {}",
+                describe(&r)
+            );
+            let aborted = !common::notes(&history, "c2", "work aborted").is_empty();
+            let granted = |client: &str| {
+                let grant =
+                    |e: &&Event| e.node == client && e.op == Op::Acquire && e.kind == Kind::Ok;
+                history.iter().filter(grant).count()
+            };
+            assert_eq!(
+                (aborted, granted("c1")),
+                (aborts, usize::from(aborts)),
+                "(c2 aborted, c1's grants): {}",
+                describe(&r)
+            );
+        }
+    }
+}
+
+/// A rolling restart: whichever server the holder is connected to goes down in turn, and
+/// Curator's default policy aborts the holder's work; the session policy keeps the lock.
+#[test]
+fn a_rolling_restart_aborts_curators_holder_under_the_default_policy_only() {
+    let file = "zookeeper-curator-suspended-rolling-restart.toml";
+    assert_expect_met(file);
+    let session = common::changed(
+        file,
+        "client = \"curator\"",
+        "client = \"curator\"\nerror_policy = \"session\"",
+    );
+    for seed in 1..=SEEDS {
+        let (r, history) = session.run_with_history(seed);
+        let aborted = common::notes(&history, "c1", "work aborted").len()
+            + common::notes(&history, "c2", "work aborted").len();
+        assert_eq!(
+            aborted,
+            0,
+            "no holder aborts under the session policy: {}",
+            describe(&r)
+        );
     }
 }
 

@@ -342,6 +342,16 @@ impl NetState {
         }
     }
 
+    /// Closes every connection a caller has open to `server` (the calls and watches
+    /// registered on it): each caller not cut off from it hears so.
+    pub(crate) fn close_connections(&mut self, server: NodeIdx) {
+        for (_, (from, reset)) in self.resets.waiting.remove(&server).unwrap_or_default() {
+            if !self.is_cut(server, from) {
+                let _ = reset.send(());
+            }
+        }
+    }
+
     /// The configured latencies of links between node `idx` (just added) and the nodes
     /// named in `names` (indexed by node): [`NetConfig::link`]'s.
     pub(crate) fn links_of(&self, idx: NodeIdx, names: &[&str]) -> Vec<(Link, (f64, f64))> {
@@ -612,11 +622,7 @@ impl Subsystem for NetState {
     /// Drops what its links hold, and resets the connections of the calls waiting on it: its
     /// host closes them as the process dies (each caller not cut off from it hears so).
     fn crash(&mut self, idx: NodeIdx) {
-        for (_, (from, reset)) in self.resets.waiting.remove(&idx).unwrap_or_default() {
-            if !self.is_cut(idx, from) {
-                let _ = reset.send(());
-            }
-        }
+        self.close_connections(idx);
         for (link, queue) in &mut self.held {
             if link.0 == idx || link.1 == idx {
                 self.stats.to_dead += queue.len() as u64;

@@ -294,6 +294,14 @@ impl World {
         self.state().net.largest_latency((server, caller))
     }
 
+    /// `server`'s process, alive, closes every connection its callers have open to it (a
+    /// ZooKeeper server that loses its leader closes its clients'): each caller not cut off
+    /// from it hears the close as at a death ([`crate::rpc::Caller::watch_close`]), once what
+    /// the server sent before could have arrived; a call waiting on it ends unanswered.
+    pub fn close_connections(&self, server: NodeIdx) {
+        self.state().net.close_connections(server);
+    }
+
     /// The call registered as `key` on `to` is over.
     pub(crate) fn unwatch_reset(&self, to: NodeIdx, key: u64) {
         self.state().net.unwatch_reset(to, key);

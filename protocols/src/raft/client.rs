@@ -70,6 +70,26 @@ where
         self.peers[*self.guess.borrow()]
     }
 
+    /// The number (from 0) of the peer the client talks to now.
+    pub fn peer_number(&self) -> usize {
+        *self.guess.borrow()
+    }
+
+    /// Talks to peer number `peer` from the next request on.
+    pub fn follow(&self, peer: usize) {
+        *self.guess.borrow_mut() = peer;
+    }
+
+    /// Whether every request goes to one peer first ([`Link::pinned`]).
+    pub fn is_pinned(&self) -> bool {
+        self.pinned.is_some()
+    }
+
+    /// How long one try of a request waits for its answer.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
     /// Three request timeouts (time for one redirection and one retry); pinned, one: the
     /// call's deadline.
     pub fn request_budget(&self) -> Duration {

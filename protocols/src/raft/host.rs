@@ -78,6 +78,9 @@ pub struct HostConfig {
     /// A follower hears its leader's process die and elects at once
     /// ([`HostConfig::electing_when_the_leader_dies`]).
     pub elects_when_the_leader_dies: bool,
+    /// A server closes its clients' connections when it loses its leader
+    /// ([`HostConfig::closing_clients_when_leaderless`]).
+    pub closes_clients_when_leaderless: bool,
 }
 
 impl HostConfig {
@@ -97,6 +100,7 @@ impl HostConfig {
             heartbeat_ticks: 1,
             ack_before_fsync,
             elects_when_the_leader_dies: false,
+            closes_clients_when_leaderless: false,
         }
     }
 
@@ -112,6 +116,20 @@ impl HostConfig {
     /// wins, as the most up-to-date server wins ZooKeeper's election.
     pub fn electing_when_the_leader_dies(mut self) -> Self {
         self.elects_when_the_leader_dies = true;
+        self
+    }
+
+    /// The same host whose servers serve clients only under a leader, as ZooKeeper's do: a
+    /// follower that loses its leader (its socket to it closed, or `syncLimit` ticks without
+    /// a word from it) and a leader that loses its quorum shut their server down, which closes
+    /// every client connection (`Learner.shutdown` and `Leader.shutdown` →
+    /// `closeAllConnections`), and refuse clients until a leader is elected. Here a peer
+    /// whose known leader (itself included) is no longer the one it served under closes every
+    /// connection a client holds to it ([`locksim_sim::World::close_connections`]); the
+    /// clients reconnect elsewhere. A cut-off follower loses its leader at Raft's election
+    /// timeout (its pre-vote), not after `syncLimit` ticks.
+    pub fn closing_clients_when_leaderless(mut self) -> Self {
+        self.closes_clients_when_leaderless = true;
         self
     }
 
@@ -353,6 +371,7 @@ async fn run<S: Service>(
         leaders,
         reads: BTreeMap::new(),
         leader_watch: None,
+        serving_under: raft::INVALID_ID,
     };
     while let Some(input) = host.next_input(&mut inputs).await {
         if outside_loop && ctx.loop_stalled_for().is_some() {
@@ -525,6 +544,8 @@ struct Host<S: Service> {
     reads: BTreeMap<u64, (NodeIdx, u64, S::Req)>,
     /// The watch on the leader's connection, where followers hear their leader die.
     leader_watch: Option<CloseWatch>,
+    /// The leader this peer serves clients under (its Raft id; `INVALID_ID`: none yet).
+    serving_under: u64,
 }
 
 fn env(peer: &Peer, from: NodeIdx, id: u64) -> Env<'_> {
@@ -784,6 +805,7 @@ impl<S: Service> Host<S> {
     }
 
     fn role_check(&mut self) {
+        self.leader_check();
         let leading = self.peer.raw.raft.state == StateRole::Leader;
         if leading == self.peer.leading {
             return;
@@ -820,6 +842,22 @@ impl<S: Service> Host<S> {
         }
         let me = self.peer.ctx.idx();
         self.service.role_changed(&env(&self.peer, me, 0));
+    }
+
+    /// Where servers serve clients only under a leader
+    /// ([`HostConfig::closing_clients_when_leaderless`]): once the leader this peer served
+    /// under is no longer the one it knows, every client connection to it is closed.
+    fn leader_check(&mut self) {
+        let leader = self.peer.raw.raft.leader_id;
+        let before = std::mem::replace(&mut self.serving_under, leader);
+        let lost = before != leader && before != raft::INVALID_ID;
+        if !(lost && self.peer.config.closes_clients_when_leaderless) {
+            return;
+        }
+        let ctx = &self.peer.ctx;
+        ctx.world().close_connections(ctx.idx());
+        let why = format!("leader {before} lost: every client connection closed");
+        ctx.event("clients-closed", None, why);
     }
 
     fn serve_reads(&mut self) {

@@ -7,11 +7,10 @@ use super::tree::{Req, Resp};
 use crate::protocol::{Acquired, Grant, LockClient, LostSignal, Outcome, Validity};
 use crate::raft::client::Link as RaftLink;
 use async_trait::async_trait;
-use locksim_sim::NodeIdx;
 use rand::Rng;
 
 use futures::channel::oneshot;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -42,9 +41,9 @@ struct Suspended {
 }
 
 type SharedSession = Rc<RefCell<Option<Session>>>;
-/// Who leads the ensemble now, as the simulator knows it (`None` live: a real follower
-/// closes its clients' connections itself when it loses its leader).
-pub type LeaderOf = Rc<dyn Fn() -> Option<NodeIdx>>;
+/// The server (its number, from 0) the client's connection is to: a `ClientCnxn` is
+/// connected to one server at a time, and moves to the next on every reconnection.
+type Server = Rc<Cell<usize>>;
 /// The current grant's lost-lock signal (the application's connection-state listener, on
 /// Curator's or kazoo's states).
 type SharedSignal = Rc<RefCell<Option<LostSignal>>>;
@@ -54,19 +53,19 @@ pub struct ZkClient {
     link: Rc<Link>,
     session: SharedSession,
     signal: SharedSignal,
-    leader: Option<LeaderOf>,
+    server: Server,
 }
 
 impl ZkClient {
-    /// A client with no session yet, talking to the cluster through `link`; `leader` (the
-    /// simulator's) names the server whose death its server follows by closing its clients'
-    /// connections (`connection_ends`).
-    pub fn new(link: Link, leader: Option<LeaderOf>) -> Self {
+    /// A client with no session yet, talking to the cluster through `link`, connected first
+    /// to the server the link tries first (clients spread over the ensemble).
+    pub fn new(link: Link) -> Self {
+        let server = Rc::new(Cell::new(link.peer_number()));
         ZkClient {
             link: Rc::new(link),
             session: Rc::default(),
             signal: Rc::default(),
-            leader,
+            server,
         }
     }
 
@@ -78,7 +77,7 @@ impl ZkClient {
         let req = Req::CreateSession {
             timeout_ms: self.link.params.session_timeout_ms,
         };
-        match self.link.call(req, self.link.request_budget()).await {
+        match connect(&self.link, &self.server, req, self.link.request_budget()).await {
             Some(Resp::Session(id)) => {
                 *self.session.borrow_mut() = Some(Session {
                     id,
@@ -87,7 +86,7 @@ impl ZkClient {
                     held: vec![],
                 });
                 let shared = (self.session.clone(), self.signal.clone());
-                spawn_pinger(self.link.clone(), shared, self.leader.clone(), id);
+                spawn_pinger(self.link.clone(), shared, self.server.clone(), id);
                 Ok(id)
             }
             _ => Err(Acquired::Unknown("no answer to createSession".into())),
@@ -391,21 +390,60 @@ impl ZkClient {
     }
 }
 
-/// The servers whose end closes the client's connection: the server it talks to and, in the
-/// simulator, the leader that server follows. A ZooKeeper follower that loses its leader
-/// closes every client connection at once (`Learner.shutdown` → `closeAllConnections`, when
-/// its socket to the leader ends) and looks for a new one; a client of the leader's own
-/// hears its socket close. Either way the client is `Disconnected` (Curator: `SUSPENDED`)
-/// at once, not two thirds of the timeout later. The model's servers do not close their
-/// clients' connections themselves, so the client watches the leader too.
-fn connection_ends(link: &Link, leader: &Option<LeaderOf>) -> Vec<NodeIdx> {
-    let mut ends = vec![link.peer()];
-    if let Some(leader) = leader.as_ref().and_then(|l| l()) {
-        if leader != ends[0] {
-            ends.push(leader);
+/// Opens the client's connection as `ZooKeeper`'s handle does and sends `req` on it: to the
+/// client's server, or, if it refuses (its process is down) or does not serve (no leader:
+/// an election), the next one. A follower forwards the request to the leader (here a
+/// redirection: the client is sent on, and talks to the leader from then on), while its
+/// connection stays with the follower. The answer, if one came within `budget`. A pinned
+/// link (local reads) sends through the link, to its one server.
+async fn connect(link: &Link, server: &Cell<usize>, req: Req, budget: Duration) -> Option<Resp> {
+    if link.is_pinned() {
+        return link.call(req, budget).await;
+    }
+    let deadline = link.ctx.mono_now() + budget;
+    while link.ctx.mono_now() < deadline {
+        let at = server.get();
+        let answer = (link.caller)
+            .call(link.peers[at], req.clone(), link.request_timeout())
+            .await;
+        // Refused or unanswered: the next server at once; no leader: after a pause.
+        let electing = match answer {
+            Ok(Resp::NotLeader(Some(leader))) if leader != at => {
+                link.follow(leader);
+                let left = deadline.saturating_sub(link.ctx.mono_now());
+                return link.call(req, left).await;
+            }
+            Ok(Resp::NotLeader(_)) => true,
+            Err(_) => false,
+            Ok(resp) => return Some(resp),
+        };
+        let next = (at + 1) % link.peers.len();
+        server.set(next);
+        link.follow(next);
+        if electing {
+            // Do not spin.
+            link.ctx.sleep_local(Duration::from_millis(20)).await;
         }
     }
-    ends
+    None
+}
+
+/// One reconnection try, as `ClientCnxn`'s: to the next server (`StaticHostProvider.next`),
+/// and on as [`connect`] goes (a server down, or without a leader, does not serve); the one
+/// that serves says whether the session lives (a follower asks the leader).
+async fn reconnect(
+    link: &Link,
+    server: &Cell<usize>,
+    session: u64,
+    budget: Duration,
+) -> Option<Resp> {
+    if !link.is_pinned() {
+        server.set((server.get() + 1) % link.peers.len());
+    }
+    let answer = connect(link, server, Req::Ping { session }, budget);
+    // Bounded here too (the link's last try may outlast its budget), so Curator's LOST
+    // comes on time.
+    link.ctx.timeout_local(budget, answer).await.flatten()
 }
 
 /// Notes a connection state and raises the grant's signal where the error policy counts it
@@ -427,7 +465,9 @@ fn report(link: &Link, signal: &SharedSignal, session: &mut Option<Session>, sta
     lost
 }
 
-/// The connection was closed by its server's side ([`connection_ends`]): `Disconnected` now.
+/// The connection was closed by its server's side (its process died, or it lost its
+/// leader: [`crate::raft::host::HostConfig::closing_clients_when_leaderless`]):
+/// `Disconnected` now, and so `SUSPENDED` at once, not two thirds of the timeout later.
 fn disconnected(link: &Link, live: &mut Session) -> State {
     let (mono, wall_ms) = (link.ctx.mono_now(), link.ctx.wall_ms());
     live.suspended = Some(Suspended { mono, wall_ms });
@@ -463,12 +503,7 @@ fn heard(
     }
 }
 
-fn spawn_pinger(
-    link: Rc<Link>,
-    shared: (SharedSession, SharedSignal),
-    leader: Option<LeaderOf>,
-    id: u64,
-) {
+fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), server: Server, id: u64) {
     let ctx = link.ctx.clone();
     let (session, signal) = shared;
     ctx.spawn(async move {
@@ -483,7 +518,7 @@ fn spawn_pinger(
             let wall_due_ms = by_wall.then(|| link.ctx.wall_ms() + wait.as_millis() as i64);
             let ends = match reconnecting {
                 true => vec![],
-                false => connection_ends(&link, &leader),
+                false => vec![link.peers[server.get()]],
             };
             let slept = link.caller.unless_closed(&ends, link.ctx.sleep_local(wait));
             if slept.await.is_err() {
@@ -503,13 +538,11 @@ fn spawn_pinger(
                 return;
             }
             let sent = link.ctx.mono_now();
-            // Reconnecting, bounded here too (the link's last try may outlast its budget),
-            // so Curator's LOST comes on time.
             let ping = link.call(Req::Ping { session: id }, budget);
             let answer = match (closed, reconnecting, budget.is_zero()) {
                 (Some(closed), _, _) => Ok(Some(closed)),
                 (None, _, true) => Ok(None),
-                (None, true, false) => Ok(link.ctx.timeout_local(budget, ping).await.flatten()),
+                (None, true, false) => Ok(reconnect(&link, &server, id, budget).await),
                 // A connection closed while the ping is out is Disconnected too.
                 (None, false, false) => link.caller.unless_closed(&ends, ping).await,
             };

@@ -72,13 +72,17 @@
 //! tenth of the session timeout) are looked at on every tick of the replicated log
 //! (`tick_ms`), so a bucket expires up to one such tick late. ZooKeeper replicates with Zab,
 //! not Raft; both are a leader-based, totally ordered log with majority commit, and the
-//! recipe depends only on that. Pings go to the leader (confirmed by ReadIndex) instead of
-//! to the connected server, which in ZooKeeper relays session touches to the leader. The
-//! client's connection is to the server it talks to now ([`Link::peer`]: the leader once a
-//! request was redirected, the pinned server with `local_reads`) and closes when that
-//! server's process or the leader's dies (`client::connection_ends`); a follower cut off from
-//! its leader, which closes its clients' connections after `syncLimit` ticks, is not
-//! modelled: its clients are `SUSPENDED` by the silence. Child
+//! recipe depends only on that. A client is connected to one server (first `ctx.idx() %
+//! peers`, so clients spread over the ensemble; each reconnection tries the next one, as
+//! `StaticHostProvider` does, passing over a server that is down or has no leader), and its
+//! connection closes when that server's process dies or the server loses its leader
+//! ([`crate::raft::host::HostConfig::closing_clients_when_leaderless`]; a cut-off follower at
+//! Raft's election timeout, not after `syncLimit` ticks). Its requests, though, are answered
+//! by the leader: the connected follower's "not leader" stands for its forwarding, and the
+//! client talks to the leader from then on; pings go to the leader (confirmed by ReadIndex)
+//! instead of being answered by the connected server, which in ZooKeeper relays session
+//! touches to the leader. So a client cut off from its own server alone, the leader still in
+//! reach, keeps being answered, where a real one is `SUSPENDED` by the silence. Child
 //! listings are linearizable by default (ReadIndex through the leader), which no ZooKeeper
 //! read is; with `local_reads` each client talks to one server (`ctx.idx() % peers`, the
 //! pinned link), which answers its listings and watches from its own applied state and
@@ -112,10 +116,8 @@ use crate::raft::client::Link;
 use crate::raft::host::{start_cluster, Cluster};
 use client::ZkClient;
 use locksim_sim::nemesis::ROLE_LEADER;
-use locksim_sim::rpc::Links;
 use locksim_sim::{NodeCtx, World};
 pub use params::{Params, Variant};
-use std::rc::Rc;
 use std::time::Duration;
 use tree::{Req, Resp, Tree};
 
@@ -184,15 +186,6 @@ impl Protocol for ZooKeeper {
         } else {
             link
         };
-        // The simulator's leader, whose death closes its followers' client connections; live,
-        // the real servers close them.
-        let leader: Option<client::LeaderOf> = match &cluster.clients {
-            Links::Sim(_) => {
-                let world = ctx.world().clone();
-                Some(Rc::new(move || world.who(ROLE_LEADER)))
-            }
-            Links::Live(_) => None,
-        };
-        ZkClient::new(link, leader)
+        ZkClient::new(link)
     }
 }

@@ -212,6 +212,7 @@ impl Params {
     pub fn host(&self) -> HostConfig {
         HostConfig::named("zk", self.peers, self.tick_ms, self.election_ticks, false)
             .electing_when_the_leader_dies()
+            .closing_clients_when_leaderless()
     }
 
     /// The session timeout.
