@@ -52,9 +52,10 @@ sweep() {
   printf '%-72s %8s seeds %6s not met (%s by a violation) %8.1f s\n' "$file" \
     "$(wc -l <"$out")" "$unmet" "$violated" "$(echo "$end - $start" | bc)"
   if [ "$unmet" -gt "$violated" ]; then
-    grep '"expect_met":false' "$out" | grep -v 'expected holds, got violated' | head -1 |
+    # `head` closes the pipe early: the greps' SIGPIPE must not end the census (pipefail).
+    { grep '"expect_met":false' "$out" | grep -v 'expected holds, got violated' | head -1 |
       grep -oE '"seed":[0-9]+|"expect_unmet":\[[^]]*\]' | tr '\n' ' ' |
-      sed 's/^/  first not met otherwise: /'
+      sed 's/^/  first not met otherwise: /'; } || true
     echo
   fi
 }

@@ -463,8 +463,8 @@ fn every_curator_client_hears_suspended_at_a_leader_crash_and_only_the_default_p
 }
 
 /// Two Curator clients of a 3-server ensemble; c1 is 10-15 ms from the servers, so c2 locks
-/// first. c2 is connected to zk2 (its first server, zk1, had no leader yet when it connected),
-/// a follower, which is killed at 2 s.
+/// first. c2 is connected to zk1 (clients spread over the servers: c1 on zk3, the first
+/// leader, c2 on zk1), a follower, which is killed at 2 s.
 const FOLLOWER_CRASH: &str = r#"
 name = "zookeeper-curator-follower-crash"
 duration_ms = 10_000
@@ -497,7 +497,7 @@ latency_ms_min = 10.0
 latency_ms_max = 15.0
 [[faults]]
 kind = "crash"
-node = "zk2"
+node = "zk1"
 at_ms = 2_000
 restart_after_ms = 4_000
 "#;

@@ -112,8 +112,10 @@ impl HostConfig {
     /// waits out its election timeout. Here a follower not cut off from its dying leader
     /// forgets it (so it grants votes at once: no leader lease) and campaigns at its first
     /// tick after [`FINALIZE_WAIT`] and as many more ticks as its rank among the survivors'
-    /// ids: distinct ranks, no split vote, and the first survivor whose log is up to date
-    /// wins, as the most up-to-date server wins ZooKeeper's election.
+    /// ids, the highest first: distinct ranks, no split vote, and the first survivor whose log
+    /// is up to date wins, as Fast Leader Election orders its votes by zxid and then server
+    /// id. A fresh cluster's first candidate is its highest id too (live, a fresh 3.8
+    /// ensemble of three elects `zk3`).
     pub fn electing_when_the_leader_dies(mut self) -> Self {
         self.elects_when_the_leader_dies = true;
         self
@@ -428,8 +430,19 @@ impl Peer {
         watching.then(|| self.nodes[leader as usize - 1])
     }
 
+    /// The peer a new cluster elects first: peer 1, or where the survivors of a dead leader
+    /// elect as ZooKeeper's do, the highest id (Fast Leader Election orders votes by epoch,
+    /// zxid and then server id: a fresh ensemble elects its highest id).
+    fn first_candidate(&self) -> u64 {
+        match self.config.elects_when_the_leader_dies {
+            true => self.config.peers.len() as u64,
+            false => 1,
+        }
+    }
+
     /// The leader's process died: forget it (no lease left to refuse votes by) and campaign
-    /// after [`FINALIZE_WAIT`] and as many ticks as this peer's rank among the survivors' ids.
+    /// after [`FINALIZE_WAIT`] and as many ticks as this peer's rank among the survivors' ids,
+    /// the highest first (Fast Leader Election's order among servers as up to date).
     fn leader_gone(&mut self, gone: NodeIdx) {
         let leader = self.raw.raft.leader_id;
         if leader == raft::INVALID_ID || self.nodes[leader as usize - 1] != gone {
@@ -437,7 +450,9 @@ impl Peer {
         }
         let term = self.raw.raft.term;
         self.raw.raft.become_follower(term, raft::INVALID_ID);
-        let survivors = (1..=self.nodes.len() as u64).filter(|id| *id != leader);
+        let survivors = (1..=self.nodes.len() as u64)
+            .rev()
+            .filter(|id| *id != leader);
         let rank = survivors.take_while(|id| *id != self.id).count() as u64;
         let wait = FINALIZE_WAIT + Duration::from_millis(self.config.tick_ms * rank);
         self.campaign_at = Some(self.ctx.mono_now() + wait);
@@ -496,9 +511,9 @@ impl Peer {
             campaign_at: None,
         };
         peer.override_election_timeout();
-        if fresh && id == 1 {
-            // A new cluster is bootstrapped with peer 1 as its first candidate, so runs do
-            // not spend their first second electing; later elections are Raft's own.
+        if fresh && id == peer.first_candidate() {
+            // A new cluster is bootstrapped with one first candidate, so runs do not spend
+            // their first second electing; later elections are Raft's own.
             peer.raw.campaign().expect("campaign");
         }
         peer

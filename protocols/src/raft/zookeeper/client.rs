@@ -391,11 +391,13 @@ impl ZkClient {
 }
 
 /// Opens the client's connection as `ZooKeeper`'s handle does and sends `req` on it: to the
-/// client's server, or, if it refuses (its process is down) or does not serve (no leader:
-/// an election), the next one. A follower forwards the request to the leader (here a
-/// redirection: the client is sent on, and talks to the leader from then on), while its
-/// connection stays with the follower. The answer, if one came within `budget`. A pinned
-/// link (local reads) sends through the link, to its one server.
+/// client's server, or, if it refuses (its process is down) or does not answer, the next
+/// one; a server electing is asked again after a pause (a real one refuses until it has a
+/// leader, and the client goes round the others, which are electing too). A follower
+/// forwards the request to the leader (here a redirection: the client is sent on, and talks
+/// to the leader from then on), while its connection stays with the follower. The answer, if
+/// one came within `budget`. A pinned link (local reads) sends through the link, to its one
+/// server.
 async fn connect(link: &Link, server: &Cell<usize>, req: Req, budget: Duration) -> Option<Resp> {
     if link.is_pinned() {
         return link.call(req, budget).await;
@@ -406,31 +408,30 @@ async fn connect(link: &Link, server: &Cell<usize>, req: Req, budget: Duration) 
         let answer = (link.caller)
             .call(link.peers[at], req.clone(), link.request_timeout())
             .await;
-        // Refused or unanswered: the next server at once; no leader: after a pause.
-        let electing = match answer {
+        match answer {
             Ok(Resp::NotLeader(Some(leader))) if leader != at => {
                 link.follow(leader);
                 let left = deadline.saturating_sub(link.ctx.mono_now());
                 return link.call(req, left).await;
             }
-            Ok(Resp::NotLeader(_)) => true,
-            Err(_) => false,
+            // Electing (a leader not yet established included): the same server after a
+            // pause, not a spin.
+            Ok(Resp::NotLeader(_)) => link.ctx.sleep_local(Duration::from_millis(20)).await,
+            // Refused or unanswered: the next server at once.
+            Err(_) => {
+                let next = (at + 1) % link.peers.len();
+                server.set(next);
+                link.follow(next);
+            }
             Ok(resp) => return Some(resp),
-        };
-        let next = (at + 1) % link.peers.len();
-        server.set(next);
-        link.follow(next);
-        if electing {
-            // Do not spin.
-            link.ctx.sleep_local(Duration::from_millis(20)).await;
         }
     }
     None
 }
 
 /// One reconnection try, as `ClientCnxn`'s: to the next server (`StaticHostProvider.next`),
-/// and on as [`connect`] goes (a server down, or without a leader, does not serve); the one
-/// that serves says whether the session lives (a follower asks the leader).
+/// and on as [`connect`] goes (past a server that is down); the one that serves says whether
+/// the session lives (a follower asks the leader).
 async fn reconnect(
     link: &Link,
     server: &Cell<usize>,
