@@ -314,3 +314,50 @@ fn a_kept_close_watch_hears_the_close_though_each_wait_is_cut_short() {
     });
     assert_ended(notes, "closed: true", 105);
 }
+
+/// A live server that closes its clients' connections ([`locksim_sim::World::close_connections`],
+/// as a ZooKeeper server that loses its leader does): a call waiting on it ends unanswered once
+/// what the server sent before could have arrived (the close at 100 ms, heard at 105, not the
+/// answer due at 410), and the server, alive, answers the next call (it serves one request at
+/// a time: the first one's 400 ms end at 405, the next one's at 805, heard at 810). A crash
+/// would leave the next call unanswered.
+#[test]
+fn a_live_server_that_closes_its_connections_ends_the_calls_waiting_and_answers_the_next() {
+    let spec = SimSpec {
+        seed: 1,
+        duration_ms: 2_000,
+        network: NetConfig {
+            latency_ms_min: 5.0,
+            latency_ms_max: 5.0,
+            ..NetConfig::default()
+        },
+        ..SimSpec::default()
+    };
+    let history = simulate(&spec, |world| {
+        let net: Family = Net::new(world);
+        let s = add_server(world, &net, 400);
+        let closer = world.clone();
+        world.spawn_on_nemesis(async move {
+            madsim::time::sleep(Duration::from_millis(100)).await;
+            closer.close_connections(s);
+        });
+        world.add_node("c", Role::Client, move |ctx| {
+            let net = net.clone();
+            async move {
+                let (caller, _) = endpoint(&net, &ctx);
+                let call = caller.call(s, 0, Duration::from_millis(1_000));
+                let answer = caller.unless_closed(&[s], call).await;
+                ctx.note(format!("first closed: {}", answer == Err(s)));
+                let next = caller.call(s, 1, Duration::from_millis(1_000)).await;
+                ctx.note(format!("next: {next:?}"));
+            }
+        });
+    })
+    .unwrap()
+    .history;
+    let expected = [
+        ("first closed: true".to_string(), 105),
+        ("next: Ok(\"ok\")".to_string(), 810),
+    ];
+    assert_eq!(notes(&history), expected, "expected, then observed");
+}
