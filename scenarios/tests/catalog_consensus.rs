@@ -555,6 +555,45 @@ fn a_follower_crash_suspends_only_its_own_clients_and_the_default_policy_aborts_
     }
 }
 
+/// [`FOLLOWER_CRASH`]'s clients with c2, the holder, cut off from its own server (zk1) alone
+/// from 2 s for 6 s, the leader (zk3) still in reach: its pings go to its server, so the
+/// silence suspends it two thirds of the 6 s timeout after its last answer (a ping every 2
+/// s: between 2 and 6 s), and it reconnects through the next server within about a second;
+/// Curator's default policy aborts its work, and its session lives (no LOST). (When pings went
+/// to the leader, the cut went unnoticed.)
+#[test]
+fn a_client_cut_off_from_its_own_server_alone_is_suspended_and_moves_on() {
+    let crash = "kind = \"crash\"\nnode = \"zk1\"\nat_ms = 2_000\nrestart_after_ms = 4_000";
+    assert!(FOLLOWER_CRASH.contains(crash));
+    let cut =
+        "kind = \"partition\"\nat_ms = 2_000\nduration_ms = 6_000\ngroups = [[\"c2\"], [\"zk1\"]]";
+    let p = parsed(
+        &FOLLOWER_CRASH.replace(crash, cut),
+        "zookeeper-curator-own-server-cut.toml",
+    );
+    for seed in 1..=SEEDS {
+        let (r, history) = p.run_with_history(seed);
+        let at_ms = |notes: Vec<u64>| {
+            notes
+                .first()
+                .map(|i| history[*i as usize].time_ns / 1_000_000)
+        };
+        let suspended = at_ms(common::notes(&history, "c2", "connection lost (SUSPENDED)"));
+        let restored = at_ms(common::notes(&history, "c2", "connection restored"));
+        let lost = common::notes(&history, "c2", "LOST").len();
+        let aborted = common::notes(&history, "c2", "work aborted").len();
+        let in_time = suspended.is_some_and(|s| (2_000..=6_100).contains(&s))
+            && restored
+                .is_some_and(|back| suspended.is_some_and(|s| back > s && back <= s + 1_500));
+        assert!(
+            in_time && lost == 0 && aborted == 1,
+            "c2 SUSPENDED at 2000-6100 ms, back within 1.5 s, no LOST, one abort; observed \
+             SUSPENDED {suspended:?}, back {restored:?}, {lost} LOST, {aborted} aborts: {}",
+            describe(&r)
+        );
+    }
+}
+
 /// A rolling restart: whichever server the holder is connected to goes down in turn, and
 /// Curator's default policy aborts the holder's work; the session policy keeps the lock.
 #[test]

@@ -429,6 +429,37 @@ async fn connect(link: &Link, server: &Cell<usize>, req: Req, budget: Duration) 
     None
 }
 
+/// A ping on the client's connection, to the server it is connected to (peer number `at`),
+/// so that silence on that connection, not the leader's, suspends the client: a follower
+/// forwards it to the leader (a redirection here; a ZooKeeper follower answers it and relays
+/// the session's touch). A try unanswered within the request timeout is sent again to the
+/// same server (TCP retransmits; the client moves to another server only on reconnecting). A
+/// server without a leader does not answer (it closes its clients' connections).
+async fn ping_server(link: &Link, at: usize, session: u64, budget: Duration) -> Option<Resp> {
+    let ping = Req::Ping { session };
+    if link.is_pinned() {
+        return link.call(ping, budget).await;
+    }
+    let deadline = link.ctx.mono_now() + budget;
+    while let Some(left) = deadline
+        .checked_sub(link.ctx.mono_now())
+        .filter(|l| !l.is_zero())
+    {
+        let wait = left.min(link.request_timeout());
+        match link.caller.call(link.peers[at], ping.clone(), wait).await {
+            Ok(Resp::NotLeader(Some(leader))) if leader != at => {
+                link.follow(leader);
+                let left = deadline.saturating_sub(link.ctx.mono_now());
+                return link.call(ping, left).await;
+            }
+            Ok(Resp::NotLeader(_)) => return None,
+            Ok(resp) => return Some(resp),
+            Err(_) => {}
+        }
+    }
+    None
+}
+
 /// One reconnection try, as `ClientCnxn`'s: to the next server (`StaticHostProvider.next`),
 /// and on as [`connect`] goes (past a server that is down); the one that serves says whether
 /// the session lives (a follower asks the leader).
@@ -539,7 +570,7 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), server: S
                 return;
             }
             let sent = link.ctx.mono_now();
-            let ping = link.call(Req::Ping { session: id }, budget);
+            let ping = ping_server(&link, server.get(), id, budget);
             let answer = match (closed, reconnecting, budget.is_zero()) {
                 (Some(closed), _, _) => Ok(Some(closed)),
                 (None, _, true) => Ok(None),

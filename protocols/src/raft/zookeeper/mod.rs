@@ -77,12 +77,13 @@
 //! `StaticHostProvider` does, passing over a server that is down or has no leader), and its
 //! connection closes when that server's process dies or the server loses its leader
 //! ([`crate::raft::host::HostConfig::closing_clients_when_leaderless`]; a cut-off follower at
-//! Raft's election timeout, not after `syncLimit` ticks). Its requests, though, are answered
-//! by the leader: the connected follower's "not leader" stands for its forwarding, and the
-//! client talks to the leader from then on; pings go to the leader (confirmed by ReadIndex)
-//! instead of being answered by the connected server, which in ZooKeeper relays session
-//! touches to the leader. So a client cut off from its own server alone, the leader still in
-//! reach, keeps being answered, where a real one is `SUSPENDED` by the silence. Child
+//! Raft's election timeout, not after `syncLimit` ticks). Its pings go to that server, so
+//! silence on its own connection suspends it; a follower's "not leader" stands for its
+//! forwarding (a ZooKeeper follower answers a ping itself and relays the session's touch to the
+//! leader), and the leader answers, confirmed by ReadIndex. Its other requests are answered by
+//! the leader too, which the client talks to directly after the first redirection: a client
+//! cut off from its own server alone is suspended by its pings' silence and moves on, but a
+//! request it sends meanwhile still reaches the leader. Child
 //! listings are linearizable by default (ReadIndex through the leader), which no ZooKeeper
 //! read is; with `local_reads` each client talks to one server (`ctx.idx() % peers`, the
 //! pinned link), which answers its listings and watches from its own applied state and
