@@ -563,7 +563,7 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), server: S
                 continue;
             }
             let closed = match wall_due_ms {
-                Some(due_ms) => wait_for_wall(&link, id, due_ms).await,
+                Some(due_ms) => wait_for_wall(&link, server.get(), id, due_ms).await,
                 None => None,
             };
             if !current(&session.borrow()) {
@@ -603,16 +603,16 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), server: S
 /// closes the session's connection meanwhile (it expired), kazoo wakes, reconnects and
 /// hears `Expired`, which is returned. Without a step the wall clock has moved as far as the
 /// monotonic one, and nothing more is waited.
-async fn wait_for_wall(link: &Link, session: u64, due_ms: i64) -> Option<Resp> {
+async fn wait_for_wall(link: &Link, at: usize, session: u64, due_ms: i64) -> Option<Resp> {
     loop {
         let behind_ms = due_ms - link.ctx.wall_ms();
         if behind_ms <= 0 {
             return None;
         }
         let behind = Duration::from_millis(behind_ms as u64);
-        // On the connection the client has, to the server it talks to now: no redirection,
-        // no other server tried.
-        let close = (link.caller).call(link.peer(), Req::AwaitClose { session }, behind);
+        // On the connection the client has, to the server it is connected to (peer number
+        // `at`), which closes it when it applies the session's close: no other server tried.
+        let close = (link.caller).call(link.peers[at], Req::AwaitClose { session }, behind);
         if let Some(Ok(Resp::Expired)) = link.ctx.timeout_local(behind, close).await {
             return Some(Resp::Expired);
         }
