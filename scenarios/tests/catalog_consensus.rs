@@ -462,6 +462,10 @@ fn every_curator_client_hears_suspended_at_a_leader_crash_and_only_the_default_p
     }
 }
 
+/// A Curator client's line in `[protocol]`, and the same under the session error policy.
+const CURATOR: &str = "client = \"curator\"";
+const CURATOR_SESSION_POLICY: &str = "client = \"curator\"\nerror_policy = \"session\"";
+
 /// Two Curator clients of a 3-server ensemble; c1 is 10-15 ms from the servers, so c2 locks
 /// first. c2 is connected to zk1 (clients spread over the servers: c1 on zk3, the first
 /// leader, c2 on zk1), a follower, which is killed at 2 s.
@@ -509,10 +513,7 @@ restart_after_ms = 4_000
 /// clients had a server of their own, only the leader's crash closed their connections.)
 #[test]
 fn a_follower_crash_suspends_only_its_own_clients_and_the_default_policy_aborts_its_holder() {
-    let session = FOLLOWER_CRASH.replace(
-        "client = \"curator\"",
-        "client = \"curator\"\nerror_policy = \"session\"",
-    );
+    let session = FOLLOWER_CRASH.replace(CURATOR, CURATOR_SESSION_POLICY);
     for (text, aborts) in [(FOLLOWER_CRASH.to_owned(), true), (session, false)] {
         let p = parsed(&text, "zookeeper-curator-follower-crash.toml");
         for seed in 1..=SEEDS {
@@ -600,11 +601,7 @@ fn a_client_cut_off_from_its_own_server_alone_is_suspended_and_moves_on() {
 fn a_rolling_restart_aborts_curators_holder_under_the_default_policy_only() {
     let file = "zookeeper-curator-suspended-rolling-restart.toml";
     assert_expect_met(file);
-    let session = common::changed(
-        file,
-        "client = \"curator\"",
-        "client = \"curator\"\nerror_policy = \"session\"",
-    );
+    let session = common::changed(file, CURATOR, CURATOR_SESSION_POLICY);
     for seed in 1..=SEEDS {
         let (r, history) = session.run_with_history(seed);
         let aborted = common::notes(&history, "c1", "work aborted").len()

@@ -620,28 +620,24 @@ where
         CloseWatch { server, backing }
     }
 
-    /// Runs `future` unless the connection to one of `servers` is closed by the server's side
-    /// first ([`Caller::watch_close`]): `Ok` with its output, or `Err` with the server whose
-    /// connection closed. `future` is dropped when a connection closes.
+    /// Runs `future` unless the connection to `server` is closed by the server's side first
+    /// ([`Caller::watch_close`]): `Ok` with its output, or `Err` with the server. `future` is
+    /// dropped when the connection closes.
     pub async fn unless_closed<F: Future>(
         &self,
-        servers: &[NodeIdx],
+        server: NodeIdx,
         future: F,
     ) -> Result<F::Output, NodeIdx> {
-        if servers.is_empty() {
-            return Ok(future.await);
-        }
-        let mut watches: Vec<CloseWatch> = servers.iter().map(|s| self.watch_close(*s)).collect();
+        let mut watch = self.watch_close(server);
         // A death known wins over `future`, though what the server sent before is still on
         // its way: the close is waited for after `future` is dropped.
-        let closing = {
-            let resets = watches.iter_mut().map(|w| Box::pin(w.reset()));
-            match select(std::pin::pin!(future), futures::future::select_all(resets)).await {
-                Either::Left((output, _)) => return Ok(output),
-                Either::Right((((), i, _), _)) => i,
+        {
+            let reset = std::pin::pin!(watch.reset());
+            if let Either::Left((output, _)) = select(std::pin::pin!(future), reset).await {
+                return Ok(output);
             }
-        };
-        Err(watches[closing].closed().await)
+        }
+        Err(watch.closed().await)
     }
 
     /// Answers request `id` from `to`.

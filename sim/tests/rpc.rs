@@ -273,7 +273,7 @@ fn wait_unless_closed(sleep_ms: u64, faults: Vec<Fault>) -> Vec<(String, u64)> {
     with_crashing_server(faults, 5.0, 0, move |ctx, caller, s| async move {
         ctx.sleep_local(Duration::from_millis(20)).await;
         let slept = ctx.sleep_local(Duration::from_millis(sleep_ms));
-        let outcome = caller.unless_closed(&[s], slept).await;
+        let outcome = caller.unless_closed(s, slept).await;
         // `Err(true)`: the connection to `s` closed.
         ctx.note(format!("{:?}", outcome.map_err(|closed| closed == s)));
     })
@@ -346,7 +346,7 @@ fn a_live_server_that_closes_its_connections_ends_the_calls_waiting_and_answers_
             async move {
                 let (caller, _) = endpoint(&net, &ctx);
                 let call = caller.call(s, 0, Duration::from_millis(1_000));
-                let answer = caller.unless_closed(&[s], call).await;
+                let answer = caller.unless_closed(s, call).await;
                 ctx.note(format!("first closed: {}", answer == Err(s)));
                 let next = caller.call(s, 1, Duration::from_millis(1_000)).await;
                 ctx.note(format!("next: {next:?}"));

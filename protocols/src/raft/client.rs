@@ -6,6 +6,10 @@ use locksim_sim::{NodeCtx, NodeIdx};
 use std::cell::RefCell;
 use std::time::Duration;
 
+/// How long a client waits before it asks again when nobody leads yet (an election): it
+/// does not spin.
+pub const ELECTION_RETRY: Duration = Duration::from_millis(20);
+
 /// An answer that may send the client to another peer.
 pub trait Redirect {
     /// `Some(hint)` if the peer is not the one to ask (`hint`: the peer, from 0, to try).
@@ -123,8 +127,7 @@ where
                         let next = hint.filter(|h| *h != peer);
                         *self.guess.borrow_mut() = next.unwrap_or(next_peer);
                         if next.is_none() {
-                            // Nobody leads yet (an election): do not spin.
-                            self.ctx.sleep_local(Duration::from_millis(20)).await;
+                            self.ctx.sleep_local(ELECTION_RETRY).await;
                         }
                     }
                 },

@@ -5,7 +5,7 @@ use super::params::{Params, Variant};
 use super::profile::{ErrorPolicy, Library, PingClock, SessionRetry};
 use super::tree::{Req, Resp};
 use crate::protocol::{Acquired, Grant, LockClient, LostSignal, Outcome, Validity};
-use crate::raft::client::Link as RaftLink;
+use crate::raft::client::{Link as RaftLink, ELECTION_RETRY};
 use async_trait::async_trait;
 use rand::Rng;
 
@@ -410,13 +410,11 @@ async fn connect(link: &Link, server: &Cell<usize>, req: Req, budget: Duration) 
             .await;
         match answer {
             Ok(Resp::NotLeader(Some(leader))) if leader != at => {
-                link.follow(leader);
-                let left = deadline.saturating_sub(link.ctx.mono_now());
-                return link.call(req, left).await;
+                return forwarded(link, leader, req, deadline).await;
             }
             // Electing (a leader not yet established included): the same server after a
-            // pause, not a spin.
-            Ok(Resp::NotLeader(_)) => link.ctx.sleep_local(Duration::from_millis(20)).await,
+            // pause.
+            Ok(Resp::NotLeader(_)) => link.ctx.sleep_local(ELECTION_RETRY).await,
             // Refused or unanswered: the next server at once.
             Err(_) => {
                 let next = (at + 1) % link.peers.len();
@@ -441,16 +439,11 @@ async fn ping_server(link: &Link, at: usize, session: u64, budget: Duration) -> 
         return link.call(ping, budget).await;
     }
     let deadline = link.ctx.mono_now() + budget;
-    while let Some(left) = deadline
-        .checked_sub(link.ctx.mono_now())
-        .filter(|l| !l.is_zero())
-    {
-        let wait = left.min(link.request_timeout());
+    while link.ctx.mono_now() < deadline {
+        let wait = (deadline - link.ctx.mono_now()).min(link.request_timeout());
         match link.caller.call(link.peers[at], ping.clone(), wait).await {
             Ok(Resp::NotLeader(Some(leader))) if leader != at => {
-                link.follow(leader);
-                let left = deadline.saturating_sub(link.ctx.mono_now());
-                return link.call(ping, left).await;
+                return forwarded(link, leader, ping, deadline).await;
             }
             Ok(Resp::NotLeader(_)) => return None,
             Ok(resp) => return Some(resp),
@@ -458,6 +451,14 @@ async fn ping_server(link: &Link, at: usize, session: u64, budget: Duration) -> 
         }
     }
     None
+}
+
+/// A follower's "not leader" naming peer `leader`: the request it forwards (a redirection
+/// here: the client talks to the leader from then on), answered by `deadline` if at all.
+async fn forwarded(link: &Link, leader: usize, req: Req, deadline: Duration) -> Option<Resp> {
+    link.follow(leader);
+    let left = deadline.saturating_sub(link.ctx.mono_now());
+    link.call(req, left).await
 }
 
 /// One reconnection try, as `ClientCnxn`'s: to the next server (`StaticHostProvider.next`),
@@ -548,12 +549,18 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), server: S
             // kazoo 2.10.0 pings when its wall clock says so (read only for it: a hot path).
             let by_wall = link.params.ping_clock == PingClock::Wall && !reconnecting;
             let wall_due_ms = by_wall.then(|| link.ctx.wall_ms() + wait.as_millis() as i64);
-            let ends = match reconnecting {
-                true => vec![],
-                false => vec![link.peers[server.get()]],
+            // The server the client is connected to, unless it is reconnecting: its side's
+            // close is `Disconnected`.
+            let connected = (!reconnecting).then(|| link.peers[server.get()]);
+            let sleep = link.ctx.sleep_local(wait);
+            let slept = match connected {
+                Some(at) => link.caller.unless_closed(at, sleep).await.is_ok(),
+                None => {
+                    sleep.await;
+                    true
+                }
             };
-            let slept = link.caller.unless_closed(&ends, link.ctx.sleep_local(wait));
-            if slept.await.is_err() {
+            if !slept {
                 let mut s = session.borrow_mut();
                 if !current(&s) {
                     return;
@@ -571,12 +578,12 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), server: S
             }
             let sent = link.ctx.mono_now();
             let ping = ping_server(&link, server.get(), id, budget);
-            let answer = match (closed, reconnecting, budget.is_zero()) {
+            let answer = match (closed, connected, budget.is_zero()) {
                 (Some(closed), _, _) => Ok(Some(closed)),
                 (None, _, true) => Ok(None),
-                (None, true, false) => Ok(reconnect(&link, &server, id, budget).await),
+                (None, None, false) => Ok(reconnect(&link, &server, id, budget).await),
                 // A connection closed while the ping is out is Disconnected too.
-                (None, false, false) => link.caller.unless_closed(&ends, ping).await,
+                (None, Some(at), false) => link.caller.unless_closed(at, ping).await,
             };
             let mut s = session.borrow_mut();
             if !current(&s) {
