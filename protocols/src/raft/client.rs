@@ -79,16 +79,6 @@ where
         *self.guess.borrow()
     }
 
-    /// Talks to peer number `peer` from the next request on.
-    pub fn follow(&self, peer: usize) {
-        *self.guess.borrow_mut() = peer;
-    }
-
-    /// Whether every request goes to one peer first ([`Link::pinned`]).
-    pub fn is_pinned(&self) -> bool {
-        self.pinned.is_some()
-    }
-
     /// How long one try of a request waits for its answer.
     pub fn request_timeout(&self) -> Duration {
         self.request_timeout

@@ -22,6 +22,11 @@
 //!   variant `ack-before-fsync` sends the acknowledgements (and advances) before the fsync;
 //! - linearizable reads by **ReadIndex** through the leader (`ReadOnlyOption::Safe`): a read
 //!   is answered once a quorum confirmed the leadership and the peer applied up to the index;
+//!   a follower of a service that serves on followers ([`Service::serves_on_followers`])
+//!   asks the leader for the index (raft-rs forwards `MsgReadIndex`) and answers the read
+//!   itself; such a follower also forwards writes ([`Service::forwards_proposals`]) and
+//!   relays what its service passes on to the leader ([`Handling::Relay`]) on the peers'
+//!   network;
 //! - Raft's safety ([`super::audit`]): at most one leader per term, the same entry at every applied
 //!   index on every peer, checked on every run of the correct variant.
 //!
@@ -59,8 +64,19 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// What Raft peers send each other: raft-rs's messages, and what a service relays to the
+/// leader ([`Handling::Relay`]).
+#[derive(Clone)]
+pub enum PeerMsg {
+    /// Boxed: a raft-rs message is some 200 bytes, moved through the courier's queue, the
+    /// inbox and the host's input queue; the box moves 8.
+    Raft(Box<Message>),
+    /// A service's relay, for [`Service::relayed`] on the leader.
+    Relay(Vec<u8>),
+}
+
 /// The message family Raft peers speak among themselves.
-pub type PeerNet = Net<Box<Message>>;
+pub type PeerNet = Net<PeerMsg>;
 
 /// How the host of every peer behaves.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,10 +182,16 @@ pub const FINALIZE_WAIT: Duration = Duration::from_millis(200);
 pub enum Handling<Cmd, Req, Resp> {
     /// Propose this command through the log (leader only); answer when it is applied here.
     Propose(Cmd),
-    /// Answer [`Service::read`] once ReadIndex confirmed this peer still leads.
+    /// Answer [`Service::read`] once ReadIndex confirmed this peer still leads (or, on a
+    /// member that serves reads itself, [`Service::serves_on_followers`], once the leader
+    /// confirmed its commit index and this peer applied up to it).
     Read(Req),
     /// Answer this now.
     Reply(Resp),
+    /// Answer this now and send the bytes to the leader this peer knows, for
+    /// [`Service::relayed`] there (a ZooKeeper follower answers a client's ping itself and
+    /// passes the session's touch on to the leader); nothing is relayed while it knows none.
+    Relay(Resp, Vec<u8>),
     /// The service keeps the request and answers later through [`Service::take_pushes`].
     Hold,
 }
@@ -225,6 +247,17 @@ pub trait Service: 'static {
     /// for still commits: etcd-io/etcd#22082's late Delete.
     fn forwards_proposals(&self) -> bool {
         false
+    }
+    /// Whether a member that does not lead answers a client's reads itself: it asks the
+    /// leader for its commit index (raft-rs forwards the ReadIndex, `MsgReadIndex`) and
+    /// answers once it applied up to it, so the client stays with the server it is connected
+    /// to, as a ZooKeeper client does. Otherwise (the default) it answers "not leader".
+    fn serves_on_followers(&self) -> bool {
+        false
+    }
+    /// On the leader: what a member relayed ([`Handling::Relay`]).
+    fn relayed(&mut self, relay: &[u8], env: &Env) {
+        let _ = (relay, env);
     }
     /// Whether the server runs parts outside its Raft loop (an etcd member's gRPC handlers
     /// and lessor timer): then a `loop_stall` stops only the loop ([`Service::handle_stuck`],
@@ -319,9 +352,8 @@ fn current_leader(world: &World, leaders: &Leaders) -> Option<NodeIdx> {
 }
 
 enum Input<Req> {
-    /// Boxed: a raft-rs message is some 200 bytes, moved through the courier's queue, the
-    /// inbox and this input queue; the box moves 8.
     Raft(Box<Message>),
+    Relay(Vec<u8>),
     Client(Request<Req>),
     Tick,
     /// The process of the leader (this node) died ([`HostConfig::elects_when_the_leader_dies`]).
@@ -342,7 +374,11 @@ async fn run<S: Service>(
     let tx2 = tx.clone();
     ctx.spawn(async move {
         while let Some(envelope) = raft_inbox.next().await {
-            let _ = tx2.send(Input::Raft(envelope.msg));
+            let input = match envelope.msg {
+                PeerMsg::Raft(msg) => Input::Raft(msg),
+                PeerMsg::Relay(relay) => Input::Relay(relay),
+            };
+            let _ = tx2.send(input);
         }
     });
     let tx2 = tx.clone();
@@ -607,6 +643,12 @@ impl<S: Service> Host<S> {
                 // itself; an error here is such a refusal, not a fault of this peer.
                 let _ = self.peer.raw.step(*msg);
             }
+            Input::Relay(relay) => {
+                if self.peer.leading {
+                    let me = self.peer.ctx.idx();
+                    self.service.relayed(&relay, &env(&self.peer, me, 0));
+                }
+            }
             Input::Tick => self.tick(),
             Input::Client(req) => self.request(req),
             Input::LeaderGone(leader) => self.peer.leader_gone(leader),
@@ -659,15 +701,27 @@ impl<S: Service> Host<S> {
 
     fn request(&mut self, req: Request<S::Req>) {
         let (from, id) = (req.from, req.id);
+        let leader = self.peer.leader_hint();
+        if self.peer.config.closes_clients_when_leaderless && leader.is_none() {
+            // A server that serves only under a leader refuses clients while it knows none.
+            self.caller.reply(from, id, self.service.not_leader(None));
+            return;
+        }
         let handling = self.service.handle(req.body, &env(&self.peer, from, id));
         let leading = self.peer.leading;
         match handling {
             Handling::Reply(resp) => self.caller.reply(from, id, resp),
+            Handling::Relay(resp, relay) => {
+                self.caller.reply(from, id, resp);
+                self.relay(relay);
+            }
             Handling::Hold => {}
             Handling::Propose(cmd) => self.propose_for(&cmd, (from, id)),
+            Handling::Read(req) if !leading && self.service.serves_on_followers() => {
+                self.read_index(from, id, req);
+            }
             Handling::Read(_) if !leading => {
-                let resp = self.service.not_leader(self.peer.leader_hint());
-                self.caller.reply(from, id, resp);
+                self.caller.reply(from, id, self.service.not_leader(leader));
             }
             Handling::Read(_) if !self.peer.raw.raft.commit_to_current_term() => {
                 // raft-rs drops a read before the new leader committed in its term: ask the
@@ -675,12 +729,25 @@ impl<S: Service> Host<S> {
                 let resp = self.service.not_leader(Some(self.peer.id as usize - 1));
                 self.caller.reply(from, id, resp);
             }
-            Handling::Read(req) => {
-                let key = nonce();
-                self.reads.insert(key, (from, id, req));
-                self.peer.raw.read_index(key.to_le_bytes().to_vec());
-            }
+            Handling::Read(req) => self.read_index(from, id, req),
         }
+    }
+
+    /// Asks for a ReadIndex: the leader's own, or (a follower) the leader's through raft-rs,
+    /// which drops it if nobody leads (the client's try then goes unanswered).
+    fn read_index(&mut self, from: NodeIdx, id: u64, req: S::Req) {
+        let key = nonce();
+        self.reads.insert(key, (from, id, req));
+        self.peer.raw.read_index(key.to_le_bytes().to_vec());
+    }
+
+    /// Sends a service's relay to the leader this follower knows.
+    fn relay(&self, relay: Vec<u8>) {
+        let Some(leader) = self.peer.leader_hint().filter(|_| !self.peer.leading) else {
+            return;
+        };
+        let (me, to) = (self.peer.ctx.idx(), self.peer.nodes[leader]);
+        self.raft_net.send(me, to, PeerMsg::Relay(relay));
     }
 
     /// The Raft loop is stuck (a `loop_stall`), from `first` until the stall ends: nothing is
@@ -782,7 +849,7 @@ impl<S: Service> Host<S> {
         let me = self.peer.ctx.idx();
         for msg in msgs {
             let to = self.peer.nodes[msg.to as usize - 1];
-            self.raft_net.send(me, to, Box::new(msg));
+            self.raft_net.send(me, to, PeerMsg::Raft(Box::new(msg)));
         }
     }
 
@@ -848,12 +915,7 @@ impl<S: Service> Host<S> {
                 .ctx
                 .event("demoted", None, format!("no longer leader (term {term})"));
             // Reads waiting on this peer's leadership can no longer be confirmed here.
-            let hint = self.peer.leader_hint();
-            let waiting = std::mem::take(&mut self.reads);
-            for (_, (from, id, _)) in waiting {
-                self.caller.reply(from, id, self.service.not_leader(hint));
-            }
-            self.peer.confirmed.clear();
+            self.fail_reads();
         }
         let me = self.peer.ctx.idx();
         self.service.role_changed(&env(&self.peer, me, 0));
@@ -862,9 +924,15 @@ impl<S: Service> Host<S> {
     /// Where servers serve clients only under a leader
     /// ([`HostConfig::closing_clients_when_leaderless`]): once the leader this peer served
     /// under is no longer the one it knows, every client connection to it is closed.
+    ///
+    /// A follower's reads waiting for the leader it asked are answered "not leader" once it
+    /// knows another (raft-rs drops a ReadIndex its leader did not answer).
     fn leader_check(&mut self) {
         let leader = self.peer.raw.raft.leader_id;
         let before = std::mem::replace(&mut self.serving_under, leader);
+        if before != leader && !self.peer.leading {
+            self.fail_reads();
+        }
         let lost = before != leader && before != raft::INVALID_ID;
         if !(lost && self.peer.config.closes_clients_when_leaderless) {
             return;
@@ -873,6 +941,15 @@ impl<S: Service> Host<S> {
         ctx.world().close_connections(ctx.idx());
         let why = format!("leader {before} lost: every client connection closed");
         ctx.event("clients-closed", None, why);
+    }
+
+    /// Answers every read still waiting for its confirmation "not leader".
+    fn fail_reads(&mut self) {
+        let hint = self.peer.leader_hint();
+        for (_, (from, id, _)) in std::mem::take(&mut self.reads) {
+            self.caller.reply(from, id, self.service.not_leader(hint));
+        }
+        self.peer.confirmed.clear();
     }
 
     fn serve_reads(&mut self) {

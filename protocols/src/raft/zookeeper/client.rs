@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use rand::Rng;
 
 use futures::channel::oneshot;
+use futures::future::{select, Either};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
@@ -29,6 +30,8 @@ struct Session {
     suspended: Option<Suspended>,
     /// Requests held while the connection is lost, told when it is back.
     held: Vec<oneshot::Sender<()>>,
+    /// Requests out on the connection, told (dropped) when it is lost: `ConnectionLoss`.
+    out: Vec<oneshot::Sender<()>>,
 }
 
 /// When the connection was noted lost, on the client's two clocks: the monotonic one its
@@ -84,6 +87,7 @@ impl ZkClient {
                     heard: sent,
                     suspended: None,
                     held: vec![],
+                    out: vec![],
                 });
                 let shared = (self.session.clone(), self.signal.clone());
                 spawn_pinger(self.link.clone(), shared, self.server.clone(), id);
@@ -100,15 +104,35 @@ impl ZkClient {
     }
 
     /// `req`, sent as `ClientCnxn` sends it: while the client is Disconnected a request waits
-    /// in its outgoing queue until the connection is back, then goes; `None` if no answer
-    /// came within `budget`, the wait included.
-    async fn request(&self, req: Req, budget: Duration) -> Option<Resp> {
+    /// in its outgoing queue until the connection is back, then goes, and waits for its
+    /// answer until the connection is lost (`ConnectionLoss`: its server closed it, or the
+    /// pinger heard nothing for two thirds of the session timeout). `None` if no answer came
+    /// before that, or within the session timeout, the wait included.
+    async fn request(&self, req: Req) -> Option<Resp> {
+        let budget = self.link.params.timeout();
         let deadline = self.link.ctx.mono_now() + budget;
         if !self.until_connected(budget).await {
             return None;
         }
         let left = deadline.saturating_sub(self.link.ctx.mono_now());
-        self.link.call(req, left).await
+        let asked = std::pin::pin!(ask(&self.link, &self.server, req, left));
+        let Some(lost) = self.on_connection_loss() else {
+            return asked.await;
+        };
+        match select(asked, lost).await {
+            Either::Left((answer, _)) => answer,
+            Either::Right(_) => None,
+        }
+    }
+
+    /// Ends when the session's connection is lost (or the session ends); `None` without a
+    /// session.
+    fn on_connection_loss(&self) -> Option<oneshot::Receiver<()>> {
+        let mut session = self.session.borrow_mut();
+        let live = session.as_mut()?;
+        let (tx, rx) = oneshot::channel();
+        live.out.push(tx);
+        Some(rx)
     }
 
     /// Waits while the session's connection is lost, up to `budget`: `false` if it is still
@@ -126,12 +150,9 @@ impl ZkClient {
     }
 
     /// The lock's children (name, sequence) and the zxid they were listed at; `None` when
-    /// the request got no answer in its budget.
+    /// the request got no answer.
     async fn children(&self) -> Option<(Vec<(String, u64)>, u64)> {
-        match self
-            .request(Req::Children, self.link.request_budget())
-            .await
-        {
+        match self.request(Req::Children).await {
             Some(Resp::Children(children, zxid)) => Some((children, zxid)),
             _ => None,
         }
@@ -162,12 +183,7 @@ impl ZkClient {
                 // Given up while the listing was out: a new session first.
                 continue;
             }
-            let Some(position) = children.iter().position(|(name, _)| name == mine) else {
-                if self.behind_own_write(owner).await {
-                    continue;
-                }
-                return None;
-            };
+            let position = children.iter().position(|(name, _)| name == mine)?;
             if !self.owns(owner) {
                 return None;
             }
@@ -189,24 +205,11 @@ impl ZkClient {
             };
             // A timeout is no error: the watch is asked again (a long poll).
             if self.until_connected(poll).await {
-                let _ = self.link.caller.call(self.link.peer(), watch, poll).await;
+                let server = self.link.peers[self.server.get()];
+                let _ = self.link.caller.call(server, watch, poll).await;
             }
         }
         None
-    }
-
-    /// With local reads, whether a listing without the node the current session created
-    /// came from a server that has not applied the create yet: ZooKeeper answers a session's
-    /// requests in order, a read after the session's earlier writes, so such a listing is
-    /// one it would have held; the client waits a tick of the log and asks again. (The
-    /// create went to the leader, which answered it before the client's server applied it.)
-    async fn behind_own_write(&self, owner: u64) -> bool {
-        if !self.link.params.local_reads || self.current() != Some(owner) {
-            return false;
-        }
-        let tick = Duration::from_millis(self.link.params.tick_ms);
-        self.link.ctx.sleep_local(tick).await;
-        true
     }
 
     /// The current session, if the client has one.
@@ -243,7 +246,8 @@ impl ZkClient {
         if let Some(id) = self.current() {
             let sent = self.link.ctx.mono_now();
             let ping = Req::Ping { session: id };
-            match self.link.call(ping, self.link.request_budget()).await {
+            let budget = self.link.request_budget();
+            match connect(&self.link, &self.server, ping, budget).await {
                 Some(Resp::Pong) => {
                     if let Some(s) = self.session.borrow_mut().as_mut() {
                         s.heard = s.heard.max(sent);
@@ -278,7 +282,8 @@ impl ZkClient {
                 min_zxid: zxid,
             };
             if self.until_connected(poll).await {
-                let _ = self.link.caller.call(self.link.peer(), watch, poll).await;
+                let server = self.link.peers[self.server.get()];
+                let _ = self.link.caller.call(server, watch, poll).await;
             }
         }
         None
@@ -314,7 +319,7 @@ impl ZkClient {
                 persistent: self.link.params.variant == Variant::Persistent,
                 guid: guid.clone(),
             };
-            match self.request(create, self.link.request_budget()).await {
+            match self.request(create).await {
                 Some(Resp::Created(name, seq)) => return Ok((name, seq, session)),
                 Some(Resp::Expired) => {
                     self.end_session("expired");
@@ -374,8 +379,7 @@ impl ZkClient {
     /// The child whose name carries `guid` (`findProtectedNodeInForeground`), if the listing
     /// answered and shows one.
     async fn find_protected(&self, guid: &str) -> Option<(String, u64)> {
-        let budget = self.link.request_budget();
-        let Some(Resp::Children(children, _)) = self.request(Req::Children, budget).await else {
+        let Some(Resp::Children(children, _)) = self.request(Req::Children).await else {
             return None;
         };
         let prefix = format!("_c_{guid}-");
@@ -384,24 +388,27 @@ impl ZkClient {
             .find(|(name, _)| name.starts_with(&prefix))
     }
 
+    /// Deletes our node: a delete that met a connection loss is sent again once the client
+    /// is connected (a delete is idempotent, and recipes retry on `ConnectionLoss`), until a
+    /// session timeout has passed.
     async fn delete(&self, name: String) -> Option<Resp> {
-        let budget = self.link.params.timeout();
-        self.request(Req::Delete { name }, budget).await
+        let deadline = self.link.ctx.mono_now() + self.link.params.timeout();
+        loop {
+            let answer = self.request(Req::Delete { name: name.clone() }).await;
+            let over = self.link.ctx.mono_now() >= deadline || self.current().is_none();
+            if answer.is_some() || over {
+                return answer;
+            }
+        }
     }
 }
 
 /// Opens the client's connection as `ZooKeeper`'s handle does and sends `req` on it: to the
 /// client's server, or, if it refuses (its process is down) or does not answer, the next
-/// one; a server electing is asked again after a pause (a real one refuses until it has a
-/// leader, and the client goes round the others, which are electing too). A follower
-/// forwards the request to the leader (here a redirection: the client is sent on, and talks
-/// to the leader from then on), while its connection stays with the follower. The answer, if
-/// one came within `budget`. A pinned link (local reads) sends through the link, to its one
-/// server.
+/// one; a server without a leader is asked again after a pause (a real one refuses until it
+/// has one, and the client goes round the others, which are electing too). The answer, if
+/// one came within `budget`.
 async fn connect(link: &Link, server: &Cell<usize>, req: Req, budget: Duration) -> Option<Resp> {
-    if link.is_pinned() {
-        return link.call(req, budget).await;
-    }
     let deadline = link.ctx.mono_now() + budget;
     while link.ctx.mono_now() < deadline {
         let at = server.get();
@@ -409,19 +416,30 @@ async fn connect(link: &Link, server: &Cell<usize>, req: Req, budget: Duration) 
             .call(link.peers[at], req.clone(), link.request_timeout())
             .await;
         match answer {
-            Ok(Resp::NotLeader(Some(leader))) if leader != at => {
-                return forwarded(link, leader, req, deadline).await;
-            }
-            // Electing (a leader not yet established included): the same server after a
-            // pause.
             Ok(Resp::NotLeader(_)) => link.ctx.sleep_local(ELECTION_RETRY).await,
             // Refused or unanswered: the next server at once.
-            Err(_) => {
-                let next = (at + 1) % link.peers.len();
-                server.set(next);
-                link.follow(next);
-            }
+            Err(_) => server.set((at + 1) % link.peers.len()),
             Ok(resp) => return Some(resp),
+        }
+    }
+    None
+}
+
+/// `req` on the client's connection, to the server it is connected to, which answers it
+/// (a follower forwards a write to the leader and answers once it applied it). Sent once: a
+/// request waits on its connection for its answer (a paused server answers when it runs
+/// again), and a connection that fails fails it (`ConnectionLoss`: the caller's retry, after
+/// the pinger reconnected, is the library's). A server without a leader is asked again
+/// after a pause. The answer, if one came within `budget`.
+async fn ask(link: &Link, server: &Cell<usize>, req: Req, budget: Duration) -> Option<Resp> {
+    let deadline = link.ctx.mono_now() + budget;
+    while link.ctx.mono_now() < deadline {
+        let left = deadline - link.ctx.mono_now();
+        let to = link.peers[server.get()];
+        match link.caller.call(to, req.clone(), left).await {
+            Ok(Resp::NotLeader(_)) => link.ctx.sleep_local(ELECTION_RETRY).await,
+            Ok(resp) => return Some(resp),
+            Err(_) => return None,
         }
     }
     None
@@ -429,36 +447,22 @@ async fn connect(link: &Link, server: &Cell<usize>, req: Req, budget: Duration) 
 
 /// A ping on the client's connection, to the server it is connected to (peer number `at`),
 /// so that silence on that connection, not the leader's, suspends the client: a follower
-/// forwards it to the leader (a redirection here; a ZooKeeper follower answers it and relays
-/// the session's touch). A try unanswered within the request timeout is sent again to the
-/// same server (TCP retransmits; the client moves to another server only on reconnecting). A
-/// server without a leader does not answer (it closes its clients' connections).
+/// answers it and relays the session's touch to the leader. A try unanswered within the
+/// request timeout is sent again to the same server (TCP retransmits; the client moves to
+/// another server only on reconnecting). A server without a leader does not answer (it
+/// closes its clients' connections).
 async fn ping_server(link: &Link, at: usize, session: u64, budget: Duration) -> Option<Resp> {
     let ping = Req::Ping { session };
-    if link.is_pinned() {
-        return link.call(ping, budget).await;
-    }
     let deadline = link.ctx.mono_now() + budget;
     while link.ctx.mono_now() < deadline {
         let wait = (deadline - link.ctx.mono_now()).min(link.request_timeout());
         match link.caller.call(link.peers[at], ping.clone(), wait).await {
-            Ok(Resp::NotLeader(Some(leader))) if leader != at => {
-                return forwarded(link, leader, ping, deadline).await;
-            }
             Ok(Resp::NotLeader(_)) => return None,
             Ok(resp) => return Some(resp),
             Err(_) => {}
         }
     }
     None
-}
-
-/// A follower's "not leader" naming peer `leader`: the request it forwards (a redirection
-/// here: the client talks to the leader from then on), answered by `deadline` if at all.
-async fn forwarded(link: &Link, leader: usize, req: Req, deadline: Duration) -> Option<Resp> {
-    link.follow(leader);
-    let left = deadline.saturating_sub(link.ctx.mono_now());
-    link.call(req, left).await
 }
 
 /// One reconnection try, as `ClientCnxn`'s: to the next server (`StaticHostProvider.next`),
@@ -470,9 +474,7 @@ async fn reconnect(
     session: u64,
     budget: Duration,
 ) -> Option<Resp> {
-    if !link.is_pinned() {
-        server.set((server.get() + 1) % link.peers.len());
-    }
+    server.set((server.get() + 1) % link.peers.len());
     let answer = connect(link, server, Req::Ping { session }, budget);
     // Bounded here too (the link's last try may outlast its budget), so Curator's LOST
     // comes on time.
@@ -504,6 +506,7 @@ fn report(link: &Link, signal: &SharedSignal, session: &mut Option<Session>, sta
 fn disconnected(link: &Link, live: &mut Session) -> State {
     let (mono, wall_ms) = (link.ctx.mono_now(), link.ctx.wall_ms());
     live.suspended = Some(Suspended { mono, wall_ms });
+    live.out.clear();
     State::Suspended("connection closed by its server (Disconnected; Curator: SUSPENDED)")
 }
 
@@ -689,6 +692,7 @@ fn silence(link: &Link, live: &mut Session) -> Option<State> {
         None if now >= live.heard + timeout * 2 / 3 => {
             let wall_ms = link.ctx.wall_ms();
             live.suspended = Some(Suspended { mono: now, wall_ms });
+            live.out.clear();
             Some(State::Suspended("connection lost (SUSPENDED)"))
         }
         Some(since) if link.params.client.injects_lost() && lost_in(link, since).is_zero() => {

@@ -77,31 +77,28 @@
 //! `StaticHostProvider` does, passing over a server that is down or has no leader), and its
 //! connection closes when that server's process dies or the server loses its leader
 //! ([`crate::raft::host::HostConfig::closing_clients_when_leaderless`]; a cut-off follower at
-//! Raft's election timeout, not after `syncLimit` ticks). Its pings go to that server, so
-//! silence on its own connection suspends it; a follower's "not leader" stands for its
-//! forwarding (a ZooKeeper follower answers a ping itself and relays the session's touch to the
-//! leader), and the leader answers, confirmed by ReadIndex. Its other requests are answered by
-//! the leader too, which the client talks to directly after the first redirection: a client
-//! cut off from its own server alone is suspended by its pings' silence and moves on, but a
-//! request it sends meanwhile still reaches the leader. Child
-//! listings are linearizable by default (ReadIndex through the leader), which no ZooKeeper
-//! read is; with `local_reads` each client talks to one server (`ctx.idx() % peers`, the
-//! pinned link), which answers its listings and watches from its own applied state and
-//! sends its writes and pings on to the leader (a redirection standing for the forwarding),
-//! and a listing that misses a node the session created is asked again a tick later (a
-//! server answers a session's read after its earlier writes; here the leader answered the
-//! create before the client's server applied it). Not kept: a ZooKeeper server answers a
-//! client's write, the creation of its session included, only once it has applied it, so a
-//! new session's reads on a follower cannot come before that follower applied what the log
-//! held earlier (a dead session's close among it); here the leader answers, and a client can
-//! read on a lagging follower in a session the follower has not applied yet. A live run of
-//! the lagging-follower timeline (a new session opened after the old one's close) holds where
-//! the simulator's breaks. So the catalog's CURATOR-604 files
-//! (`zookeeper-curator-604-*`) read through the leader, without `local_reads`, and open the
+//! Raft's election timeout, not after `syncLimit` ticks). Every request goes on that
+//! connection, to that server, as in ZooKeeper: a follower answers a ping itself from the
+//! sessions it has applied and relays the touch to the leader (one relay a ping, where
+//! `LearnerSessionTracker` passes its touches on with its next ping of the leader); it
+//! forwards a write, a session's creation included, to the leader and answers once it has
+//! applied it (`FollowerRequestProcessor`, `CommitProcessor`), so a session's later reads
+//! there come after its writes and after all the log held before them (a dead session's
+//! close among it); watches are set, and fire, on that server. A request waits on its
+//! connection until it is answered or the connection is lost (`ConnectionLoss`: the server
+//! closed it, or the pinger heard nothing for two thirds of the timeout), at most a session
+//! timeout; the library's retry goes on the next connection. A client cut off from its own
+//! server alone is suspended by its pings' silence and moves on; one cut off from the leader
+//! alone is served by its own server. Child listings are linearizable by default (the
+//! server asks the leader for its commit index, ReadIndex, and answers once it applied up to
+//! it), which no ZooKeeper read is; with `local_reads` the server answers them from its own
+//! applied state, as ZooKeeper does. The catalog's CURATOR-604 files
+//! (`zookeeper-curator-604-*`) read linearizably and open the
 //! new session while the servers still keep the old one (a new leader's fresh timeouts):
 //! its node is listed because it still exists. A reconnection that learns of an expired
 //! session is a ping answered `Expired` before the next request (`ClientCnxn` re-attaching
-//! the session; a follower asks the leader); with `session_retry` the client then opens a
+//! the session; a follower answers from the sessions it has applied, where ZooKeeper's asks
+//! the leader, `Learner.validateSession`); with `session_retry` the client then opens a
 //! new session and goes on. The owner check compares the session that created the node,
 //! which the client knows, with the current one, instead of reading the node's
 //! `ephemeralOwner` from the server: the same answer for the client's own nodes. Left out:
@@ -180,13 +177,6 @@ impl Protocol for ZooKeeper {
             params.clone(),
             timeout,
         );
-        // A ZooKeeper client is connected to one server: with local reads, that server
-        // answers its listings and forwards the rest (the pinned link's redirections).
-        let link = if params.local_reads {
-            link.pinned()
-        } else {
-            link
-        };
         ZkClient::new(link)
     }
 }

@@ -46,7 +46,8 @@ pub struct Params {
     /// Election timeout in ticks.
     #[serde(default = "d_election_ticks")]
     pub election_ticks: usize,
-    /// Timeout of one request, in ms.
+    /// How long one try to open or re-attach a connection, or one ping's try, waits for its
+    /// answer, in ms (a request on an open connection waits until the connection is lost).
     #[serde(default = "d_request_timeout")]
     pub request_timeout_ms: u64,
     /// How long one watch waits before the client asks again, in ms.
@@ -80,9 +81,9 @@ pub struct Params {
     /// `monotonic`: 2.11.0, and every Java client).
     #[serde(default, skip_serializing_if = "is_monotonic")]
     pub ping_clock: PingClock,
-    /// Each client talks to one server, which answers its child listings from its own
-    /// applied state (ZooKeeper's reads) and forwards its writes and pings to the leader.
-    /// Unset: every listing is linearizable, confirmed by the leader (ReadIndex).
+    /// The server a client is connected to answers its child listings from its own applied
+    /// state, as a ZooKeeper server does. Unset: a listing is linearizable, answered once the
+    /// leader confirmed its commit index (ReadIndex) and the server applied up to it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub local_reads: bool,
 }

@@ -17,7 +17,8 @@ pub enum Req {
         /// In ms.
         timeout_ms: u64,
     },
-    /// Touch a session (leader, after a ReadIndex confirmation).
+    /// Touch a session: the leader after a ReadIndex confirmation; a follower at once,
+    /// relaying the touch to the leader.
     Ping {
         /// The session.
         session: u64,
@@ -32,7 +33,7 @@ pub enum Req {
         /// Curator's protection GUID, put in the name so a retry can find the node.
         guid: Option<String>,
     },
-    /// List the lock's children (linearizable).
+    /// List the lock's children (linearizable unless `local_reads`).
     Children,
     /// Answer when `name` is gone, once the tree reached `min_zxid` (`exists` + watch).
     Watch {
@@ -164,7 +165,7 @@ pub struct Tree {
     /// The server's `tickTime`: the width of a session-expiry bucket (zero: exact expiry).
     tick_time: Duration,
     /// Child listings answered from this server's applied state, leader or not
-    /// (ZooKeeper's reads); `false`: confirmed by the leader first (ReadIndex).
+    /// (ZooKeeper's reads); `false`: after the leader confirmed its commit index (ReadIndex).
     local_reads: bool,
 }
 
@@ -311,6 +312,31 @@ impl Tree {
         Resp::Deleted
     }
 
+    /// A follower answers a ping itself, from the sessions it has applied, and relays the
+    /// touch to the leader (`LearnerSessionTracker` passes its touches on with its next ping
+    /// of the leader; here one relay a ping). A session whose close this follower applied
+    /// has expired.
+    fn ping_on_follower(&self, session: u64) -> Handling<Cmd, Req, Resp> {
+        match self.sessions.contains_key(&session) {
+            true => Handling::Relay(Resp::Pong, session.to_le_bytes().to_vec()),
+            false => Handling::Reply(Resp::Expired),
+        }
+    }
+
+    /// The leader's session tracker touches `session` (unless it expired: its close is on
+    /// its way through the log).
+    fn touch(&mut self, session: u64, env: &Env) -> Resp {
+        let Some((timeout, _)) = self.sessions.get(&session) else {
+            return Resp::Expired;
+        };
+        if self.expired(session, env) {
+            return Resp::Expired;
+        }
+        let until = self.expiry_after(env.ctx.mono_now(), *timeout);
+        self.expiry.insert(session, until);
+        Resp::Pong
+    }
+
     /// Whether the leader's session tracker holds `session` expired.
     fn expired(&self, session: u64, env: &Env) -> bool {
         self.expiry
@@ -365,6 +391,7 @@ impl Service for Tree {
             }),
             Req::Delete { name } => Handling::Propose(Cmd::Delete { name }),
             Req::Children if self.local_reads => Handling::Reply(self.children()),
+            Req::Ping { session } if !env.leader => self.ping_on_follower(session),
             Req::Ping { .. } | Req::Children => Handling::Read(req),
             Req::Watch { name, min_zxid } => self.watch(Some(name), min_zxid, env),
             Req::WatchChildren { min_zxid } => self.watch(None, min_zxid, env),
@@ -408,18 +435,14 @@ impl Service for Tree {
 
     fn read(&mut self, req: Req, env: &Env) -> Resp {
         match req {
-            Req::Ping { session } => match self.sessions.get(&session) {
-                // Expired here, its closeSession is on its way through the log: ZooKeeper's
-                // session tracker no longer lets it be touched.
-                Some(_) if env.leader && self.expired(session, env) => Resp::Expired,
-                Some((timeout, _)) if env.leader => {
-                    let until = self.expiry_after(env.ctx.mono_now(), *timeout);
-                    self.expiry.insert(session, until);
-                    Resp::Pong
-                }
-                Some(_) => Resp::NotLeader(None),
-                None => Resp::Expired,
-            },
+            // A leader's read (a follower answers pings itself).
+            Req::Ping { session } => {
+                assert!(
+                    env.leader,
+                    "a ping is read only where it was sent to the leader"
+                );
+                self.touch(session, env)
+            }
             Req::Children => self.children(),
             other => unreachable!("not a read: {other:?}"),
         }
@@ -447,6 +470,24 @@ impl Service for Tree {
                 .collect();
             self.expiry.extend(renewed);
         }
+    }
+
+    /// A ZooKeeper follower forwards a client's writes to the leader and answers it when it
+    /// has applied them (`FollowerRequestProcessor`, `CommitProcessor`).
+    fn forwards_proposals(&self) -> bool {
+        true
+    }
+
+    /// A client stays with its server: a follower answers its listings (here after the
+    /// leader confirmed its commit index, unless `local_reads`).
+    fn serves_on_followers(&self) -> bool {
+        true
+    }
+
+    /// A follower's relayed ping: the session is touched.
+    fn relayed(&mut self, relay: &[u8], env: &Env) {
+        let session = u64::from_le_bytes(relay.try_into().expect("a relayed session id"));
+        self.touch(session, env);
     }
 
     fn not_leader(&self, leader: Option<usize>) -> Resp {
