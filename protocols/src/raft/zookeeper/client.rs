@@ -130,6 +130,8 @@ impl ZkClient {
     fn on_connection_loss(&self) -> Option<oneshot::Receiver<()>> {
         let mut session = self.session.borrow_mut();
         let live = session.as_mut()?;
+        // The requests answered since dropped their ends: keep only those still out.
+        live.out.retain(|out| !out.is_canceled());
         let (tx, rx) = oneshot::channel();
         live.out.push(tx);
         Some(rx)
