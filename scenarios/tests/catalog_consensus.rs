@@ -615,6 +615,39 @@ fn a_rolling_restart_aborts_curators_holder_under_the_default_policy_only() {
     }
 }
 
+/// kazoo 2.10.0 waiting out its wall clock in `select` on its socket (the catalog's
+/// kazoo-722 run, its clock stepped back 10 s at 1.5 s) when its server (zk3) is killed at
+/// 2.5 s: the socket's close wakes it, it is Disconnected at once and reconnects elsewhere,
+/// and its session lives (a new leader gives every session a fresh timeout). (When the wait
+/// held through the close, c1 noticed nothing until its session expired, at about 6 s.)
+#[test]
+fn kazoo_waiting_on_its_wall_clock_wakes_when_its_server_dies() {
+    let crash = "[[faults]]\nkind = \"crash\"\nnode = \"zk3\"\nat_ms = 2_500\nrestart_after_ms = 2_000\n\n[expect]";
+    let p = common::changed(
+        "zookeeper-kazoo-722-clock-step-back.toml",
+        "[expect]",
+        crash,
+    );
+    for seed in 1..=SEEDS {
+        let (r, history) = p.run_with_history(seed);
+        let at_ms = |i: &u64| history[*i as usize].time_ns / 1_000_000;
+        let closed: Vec<u64> = common::notes(&history, "c1", "connection closed by its server")
+            .iter()
+            .map(at_ms)
+            .collect();
+        let expired = common::notes(&history, "c1", "expired").len();
+        assert!(
+            closed
+                .first()
+                .is_some_and(|ms| (2_500..=2_510).contains(ms))
+                && expired == 0,
+            "c1 Disconnected within 10 ms of its server's kill at 2500 ms and its session \
+             alive; observed closes at {closed:?} ms, {expired} expiry notes: {}",
+            describe(&r)
+        );
+    }
+}
+
 /// kazoo in Curator's cut-off run: no LOST reaches the holder (kazoo hears it only from a
 /// server) and it writes; listening for SUSPENDED too, it aborts and everything holds.
 #[test]

@@ -7,6 +7,7 @@ use super::tree::{Req, Resp};
 use crate::protocol::{Acquired, Grant, LockClient, LostSignal, Outcome, Validity};
 use crate::raft::client::{Link as RaftLink, ELECTION_RETRY};
 use async_trait::async_trait;
+use locksim_sim::NodeIdx;
 use rand::Rng;
 
 use futures::channel::oneshot;
@@ -584,7 +585,7 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), server: S
             let sent = link.ctx.mono_now();
             let ping = ping_server(&link, server.get(), id, budget);
             let answer = match (closed, connected, budget.is_zero()) {
-                (Some(closed), _, _) => Ok(Some(closed)),
+                (Some(woken), _, _) => woken.map(Some),
                 (None, _, true) => Ok(None),
                 (None, None, false) => Ok(reconnect(&link, &server, id, budget).await),
                 // A connection closed while the ping is out is Disconnected too.
@@ -613,9 +614,16 @@ fn spawn_pinger(link: Rc<Link>, shared: (SharedSession, SharedSignal), server: S
 /// `time.time()` has reached the ping's time, and waits out the rest otherwise (a wall clock
 /// stepped back by J holds the ping J longer), in `select` on its socket: if the server
 /// closes the session's connection meanwhile (it expired), kazoo wakes, reconnects and
-/// hears `Expired`, which is returned. Without a step the wall clock has moved as far as the
-/// monotonic one, and nothing more is waited.
-async fn wait_for_wall(link: &Link, at: usize, session: u64, due_ms: i64) -> Option<Resp> {
+/// hears `Expired`, which is returned; woken by anything else on its socket (the connection
+/// refused or closed, a server without a leader, which closes its clients' connections), it
+/// is Disconnected at once: `Err` with the server. `None` once the wall clock is due. Without
+/// a step the wall clock has moved as far as the monotonic one, and nothing more is waited.
+async fn wait_for_wall(
+    link: &Link,
+    at: usize,
+    session: u64,
+    due_ms: i64,
+) -> Option<Result<Resp, NodeIdx>> {
     loop {
         let behind_ms = due_ms - link.ctx.wall_ms();
         if behind_ms <= 0 {
@@ -625,8 +633,13 @@ async fn wait_for_wall(link: &Link, at: usize, session: u64, due_ms: i64) -> Opt
         // On the connection the client has, to the server it is connected to (peer number
         // `at`), which closes it when it applies the session's close: no other server tried.
         let close = (link.caller).call(link.peers[at], Req::AwaitClose { session }, behind);
-        if let Some(Ok(Resp::Expired)) = link.ctx.timeout_local(behind, close).await {
-            return Some(Resp::Expired);
+        let started = link.ctx.mono_now();
+        match link.ctx.timeout_local(behind, close).await {
+            Some(Ok(Resp::Expired)) => return Some(Ok(Resp::Expired)),
+            Some(_) if link.ctx.mono_now() < started + behind => {
+                return Some(Err(link.peers[at]));
+            }
+            _ => {}
         }
     }
 }
