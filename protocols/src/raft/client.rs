@@ -1,5 +1,7 @@
 //! What every client of a Raft-replicated service does alike: talk to the leader, following
-//! redirections, trying the next peer when one does not answer.
+//! redirections, trying the next peer when one does not answer. (ZooKeeper's client keeps
+//! only the link's endpoint, peers and timeouts: it stays with the server it is connected
+//! to, which forwards to the leader.)
 
 use locksim_sim::rpc::{Caller, Links};
 use locksim_sim::{NodeCtx, NodeIdx};
