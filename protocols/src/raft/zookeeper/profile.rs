@@ -59,8 +59,9 @@
 //! between its monotonic waits), the model's by the monotonic clock: a step back while an
 //! acquire waits lengthens its wait by the step, a step forward shortens it (an acquire that
 //! fails or waits on, never a second holder); Curator's retry policy (exponential backoff) is
-//! a retry every request timeout until the connection timeout, kazoo's (backoff from 0.1 s
-//! with jitter) a retry every request timeout until the acquire's timeout;
+//! a retry as soon as the connection is back after each `ConnectionLoss`, until the
+//! connection timeout, kazoo's (backoff from 0.1 s with jitter) the same until the acquire's
+//! timeout;
 //! `sessionExpirationPercent` is 100, its default; both libraries' locks sort children by the
 //! sequence suffix, as the tree lists them, and their node names differ only in the prefix's
 //! spelling. A server closes an expired session's connection (`Req::AwaitClose`) for a kazoo
