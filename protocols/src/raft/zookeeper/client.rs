@@ -35,6 +35,16 @@ struct Session {
     out: Vec<oneshot::Sender<()>>,
 }
 
+impl Session {
+    /// Notes the connection lost now (`Disconnected`, Curator's `SUSPENDED`): the requests
+    /// out on it end (`ConnectionLoss`).
+    fn suspend(&mut self, link: &Link) {
+        let (mono, wall_ms) = (link.ctx.mono_now(), link.ctx.wall_ms());
+        self.suspended = Some(Suspended { mono, wall_ms });
+        self.out.clear();
+    }
+}
+
 /// When the connection was noted lost, on the client's two clocks: the monotonic one its
 /// connection times by, and the wall clock Curator's `ConnectionStateManager` counts the
 /// suspension by (`startOfSuspendedEpoch = System.currentTimeMillis()`).
@@ -206,13 +216,18 @@ impl ZkClient {
                     min_zxid: zxid,
                 },
             };
-            // A timeout is no error: the watch is asked again (a long poll).
-            if self.until_connected(poll).await {
-                let server = self.link.peers[self.server.get()];
-                let _ = self.link.caller.call(server, watch, poll).await;
-            }
+            self.watch(watch, poll).await;
         }
         None
+    }
+
+    /// Sets `watch` on the client's server once connected and waits for it to fire, up to
+    /// `poll`: a timeout is no error, the caller asks again (a long poll).
+    async fn watch(&self, watch: Req, poll: Duration) {
+        if self.until_connected(poll).await {
+            let server = self.link.peers[self.server.get()];
+            let _ = self.link.caller.call(server, watch, poll).await;
+        }
     }
 
     /// The current session, if the client has one.
@@ -284,10 +299,7 @@ impl ZkClient {
                 name: lowest.clone(),
                 min_zxid: zxid,
             };
-            if self.until_connected(poll).await {
-                let server = self.link.peers[self.server.get()];
-                let _ = self.link.caller.call(server, watch, poll).await;
-            }
+            self.watch(watch, poll).await;
         }
         None
     }
@@ -507,9 +519,7 @@ fn report(link: &Link, signal: &SharedSignal, session: &mut Option<Session>, sta
 /// leader: [`crate::raft::host::HostConfig::closing_clients_when_leaderless`]):
 /// `Disconnected` now, and so `SUSPENDED` at once, not two thirds of the timeout later.
 fn disconnected(link: &Link, live: &mut Session) -> State {
-    let (mono, wall_ms) = (link.ctx.mono_now(), link.ctx.wall_ms());
-    live.suspended = Some(Suspended { mono, wall_ms });
-    live.out.clear();
+    live.suspend(link);
     State::Suspended("connection closed by its server (Disconnected; Curator: SUSPENDED)")
 }
 
@@ -705,9 +715,7 @@ fn silence(link: &Link, live: &mut Session) -> Option<State> {
     let (now, timeout) = (link.ctx.mono_now(), link.params.timeout());
     match live.suspended {
         None if now >= live.heard + timeout * 2 / 3 => {
-            let wall_ms = link.ctx.wall_ms();
-            live.suspended = Some(Suspended { mono: now, wall_ms });
-            live.out.clear();
+            live.suspend(link);
             Some(State::Suspended("connection lost (SUSPENDED)"))
         }
         Some(since) if link.params.client.injects_lost() && lost_in(link, since).is_zero() => {
