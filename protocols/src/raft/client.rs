@@ -1,7 +1,7 @@
-//! What every client of a Raft-replicated service does alike: talk to the leader, following
-//! redirections, trying the next peer when one does not answer. (ZooKeeper's client keeps
-//! only the link's endpoint, peers and timeouts: it stays with the server it is connected
-//! to, which forwards to the leader.)
+//! What every client of a Raft-replicated service does alike: it talks to one member, which
+//! serves or forwards whatever needs the leader, and moves to the next member when its own
+//! does not answer (an etcd client's balancer skips an endpoint whose call failed). (ZooKeeper's client keeps only the link's endpoint, peers and timeouts: it
+//! stays with the server it is connected to until the connection is lost.)
 
 use locksim_sim::rpc::{Caller, Links};
 use locksim_sim::{NodeCtx, NodeIdx};
@@ -12,13 +12,14 @@ use std::time::Duration;
 /// does not spin.
 pub const ELECTION_RETRY: Duration = Duration::from_millis(20);
 
-/// An answer that may send the client to another peer.
+/// An answer that sends the client elsewhere.
 pub trait Redirect {
-    /// `Some(hint)` if the peer is not the one to ask (`hint`: the peer, from 0, to try).
-    fn redirect(&self) -> Option<Option<usize>>;
+    /// Whether the peer cannot serve the request now ("not leader": it knows no leader, or
+    /// the leader changed under the request); the client tries again.
+    fn refused(&self) -> bool;
 }
 
-/// A client's connection to the cluster: it follows the leader.
+/// A client's connection to the cluster: one member at a time.
 pub struct Link<Req, Resp, P> {
     /// The client's node.
     pub ctx: NodeCtx,
@@ -28,7 +29,8 @@ pub struct Link<Req, Resp, P> {
     pub peers: Vec<NodeIdx>,
     /// The protocol's parameters.
     pub params: P,
-    guess: RefCell<usize>,
+    /// The peer the client talks to now.
+    current: RefCell<usize>,
     /// The one peer every request goes to first (a client given one endpoint), if pinned.
     pinned: Option<usize>,
     request_timeout: Duration,
@@ -54,31 +56,29 @@ where
             caller,
             peers: peers.to_vec(),
             params,
-            guess: RefCell::new(ctx.idx() % peers.len()),
+            current: RefCell::new(ctx.idx() % peers.len()),
             pinned: None,
             request_timeout,
         }
     }
 
     /// The same link pinned to its first peer, as a client configured with one endpoint
-    /// (Jepsen's jetcd client: `endpoints` = its own node): every request goes there first;
-    /// a follower's "not leader" stands for the forwarding a real member does (etcd forwards
-    /// proposals and keep-alives to the leader), so the next try goes to the leader it names
-    /// and the request after it starts at the pinned peer again. A request to a paused or
-    /// cut-off pinned peer waits for its whole deadline: one gRPC deadline per call.
+    /// (Jepsen's jetcd client: `endpoints` = its own node): every request goes there, and
+    /// a request to a paused or cut-off pinned peer waits for its whole deadline: one gRPC
+    /// deadline per call.
     pub fn pinned(mut self) -> Self {
-        self.pinned = Some(*self.guess.borrow());
+        self.pinned = Some(*self.current.borrow());
         self
     }
 
     /// The peer the client talks to now.
     pub fn peer(&self) -> NodeIdx {
-        self.peers[*self.guess.borrow()]
+        self.peers[*self.current.borrow()]
     }
 
     /// The number (from 0) of the peer the client talks to now.
     pub fn peer_number(&self) -> usize {
-        *self.guess.borrow()
+        *self.current.borrow()
     }
 
     /// How long one try of a request waits for its answer.
@@ -86,8 +86,8 @@ where
         self.request_timeout
     }
 
-    /// Three request timeouts (time for one redirection and one retry); pinned, one: the
-    /// call's deadline.
+    /// Three request timeouts (time for two more members' tries); pinned, one: the call's
+    /// deadline.
     pub fn request_budget(&self) -> Duration {
         match self.pinned {
             Some(_) => self.request_timeout,
@@ -95,14 +95,14 @@ where
         }
     }
 
-    /// Sends `req` to the leader (following redirections) until `budget` passes.
+    /// Sends `req` to the current member, and to the next after each try it did not answer,
+    /// until `budget` passes. After a "not leader" (an election under way, or a leader
+    /// change under the request) it waits [`ELECTION_RETRY`] and asks the same member
+    /// again: its connection is alive, as a gRPC client's stays on its endpoint.
     pub async fn call(&self, req: Req, budget: Duration) -> Option<Resp> {
         let deadline = self.ctx.mono_now() + budget;
-        if let Some(pinned) = self.pinned {
-            *self.guess.borrow_mut() = pinned;
-        }
         while self.ctx.mono_now() < deadline {
-            let peer = *self.guess.borrow();
+            let peer = *self.current.borrow();
             let timeout = match self.pinned {
                 Some(_) => deadline.saturating_sub(self.ctx.mono_now()),
                 None => self.request_timeout,
@@ -111,19 +111,13 @@ where
                 .caller
                 .call(self.peers[peer], req.clone(), timeout)
                 .await;
-            let next_peer = self.pinned.unwrap_or((peer + 1) % self.peers.len());
             match answer {
-                Ok(resp) => match resp.redirect() {
-                    None => return Some(resp),
-                    Some(hint) => {
-                        let next = hint.filter(|h| *h != peer);
-                        *self.guess.borrow_mut() = next.unwrap_or(next_peer);
-                        if next.is_none() {
-                            self.ctx.sleep_local(ELECTION_RETRY).await;
-                        }
-                    }
-                },
-                Err(_) => *self.guess.borrow_mut() = next_peer,
+                Ok(resp) if !resp.refused() => return Some(resp),
+                Ok(_) => self.ctx.sleep_local(ELECTION_RETRY).await,
+                Err(_) => {
+                    let next = self.pinned.unwrap_or((peer + 1) % self.peers.len());
+                    *self.current.borrow_mut() = next;
+                }
             }
         }
         None

@@ -22,11 +22,18 @@
 //!   variant `ack-before-fsync` sends the acknowledgements (and advances) before the fsync;
 //! - linearizable reads by **ReadIndex** through the leader (`ReadOnlyOption::Safe`): a read
 //!   is answered once a quorum confirmed the leadership and the peer applied up to the index;
-//!   a follower of a service that serves on followers ([`Service::serves_on_followers`])
-//!   asks the leader for the index (raft-rs forwards `MsgReadIndex`) and answers the read
-//!   itself; such a follower also forwards writes ([`Service::forwards_proposals`]) and
-//!   relays what its service passes on to the leader ([`Handling::Relay`]) on the peers'
-//!   network;
+//!   a follower asks the leader for the index (raft-rs forwards `MsgReadIndex`) and answers
+//!   the read itself (an etcd member's `linearizableReadNotify`, a ZooKeeper server's
+//!   answer on the client's connection);
+//! - **every member serves its clients**: a follower forwards a write to the leader (raft-rs
+//!   forwards the proposal, `MsgPropose`) and answers the client once it applied the entry
+//!   itself, across a change of leader (etcd's `processInternalRaftRequestOnce` waits for
+//!   the entry's apply by request id; ZooKeeper's `FollowerRequestProcessor` and
+//!   `CommitProcessor`), so a write whose answer the client did not wait for still commits
+//!   (etcd-io/etcd#22082's late Delete); it relays what its service passes on to the leader
+//!   ([`Handling::Relay`]) and forwards what the leader must answer ([`Handling::Forward`])
+//!   on the peers' network. A member answers "not leader" only when it cannot serve: it
+//!   knows no leader for a write, a read's leader changed, a forward was given up;
 //! - Raft's safety ([`super::audit`]): at most one leader per term, the same entry at every applied
 //!   index on every peer, checked on every run of the correct variant.
 //!
@@ -46,6 +53,8 @@
 //! confirmed reads, ticks and role changes, and sends what it answers.
 
 use super::audit::Audit;
+use super::client::Redirect;
+use super::forward::Forwards;
 use super::log::DurableLog;
 use crate::protocol::ParamError;
 use futures::future::{select, Either};
@@ -64,19 +73,35 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// What Raft peers send each other: raft-rs's messages, and what a service relays to the
-/// leader ([`Handling::Relay`]).
+/// What Raft peers send each other: raft-rs's messages, what a service relays to the
+/// leader ([`Handling::Relay`]), and the client requests a member forwards to the leader
+/// with their answers ([`Handling::Forward`]).
 #[derive(Clone)]
-pub enum PeerMsg {
+pub enum PeerMsg<Req, Resp> {
     /// Boxed: a raft-rs message is some 200 bytes, moved through the courier's queue, the
     /// inbox and the host's input queue; the box moves 8.
     Raft(Box<Message>),
     /// A service's relay, for [`Service::relayed`] on the leader.
     Relay(Vec<u8>),
+    /// A client's request, forwarded by a member to the leader; `token` names it in the
+    /// answer.
+    Forward {
+        /// The forwarding member's name for the request.
+        token: u64,
+        /// The client's request.
+        req: Req,
+    },
+    /// The leader's answer to a forwarded request.
+    Answer {
+        /// The forwarding member's name for the request.
+        token: u64,
+        /// The answer, for the client.
+        resp: Resp,
+    },
 }
 
 /// The message family Raft peers speak among themselves.
-pub type PeerNet = Net<PeerMsg>;
+pub type PeerNet<Req, Resp> = Net<PeerMsg<Req, Resp>>;
 
 /// How the host of every peer behaves.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +122,9 @@ pub struct HostConfig {
     /// A server closes its clients' connections when it loses its leader
     /// ([`HostConfig::closing_clients_when_leaderless`]).
     pub closes_clients_when_leaderless: bool,
+    /// How long a member waits on the leader's answer to a request it forwarded
+    /// ([`Handling::Forward`]): etcd's `ReqTimeout`, 5 s and two election timeouts.
+    pub forward_timeout: Duration,
 }
 
 impl HostConfig {
@@ -117,6 +145,8 @@ impl HostConfig {
             ack_before_fsync,
             elects_when_the_leader_dies: false,
             closes_clients_when_leaderless: false,
+            forward_timeout: Duration::from_secs(5)
+                + 2 * Duration::from_millis(tick_ms * election_ticks as u64),
         }
     }
 
@@ -183,8 +213,7 @@ pub enum Handling<Cmd, Req, Resp> {
     /// Propose this command through the log (leader only); answer when it is applied here.
     Propose(Cmd),
     /// Answer [`Service::read`] once ReadIndex confirmed this peer still leads (or, on a
-    /// member that serves reads itself, [`Service::serves_on_followers`], once the leader
-    /// confirmed its commit index and this peer applied up to it).
+    /// follower, once the leader confirmed its commit index and this peer applied up to it).
     Read(Req),
     /// Answer this now.
     Reply(Resp),
@@ -192,6 +221,12 @@ pub enum Handling<Cmd, Req, Resp> {
     /// [`Service::relayed`] there (a ZooKeeper follower answers a client's ping itself and
     /// passes the session's touch on to the leader); nothing is relayed while it knows none.
     Relay(Resp, Vec<u8>),
+    /// Send the request to the leader and answer the client with the leader's answer, as an
+    /// etcd member forwards a lease's keep-alive (`LeaseRenew`: "renewals don't go through
+    /// raft; forward to leader manually", over the peers' HTTP): one client's one at a time,
+    /// sent again to the leader of the moment when refused, given up at
+    /// [`HostConfig::forward_timeout`] ([`super::forward`]).
+    Forward(Req),
     /// The service keeps the request and answers later through [`Service::take_pushes`].
     Hold,
 }
@@ -212,8 +247,8 @@ pub struct Env<'a> {
 pub trait Service: 'static {
     /// Client requests.
     type Req: Clone + Send + 'static;
-    /// Answers to clients.
-    type Resp: Clone + Send + 'static;
+    /// Answers to clients ("not leader" among them: [`Redirect`]).
+    type Resp: Clone + Send + Redirect + 'static;
     /// Commands that go through the log.
     type Cmd: Serialize + DeserializeOwned;
 
@@ -233,28 +268,12 @@ pub trait Service: 'static {
     fn term_opened(&mut self, env: &Env) {
         let _ = env;
     }
-    /// The answer that sends a client elsewhere: `leader` is the peer (from 0) to try, if known.
-    fn not_leader(&self, leader: Option<usize>) -> Self::Resp;
+    /// The answer of a member that cannot serve the request now (it knows no leader, or the
+    /// leader changed under a read or forward): the client tries again, elsewhere.
+    fn not_leader(&self) -> Self::Resp;
     /// Answers to held requests that are due: `(client, request id, answer)`.
     fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Self::Resp)>;
 
-    /// Whether a member that does not lead takes a client's write and forwards it to the
-    /// leader it knows (raft-rs forwards the proposal, `MsgPropose`), answering the client
-    /// when it applies the entry itself, across a change of leader, as an etcd member does
-    /// (its `processInternalRaftRequestOnce` waits for the entry's apply by request id).
-    /// Otherwise (the default) it answers "not leader" with the leader it knows, and the
-    /// client goes there. A write a member forwards and whose answer the client did not wait
-    /// for still commits: etcd-io/etcd#22082's late Delete.
-    fn forwards_proposals(&self) -> bool {
-        false
-    }
-    /// Whether a member that does not lead answers a client's reads itself: it asks the
-    /// leader for its commit index (raft-rs forwards the ReadIndex, `MsgReadIndex`) and
-    /// answers once it applied up to it, so the client stays with the server it is connected
-    /// to, as a ZooKeeper client does. Otherwise (the default) it answers "not leader".
-    fn serves_on_followers(&self) -> bool {
-        false
-    }
     /// On the leader: what a member relayed ([`Handling::Relay`]).
     fn relayed(&mut self, relay: &[u8], env: &Env) {
         let _ = (relay, env);
@@ -301,7 +320,7 @@ where
     F: Fn(&NodeCtx) -> S + Send + Sync + 'static,
 {
     let clients = Net::new(world);
-    let raft_net: PeerNet = Net::new(world);
+    let raft_net: PeerNet<S::Req, S::Resp> = Net::new(world);
     let audit = Arc::new(Mutex::new(Audit::new(enforce_safety)));
     let leaders: Leaders = Arc::default();
     let config = Arc::new(config);
@@ -351,9 +370,13 @@ fn current_leader(world: &World, leaders: &Leaders) -> Option<NodeIdx> {
         .map(|(idx, _)| *idx)
 }
 
-enum Input<Req> {
+enum Input<Req, Resp> {
     Raft(Box<Message>),
     Relay(Vec<u8>),
+    /// A request a member forwarded to this peer.
+    Forward(NodeIdx, u64, Req),
+    /// The leader's answer to a request this member forwarded.
+    Answer(u64, Resp),
     Client(Request<Req>),
     Tick,
     /// The process of the leader (this node) died ([`HostConfig::elects_when_the_leader_dies`]).
@@ -364,7 +387,7 @@ async fn run<S: Service>(
     ctx: NodeCtx,
     mut peer: Peer,
     service: S,
-    raft_net: PeerNet,
+    raft_net: PeerNet<S::Req, S::Resp>,
     leaders: Leaders,
     clients: Net<Wire<S::Req, S::Resp>>,
 ) {
@@ -377,6 +400,8 @@ async fn run<S: Service>(
             let input = match envelope.msg {
                 PeerMsg::Raft(msg) => Input::Raft(msg),
                 PeerMsg::Relay(relay) => Input::Relay(relay),
+                PeerMsg::Forward { token, req } => Input::Forward(envelope.from, token, req),
+                PeerMsg::Answer { token, resp } => Input::Answer(token, resp),
             };
             let _ = tx2.send(input);
         }
@@ -408,6 +433,7 @@ async fn run<S: Service>(
         raft_net,
         leaders,
         reads: BTreeMap::new(),
+        forwards: Forwards::default(),
         leader_watch: None,
         serving_under: raft::INVALID_ID,
     };
@@ -589,10 +615,12 @@ struct Host<S: Service> {
     peer: Peer,
     service: S,
     caller: Caller<S::Req, S::Resp>,
-    raft_net: PeerNet,
+    raft_net: PeerNet<S::Req, S::Resp>,
     leaders: Leaders,
     /// Reads waiting for their leadership check, by nonce.
     reads: BTreeMap<u64, (NodeIdx, u64, S::Req)>,
+    /// Requests forwarded to the leader, waiting for its answer or their turn.
+    forwards: Forwards<S::Req>,
     /// The watch on the leader's connection, where followers hear their leader die.
     leader_watch: Option<CloseWatch>,
     /// The leader this peer serves clients under (its Raft id; `INVALID_ID`: none yet).
@@ -618,8 +646,8 @@ impl<S: Service> Host<S> {
     /// while the leader is the same: a loop turn costs nothing more.
     async fn next_input(
         &mut self,
-        inputs: &mut mailbox::Receiver<Input<S::Req>>,
-    ) -> Option<Input<S::Req>> {
+        inputs: &mut mailbox::Receiver<Input<S::Req, S::Resp>>,
+    ) -> Option<Input<S::Req, S::Resp>> {
         let leader = self.peer.leader_to_watch();
         let watched = self.leader_watch.as_ref().map(CloseWatch::server);
         if watched != leader {
@@ -636,7 +664,7 @@ impl<S: Service> Host<S> {
         Some(Input::LeaderGone(gone))
     }
 
-    fn input(&mut self, input: Input<S::Req>) {
+    fn input(&mut self, input: Input<S::Req, S::Resp>) {
         match input {
             Input::Raft(msg) => {
                 // A message from an old term or a dead incarnation is refused by raft-rs
@@ -649,6 +677,8 @@ impl<S: Service> Host<S> {
                     self.service.relayed(&relay, &env(&self.peer, me, 0));
                 }
             }
+            Input::Forward(member, token, req) => self.forwarded(member, token, req),
+            Input::Answer(token, resp) => self.answered(token, resp),
             Input::Tick => self.tick(),
             Input::Client(req) => self.request(req),
             Input::LeaderGone(leader) => self.peer.leader_gone(leader),
@@ -661,6 +691,7 @@ impl<S: Service> Host<S> {
     }
 
     fn tick(&mut self) {
+        self.retry_forwards();
         self.peer.campaign_when_due();
         self.peer.raw.tick();
         self.role_check();
@@ -687,47 +718,38 @@ impl<S: Service> Host<S> {
         taken
     }
 
-    /// A client's write: the leader proposes it; a member that does not lead forwards it
-    /// if its service does ([`Service::forwards_proposals`]), else, or when it knows no
-    /// leader (raft-rs drops the proposal), sends the client to the leader it knows.
+    /// A client's write: the leader proposes it, a follower forwards it (raft-rs); a member
+    /// that knows no leader (raft-rs drops the proposal) answers "not leader".
     fn propose_for(&mut self, cmd: &S::Cmd, client: (NodeIdx, u64)) {
         if self.peer.leading {
             let _ = self.propose(cmd, Some(client));
-        } else if !(self.service.forwards_proposals() && self.propose(cmd, Some(client))) {
-            let resp = self.service.not_leader(self.peer.leader_hint());
-            self.caller.reply(client.0, client.1, resp);
+        } else if !self.propose(cmd, Some(client)) {
+            self.reply(client.0, client.1, self.service.not_leader());
         }
     }
 
     fn request(&mut self, req: Request<S::Req>) {
         let (from, id) = (req.from, req.id);
-        let leader = self.peer.leader_hint();
-        if self.peer.config.closes_clients_when_leaderless && leader.is_none() {
+        if self.peer.config.closes_clients_when_leaderless && self.peer.leader_hint().is_none() {
             // A server that serves only under a leader refuses clients while it knows none.
-            self.caller.reply(from, id, self.service.not_leader(None));
+            self.reply(from, id, self.service.not_leader());
             return;
         }
         let handling = self.service.handle(req.body, &env(&self.peer, from, id));
         let leading = self.peer.leading;
         match handling {
-            Handling::Reply(resp) => self.caller.reply(from, id, resp),
+            Handling::Reply(resp) => self.reply(from, id, resp),
             Handling::Relay(resp, relay) => {
-                self.caller.reply(from, id, resp);
+                self.reply(from, id, resp);
                 self.relay(relay);
             }
             Handling::Hold => {}
+            Handling::Forward(req) => self.forward(from, id, req),
             Handling::Propose(cmd) => self.propose_for(&cmd, (from, id)),
-            Handling::Read(req) if !leading && self.service.serves_on_followers() => {
-                self.read_index(from, id, req);
-            }
-            Handling::Read(_) if !leading => {
-                self.caller.reply(from, id, self.service.not_leader(leader));
-            }
-            Handling::Read(_) if !self.peer.raw.raft.commit_to_current_term() => {
+            Handling::Read(_) if leading && !self.peer.raw.raft.commit_to_current_term() => {
                 // raft-rs drops a read before the new leader committed in its term: ask the
                 // client to come back.
-                let resp = self.service.not_leader(Some(self.peer.id as usize - 1));
-                self.caller.reply(from, id, resp);
+                self.reply(from, id, self.service.not_leader());
             }
             Handling::Read(req) => self.read_index(from, id, req),
         }
@@ -739,6 +761,85 @@ impl<S: Service> Host<S> {
         let key = nonce();
         self.reads.insert(key, (from, id, req));
         self.peer.raw.read_index(key.to_le_bytes().to_vec());
+    }
+
+    /// Answers `to`: a client on the clients' network, or the member that forwarded the
+    /// request (`id` its token) on the peers'.
+    fn reply(&self, to: NodeIdx, id: u64, resp: S::Resp) {
+        if self.peer.nodes.contains(&to) {
+            let me = self.peer.ctx.idx();
+            let answer = PeerMsg::Answer { token: id, resp };
+            self.raft_net.send(me, to, answer);
+        } else {
+            self.caller.reply(to, id, resp);
+        }
+    }
+
+    /// Forwards a client's request to the leader ([`Handling::Forward`], [`super::forward`]):
+    /// now, unless the client's earlier one is still out.
+    fn forward(&mut self, from: NodeIdx, id: u64, req: S::Req) {
+        let until = self.peer.ctx.mono_now() + self.peer.config.forward_timeout;
+        if let Some(n) = self.forwards.add((from, id), req, until) {
+            self.send_forward(n);
+        }
+    }
+
+    /// Sends forwarded request `n` to the leader this member knows; leading now, serves it
+    /// itself; knowing no leader, leaves it for a later tick (etcd's `waitLeader`).
+    fn send_forward(&mut self, n: u64) {
+        let (from, id, req) = self.forwards.request(n);
+        if self.peer.leading {
+            self.forwards.take(n);
+            return self.request(Request {
+                from,
+                id,
+                body: req,
+            });
+        }
+        let Some(leader) = self.peer.leader_hint() else {
+            return;
+        };
+        let token = nonce();
+        self.forwards.sent(n, token);
+        let (me, to) = (self.peer.ctx.idx(), self.peer.nodes[leader]);
+        self.raft_net.send(me, to, PeerMsg::Forward { token, req });
+    }
+
+    /// At a tick: gives up the forwarded requests out of time ("not leader", etcd's
+    /// `ErrTimeout`) and sends each client's next one not in flight.
+    fn retry_forwards(&mut self) {
+        for (from, id) in self.forwards.expire(self.peer.ctx.mono_now()) {
+            self.reply(from, id, self.service.not_leader());
+        }
+        for n in self.forwards.due() {
+            self.send_forward(n);
+        }
+    }
+
+    /// A request `member` forwarded: the leader handles it as a client's, its answer going
+    /// back to the member; a peer that no longer leads answers "not leader" at once.
+    fn forwarded(&mut self, member: NodeIdx, token: u64, req: S::Req) {
+        if !self.peer.leading {
+            return self.reply(member, token, self.service.not_leader());
+        }
+        self.request(Request {
+            from: member,
+            id: token,
+            body: req,
+        });
+    }
+
+    /// The leader's answer to a request this member forwarded: for its client, and that
+    /// client's next request goes; a refusal with time left goes again at the next tick.
+    fn answered(&mut self, token: u64, resp: S::Resp) {
+        let (refused, now) = (resp.refused(), self.peer.ctx.mono_now());
+        let Some(((from, id), resp)) = self.forwards.answered(token, resp, refused, now) else {
+            return;
+        };
+        self.caller.reply(from, id, resp);
+        if let Some(n) = self.forwards.next_of(from) {
+            self.send_forward(n);
+        }
     }
 
     /// Sends a service's relay to the leader this follower knows.
@@ -755,7 +856,11 @@ impl<S: Service> Host<S> {
     /// What the service answers outside the loop is answered; its timer runs; everything else
     /// waits, in arrival order, for the loop. Raft's ticks in the stall are lost (etcd's
     /// ticker drops them).
-    async fn stuck(&mut self, first: Input<S::Req>, inputs: &mut mailbox::Receiver<Input<S::Req>>) {
+    async fn stuck(
+        &mut self,
+        first: Input<S::Req, S::Resp>,
+        inputs: &mut mailbox::Receiver<Input<S::Req, S::Resp>>,
+    ) {
         let ctx = self.peer.ctx.clone();
         let (mut backlog, mut later) = (Vec::new(), Vec::new());
         self.take_while_stuck(first, &mut backlog, &mut later);
@@ -776,27 +881,29 @@ impl<S: Service> Host<S> {
     }
 
     /// One input while the loop is stuck: a request the service answers outside the loop is
-    /// answered; a tick runs the service's own timer, whose commands wait in `later`;
-    /// anything else waits in `backlog`.
+    /// answered (a client's, or one a member forwarded: etcd's lease HTTP handler runs outside
+    /// the loop too, as does a member's wait for the answer to its forwarding); a tick runs
+    /// the service's own timer, whose commands wait in `later`; anything else waits in
+    /// `backlog`.
     fn take_while_stuck(
         &mut self,
-        input: Input<S::Req>,
-        backlog: &mut Vec<Input<S::Req>>,
+        input: Input<S::Req, S::Resp>,
+        backlog: &mut Vec<Input<S::Req, S::Resp>>,
         later: &mut Vec<S::Cmd>,
     ) {
-        match input {
-            Input::Client(req) => {
-                let env = env(&self.peer, req.from, req.id);
-                match self.service.handle_stuck(&req.body, &env) {
-                    Some(resp) => self.caller.reply(req.from, req.id, resp),
-                    None => backlog.push(Input::Client(req)),
-                }
-            }
+        let (from, id, req) = match &input {
+            Input::Client(req) => (req.from, req.id, &req.body),
+            Input::Forward(member, token, req) => (*member, *token, req),
+            Input::Answer(token, resp) => return self.answered(*token, resp.clone()),
             Input::Tick => {
                 let me = self.peer.ctx.idx();
-                later.extend(self.service.tick_stuck(&env(&self.peer, me, 0)));
+                return later.extend(self.service.tick_stuck(&env(&self.peer, me, 0)));
             }
-            raft => backlog.push(raft),
+            _ => return backlog.push(input),
+        };
+        match self.service.handle_stuck(req, &env(&self.peer, from, id)) {
+            Some(resp) => self.reply(from, id, resp),
+            None => backlog.push(input),
         }
     }
 
@@ -881,7 +988,7 @@ impl<S: Service> Host<S> {
             let resp = self.service.apply(cmd, &env(&self.peer, me, 0));
             let key = entry.context[..].try_into().map(u64::from_le_bytes);
             if let Some((from, id)) = key.ok().and_then(|k| self.peer.proposals.remove(&k)) {
-                self.caller.reply(from, id, resp);
+                self.reply(from, id, resp);
             }
         }
     }
@@ -943,11 +1050,11 @@ impl<S: Service> Host<S> {
         ctx.event("clients-closed", None, why);
     }
 
-    /// Answers every read still waiting for its confirmation "not leader".
+    /// Answers every read still waiting for its confirmation "not leader". (A forwarded
+    /// request waits on: etcd's forward is not undone by a change of leader.)
     fn fail_reads(&mut self) {
-        let hint = self.peer.leader_hint();
         for (_, (from, id, _)) in std::mem::take(&mut self.reads) {
-            self.caller.reply(from, id, self.service.not_leader(hint));
+            self.reply(from, id, self.service.not_leader());
         }
         self.peer.confirmed.clear();
     }
@@ -963,13 +1070,13 @@ impl<S: Service> Host<S> {
                 continue;
             };
             let resp = self.service.read(req, &env(&self.peer, from, id));
-            self.caller.reply(from, id, resp);
+            self.reply(from, id, resp);
         }
     }
 
     fn push(&mut self) {
         for (to, id, resp) in self.service.take_pushes() {
-            self.caller.reply(to, id, resp);
+            self.reply(to, id, resp);
         }
     }
 }

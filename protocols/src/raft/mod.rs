@@ -4,7 +4,8 @@
 //!   [`host::Service`] applied from its log;
 //! - [`log`]: the log and hard state on the node's disk; [`audit`]: one leader per term, one
 //!   entry per applied index, across the peers of a run; [`client`]: the client's link to the
-//!   cluster (redirects to the leader);
+//!   cluster (one member at a time); [`forward`]: the requests a member forwards to the
+//!   leader and waits on;
 //! - [`etcd`]: etcd's lessor and `concurrency.Mutex`; [`zookeeper`]: ZooKeeper's sessions,
 //!   ephemeral sequential nodes and the lock recipe.
 //!
@@ -14,6 +15,7 @@
 pub mod audit;
 pub mod client;
 pub mod etcd;
+pub mod forward;
 pub mod host;
 pub mod log;
 pub mod zookeeper;

@@ -96,8 +96,9 @@ impl std::ops::Deref for DeleteKey {
 /// Answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Resp {
-    /// Ask another peer (this one, from 0, if known).
-    NotLeader(Option<usize>),
+    /// The member cannot serve this now: it knows no leader, or the leader changed under a
+    /// read or a forwarded request (etcd's `ErrNoLeader`, `ErrLeaderChanged`); try another.
+    NotLeader,
     /// A lease was granted.
     Lease {
         /// Its id.
@@ -245,6 +246,9 @@ pub struct Kv {
     /// When `syncWatchersLoop` last ran (local monotonic clock).
     watches_synced_at: Option<Duration>,
     pushes: Vec<(NodeIdx, u64, Resp)>,
+    /// Keep-alives that came to this leader before its lessor's promotion, answered at it:
+    /// `(who asked, request id, lease)`.
+    held_renewals: Vec<(NodeIdx, u64, u64)>,
 }
 
 impl Kv {
@@ -274,6 +278,7 @@ impl Kv {
             watches: vec![],
             watches_synced_at: None,
             pushes: vec![],
+            held_renewals: vec![],
         }
     }
 
@@ -383,7 +388,7 @@ impl Kv {
         self.checkpoint(vec![(lease, 0)], env);
         match self.leases.get(&lease) {
             None => Resp::LeaseNotFound,
-            Some(_) if !(env.leader && self.promoted) => Resp::NotLeader(None),
+            Some(_) if !(env.leader && self.promoted) => Resp::NotLeader,
             Some(_) if self.expired(lease, env) => Resp::LeaseNotFound,
             Some((ttl, _)) => {
                 self.expiry.insert(lease, env.ctx.mono_now() + *ttl);
@@ -508,7 +513,7 @@ impl Kv {
     /// here (Renew waits for its revocation).
     fn renew_locally(&mut self, lease: u64, env: &Env) -> Option<Resp> {
         if !(env.leader && self.promoted) {
-            return Some(Resp::NotLeader(None));
+            return Some(Resp::NotLeader);
         }
         let Some((ttl, _)) = self.leases.get(&lease) else {
             return Some(Resp::LeaseNotFound);
@@ -574,6 +579,16 @@ impl Service for Kv {
                 },
             }),
             Req::LeaseRevoke { lease } => Handling::Propose(Cmd::Revoke { lease }),
+            // A member's lessor is not the primary: it forwards the renewal to the leader
+            // (`EtcdServer.LeaseRenew`, over the peers' HTTP), as the model's lock-delay,
+            // which only the leader keeps.
+            Req::KeepAlive { .. } | Req::LockDelay if !env.leader => Handling::Forward(req),
+            // Not primary yet: etcd's `LeaseRenew` tries again until the lessor is promoted
+            // (within its request timeout), and the client waits on its stream.
+            Req::KeepAlive { lease } if !self.promoted => {
+                self.held_renewals.push((env.from, env.id, lease));
+                Handling::Hold
+            }
             // etcd's Renew of a checkpointed lease clears its remaining TTL through the log
             // first (so a new leader does not restore it after this renewal).
             Req::KeepAlive { lease } if self.remaining.contains_key(&lease) => {
@@ -714,6 +729,9 @@ impl Service for Kv {
         self.expiry.clear();
         self.checkpoints_due.clear();
         self.promoted = false;
+        for (from, id, _) in std::mem::take(&mut self.held_renewals) {
+            self.pushes.push((from, id, Resp::NotLeader));
+        }
     }
 
     /// etcd's `Promote`, called from `applyEntryNormal` (`server/etcdserver/server.go`) when
@@ -737,18 +755,16 @@ impl Service for Kv {
         if self.owner_expiries > 0 {
             self.delay_until = now + self.lock_delay;
         }
+        // The keep-alives that waited for the promotion are renewed now.
+        for (from, id, lease) in std::mem::take(&mut self.held_renewals) {
+            let resp = self.renew_locally(lease, env);
+            self.pushes
+                .push((from, id, resp.unwrap_or(Resp::LeaseNotFound)));
+        }
     }
 
     /// An etcd member's gRPC handlers and lessor timer run outside its Raft loop.
     fn serves_outside_loop(&self) -> bool {
-        true
-    }
-
-    /// An etcd member takes any client's write and forwards it to the leader
-    /// (`EtcdServer.processInternalRaftRequestOnce`: `r.Propose`, then it waits for the
-    /// entry's apply by request id). Reads and keep-alives on a follower are still sent to the
-    /// leader by a "not leader" answer (module docs).
-    fn forwards_proposals(&self) -> bool {
         true
     }
 
@@ -774,8 +790,8 @@ impl Service for Kv {
         }
     }
 
-    fn not_leader(&self, leader: Option<usize>) -> Resp {
-        Resp::NotLeader(leader)
+    fn not_leader(&self) -> Resp {
+        Resp::NotLeader
     }
 
     fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Resp)> {
@@ -784,10 +800,7 @@ impl Service for Kv {
 }
 
 impl Redirect for Resp {
-    fn redirect(&self) -> Option<Option<usize>> {
-        match self {
-            Resp::NotLeader(hint) => Some(*hint),
-            _ => None,
-        }
+    fn refused(&self) -> bool {
+        matches!(self, Resp::NotLeader)
     }
 }

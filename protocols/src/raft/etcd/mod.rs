@@ -118,10 +118,18 @@
 //! it applies the entry, as etcd's `processInternalRaftRequestOnce` does: so a write that
 //! waited at a paused or cut-off member commits when that member runs again, after the
 //! client gave up on it and perhaps sent it elsewhere (etcd-io/etcd#22082's late Delete,
-//! seen on real etcd by live mode). A read or keep-alive sent to a follower is answered
-//! "not leader" and the client asks the leader it names (a real member serves a linearizable
-//! read through the leader's ReadIndex and forwards a keep-alive to the leader's lessor: the
-//! same answer, one hop shorter here). Keep-alives are confirmed by ReadIndex on the leader
+//! seen on real etcd by live mode). A member serves a linearizable read itself, through the
+//! leader's ReadIndex (`linearizableReadNotify`), and forwards a keep-alive to the leader's
+//! lessor and relays its answer (`LeaseRenew`, [`crate::raft::forward`]): it waits on the
+//! leader's answer up to etcd's request timeout (5 s and two election timeouts), through a
+//! change of leader (a paused old leader that wakes refuses it, and it goes to the new one),
+//! and serves one client's keep-alives one at a time, as the member's keep-alive stream
+//! does, so a keep-alive forwarded to a paused leader holds up that client's next ones. So a
+//! client stays with the member it talks to, as live mode's clients do against real members;
+//! it moves to the next member only when its own does not answer in time (a "not leader"
+//! answer, an election under way or a read whose leader changed under it, is asked again of
+//! the same member); a leader answers a keep-alive that comes before its lessor's promotion
+//! at the promotion, as etcd's `LeaseRenew` retries until the lessor is primary. Keep-alives are confirmed by ReadIndex on the leader
 //! before they renew (a deposed leader that has not noticed yet cannot renew; with `lessor =
 //! "local-role"` the leader renews at once, as before etcd PR #13690), and the client
 //! counts a lease's TTL from when it *sent* the keep-alive (etcd's Go client counts from the
@@ -203,7 +211,7 @@ impl Protocol for Etcd {
             timeout,
         );
         match params.client_endpoint {
-            ClientEndpoint::Leader => EtcdClient::new(link),
+            ClientEndpoint::Any => EtcdClient::new(link),
             ClientEndpoint::Pinned => EtcdClient::new(link.pinned()),
         }
     }

@@ -24,10 +24,13 @@ pub enum Variant {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ClientEndpoint {
-    /// It follows the leader (redirections, the next peer on a timeout): clientv3 with every
-    /// member as an endpoint.
+    /// It talks to one member and moves to the next when a call fails (no answer in
+    /// `request_timeout_ms`, or "no leader"): clientv3 with every member as an endpoint, its
+    /// balancer skipping a failed one. (`"leader"`, this option's name before members served
+    /// reads and keep-alives themselves, is read as `"any"`.)
     #[default]
-    Leader,
+    #[serde(alias = "leader")]
+    Any,
     /// It talks to one member, which forwards to the leader: a client given one endpoint
     /// (Jepsen's jetcd clients, one per node).
     Pinned,

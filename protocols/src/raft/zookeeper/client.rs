@@ -431,7 +431,7 @@ async fn connect(link: &Link, server: &Cell<usize>, req: Req, budget: Duration) 
             .call(link.peers[at], req.clone(), link.request_timeout())
             .await;
         match answer {
-            Ok(Resp::NotLeader(_)) => link.ctx.sleep_local(ELECTION_RETRY).await,
+            Ok(Resp::NotLeader) => link.ctx.sleep_local(ELECTION_RETRY).await,
             // Refused or unanswered: the next server at once.
             Err(_) => server.set((at + 1) % link.peers.len()),
             Ok(resp) => return Some(resp),
@@ -452,7 +452,7 @@ async fn ask(link: &Link, server: &Cell<usize>, req: Req, budget: Duration) -> O
         let left = deadline - link.ctx.mono_now();
         let to = link.peers[server.get()];
         match link.caller.call(to, req.clone(), left).await {
-            Ok(Resp::NotLeader(_)) => link.ctx.sleep_local(ELECTION_RETRY).await,
+            Ok(Resp::NotLeader) => link.ctx.sleep_local(ELECTION_RETRY).await,
             Ok(resp) => return Some(resp),
             Err(_) => return None,
         }
@@ -472,7 +472,7 @@ async fn ping_server(link: &Link, at: usize, session: u64, budget: Duration) -> 
     while link.ctx.mono_now() < deadline {
         let wait = (deadline - link.ctx.mono_now()).min(link.request_timeout());
         match link.caller.call(link.peers[at], ping.clone(), wait).await {
-            Ok(Resp::NotLeader(_)) => return None,
+            Ok(Resp::NotLeader) => return None,
             Ok(resp) => return Some(resp),
             Err(_) => {}
         }

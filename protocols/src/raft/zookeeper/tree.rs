@@ -66,8 +66,9 @@ pub enum Req {
 /// Answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Resp {
-    /// Ask another server (this one, from 0, if known).
-    NotLeader(Option<usize>),
+    /// The server serves clients only under a leader and knows none now, or the leader
+    /// changed under a read: the client tries again.
+    NotLeader,
     /// A session was opened.
     Session(u64),
     /// The session was touched.
@@ -85,11 +86,8 @@ pub enum Resp {
 }
 
 impl Redirect for Resp {
-    fn redirect(&self) -> Option<Option<usize>> {
-        match self {
-            Resp::NotLeader(hint) => Some(*hint),
-            _ => None,
-        }
+    fn refused(&self) -> bool {
+        matches!(self, Resp::NotLeader)
     }
 }
 
@@ -472,26 +470,14 @@ impl Service for Tree {
         }
     }
 
-    /// A ZooKeeper follower forwards a client's writes to the leader and answers it when it
-    /// has applied them (`FollowerRequestProcessor`, `CommitProcessor`).
-    fn forwards_proposals(&self) -> bool {
-        true
-    }
-
-    /// A client stays with its server: a follower answers its listings (here after the
-    /// leader confirmed its commit index, unless `local_reads`).
-    fn serves_on_followers(&self) -> bool {
-        true
-    }
-
     /// A follower's relayed ping: the session is touched.
     fn relayed(&mut self, relay: &[u8], env: &Env) {
         let session = u64::from_le_bytes(relay.try_into().expect("a relayed session id"));
         self.touch(session, env);
     }
 
-    fn not_leader(&self, leader: Option<usize>) -> Resp {
-        Resp::NotLeader(leader)
+    fn not_leader(&self) -> Resp {
+        Resp::NotLeader
     }
 
     fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Resp)> {
