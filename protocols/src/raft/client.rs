@@ -12,8 +12,8 @@ use std::time::Duration;
 /// does not spin.
 pub const ELECTION_RETRY: Duration = Duration::from_millis(20);
 
-/// An answer that sends the client elsewhere.
-pub trait Redirect {
+/// An answer that may be a refusal ("not leader"), after which the client asks again.
+pub trait Refusal {
     /// Whether the peer cannot serve the request now ("not leader": it knows no leader, or
     /// the leader changed under the request); the client tries again.
     fn refused(&self) -> bool;
@@ -39,7 +39,7 @@ pub struct Link<Req, Resp, P> {
 impl<Req, Resp, P> Link<Req, Resp, P>
 where
     Req: Clone + Send + 'static,
-    Resp: Clone + Send + Redirect + 'static,
+    Resp: Clone + Send + Refusal + 'static,
 {
     /// A link from the client `ctx`; it first tries "its" peer, as clients spread over a
     /// cluster do.

@@ -53,7 +53,7 @@
 //! confirmed reads, ticks and role changes, and sends what it answers.
 
 use super::audit::Audit;
-use super::client::Redirect;
+use super::client::Refusal;
 use super::forward::Forwards;
 use super::log::DurableLog;
 use crate::protocol::ParamError;
@@ -247,8 +247,8 @@ pub struct Env<'a> {
 pub trait Service: 'static {
     /// Client requests.
     type Req: Clone + Send + 'static;
-    /// Answers to clients ("not leader" among them: [`Redirect`]).
-    type Resp: Clone + Send + Redirect + 'static;
+    /// Answers to clients ("not leader" among them: [`Refusal`]).
+    type Resp: Clone + Send + Refusal + 'static;
     /// Commands that go through the log.
     type Cmd: Serialize + DeserializeOwned;
 

@@ -2,7 +2,7 @@
 //! key's deletion; a [`Service`] applied from the Raft log.
 
 use super::params::{Lessor, Params, TtlRounding};
-use crate::raft::client::Redirect;
+use crate::raft::client::Refusal;
 use crate::raft::host::{Env, Handling, Service};
 use locksim_sim::NodeIdx;
 use rand::Rng;
@@ -799,7 +799,7 @@ impl Service for Kv {
     }
 }
 
-impl Redirect for Resp {
+impl Refusal for Resp {
     fn refused(&self) -> bool {
         matches!(self, Resp::NotLeader)
     }

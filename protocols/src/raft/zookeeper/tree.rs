@@ -1,7 +1,7 @@
 //! The replicated tree: sessions, ephemeral sequential nodes under the lock's parent, and
 //! watches on a node's deletion; a [`Service`] applied from the Raft log.
 
-use crate::raft::client::Redirect;
+use crate::raft::client::Refusal;
 use crate::raft::host::{Env, Handling, Service};
 use locksim_sim::NodeIdx;
 use rand::Rng;
@@ -85,7 +85,7 @@ pub enum Resp {
     Deleted,
 }
 
-impl Redirect for Resp {
+impl Refusal for Resp {
     fn refused(&self) -> bool {
         matches!(self, Resp::NotLeader)
     }
