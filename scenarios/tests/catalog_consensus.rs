@@ -670,14 +670,15 @@ fn kazoo_hears_no_lost_while_cut_off_and_its_standard_listener_aborts_at_suspend
 }
 
 /// Two clients on a 3-member cluster, c2 cut off from the leader `leader` alone from 1 s
-/// to 9 s; `protocol` is the `[protocol]` table's lines after the name.
-fn leader_cut(name: &str, protocol: &str, leader: &str) -> String {
-    format!(
+/// to 9 s (`{name}.toml`); `protocol` is the `[protocol]` table's lines after the name.
+fn leader_cut(name: &str, protocol: &str, leader: &str) -> Prepared {
+    let text = format!(
         "name = \"{name}\"\nduration_ms = 10_000\n[protocol]\n{protocol}\npeers = 3\n\
          [workload]\nclients = 2\ncs_ms_min = 200\ncs_ms_max = 200\nthink_ms_min = 10\n\
          think_ms_max = 10\n[[faults]]\nkind = \"partition\"\nat_ms = 1_000\n\
          duration_ms = 8_000\ngroups = [[\"c2\"], [\"{leader}\"]]\n"
-    )
+    );
+    parsed(&text, &format!("{name}.toml"))
 }
 
 /// Over seeds 1..=SEEDS of `p` ([`leader_cut`]): c2 notes nothing containing `part` and is
@@ -709,8 +710,7 @@ fn assert_c2_served_through_the_cut(p: &Prepared, part: &str, from_ms: u64) {
 #[test]
 fn a_client_cut_off_from_the_leader_alone_is_served_by_its_own_server() {
     let protocol = "name = \"zookeeper\"\nsession_timeout_ms = 6_000\nclient = \"curator\"";
-    let text = leader_cut("zookeeper-curator-leader-cut", protocol, "zk3");
-    let p = parsed(&text, "zookeeper-curator-leader-cut.toml");
+    let p = leader_cut("zookeeper-curator-leader-cut", protocol, "zk3");
     assert_c2_served_through_the_cut(&p, "", 1_000);
 }
 
@@ -724,8 +724,7 @@ fn a_client_cut_off_from_the_leader_alone_is_served_by_its_own_server() {
 #[test]
 fn a_member_serves_an_etcd_client_cut_off_from_the_leader() {
     let protocol = "name = \"etcd\"\nlease_ttl_ms = 2_000";
-    let text = leader_cut("etcd-leader-cut", protocol, "etcd1");
-    let p = parsed(&text, "etcd-leader-cut.toml");
+    let p = leader_cut("etcd-leader-cut", protocol, "etcd1");
     assert_c2_served_through_the_cut(&p, "session over", 2_000);
 }
 

@@ -1,7 +1,8 @@
 //! What every client of a Raft-replicated service does alike: it talks to one member, which
 //! serves or forwards whatever needs the leader, and moves to the next member when its own
-//! does not answer (an etcd client's balancer skips an endpoint whose call failed). (ZooKeeper's client keeps only the link's endpoint, peers and timeouts: it
-//! stays with the server it is connected to until the connection is lost.)
+//! does not answer (an etcd client's balancer skips an endpoint whose call failed).
+//! (ZooKeeper's client keeps only the link's endpoint, peers and timeouts: it stays with the
+//! server it is connected to until the connection is lost.)
 
 use locksim_sim::rpc::{Caller, Links};
 use locksim_sim::{NodeCtx, NodeIdx};
@@ -12,10 +13,13 @@ use std::time::Duration;
 /// does not spin.
 pub const ELECTION_RETRY: Duration = Duration::from_millis(20);
 
-/// An answer that may be a refusal ("not leader"), after which the client asks again.
+/// The answer of a member that cannot serve a request now ("not leader": it knows no
+/// leader, or the leader changed under a read, or a forward was given up); the client asks
+/// again.
 pub trait Refusal {
-    /// Whether the peer cannot serve the request now ("not leader": it knows no leader, or
-    /// the leader changed under the request); the client tries again.
+    /// The refusal.
+    fn not_leader() -> Self;
+    /// Whether this answer is the refusal.
     fn refused(&self) -> bool;
 }
 

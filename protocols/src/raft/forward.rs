@@ -22,7 +22,7 @@
 //! timeout (etcd's HTTP over TCP would have resent it).
 
 use locksim_sim::NodeIdx;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// One forwarded request, in arrival order.
@@ -35,14 +35,6 @@ struct Forwarded<Req> {
     token: Option<u64>,
     /// When the member gives up on it, on its monotonic clock.
     until: Duration,
-}
-
-/// What the member does with a forwarded request now.
-pub enum Step<Req, Resp> {
-    /// Send it to the leader under a new token ([`Forwards::sent`] records it).
-    Send(u64, Req),
-    /// Answer the client.
-    Answer((NodeIdx, u64), Resp),
 }
 
 /// The requests a member has forwarded or queued, by arrival.
@@ -61,6 +53,11 @@ impl<Req> Default for Forwards<Req> {
 }
 
 impl<Req: Clone> Forwards<Req> {
+    /// Whether nothing is forwarded or queued.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     /// Queues `client`'s request, given up at `until`; returns its number if it is the only
     /// one of its client's (to send now).
     pub fn add(&mut self, client: (NodeIdx, u64), req: Req, until: Duration) -> Option<u64> {
@@ -95,16 +92,10 @@ impl<Req: Clone> Forwards<Req> {
         self.queue.remove(&n);
     }
 
-    /// The leader answered `token`: the client's answer, unless the leader refused it
-    /// (`refused`) and there is time left to send it again; `None` for a token this member
-    /// does not wait on.
-    pub fn answered<Resp>(
-        &mut self,
-        token: u64,
-        resp: Resp,
-        refused: bool,
-        now: Duration,
-    ) -> Option<((NodeIdx, u64), Resp)> {
+    /// The leader answered `token`: the client to pass the answer to (taken out), unless
+    /// the leader refused it (`refused`) and there is time left to send it again; `None` for
+    /// a token this member does not wait on.
+    pub fn answered(&mut self, token: u64, refused: bool, now: Duration) -> Option<(NodeIdx, u64)> {
         let (&n, f) = self
             .queue
             .iter_mut()
@@ -115,11 +106,10 @@ impl<Req: Clone> Forwards<Req> {
         }
         let client = f.client;
         self.queue.remove(&n);
-        Some((client, resp))
+        Some(client)
     }
 
-    /// The clients whose requests ran out of time by `now` (each answered with `expired`),
-    /// taken out.
+    /// The clients whose requests ran out of time by `now`, taken out.
     pub fn expire(&mut self, now: Duration) -> Vec<(NodeIdx, u64)> {
         let gone: Vec<u64> = (self.queue.iter())
             .filter(|(_, f)| f.until <= now)
@@ -132,16 +122,11 @@ impl<Req: Clone> Forwards<Req> {
 
     /// The numbers of the requests to send now: each client's first, if not in flight.
     pub fn due(&self) -> Vec<u64> {
-        let mut firsts: BTreeMap<NodeIdx, (u64, bool)> = BTreeMap::new();
-        for (n, f) in &self.queue {
-            firsts.entry(f.client.0).or_insert((*n, f.token.is_some()));
-        }
-        let mut due: Vec<u64> = (firsts.values())
-            .filter(|(_, in_flight)| !in_flight)
+        let mut seen = BTreeSet::new();
+        (self.queue.iter())
+            .filter(|(_, f)| seen.insert(f.client.0) && f.token.is_none())
             .map(|(n, _)| *n)
-            .collect();
-        due.sort_unstable();
-        due
+            .collect()
     }
 
     /// The number of `node`'s next request, if it is due ([`Forwards::due`]).
@@ -167,17 +152,14 @@ mod tests {
         f.sent(2, 200);
         assert!(f.due().is_empty(), "both clients' first in flight");
         // The old leader refuses the first: it goes again, and the second still waits.
-        assert!(f.answered(100, "not leader", true, S).is_none());
+        assert!(f.answered(100, true, S).is_none());
         assert_eq!(f.due(), vec![0]);
         f.sent(0, 101);
-        assert_eq!(
-            f.answered(101, "renewed", false, S),
-            Some(((7, 1), "renewed"))
-        );
+        assert_eq!(f.answered(101, false, S), Some((7, 1)));
         assert_eq!(f.due(), vec![1], "the client's next");
         assert_eq!(f.next_of(7), Some(1));
         assert_eq!(f.next_of(8), None, "in flight");
-        assert_eq!(f.answered(101, "late", false, S), None, "answered once");
+        assert_eq!(f.answered(101, false, S), None, "answered once");
     }
 
     #[test]
@@ -189,8 +171,8 @@ mod tests {
         f.sent(1, 200);
         assert_eq!(f.expire(3 * S), vec![(8, 1)]);
         assert_eq!(
-            f.answered(100, "not leader", true, 8 * S),
-            Some(((7, 1), "not leader")),
+            f.answered(100, true, 8 * S),
+            Some((7, 1)),
             "no time left to send it again"
         );
         assert!(f.due().is_empty());

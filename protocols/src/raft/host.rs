@@ -122,9 +122,6 @@ pub struct HostConfig {
     /// A server closes its clients' connections when it loses its leader
     /// ([`HostConfig::closing_clients_when_leaderless`]).
     pub closes_clients_when_leaderless: bool,
-    /// How long a member waits on the leader's answer to a request it forwarded
-    /// ([`Handling::Forward`]): etcd's `ReqTimeout`, 5 s and two election timeouts.
-    pub forward_timeout: Duration,
 }
 
 impl HostConfig {
@@ -145,8 +142,6 @@ impl HostConfig {
             ack_before_fsync,
             elects_when_the_leader_dies: false,
             closes_clients_when_leaderless: false,
-            forward_timeout: Duration::from_secs(5)
-                + 2 * Duration::from_millis(tick_ms * election_ticks as u64),
         }
     }
 
@@ -201,6 +196,12 @@ impl HostConfig {
     /// The election timeout, in local ms (what etcd extends leases by on promotion).
     pub fn election_timeout(&self) -> Duration {
         Duration::from_millis(self.tick_ms * self.election_ticks as u64)
+    }
+
+    /// How long a member waits on the leader's answer to a request it forwarded
+    /// ([`Handling::Forward`]): etcd's `ReqTimeout`, 5 s and two election timeouts.
+    pub fn forward_timeout(&self) -> Duration {
+        Duration::from_secs(5) + 2 * self.election_timeout()
     }
 }
 
@@ -268,9 +269,6 @@ pub trait Service: 'static {
     fn term_opened(&mut self, env: &Env) {
         let _ = env;
     }
-    /// The answer of a member that cannot serve the request now (it knows no leader, or the
-    /// leader changed under a read or forward): the client tries again, elsewhere.
-    fn not_leader(&self) -> Self::Resp;
     /// Answers to held requests that are due: `(client, request id, answer)`.
     fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Self::Resp)>;
 
@@ -724,7 +722,7 @@ impl<S: Service> Host<S> {
         if self.peer.leading {
             let _ = self.propose(cmd, Some(client));
         } else if !self.propose(cmd, Some(client)) {
-            self.reply(client.0, client.1, self.service.not_leader());
+            self.reply(client.0, client.1, S::Resp::not_leader());
         }
     }
 
@@ -732,7 +730,7 @@ impl<S: Service> Host<S> {
         let (from, id) = (req.from, req.id);
         if self.peer.config.closes_clients_when_leaderless && self.peer.leader_hint().is_none() {
             // A server that serves only under a leader refuses clients while it knows none.
-            self.reply(from, id, self.service.not_leader());
+            self.reply(from, id, S::Resp::not_leader());
             return;
         }
         let handling = self.service.handle(req.body, &env(&self.peer, from, id));
@@ -749,7 +747,7 @@ impl<S: Service> Host<S> {
             Handling::Read(_) if leading && !self.peer.raw.raft.commit_to_current_term() => {
                 // raft-rs drops a read before the new leader committed in its term: ask the
                 // client to come back.
-                self.reply(from, id, self.service.not_leader());
+                self.reply(from, id, S::Resp::not_leader());
             }
             Handling::Read(req) => self.read_index(from, id, req),
         }
@@ -778,7 +776,7 @@ impl<S: Service> Host<S> {
     /// Forwards a client's request to the leader ([`Handling::Forward`], [`super::forward`]):
     /// now, unless the client's earlier one is still out.
     fn forward(&mut self, from: NodeIdx, id: u64, req: S::Req) {
-        let until = self.peer.ctx.mono_now() + self.peer.config.forward_timeout;
+        let until = self.peer.ctx.mono_now() + self.peer.config.forward_timeout();
         if let Some(n) = self.forwards.add((from, id), req, until) {
             self.send_forward(n);
         }
@@ -808,8 +806,11 @@ impl<S: Service> Host<S> {
     /// At a tick: gives up the forwarded requests out of time ("not leader", etcd's
     /// `ErrTimeout`) and sends each client's next one not in flight.
     fn retry_forwards(&mut self) {
+        if self.forwards.is_empty() {
+            return;
+        }
         for (from, id) in self.forwards.expire(self.peer.ctx.mono_now()) {
-            self.reply(from, id, self.service.not_leader());
+            self.reply(from, id, S::Resp::not_leader());
         }
         for n in self.forwards.due() {
             self.send_forward(n);
@@ -820,7 +821,7 @@ impl<S: Service> Host<S> {
     /// back to the member; a peer that no longer leads answers "not leader" at once.
     fn forwarded(&mut self, member: NodeIdx, token: u64, req: S::Req) {
         if !self.peer.leading {
-            return self.reply(member, token, self.service.not_leader());
+            return self.reply(member, token, S::Resp::not_leader());
         }
         self.request(Request {
             from: member,
@@ -833,7 +834,7 @@ impl<S: Service> Host<S> {
     /// client's next request goes; a refusal with time left goes again at the next tick.
     fn answered(&mut self, token: u64, resp: S::Resp) {
         let (refused, now) = (resp.refused(), self.peer.ctx.mono_now());
-        let Some(((from, id), resp)) = self.forwards.answered(token, resp, refused, now) else {
+        let Some((from, id)) = self.forwards.answered(token, refused, now) else {
             return;
         };
         self.caller.reply(from, id, resp);
@@ -1054,7 +1055,7 @@ impl<S: Service> Host<S> {
     /// request waits on: etcd's forward is not undone by a change of leader.)
     fn fail_reads(&mut self) {
         for (_, (from, id, _)) in std::mem::take(&mut self.reads) {
-            self.reply(from, id, self.service.not_leader());
+            self.reply(from, id, S::Resp::not_leader());
         }
         self.peer.confirmed.clear();
     }

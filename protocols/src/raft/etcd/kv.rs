@@ -525,6 +525,13 @@ impl Kv {
         Some(Resp::KeptAlive)
     }
 
+    /// The answer to a keep-alive renewed here now: [`Kv::renew_locally`]'s, a lease expired
+    /// here answered "not found" (its revocation is on its way through the log).
+    fn renewal(&mut self, lease: u64, env: &Env) -> Resp {
+        self.renew_locally(lease, env)
+            .unwrap_or(Resp::LeaseNotFound)
+    }
+
     /// Whether the leader's lessor holds `lease` expired.
     fn expired(&self, lease: u64, env: &Env) -> bool {
         self.expiry
@@ -595,10 +602,9 @@ impl Service for Kv {
                 Handling::Propose(Cmd::RenewCheckpointed { lease })
             }
             // Before etcd's PR #13690 the leader renews at once, on the role it last saw.
-            Req::KeepAlive { lease } if self.params.lessor == Lessor::LocalRole => Handling::Reply(
-                self.renew_locally(lease, env)
-                    .unwrap_or(Resp::LeaseNotFound),
-            ),
+            Req::KeepAlive { lease } if self.params.lessor == Lessor::LocalRole => {
+                Handling::Reply(self.renewal(lease, env))
+            }
             Req::KeepAlive { .. } | Req::Get { .. } | Req::LastBefore { .. } | Req::LockDelay => {
                 Handling::Read(req)
             }
@@ -672,8 +678,7 @@ impl Service for Kv {
                     env.leader && self.promoted,
                     "a confirmed read is served by a leader whose lessor is promoted"
                 );
-                self.renew_locally(lease, env)
-                    .unwrap_or(Resp::LeaseNotFound)
+                self.renewal(lease, env)
             }
             Req::Get { key } => Resp::Key(self.keys.get(&key).map(|k| k.create_rev)),
             Req::LastBefore { max_create_rev } => Resp::Last {
@@ -757,9 +762,8 @@ impl Service for Kv {
         }
         // The keep-alives that waited for the promotion are renewed now.
         for (from, id, lease) in std::mem::take(&mut self.held_renewals) {
-            let resp = self.renew_locally(lease, env);
-            self.pushes
-                .push((from, id, resp.unwrap_or(Resp::LeaseNotFound)));
+            let resp = self.renewal(lease, env);
+            self.pushes.push((from, id, resp));
         }
     }
 
@@ -790,16 +794,16 @@ impl Service for Kv {
         }
     }
 
-    fn not_leader(&self) -> Resp {
-        Resp::NotLeader
-    }
-
     fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Resp)> {
         std::mem::take(&mut self.pushes)
     }
 }
 
 impl Refusal for Resp {
+    fn not_leader() -> Self {
+        Resp::NotLeader
+    }
+
     fn refused(&self) -> bool {
         matches!(self, Resp::NotLeader)
     }

@@ -86,6 +86,10 @@ pub enum Resp {
 }
 
 impl Refusal for Resp {
+    fn not_leader() -> Self {
+        Resp::NotLeader
+    }
+
     fn refused(&self) -> bool {
         matches!(self, Resp::NotLeader)
     }
@@ -474,10 +478,6 @@ impl Service for Tree {
     fn relayed(&mut self, relay: &[u8], env: &Env) {
         let session = u64::from_le_bytes(relay.try_into().expect("a relayed session id"));
         self.touch(session, env);
-    }
-
-    fn not_leader(&self) -> Resp {
-        Resp::NotLeader
     }
 
     fn take_pushes(&mut self) -> Vec<(NodeIdx, u64, Resp)> {
