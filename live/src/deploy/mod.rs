@@ -256,8 +256,8 @@ fn etcd_member_args(
          --listen-peer-urls http://127.0.0.1:{peer} \
          --initial-advertise-peer-urls http://{advertised} --initial-cluster {cluster} \
          --initial-cluster-state new --initial-cluster-token locksim-live \
-         --heartbeat-interval {} --election-timeout {election_ms}",
-        params.tick_ms
+         --heartbeat-interval {} --election-timeout {election_ms} --pre-vote={}",
+        params.tick_ms, params.pre_vote
     );
     let mut args: Vec<String> = line.split_whitespace().map(String::from).collect();
     if params.lease_checkpoint {
@@ -321,5 +321,18 @@ mod tests {
         assert_eq!(super::metric(zk, "zk_cnt_fsynctime"), Some(896));
         assert_eq!(super::metric(zk, "zk_cnt_fsync"), None);
         assert_eq!(super::metric("", "zk_cnt_fsynctime"), None);
+    }
+
+    /// A real member runs with the model's `pre_vote` (etcd 3.4's own default is false, the
+    /// model's true): the flag is on its command line either way.
+    #[test]
+    fn an_etcd_member_runs_with_the_models_pre_vote() {
+        let addr: std::net::SocketAddr = "127.0.0.1:2380".parse().expect("an address");
+        for (pre_vote, flag) in [(true, "--pre-vote=true"), (false, "--pre-vote=false")] {
+            let text = format!("pre_vote = {pre_vote}");
+            let params: super::etcd::Params = toml::from_str(&text).expect("etcd's parameters");
+            let args = super::etcd_member_args(&params, "etcd1", (2379, 2380), addr, "c");
+            assert!(args.iter().any(|a| a == flag), "expected {flag} in {args:?}");
+        }
     }
 }

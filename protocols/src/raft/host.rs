@@ -114,6 +114,9 @@ pub struct HostConfig {
     pub election_ticks: usize,
     /// Ticks between the leader's heartbeats.
     pub heartbeat_ticks: usize,
+    /// Raft's pre-vote (Ongaro's thesis, section 9.6): a candidate first asks whether it
+    /// could win, so a member cut off and back does not raise the term and unseat the leader.
+    pub pre_vote: bool,
     /// Bug: acknowledge entries before they are synced.
     pub ack_before_fsync: bool,
     /// A follower hears its leader's process die and elects at once
@@ -139,6 +142,7 @@ impl HostConfig {
             tick_ms,
             election_ticks,
             heartbeat_ticks: 1,
+            pre_vote: true,
             ack_before_fsync,
             elects_when_the_leader_dies: false,
             closes_clients_when_leaderless: false,
@@ -472,7 +476,7 @@ fn raft_config(id: u64, config: &HostConfig) -> raft::Config {
         id,
         election_tick: config.election_ticks,
         heartbeat_tick: config.heartbeat_ticks,
-        pre_vote: true,
+        pre_vote: config.pre_vote,
         check_quorum: true,
         max_size_per_msg: 1024 * 1024,
         max_inflight_msgs: 256,

@@ -101,6 +101,14 @@
 //!   lease per add (`lease_per_acquire`) and gives each client one endpoint
 //!   (`client_endpoint = "pinned"`); `catalog/etcd-jepsen-lock-set.toml` is the whole shape.
 //!
+//! - **A member back from a cut unseats the leader** without pre-vote (etcd 3.4's default,
+//!   `--pre-vote` false; etcd-io/etcd#8499; 3.5 turned it on, PR #12770): a member cut off campaigns
+//!   alone and raises its term each election timeout; once the cut heals it answers the
+//!   leader's heartbeat with that term (etcd's raft does so under check-quorum, so that a
+//!   stale member is heard), the leader steps down, and the cluster elects again while no lock
+//!   is granted, leases wait and sessions may end. Model: `pre_vote` (default true, 3.5's);
+//!   live mode starts the real etcd with the same flag.
+//!
 //! Where the model simplifies the Lock RPC: the member's `Mutex` steps (the acquire
 //! transaction, the wait for older keys' deletes, no re-check) are the same requests, but the
 //! model sends them from the client node, where a real member runs them inside itself

@@ -240,6 +240,17 @@ pub struct Params {
     /// Whether the lessor confirms the leadership before renewing or revoking.
     #[serde(default, skip_serializing_if = "is_default")]
     pub lessor: Lessor,
+    /// etcd's `--pre-vote`: true, etcd 3.5's default; false, etcd 3.4's, where a member cut
+    /// off and back unseats the leader with the terms it raised campaigning alone.
+    #[serde(default = "d_pre_vote", skip_serializing_if = "is_pre_vote_default")]
+    pub pre_vote: bool,
+}
+
+fn d_pre_vote() -> bool {
+    true
+}
+fn is_pre_vote_default(pre_vote: &bool) -> bool {
+    *pre_vote == d_pre_vote()
 }
 
 fn d_peers() -> usize {
@@ -375,12 +386,15 @@ impl Params {
     /// The Raft host of the cluster.
     pub fn host(&self) -> HostConfig {
         let ack_before_fsync = self.variant == Variant::AckBeforeFsync;
-        HostConfig::named(
-            "etcd",
-            self.peers,
-            self.tick_ms,
-            self.election_ticks,
-            ack_before_fsync,
-        )
+        HostConfig {
+            pre_vote: self.pre_vote,
+            ..HostConfig::named(
+                "etcd",
+                self.peers,
+                self.tick_ms,
+                self.election_ticks,
+                ack_before_fsync,
+            )
+        }
     }
 }
