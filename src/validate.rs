@@ -214,14 +214,28 @@ pub struct Entry {
 
 /// What the third column can hold for a scenario: its client profile's real library.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind", content = "profile")]
+#[serde(rename_all = "snake_case", tag = "kind")]
 pub enum RealLibrary {
     /// No profile: the client is locksim's own recipe, there is no library to run.
     Own,
     /// A profile with a driver: its library runs (`locksim live --library`).
-    Driver(String),
+    Driver {
+        /// The client profile.
+        profile: String,
+    },
     /// A profile without a driver here (Redisson, redsync): modelled only.
-    ModelledOnly(String),
+    ModelledOnly {
+        /// The client profile.
+        profile: String,
+    },
+    /// A profile with a driver that live mode refuses this scenario (a check the driver's
+    /// library has no signal for): not run, and why.
+    Refused {
+        /// The client profile.
+        profile: String,
+        /// Live mode's refusal.
+        why: String,
+    },
 }
 
 /// One side's figures of a row.
@@ -446,7 +460,7 @@ pub fn rows(entries: &[Entry], records: &[Record]) -> Vec<Row> {
         if live_records.is_empty() && sim_records.is_empty() {
             continue;
         }
-        let with_library = matches!(e.library, RealLibrary::Driver(_));
+        let with_library = matches!(e.library, RealLibrary::Driver { .. });
         let lib = |side: Side| with_library.then_some(side);
         for p in Property::ALL {
             let (live, sim) = (side(&live_records, p), side(&sim_records, p));
@@ -601,8 +615,9 @@ fn verdict_words(v: RowVerdict, explained: bool) -> &'static str {
 /// The third column: the real library's share, or why there is none.
 fn library_text(r: &Row) -> String {
     match (&r.real_library, &r.library) {
-        (RealLibrary::Driver(_), Some(side)) => share_text(side),
-        (RealLibrary::ModelledOnly(p), _) => format!("modelled only ({p})"),
+        (RealLibrary::Driver { .. }, Some(side)) => share_text(side),
+        (RealLibrary::ModelledOnly { profile }, _) => format!("modelled only ({profile})"),
+        (RealLibrary::Refused { profile, .. }, _) => format!("refused ({profile})"),
         _ => "—".into(),
     }
 }
@@ -685,7 +700,8 @@ pub fn markdown(rows: &[Row], missing: &[String], header: &str) -> String {
          (`not judged` under {fsyncs_min} grants a run). `real \
          library`: where the scenario's client profile has a driver, the runs with the real \
          library it models (`locksim live --library`), judged against the simulated runs by \
-         the same rule; `modelled only`: a profile whose library does not run here.\n\n",
+         the same rule; `modelled only`: a profile whose library does not run here; `refused`: live \
+         mode refuses the scenario with the library (a note under the table says why).\n\n",
         hw = HALF_WIDTH_MAX * 100.0,
         tol = TOLERANCE * 100.0,
         factor = LATENCY_FACTOR,
@@ -750,6 +766,16 @@ fn summary(rows: &[Row], missing: &[String]) -> String {
     }
     out += &latency_summary(rows);
     out += &fsyncs_summary(rows);
+    let mut refused: Vec<(&str, &str, &str)> = (rows.iter())
+        .filter_map(|r| match &r.real_library {
+            RealLibrary::Refused { profile, why } => Some((&*r.scenario, &**profile, &**why)),
+            _ => None,
+        })
+        .collect();
+    refused.dedup();
+    for (scenario, profile, why) in refused {
+        out += &format!("\n- {scenario}: the real library ({profile}) is not run: {why}\n");
+    }
     // Each disagreement, live (locksim's own client) and the real library's apart.
     let library_open = (rows.iter()).filter(|r| r.library_verdict == Some(RowVerdict::Disagrees));
     let notes = (open.iter().map(|r| (*r, " (live)")))

@@ -130,12 +130,22 @@ pub fn load_set(
     Ok(set)
 }
 
-/// The third column a scenario can have: its client profile's real library, if it runs here.
+/// The third column a scenario can have: its client profile's real library, if it runs here
+/// (live mode's own check decides, before any run: a refusal is the same for every seed).
 fn real_library(prepared: &Prepared) -> validate::RealLibrary {
-    match locksim_live::client::driver::of_scenario(&prepared.scenario) {
-        (None, _) => validate::RealLibrary::Own,
-        (Some(p), Some(_)) => validate::RealLibrary::Driver(p.into()),
-        (Some(p), None) => validate::RealLibrary::ModelledOnly(p.into()),
+    use validate::RealLibrary;
+    let profile = match locksim_live::client::driver::of_scenario(&prepared.scenario) {
+        (None, _) => return RealLibrary::Own,
+        (Some(p), None) => return RealLibrary::ModelledOnly { profile: p.into() },
+        (Some(p), Some(_)) => p.to_owned(),
+    };
+    let stall = locksim_live::proxy::CutMode::Stall;
+    match locksim_live::refuse::check(prepared, 1, stall, true) {
+        Ok(()) => RealLibrary::Driver { profile },
+        Err(refused) => RealLibrary::Refused {
+            profile,
+            why: refused.0,
+        },
     }
 }
 
@@ -255,7 +265,7 @@ fn live_tasks(v: &Validation, set: &[(Entry, Prepared)]) -> Vec<LiveTask> {
     let mut tasks = vec![];
     for (index, (e, _)) in set.iter().enumerate() {
         let mut modes = vec![Mode::Live];
-        if let validate::RealLibrary::Driver(_) = e.library {
+        if let validate::RealLibrary::Driver { .. } = e.library {
             modes.push(Mode::Library);
         }
         for mode in modes {

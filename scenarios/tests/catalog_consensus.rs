@@ -173,7 +173,11 @@ fn after_the_heal(p: &Prepared, seed: u64) -> (bool, Option<u64>, String) {
         .time_ns;
     let after = |e: &&Event| e.time_ns >= heal_ns;
     let deposed = (history.iter().filter(after)).any(|e| {
-        e.op == Op::Event && e.detail.as_deref().unwrap_or("").contains("no longer leader")
+        e.op == Op::Event
+            && e.detail
+                .as_deref()
+                .unwrap_or("")
+                .contains("no longer leader")
     });
     let next_grant_ms = (history.iter().filter(after))
         .find(|e| e.op == Op::Acquire && e.kind == Kind::Ok)
@@ -195,7 +199,11 @@ fn without_pre_vote_a_member_back_from_a_cut_unseats_the_leader_and_the_lock_wai
     let mut waited = vec![];
     for seed in 1..=SEEDS {
         let (deposed, next_ms, run) = after_the_heal(&bug, seed);
-        waited.push((deposed && next_ms.is_none_or(|ms| ms >= 1_000), next_ms, run));
+        waited.push((
+            deposed && next_ms.is_none_or(|ms| ms >= 1_000),
+            next_ms,
+            run,
+        ));
         let (deposed, next_ms, run) = after_the_heal(&fixed, seed);
         assert!(
             !deposed && next_ms.is_some_and(|ms| ms < 500),

@@ -73,7 +73,9 @@ fn rows_apart_disagree_and_failed_runs_count_apart() {
 #[test]
 fn the_real_library_is_a_third_side_judged_against_the_simulator() {
     let mut e = entries();
-    e[0].library = RealLibrary::Driver("redis-py".into());
+    e[0].library = RealLibrary::Driver {
+        profile: "redis-py".into(),
+    };
     // Live and simulated agree (200 runs a side, 10 and 14 violating); the library
     // violates in 100 of 200: it disagrees with the model on its own.
     let mut records = records_of(200, 10, 200, 14);
@@ -88,15 +90,30 @@ fn the_real_library_is_a_third_side_judged_against_the_simulator() {
     assert!(md.contains("s / mutual_exclusion (the real library): no explanation yet"));
     assert!(md.contains("The real libraries against the simulator: 3 rows, 0 agree, 3 disagree"));
     // A profile without a driver says so, and has no library verdict.
-    e[0].library = RealLibrary::ModelledOnly("redisson".into());
+    e[0].library = RealLibrary::ModelledOnly {
+        profile: "redisson".into(),
+    };
     let rows = validate::rows(&e, &records);
     assert!(rows
         .iter()
         .all(|r| r.library.is_none() && r.library_verdict.is_none()));
     assert!(markdown(&rows, &[], "h").contains("modelled only (redisson)"));
+    // A profile live mode refuses for this scenario: not run, and the note says why.
+    e[0].library = RealLibrary::Refused {
+        profile: "etcd-concurrency-3.4".into(),
+        why: "s.toml: workload.check: no lost-lock signal".into(),
+    };
+    let rows = validate::rows(&e, &records);
+    assert!(rows.iter().all(|r| r.library_verdict.is_none()));
+    let md = markdown(&rows, &[], "h");
+    assert!(md.contains("| refused (etcd-concurrency-3.4) |"), "{md}");
+    let note = "- s: the real library (etcd-concurrency-3.4) is not run: s.toml: workload.check";
+    assert_eq!(md.matches(note).count(), 1, "{md}");
     // A driver whose runs are not in yet: the own client's verdict stands, the library's
     // validates nothing yet.
-    e[0].library = RealLibrary::Driver("redis-py".into());
+    e[0].library = RealLibrary::Driver {
+        profile: "redis-py".into(),
+    };
     let rows = validate::rows(&e, &records_of(200, 10, 200, 14));
     assert!(rows.iter().all(|r| r.validated
         && r.verdict == RowVerdict::Agrees
@@ -158,7 +175,9 @@ fn server_fsyncs_per_grant_pool_over_the_runs_and_agree_within_a_factor() {
         ..record("s", mode, seed, false)
     };
     let mut e = entries();
-    e[0].library = RealLibrary::Driver("etcdctl-3.4".into());
+    e[0].library = RealLibrary::Driver {
+        profile: "etcdctl-3.4".into(),
+    };
     let records = vec![
         counted(Mode::Live, 1, Some(60)),
         counted(Mode::Live, 2, Some(64)),

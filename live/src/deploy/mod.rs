@@ -332,7 +332,10 @@ mod tests {
             let text = format!("pre_vote = {pre_vote}");
             let params: super::etcd::Params = toml::from_str(&text).expect("etcd's parameters");
             let args = super::etcd_member_args(&params, "etcd1", (2379, 2380), addr, "c");
-            assert!(args.iter().any(|a| a == flag), "expected {flag} in {args:?}");
+            assert!(
+                args.iter().any(|a| a == flag),
+                "expected {flag} in {args:?}"
+            );
         }
     }
 }
