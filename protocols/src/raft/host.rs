@@ -125,6 +125,12 @@ pub struct HostConfig {
     /// A server closes its clients' connections when it loses its leader
     /// ([`HostConfig::closing_clients_when_leaderless`]).
     pub closes_clients_when_leaderless: bool,
+    /// A member gives up a client's proposal not applied within
+    /// [`HostConfig::forward_timeout`] and answers the refusal, as etcd's
+    /// `processInternalRaftRequestOnce` answers "request timed out" at its `ReqTimeout`: a
+    /// proposal forwarded to a leader that lost the lead before it got it is dropped there
+    /// (Raft tells nobody), and its client hears so instead of waiting for ever.
+    pub times_out_proposals: bool,
 }
 
 impl HostConfig {
@@ -146,6 +152,7 @@ impl HostConfig {
             ack_before_fsync,
             elects_when_the_leader_dies: false,
             closes_clients_when_leaderless: false,
+            times_out_proposals: false,
         }
     }
 
@@ -465,8 +472,9 @@ struct Peer {
     /// When this follower campaigns (local monotonic time), its leader having died.
     campaign_at: Option<Duration>,
     applied: u64,
-    /// Proposals made through this peer, by nonce: who to answer.
-    proposals: BTreeMap<u64, (NodeIdx, u64)>,
+    /// Proposals made through this peer, by nonce: who to answer, and when it gives up on
+    /// the proposal ([`HostConfig::times_out_proposals`]; local monotonic time).
+    proposals: BTreeMap<u64, (NodeIdx, u64, Duration)>,
     /// Reads confirmed at a commit index, waiting for this peer to apply up to it.
     confirmed: Vec<(u64, u64)>,
 }
@@ -694,6 +702,7 @@ impl<S: Service> Host<S> {
 
     fn tick(&mut self) {
         self.retry_forwards();
+        self.expire_proposals();
         self.peer.campaign_when_due();
         self.peer.raw.tick();
         self.role_check();
@@ -714,8 +723,9 @@ impl<S: Service> Host<S> {
             .raw
             .propose(key.to_le_bytes().to_vec(), data)
             .is_ok();
-        if let (true, Some(client)) = (taken, client) {
-            self.peer.proposals.insert(key, client);
+        if let (true, Some((from, id))) = (taken, client) {
+            let until = self.peer.ctx.mono_now() + self.peer.config.forward_timeout();
+            self.peer.proposals.insert(key, (from, id, until));
         }
         taken
     }
@@ -809,6 +819,27 @@ impl<S: Service> Host<S> {
 
     /// At a tick: gives up the forwarded requests out of time ("not leader", etcd's
     /// `ErrTimeout`) and sends each client's next one not in flight.
+    /// Gives up the clients' proposals not applied in time, with the refusal
+    /// ([`HostConfig::times_out_proposals`]).
+    fn expire_proposals(&mut self) {
+        if !self.peer.config.times_out_proposals || self.peer.proposals.is_empty() {
+            return;
+        }
+        let now = self.peer.ctx.mono_now();
+        let expired: Vec<u64> = (self.peer.proposals.iter())
+            .filter(|(_, (_, _, until))| *until <= now)
+            .map(|(key, _)| *key)
+            .collect();
+        for key in expired {
+            let (from, id, _) = self
+                .peer
+                .proposals
+                .remove(&key)
+                .expect("an expired proposal");
+            self.reply(from, id, S::Resp::not_leader());
+        }
+    }
+
     fn retry_forwards(&mut self) {
         if self.forwards.is_empty() {
             return;
@@ -992,7 +1023,7 @@ impl<S: Service> Host<S> {
             let me = self.peer.ctx.idx();
             let resp = self.service.apply(cmd, &env(&self.peer, me, 0));
             let key = entry.context[..].try_into().map(u64::from_le_bytes);
-            if let Some((from, id)) = key.ok().and_then(|k| self.peer.proposals.remove(&k)) {
+            if let Some((from, id, _)) = key.ok().and_then(|k| self.peer.proposals.remove(&k)) {
                 self.reply(from, id, resp);
             }
         }

@@ -126,7 +126,11 @@
 //! it applies the entry, as etcd's `processInternalRaftRequestOnce` does: so a write that
 //! waited at a paused or cut-off member commits when that member runs again, after the
 //! client gave up on it and perhaps sent it elsewhere (etcd-io/etcd#22082's late Delete,
-//! seen on real etcd by live mode). A member serves a linearizable read itself, through the
+//! seen on real etcd by live mode). As there, the member gives up a write not applied
+//! within the request timeout (`ReqTimeout`: 5 s + two election timeouts; a write forwarded
+//! to a leader that lost the lead is dropped there, and Raft tells nobody) and answers its
+//! client; etcd answers "request timed out", the model its "not leader", and either way the
+//! client's link asks again. A member serves a linearizable read itself, through the
 //! leader's ReadIndex (`linearizableReadNotify`), and forwards a keep-alive to the leader's
 //! lessor and relays its answer (`LeaseRenew`, [`crate::raft::forward`]): it waits on the
 //! leader's answer up to etcd's request timeout (5 s and two election timeouts), through a

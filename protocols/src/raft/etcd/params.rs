@@ -388,6 +388,7 @@ impl Params {
         let ack_before_fsync = self.variant == Variant::AckBeforeFsync;
         HostConfig {
             pre_vote: self.pre_vote,
+            times_out_proposals: true,
             ..HostConfig::named(
                 "etcd",
                 self.peers,
