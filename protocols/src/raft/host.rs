@@ -210,7 +210,9 @@ impl HostConfig {
     }
 
     /// How long a member waits on the leader's answer to a request it forwarded
-    /// ([`Handling::Forward`]): etcd's `ReqTimeout`, 5 s and two election timeouts.
+    /// ([`Handling::Forward`]), or on a client's proposal
+    /// ([`HostConfig::times_out_proposals`]): etcd's `ReqTimeout`, 5 s and two election
+    /// timeouts.
     pub fn forward_timeout(&self) -> Duration {
         Duration::from_secs(5) + 2 * self.election_timeout()
     }
@@ -817,8 +819,6 @@ impl<S: Service> Host<S> {
         self.raft_net.send(me, to, PeerMsg::Forward { token, req });
     }
 
-    /// At a tick: gives up the forwarded requests out of time ("not leader", etcd's
-    /// `ErrTimeout`) and sends each client's next one not in flight.
     /// Gives up the clients' proposals not applied in time, with the refusal
     /// ([`HostConfig::times_out_proposals`]).
     fn expire_proposals(&mut self) {
@@ -840,6 +840,8 @@ impl<S: Service> Host<S> {
         }
     }
 
+    /// At a tick: gives up the forwarded requests out of time ("not leader", etcd's
+    /// `ErrTimeout`) and sends each client's next one not in flight.
     fn retry_forwards(&mut self) {
         if self.forwards.is_empty() {
             return;
