@@ -131,7 +131,8 @@ pub fn load_set(
 }
 
 /// The third column a scenario can have: its client profile's real library, if it runs here
-/// (live mode's own check decides, before any run: a refusal is the same for every seed).
+/// (live mode's own check decides, on seed 1, before any run: a run refused for its input
+/// stops its scenario's world anyway).
 fn real_library(prepared: &Prepared) -> validate::RealLibrary {
     use validate::RealLibrary;
     let profile = match locksim_live::client::driver::of_scenario(&prepared.scenario) {

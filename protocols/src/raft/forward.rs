@@ -111,13 +111,14 @@ impl<Req: Clone> Forwards<Req> {
 
     /// The clients whose requests ran out of time by `now`, taken out.
     pub fn expire(&mut self, now: Duration) -> Vec<(NodeIdx, u64)> {
-        let gone: Vec<u64> = (self.queue.iter())
-            .filter(|(_, f)| f.until <= now)
-            .map(|(n, _)| *n)
-            .collect();
-        gone.iter()
-            .map(|n| self.queue.remove(n).expect("queued").client)
-            .collect()
+        let mut gone = vec![];
+        self.queue.retain(|_, f| {
+            f.until > now || {
+                gone.push(f.client);
+                false
+            }
+        });
+        gone
     }
 
     /// The numbers of the requests to send now: each client's first, if not in flight.

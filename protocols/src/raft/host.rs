@@ -826,16 +826,14 @@ impl<S: Service> Host<S> {
             return;
         }
         let now = self.peer.ctx.mono_now();
-        let expired: Vec<u64> = (self.peer.proposals.iter())
-            .filter(|(_, (_, _, until))| *until <= now)
-            .map(|(key, _)| *key)
-            .collect();
-        for key in expired {
-            let (from, id, _) = self
-                .peer
-                .proposals
-                .remove(&key)
-                .expect("an expired proposal");
+        let mut expired = vec![];
+        self.peer.proposals.retain(|_, &mut (from, id, until)| {
+            until > now || {
+                expired.push((from, id));
+                false
+            }
+        });
+        for (from, id) in expired {
             self.reply(from, id, S::Resp::not_leader());
         }
     }
