@@ -713,8 +713,11 @@ impl Live<'_> {
         }
         self.paused.remove(node);
         if let Some(proc) = self.proc_of(node) {
-            proc.signal(libc::SIGCONT);
+            // Stamped before the signal: the resumed process's next event comes after its
+            // resume in the history (stamped after, a client's event once came 0.1 ms before
+            // it).
             self.recorder.record(self.fault_event(Op::Resume, node));
+            proc.signal(libc::SIGCONT);
         }
     }
 
