@@ -3772,7 +3772,8 @@ fn rejected(events: &[serde_json::Value]) -> bool {
 /// own client code, one or more per protocol and library profile: Redisson's watchdog,
 /// redsync's `Until()`, node-redlock's abort signal, redis-py's thread-local token, a bug
 /// variant of `single-redis` and of `redlock`, etcd 3.4's and 3.5's Mutex, Curator's LOST and
-/// SUSPENDED, ZooKeeper's check-then-create; the clock jumps on a real Redis server and one
+/// SUSPENDED, ZooKeeper's check-then-create, a follower cut off with its client for
+/// `syncLimit` ticks past and within the session; the clock jumps on a real Redis server and one
 /// of Redlock's, which its shim steps; and the fsync stall, which its shim holds, and the
 /// clock stepped back under `everysec`, each before a crash that loses what was not synced.
 /// Each story's outcome class is derived from its report, and the simulator meets it
@@ -3814,6 +3815,8 @@ catalog_stories_live! {
     catalog_story_zookeeper_curator_suspended_rolling_restart =
         "zookeeper-curator-suspended-rolling-restart";
     catalog_story_zookeeper_check_then_create = "zookeeper-check-then-create";
+    catalog_story_zookeeper_sync_limit_past_session = "zookeeper-sync-limit-past-session";
+    catalog_story_zookeeper_sync_limit_within_session = "zookeeper-sync-limit-within-session";
     catalog_story_redis_single_clock_jump = "redis-single-clock-jump";
     catalog_story_redlock_clock_jump = "redlock-clock-jump";
     catalog_story_redis_single_fsync_stall = "redis-single-fsync-stall";

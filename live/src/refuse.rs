@@ -148,12 +148,30 @@ fn sentinels(prepared: &Prepared) -> Result<Option<String>, Refused> {
     )
 }
 
+/// What a real ZooKeeper ensemble cannot be: a Raft election timeout of its own (a real
+/// server detects a silent leader after `syncLimit` ticks, which `sync_limit_ticks` sets in
+/// both worlds).
+fn zookeeper_server(prepared: &Prepared) -> Option<String> {
+    let set = prepared
+        .scenario
+        .protocol
+        .params
+        .contains_key("election_ticks");
+    set.then(|| {
+        "protocol.election_ticks: a real ZooKeeper server has no election timeout; a \
+         follower drops a silent leader after syncLimit ticks (set sync_limit_ticks, which \
+         both worlds run)"
+            .into()
+    })
+}
+
 /// What the real servers cannot be of the model's servers (and of etcd's Unlock), refused by
 /// the parameter's name.
 fn real_servers(prepared: &Prepared, library: bool) -> Result<(), Refused> {
     let why = match prepared.scenario.protocol.name.as_str() {
         "etcd" => etcd_server(prepared, library)?,
         "replicated-redis" => sentinels(prepared)?,
+        "zookeeper" => zookeeper_server(prepared),
         _ => None,
     };
     match why {
@@ -626,6 +644,18 @@ mod tests {
         let healthy = format!("{catalog}etcd-healthy.toml");
         let prepared = locksim_scenarios::load(&healthy, &registry).unwrap();
         assert!(real_servers(&prepared, true).is_ok());
+        // ZooKeeper's failure detection is syncLimit, in both worlds; a Raft timeout is the
+        // model's alone.
+        let mut zk = self::catalog("zookeeper-healthy");
+        assert!(real_servers(&zk, false).is_ok());
+        zk.scenario
+            .protocol
+            .params
+            .insert("election_ticks".into(), 20.into());
+        let Err(Refused(why)) = real_servers(&zk, false) else {
+            panic!("a ZooKeeper election_ticks: not refused");
+        };
+        assert!(why.contains("set sync_limit_ticks"), "{why}");
     }
 
     /// With `--library` the installed release decides: a key that picks a ZooKeeper

@@ -499,6 +499,58 @@ fn curator_hears_lost_while_cut_off_and_the_raw_client_does_not() {
     assert_expect_met("zookeeper-curator-suspended-standard.toml");
 }
 
+/// ZooKeeper's `syncLimit` (zookeeper-sync-limit-past-session and -within-session: the
+/// sample configuration's `tickTime` 2000 and `syncLimit` 5). zk1 and c2, its client, are
+/// cut off from the leader at 1 s: zk1 drops its silent leader and closes c2's connection
+/// `syncLimit` × `tickTime` after the leader's last heartbeat (a tick before the cut at the
+/// most) and at most two ticks later (one a server of higher id, the leader left out), and
+/// c2 hears nothing before that (its pings are answered). With a 4 s session c1 is granted
+/// before, by the expiry the leader decides alone; with 20 s, after.
+#[test]
+fn a_cut_off_follower_answers_its_clients_for_sync_limit_ticks_whatever_their_session() {
+    for (file, granted_before) in [
+        ("zookeeper-sync-limit-past-session.toml", true),
+        ("zookeeper-sync-limit-within-session.toml", false),
+    ] {
+        assert_expect_met(file);
+        let p = prepared(&format!("catalog/{file}"));
+        for seed in 1..=SEEDS {
+            let (r, history) = p.run_with_history(seed);
+            let at_ms = |index: u64| history[index as usize].time_ns / 1_000_000;
+            let dropped = history.iter().find(|e| {
+                e.node == "zk1"
+                    && (e.detail.as_deref())
+                        .is_some_and(|d| d.contains("every client connection closed"))
+            });
+            let dropped_ms = dropped.map(|e| e.time_ns / 1_000_000);
+            assert!(
+                dropped_ms.is_some_and(|ms| (10_900..=11_200).contains(&ms)),
+                "{file}: zk1 drops its clients 10 s (syncLimit x tickTime) after its leader's \
+                 last word before the cut at 1 s, observed at {dropped_ms:?} ms: {}",
+                describe(&r)
+            );
+            let dropped_ms = dropped_ms.unwrap_or_default();
+            let heard = common::notes(&history, "c2", "SUSPENDED");
+            let first_ms = heard.first().map(|i| at_ms(*i));
+            assert!(
+                first_ms.is_some_and(|ms| (dropped_ms..dropped_ms + 20).contains(&ms)),
+                "{file}: c2 hears SUSPENDED only as zk1 drops it at {dropped_ms} ms, observed \
+                 at {first_ms:?} ms: {}",
+                describe(&r)
+            );
+            let c1_granted = (history.iter())
+                .find(|e| e.node == "c1" && e.op == Op::Acquire && e.kind == Kind::Ok)
+                .map(|e| e.time_ns / 1_000_000);
+            assert_eq!(
+                c1_granted.is_some_and(|ms| ms < dropped_ms),
+                granted_before,
+                "{file}: c1 granted at {c1_granted:?} ms, zk1 dropped c2 at {dropped_ms} ms: {}",
+                describe(&r)
+            );
+        }
+    }
+}
+
 /// A leader failover: the leader's process is killed at 2 s and every client's connection
 /// closes with it (a follower that loses its leader closes its clients'), so each client is
 /// Disconnected within the link's latency of the kill, not two thirds of the 6 s timeout

@@ -79,9 +79,10 @@ pub fn plan(
         std::fs::create_dir_all(home.join("data"))?;
         std::fs::write(home.join("data/myid"), format!("{}\n", i + 1))?;
         let cfg = format!(
-            "tickTime={}\ninitLimit=10\nsyncLimit=5\ndataDir=data\nclientPort={}\nclientPortAddress=127.0.0.1\n\
+            "tickTime={}\ninitLimit=10\nsyncLimit={}\ndataDir=data\nclientPort={}\nclientPortAddress=127.0.0.1\n\
              4lw.commands.whitelist=srvr,ruok,stat,mntr\nadmin.enableServer=false\nquorumListenOnAllIPs=false\n{}\n",
-            params.tick_time().as_millis(), p[0], quorum(i, names, &ports, &d.peer_proxies).join("\n")
+            params.tick_time().as_millis(), params.sync_limit_ticks, p[0],
+            quorum(i, names, &ports, &d.peer_proxies).join("\n")
         );
         std::fs::write(home.join("zoo.cfg"), cfg)?;
         let args = vec![

@@ -110,8 +110,12 @@ pub struct HostConfig {
     pub peers: Vec<String>,
     /// Length of one Raft tick, in local ms.
     pub tick_ms: u64,
-    /// Ticks without a leader before a follower campaigns (randomised up to twice this).
+    /// Ticks without a leader before a follower campaigns (randomised up to twice this,
+    /// unless the followers time out in rank order).
     pub election_ticks: usize,
+    /// Followers time out in the order of their ids, not at random
+    /// ([`HostConfig::timing_out_by_rank`]).
+    pub times_out_by_rank: bool,
     /// Ticks between the leader's heartbeats.
     pub heartbeat_ticks: usize,
     /// Raft's pre-vote (Ongaro's thesis, section 9.6): a candidate first asks whether it
@@ -147,6 +151,7 @@ impl HostConfig {
             peers: (1..=peers).map(|i| format!("{prefix}{i}")).collect(),
             tick_ms,
             election_ticks,
+            times_out_by_rank: false,
             heartbeat_ticks: 1,
             pre_vote: true,
             ack_before_fsync,
@@ -154,6 +159,18 @@ impl HostConfig {
             closes_clients_when_leaderless: false,
             times_out_proposals: false,
         }
+    }
+
+    /// The same host whose followers time out on a silent leader after `election_ticks` and
+    /// one tick more for each follower of a higher id (the leader left out), not at a random
+    /// time up to twice it: a ZooKeeper follower drops a silent leader after `syncLimit`
+    /// ticks (within half a tick: its leader pings every half tick), and Fast Leader
+    /// Election then elects the follower of the highest id (as up to date) in one round,
+    /// where followers timing out together in Raft would split their votes, round after
+    /// round.
+    pub fn timing_out_by_rank(mut self) -> Self {
+        self.times_out_by_rank = true;
+        self
     }
 
     /// The same host whose followers hear their leader's process die, as ZooKeeper's do: a
@@ -485,6 +502,10 @@ fn raft_config(id: u64, config: &HostConfig) -> raft::Config {
     raft::Config {
         id,
         election_tick: config.election_ticks,
+        // 0: raft-rs's default range, up to twice the timeout; by rank, one tick a peer.
+        min_election_tick: usize::from(config.times_out_by_rank) * config.election_ticks,
+        max_election_tick: usize::from(config.times_out_by_rank)
+            * (config.election_ticks + config.peers.len()),
         heartbeat_tick: config.heartbeat_ticks,
         pre_vote: config.pre_vote,
         check_quorum: true,
@@ -607,13 +628,25 @@ impl Peer {
             .collect();
     }
 
-    /// Replaces raft-rs's `thread_rng` election timeout with one from the run's seed.
+    /// Replaces raft-rs's `thread_rng` election timeout with one from the run's seed, or by
+    /// rank ([`HostConfig::timing_out_by_rank`]).
     fn override_election_timeout(&mut self) {
         if self.raw.raft.election_elapsed == 0 {
             let lo = self.raw.raft.election_timeout();
-            let timeout = madsim::rand::thread_rng().gen_range(lo..2 * lo);
+            let timeout = match self.config.times_out_by_rank {
+                true => lo + self.rank_among_followers(),
+                false => madsim::rand::thread_rng().gen_range(lo..2 * lo),
+            };
             self.raw.raft.set_randomized_election_timeout(timeout);
         }
+    }
+
+    /// How many peers of a higher id than this one's there are, the leader it knows left
+    /// out.
+    fn rank_among_followers(&self) -> usize {
+        let leader = self.raw.raft.leader_id;
+        let higher = (self.id + 1..=self.nodes.len() as u64).filter(|id| *id != leader);
+        higher.count()
     }
 
     fn leader_hint(&self) -> Option<usize> {

@@ -83,3 +83,28 @@ fn an_unset_tick_is_a_tenth_of_the_session_timeout() {
     assert_eq!(p.tick_time(), Duration::from_millis(300));
     p.validate().unwrap();
 }
+
+#[test]
+fn raft_times_out_after_sync_limit_ticks_in_rank_order_unless_set() {
+    // 3 s sessions: ticks of 300 ms, syncLimit 5: 1.5 s (15 ticks of 100 ms).
+    let p = params("session_timeout_ms = 3_000");
+    assert_eq!(p.sync_limit(), Duration::from_millis(1_500));
+    let host = p.host();
+    assert_eq!((host.election_ticks, host.times_out_by_rank), (15, true));
+    // 6 s sessions: 3 s.
+    assert_eq!(params("session_timeout_ms = 6_000").election_ticks(), 30);
+    // The sample configuration's tickTime and syncLimit: 10 s.
+    let sample = params("session_timeout_ms = 4_000\ntick_time_ms = 2_000");
+    assert_eq!(sample.sync_limit(), Duration::from_secs(10));
+    assert_eq!(sample.election_ticks(), 100);
+    let p = params("session_timeout_ms = 3_000\nsync_limit_ticks = 2");
+    assert_eq!(p.election_ticks(), 6);
+    // Set, it is taken as it is, drawn up to twice it (raft-rs's range).
+    let host = params("election_ticks = 30").host();
+    assert_eq!((host.election_ticks, host.times_out_by_rank), (30, false));
+    for bad in [0, 1_001] {
+        let p = params(&format!("sync_limit_ticks = {bad}"));
+        let e = p.validate().unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("sync_limit_ticks"), "{e:?}");
+    }
+}

@@ -43,9 +43,19 @@ pub struct Params {
     /// Length of a tick of the replicated log, in ms.
     #[serde(default = "d_tick")]
     pub tick_ms: u64,
-    /// Election timeout in ticks.
-    #[serde(default = "d_election_ticks")]
-    pub election_ticks: usize,
+    /// ZooKeeper's `syncLimit`, in ticks of `tickTime`: a follower that hears nothing from its
+    /// leader for this long drops out (its socket's read timeout, `Learner.syncWithLeader`),
+    /// closing its clients' connections, and a leader that hears from no quorum for this long
+    /// steps down (`Leader.lead`'s `syncedAckSet` check). Until then a cut-off follower
+    /// answers its clients' pings from its own session table.
+    #[serde(default = "d_sync_limit_ticks")]
+    pub sync_limit_ticks: u64,
+    /// Raft's election timeout in ticks of `tick_ms`, the model's stand-in for the failure
+    /// detection above. Unset: `sync_limit_ticks × tickTime`, and one tick more for each
+    /// follower of a higher id ([`HostConfig::timing_out_by_rank`]). Set: drawn up to twice
+    /// it, as raft-rs does (live mode refuses it: a real server has no such timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub election_ticks: Option<usize>,
     /// How long one try to open or re-attach a connection, or one ping's try, waits for its
     /// answer, in ms (a request on an open connection waits until the connection is lost).
     #[serde(default = "d_request_timeout")]
@@ -88,6 +98,12 @@ pub struct Params {
     pub local_reads: bool,
 }
 
+/// `syncLimit` of ZooKeeper's sample configuration (`conf/zoo_sample.cfg`: `tickTime=2000`,
+/// `syncLimit=5`).
+pub const SYNC_LIMIT_TICKS_DEFAULT: u64 = 5;
+/// The largest `sync_limit_ticks` taken.
+pub const SYNC_LIMIT_TICKS_MAX: u64 = 1_000;
+
 /// ZooKeeper's default bounds on a session timeout, in ticks (`minSessionTimeout` and
 /// `maxSessionTimeout`, `ZooKeeperServer.java`).
 pub const SESSION_TICKS_MIN: u64 = 2;
@@ -106,8 +122,8 @@ fn d_session_timeout() -> u64 {
 fn d_tick() -> u64 {
     100
 }
-fn d_election_ticks() -> usize {
-    10
+fn d_sync_limit_ticks() -> u64 {
+    SYNC_LIMIT_TICKS_DEFAULT
 }
 fn d_request_timeout() -> u64 {
     300
@@ -126,6 +142,12 @@ impl Params {
             return Err(ParamError::field(
                 "session_timeout_ms",
                 "must be at least 3",
+            ));
+        }
+        if !(1..=SYNC_LIMIT_TICKS_MAX).contains(&self.sync_limit_ticks) {
+            return Err(ParamError::field(
+                "sync_limit_ticks",
+                format!("must be within 1 and {SYNC_LIMIT_TICKS_MAX}"),
             ));
         }
         self.check_session_bounds()?;
@@ -209,10 +231,28 @@ impl Params {
         Duration::from_millis(ms)
     }
 
+    /// How long a follower waits on a silent leader, and a leader on a silent quorum:
+    /// `syncLimit` ticks of `tickTime`.
+    pub fn sync_limit(&self) -> Duration {
+        self.tick_time()
+            .saturating_mul(self.sync_limit_ticks as u32)
+    }
+
+    /// Raft's election timeout in ticks: as set, or [`Params::sync_limit`] rounded up to a
+    /// tick, at least 2.
+    pub fn election_ticks(&self) -> usize {
+        let derived = || ticks(self.sync_limit(), self.tick_ms).max(2);
+        self.election_ticks.unwrap_or_else(derived)
+    }
+
     /// The Raft host of the cluster.
     pub fn host(&self) -> HostConfig {
-        HostConfig::named("zk", self.peers, self.tick_ms, self.election_ticks, false)
-            .electing_when_the_leader_dies()
+        let host = HostConfig::named("zk", self.peers, self.tick_ms, self.election_ticks(), false);
+        let host = match self.election_ticks {
+            Some(_) => host,
+            None => host.timing_out_by_rank(),
+        };
+        host.electing_when_the_leader_dies()
             .closing_clients_when_leaderless()
     }
 
@@ -220,4 +260,9 @@ impl Params {
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.session_timeout_ms)
     }
+}
+
+/// `span` in ticks of `tick_ms`, rounded up.
+fn ticks(span: Duration, tick_ms: u64) -> usize {
+    (span.as_millis() as u64).div_ceil(tick_ms.max(1)) as usize
 }
