@@ -198,7 +198,8 @@ impl HostConfig {
     /// whose known leader (itself included) is no longer the one it served under closes every
     /// connection a client holds to it ([`locksim_sim::World::close_connections`]); the
     /// clients reconnect elsewhere. A cut-off follower loses its leader at Raft's election
-    /// timeout (its pre-vote), not after `syncLimit` ticks.
+    /// timeout (its pre-vote), which ZooKeeper's host sets to `syncLimit` ticks
+    /// ([`HostConfig::timing_out_by_rank`]).
     pub fn closing_clients_when_leaderless(mut self) -> Self {
         self.closes_clients_when_leaderless = true;
         self

@@ -67,8 +67,18 @@
 //! What the model keeps and leaves out: ZooKeeper's election is Fast Leader Election, which
 //! a follower starts as soon as its socket to the dead leader closes and which settles after
 //! 200 ms; the Raft host's followers do the same when the leader's process dies
-//! ([`crate::raft::host::HostConfig::electing_when_the_leader_dies`]), and fall back on
-//! Raft's election timeout otherwise (an isolated leader). The tracker's buckets (`tick_time_ms`, by default a
+//! ([`crate::raft::host::HostConfig::electing_when_the_leader_dies`]). A follower that
+//! hears nothing from a live leader drops it after `syncLimit` ticks of `tickTime`
+//! (`sync_limit_ticks`; the read timeout `Learner.syncWithLeader` sets on its socket, and a
+//! leader that hears from no quorum for as long steps down); the model's Raft times out
+//! after the same span, each follower one tick later per follower of a higher id, so the
+//! highest campaigns first and wins in one round, as Fast Leader Election elects it
+//! ([`crate::raft::host::HostConfig::timing_out_by_rank`]; a Raft leader checks its quorum
+//! once an election timeout, so an isolated leader steps down up to twice that after the
+//! cut). Until then a cut-off follower answers its clients' pings from its own session
+//! table while the leader expires their sessions: a session shorter than `syncLimit` ×
+//! `tickTime` and a ping interval can be granted to another before its holder hears a word
+//! (`zookeeper-sync-limit-past-session`). The tracker's buckets (`tick_time_ms`, by default a
 //! tenth of the session timeout) are looked at on every tick of the replicated log
 //! (`tick_ms`), so a bucket expires up to one such tick late. ZooKeeper replicates with Zab,
 //! not Raft; both are a leader-based, totally ordered log with majority commit, and the
@@ -76,8 +86,8 @@
 //! peers`, so clients spread over the ensemble; each reconnection tries the next one, as
 //! `StaticHostProvider` does, passing over a server that is down or has no leader), and its
 //! connection closes when that server's process dies or the server loses its leader
-//! ([`crate::raft::host::HostConfig::closing_clients_when_leaderless`]; a cut-off follower at
-//! Raft's election timeout, not after `syncLimit` ticks). Every request goes on that
+//! ([`crate::raft::host::HostConfig::closing_clients_when_leaderless`]; a cut-off follower
+//! after `syncLimit` ticks, above). Every request goes on that
 //! connection, to that server, as in ZooKeeper: a follower answers a ping itself from the
 //! sessions it has applied and relays the touch to the leader (one relay a ping, where
 //! `LearnerSessionTracker` passes its touches on with its next ping of the leader); it
