@@ -3227,8 +3227,15 @@ fn c1_granted_first(_: &Output, events: &[serde_json::Value], _: &str) -> bool {
     first.is_some_and(|e| e["node"] == "c1")
 }
 
-/// What [`c1_granted_first`] says of a run that missed it.
-const C2_FIRST: &str = "c2 was granted before c1";
+/// [`library_live`] of a cut-off story whose setup is [`c1_granted_first`].
+fn library_live_c1_first(
+    file: &str,
+    dir: &Path,
+    real: &Real,
+) -> (serde_json::Value, Vec<serde_json::Value>, String) {
+    let missed = "c2 was granted before c1";
+    library_live_if(file, dir, real, &PROPERTIES, c1_granted_first, missed)
+}
 
 /// Whether event `e`'s detail says `text`.
 fn says(e: &serde_json::Value, text: &str) -> bool {
@@ -3258,14 +3265,7 @@ fn the_real_curator_hears_lost_while_cut_off_and_aborts_before_writing_as_its_mo
     };
     let file = "scenarios/catalog/zookeeper-curator-lost-cut-off.toml";
     let dir = scratch("curator-lost");
-    let (j, events, saved_at) = library_live_if(
-        file,
-        &dir,
-        &CURATOR,
-        &PROPERTIES,
-        c1_granted_first,
-        C2_FIRST,
-    );
+    let (j, events, saved_at) = library_live_c1_first(file, &dir, &CURATOR);
     assert_eq!(j["properties"]["mutual_exclusion"], "invalid", "{saved_at}");
     assert_eq!(j["properties"]["lost_update"], "valid", "{saved_at}");
     let why = aborted(&events, "c1#1").unwrap_or_else(|| panic!("c1#1 aborted: {saved_at}"));
@@ -3290,14 +3290,7 @@ fn the_real_curator_counts_suspended_by_its_wall_clock_and_writes_after_a_step_b
     };
     let file = "scenarios/catalog/zookeeper-curator-lost-wall-clock-step-back.toml";
     let dir = scratch("curator-lost-step-back");
-    let (j, events, saved_at) = library_live_if(
-        file,
-        &dir,
-        &CURATOR,
-        &PROPERTIES,
-        c1_granted_first,
-        C2_FIRST,
-    );
+    let (j, events, saved_at) = library_live_c1_first(file, &dir, &CURATOR);
     assert_eq!(j["properties"]["mutual_exclusion"], "invalid", "{saved_at}");
     assert_eq!(j["properties"]["lost_update"], "invalid", "{saved_at}");
     let at = |found: Option<usize>, what: &str| {
@@ -3335,14 +3328,7 @@ fn the_real_curator_on_a_slow_clock_suspends_after_its_session_expired_as_its_mo
     };
     let file = "live/scenarios/curator-standard-slow-client-clock.toml";
     let dir = scratch("curator-slow-clock");
-    let (j, events, saved_at) = library_live_if(
-        file,
-        &dir,
-        &CURATOR,
-        &PROPERTIES,
-        c1_granted_first,
-        C2_FIRST,
-    );
+    let (j, events, saved_at) = library_live_c1_first(file, &dir, &CURATOR);
     assert_zombie_window_over(&j, 0.0, &saved_at);
     let why = aborted(&events, "c1#1").unwrap_or_else(|| panic!("c1#1 aborted: {saved_at}"));
     assert!(why.contains("SUSPENDED"), "{why}: {saved_at}");
@@ -3359,14 +3345,7 @@ fn the_real_curator_standard_policy_aborts_on_suspended_before_the_next_grant() 
     };
     let file = "scenarios/catalog/zookeeper-curator-suspended-standard.toml";
     let dir = scratch("curator-suspended");
-    let (j, events, saved_at) = library_live_if(
-        file,
-        &dir,
-        &CURATOR,
-        &PROPERTIES,
-        c1_granted_first,
-        C2_FIRST,
-    );
+    let (j, events, saved_at) = library_live_c1_first(file, &dir, &CURATOR);
     assert_eq!(j["verdict"], "valid", "{}: {saved_at}", brief(&j));
     let why = aborted(&events, "c1#1").unwrap_or_else(|| panic!("c1#1 aborted: {saved_at}"));
     assert!(
@@ -3503,8 +3482,7 @@ fn the_real_kazoo_never_hears_lost_while_cut_off_and_writes_as_its_model_does() 
     };
     let file = "scenarios/catalog/zookeeper-kazoo-cut-off-no-lost.toml";
     let dir = scratch("kazoo-cut-off");
-    let (j, events, saved_at) =
-        library_live_if(file, &dir, &KAZOO, &PROPERTIES, c1_granted_first, C2_FIRST);
+    let (j, events, saved_at) = library_live_c1_first(file, &dir, &KAZOO);
     assert_eq!(j["properties"]["mutual_exclusion"], "invalid", "{saved_at}");
     assert_eq!(j["properties"]["lost_update"], "invalid", "{saved_at}");
     assert_eq!(

@@ -500,13 +500,20 @@ struct Peer {
 }
 
 fn raft_config(id: u64, config: &HostConfig) -> raft::Config {
+    // The range the host's timeouts are drawn in (raft-rs asserts it): by rank, a tick a
+    // peer above the timeout; else raft-rs's default (0), up to twice it.
+    let (min_election_tick, max_election_tick) = match config.times_out_by_rank {
+        true => (
+            config.election_ticks,
+            config.election_ticks + config.peers.len(),
+        ),
+        false => (0, 0),
+    };
     raft::Config {
         id,
         election_tick: config.election_ticks,
-        // 0: raft-rs's default range, up to twice the timeout; by rank, one tick a peer.
-        min_election_tick: usize::from(config.times_out_by_rank) * config.election_ticks,
-        max_election_tick: usize::from(config.times_out_by_rank)
-            * (config.election_ticks + config.peers.len()),
+        min_election_tick,
+        max_election_tick,
         heartbeat_tick: config.heartbeat_ticks,
         pre_vote: config.pre_vote,
         check_quorum: true,
