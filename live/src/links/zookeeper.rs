@@ -155,7 +155,11 @@ impl Inner {
             Req::CreateSession { timeout_ms } => {
                 return self.create_session(to, timeout_ms, timeout).await
             }
-            Req::Ping { session } => self.ping(to, session, timeout).await,
+            // On another server than the connection's, the session is attached there first
+            // (`conn`): the real server asks its leader.
+            Req::Ping { session } | Req::Attach { session } => {
+                self.ping(to, session, timeout).await
+            }
             Req::Create {
                 session,
                 persistent,

@@ -263,9 +263,9 @@ impl ZkClient {
         self.link.params.session_retry?;
         if let Some(id) = self.current() {
             let sent = self.link.ctx.mono_now();
-            let ping = Req::Ping { session: id };
+            let attach = Req::Attach { session: id };
             let budget = self.link.request_budget();
-            match connect(&self.link, &self.server, ping, budget).await {
+            match connect(&self.link, &self.server, attach, budget).await {
                 Some(Resp::Pong) => {
                     if let Some(s) = self.session.borrow_mut().as_mut() {
                         s.heard = s.heard.max(sent);
@@ -490,7 +490,7 @@ async fn reconnect(
     budget: Duration,
 ) -> Option<Resp> {
     server.set((server.get() + 1) % link.peers.len());
-    let answer = connect(link, server, Req::Ping { session }, budget);
+    let answer = connect(link, server, Req::Attach { session }, budget);
     // Bounded here too (the link's last try may outlast its budget), so Curator's LOST
     // comes on time.
     link.ctx.timeout_local(budget, answer).await.flatten()

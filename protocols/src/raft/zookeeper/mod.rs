@@ -106,9 +106,12 @@
 //! (`zookeeper-curator-604-*`) read linearizably and open the
 //! new session while the servers still keep the old one (a new leader's fresh timeouts):
 //! its node is listed because it still exists. A reconnection that learns of an expired
-//! session is a ping answered `Expired` before the next request (`ClientCnxn` re-attaching
-//! the session; a follower answers from the sessions it has applied, where ZooKeeper's asks
-//! the leader, `Learner.validateSession`); with `session_retry` the client then opens a
+//! session is an attach answered `Expired` before the next request (`ClientCnxn`
+//! re-attaching the session; a follower asks the leader, `Learner.validateSession`, whose
+//! tracker says expired once the session's expiry has passed, before its close is applied
+//! anywhere; a follower that answered from its own applied state took back a session the
+//! leader had expired but not yet closed, and its holder overlapped the next when the close
+//! came); with `session_retry` the client then opens a
 //! new session and goes on. The owner check compares the session that created the node,
 //! which the client knows, with the current one, instead of reading the node's
 //! `ephemeralOwner` from the server: the same answer for the client's own nodes. Left out:

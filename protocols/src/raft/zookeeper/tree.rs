@@ -23,6 +23,14 @@ pub enum Req {
         /// The session.
         session: u64,
     },
+    /// Attach a session to a new connection (`ClientCnxn`'s reconnection with the session's
+    /// id): the leader touches it, or says it expired, and a follower asks the leader
+    /// (`Learner.validateSession`), so a session the leader has expired is not taken back
+    /// on a follower that has not yet applied its close.
+    Attach {
+        /// The session.
+        session: u64,
+    },
     /// Create `/lock/lock-<seq>` (`_c_<guid>-lock-<seq>` with a protection GUID), owned by
     /// `session`: ephemeral, or persistent (a bug: it outlives the session).
     Create {
@@ -394,7 +402,8 @@ impl Service for Tree {
             Req::Delete { name } => Handling::Propose(Cmd::Delete { name }),
             Req::Children if self.local_reads => Handling::Reply(self.children()),
             Req::Ping { session } if !env.leader => self.ping_on_follower(session),
-            Req::Ping { .. } | Req::Children => Handling::Read(req),
+            Req::Attach { .. } if !env.leader => Handling::Forward(req),
+            Req::Ping { .. } | Req::Attach { .. } | Req::Children => Handling::Read(req),
             Req::Watch { name, min_zxid } => self.watch(Some(name), min_zxid, env),
             Req::WatchChildren { min_zxid } => self.watch(None, min_zxid, env),
             Req::AwaitClose { session } => self.await_close(session, env),
@@ -437,11 +446,11 @@ impl Service for Tree {
 
     fn read(&mut self, req: Req, env: &Env) -> Resp {
         match req {
-            // A leader's read (a follower answers pings itself).
-            Req::Ping { session } => {
+            // A leader's read (a follower answers pings itself, and forwards an attach).
+            Req::Ping { session } | Req::Attach { session } => {
                 assert!(
                     env.leader,
-                    "a ping is read only where it was sent to the leader"
+                    "a ping or an attach is read only where it reached the leader"
                 );
                 self.touch(session, env)
             }
