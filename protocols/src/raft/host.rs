@@ -241,6 +241,7 @@ impl HostConfig {
 pub const FINALIZE_WAIT: Duration = Duration::from_millis(200);
 
 /// What a peer does with a client request.
+#[derive(Debug)]
 pub enum Handling<Cmd, Req, Resp> {
     /// Propose this command through the log (leader only); answer when it is applied here.
     Propose(Cmd),
