@@ -3750,8 +3750,7 @@ fn rejected(events: &[serde_json::Value]) -> bool {
 /// own client code, one or more per protocol and library profile: Redisson's watchdog,
 /// redsync's `Until()`, node-redlock's abort signal, redis-py's thread-local token, a bug
 /// variant of `single-redis` and of `redlock`, etcd 3.4's and 3.5's Mutex, Curator's LOST and
-/// SUSPENDED, ZooKeeper's check-then-create, a follower cut off with its client for
-/// `syncLimit` ticks past and within the session; the clock jumps on a real Redis server and one
+/// SUSPENDED, ZooKeeper's check-then-create; the clock jumps on a real Redis server and one
 /// of Redlock's, which its shim steps; and the fsync stall, which its shim holds, and the
 /// clock stepped back under `everysec`, each before a crash that loses what was not synced.
 /// Each story's outcome class is derived from its report, and the simulator meets it
@@ -3793,12 +3792,50 @@ catalog_stories_live! {
     catalog_story_zookeeper_curator_suspended_rolling_restart =
         "zookeeper-curator-suspended-rolling-restart";
     catalog_story_zookeeper_check_then_create = "zookeeper-check-then-create";
-    catalog_story_zookeeper_sync_limit_past_session = "zookeeper-sync-limit-past-session";
-    catalog_story_zookeeper_sync_limit_within_session = "zookeeper-sync-limit-within-session";
     catalog_story_redis_single_clock_jump = "redis-single-clock-jump";
     catalog_story_redlock_clock_jump = "redlock-clock-jump";
     catalog_story_redis_single_fsync_stall = "redis-single-fsync-stall";
     catalog_story_redis_single_everysec_clock_back = "redis-single-everysec-clock-back";
+}
+
+/// The `syncLimit` stories need c2's session on zk1, the follower cut off with it at 1 s (its
+/// first server by its node index, in both worlds). On a loaded machine c2's first
+/// `createSession` to zk1 once went unanswered within its 300 ms and c2 opened its session on
+/// the next server, from which the cut separated it: SUSPENDED by its pings' silence at
+/// 3.2 s, not by zk1 dropping out at about 11 s. Such a run is recognised by its history (c2
+/// SUSPENDED by silence before 9 s), said, and run again, at most three times; the last run
+/// is judged whatever it shows.
+fn sync_limit_story_live(name: &str) {
+    for attempt in 1..=3 {
+        let last = attempt == 3;
+        let judged = catalog_story_live_if(name, |events| last || c2_stayed_on_zk1(events));
+        if judged.is_ok() {
+            return;
+        }
+        eprintln!(
+            "attempt {attempt}: c2 was SUSPENDED by its pings' silence before 9 s (its session \
+             was not on zk1): once more"
+        );
+    }
+}
+
+/// Whether c2 heard no silence before 9 s: its session was on the follower cut off with it.
+fn c2_stayed_on_zk1(events: &[serde_json::Value]) -> bool {
+    !events.iter().any(|e| {
+        e["node"] == "c2"
+            && says(e, "connection lost")
+            && e["time_ns"].as_u64().is_some_and(|t| t < 9_000_000_000)
+    })
+}
+
+#[test]
+fn catalog_story_zookeeper_sync_limit_past_session() {
+    sync_limit_story_live("zookeeper-sync-limit-past-session");
+}
+
+#[test]
+fn catalog_story_zookeeper_sync_limit_within_session() {
+    sync_limit_story_live("zookeeper-sync-limit-within-session");
 }
 
 /// etcd 3.4's story needs c2's key in place before c2 is cut off at 1 s: only a key older
