@@ -3806,16 +3806,19 @@ catalog_stories_live! {
 /// SUSPENDED by silence before 9 s), said, and run again, at most three times; the last run
 /// is judged whatever it shows.
 fn sync_limit_story_live(name: &str) {
+    let missed = "c2 was SUSPENDED by its pings' silence before 9 s (its session was not on zk1)";
+    catalog_story_live_set_up(name, c2_stayed_on_zk1, missed);
+}
+
+/// The catalog story `name` live, run until its history shows `set_up`, at most three times
+/// (each run that missed it said with `missed`); the last run is judged whatever it shows.
+fn catalog_story_live_set_up(name: &str, set_up: fn(&[serde_json::Value]) -> bool, missed: &str) {
     for attempt in 1..=3 {
         let last = attempt == 3;
-        let judged = catalog_story_live_if(name, |events| last || c2_stayed_on_zk1(events));
-        if judged.is_ok() {
+        if catalog_story_live_if(name, |events| last || set_up(events)).is_ok() {
             return;
         }
-        eprintln!(
-            "attempt {attempt}: c2 was SUSPENDED by its pings' silence before 9 s (its session \
-             was not on zk1): once more"
-        );
+        eprintln!("attempt {attempt}: {missed}: once more");
     }
 }
 
@@ -3848,18 +3851,13 @@ fn catalog_story_zookeeper_sync_limit_within_session() {
 /// again, at most three times; the last run is judged whatever it shows.
 #[test]
 fn catalog_story_etcd_concurrency_34_wait_deletes() {
-    let name = "etcd-concurrency-34-wait-deletes";
-    for attempt in 1..=3 {
-        let last = attempt == 3;
-        let judged = catalog_story_live_if(name, |events| last || c2_key_came_first(events));
-        if judged.is_ok() {
-            return;
-        }
-        eprintln!(
-            "attempt {attempt}: c2's key came after others' (its lease or its key was not in \
-             place before its cut at 1 s): once more"
-        );
-    }
+    let missed =
+        "c2's key came after others' (its lease or its key was not in place before its cut at 1 s)";
+    catalog_story_live_set_up(
+        "etcd-concurrency-34-wait-deletes",
+        c2_key_came_first,
+        missed,
+    );
 }
 
 /// Whether c2's first grant carries a lower revision than some grant before it: its key was
